@@ -1,0 +1,121 @@
+//! The command line, as clap parses it. Parsing only; validation happens in
+//! `spec`, and nothing here touches docker.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was created),
+130/143 interrupted by SIGINT/SIGTERM (after removing what was made).
+
+Environment: SBX_SOCKET_DIR (socket root), SBX_STRICT_EGRESS=1 (as --strict-egress),
+SBX_DOCKER (docker CLI to run), DOCKER_HOST (passed to docker), RUST_LOG (tracing).";
+
+/// Disposable, hardened Docker sandboxes for AI-agent sessions.
+///
+/// Each sandbox is a container with every capability dropped, no new
+/// privileges, a read-only root, a non-root user and no network except the
+/// routes you declare, plus a private unix socket between it and the host.
+#[derive(Debug, Parser)]
+#[command(name = "sbx", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Log what sbx does (docker calls and timings) to stderr; -vv for more.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Print results, and errors on stderr, as JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Directory that holds the per-sandbox socket directories
+    /// [default: /run/sbx/sandboxes, then $XDG_RUNTIME_DIR/sbx-sandboxes, then the temp dir]
+    #[arg(long, global = true, value_name = "DIR", env = "SBX_SOCKET_DIR")]
+    pub socket_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a sandbox, wait until it binds its socket, print its id.
+    Create(Box<CreateArgs>),
+    /// Relay stdin to the sandbox's socket and the socket to stdout.
+    Connect(IdArg),
+    /// Cut one route at once (`docker network disconnect --force`); `all` destroys the sandbox.
+    Revoke(RevokeArgs),
+    /// Remove sandboxes and their socket directories; already gone is success.
+    Destroy(DestroyArgs),
+    /// List this tool's sandboxes: id, session, tier, routes, state, age.
+    Ls,
+    /// Print one sandbox's record as JSON.
+    Inspect(IdArg),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Image pinned by digest: repo[:tag]@sha256:<64 hex> or sha256:<64 hex>.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+    /// Session key recorded on the sandbox [default: the sandbox id].
+    #[arg(long, value_name = "KEY")]
+    pub session: Option<String>,
+    /// Route KIND:TARGET (e.g. inference:proxy:8080): joins network sbx-<host>. Repeatable.
+    #[arg(long = "route", value_name = "KIND:TARGET")]
+    pub routes: Vec<String>,
+    /// Bind-mount HOST read-only at SANDBOX (default: the same path). Repeatable.
+    #[arg(long, value_name = "HOST[:SANDBOX]")]
+    pub ro: Vec<String>,
+    /// Bind-mount HOST read-write at SANDBOX (default: the same path). Repeatable.
+    #[arg(long, value_name = "HOST[:SANDBOX]")]
+    pub rw: Vec<String>,
+    /// Host directory mounted at /state instead of a tmpfs.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<String>,
+    /// Memory limit in MiB (swap is not added on top).
+    #[arg(long, value_name = "MIB")]
+    pub memory: Option<u64>,
+    /// CPU limit, e.g. 1.5.
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<String>,
+    /// Process limit [default: 512].
+    #[arg(long, value_name = "N")]
+    pub pids: Option<u32>,
+    /// Environment variable K=V for the sandbox (SBX_* is reserved). Repeatable.
+    #[arg(long = "env", value_name = "K=V")]
+    pub env: Vec<String>,
+    /// Label K=V added to the container (sbx.* is reserved). Repeatable.
+    #[arg(long = "label", value_name = "K=V")]
+    pub labels: Vec<String>,
+    /// Numeric UID[:GID] [default: the image's numeric non-root user, else 65534:65534].
+    #[arg(long, value_name = "UID[:GID]")]
+    pub user: Option<String>,
+    /// How long to wait for the sandbox to bind its socket; 0 returns once it runs [default: 90s].
+    #[arg(long, value_name = "DURATION")]
+    pub socket_wait: Option<String>,
+    /// Refuse, instead of lowering the tier, when a route network is not internal.
+    #[arg(long)]
+    pub strict_egress: bool,
+    /// The command to run in the sandbox (default: the image's).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct IdArg {
+    /// Sandbox id (sbx-<12 hex>), as `create` printed it.
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// Sandbox id.
+    pub id: String,
+    /// Route kind to cut, or `all` to destroy the sandbox.
+    pub kind: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// Sandbox ids.
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+}

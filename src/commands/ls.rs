@@ -1,0 +1,78 @@
+//! `sbx ls`: this tool's sandboxes, from one `docker ps`.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use crate::error::Result;
+use crate::record::Record;
+use crate::Env;
+
+pub fn exec(json: bool, env: &Env, socket_dir: Option<PathBuf>) -> Result<()> {
+    let records = crate::real_driver(env, socket_dir).list()?;
+    if json {
+        return super::json_line(&records);
+    }
+    super::out(&table(&records, SystemTime::now()))
+}
+
+pub fn table(records: &[Record], now: SystemTime) -> String {
+    let mut rows =
+        vec![["ID".to_string(), "SESSION".into(), "TIER".into(), "ROUTES".into(), "STATE".into(), "AGE".into()]];
+    for r in records {
+        let routes =
+            if r.routes.is_empty() { "-".to_string() } else { r.routes.keys().cloned().collect::<Vec<_>>().join(",") };
+        rows.push([
+            r.id.clone(),
+            r.session.clone(),
+            r.tier.to_string(),
+            routes,
+            r.state.clone(),
+            age(&r.created_at, now),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let mut s = String::new();
+    for row in rows {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        s.push_str(cells.join("  ").trim_end());
+        s.push('\n');
+    }
+    s
+}
+
+fn age(created: &str, now: SystemTime) -> String {
+    let Ok(t) = humantime::parse_rfc3339(created) else { return "?".into() };
+    let secs = now.duration_since(t).map(|d| d.as_secs()).unwrap_or(0);
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    #[test]
+    fn table_lines_up() {
+        let created = humantime::parse_rfc3339("2026-11-29T09:00:00Z").unwrap();
+        let r = Record {
+            id: "sbx-0123456789ab".into(),
+            session: "s".into(),
+            image: "i".into(),
+            tier: 2,
+            socket: "/x".into(),
+            routes: BTreeMap::from([("a".into(), "sbx-a".into()), ("b".into(), "sbx-b".into())]),
+            created_at: "2026-11-29T09:00:00Z".into(),
+            state: "running".into(),
+            user: "65534:65534".into(),
+            targets: BTreeMap::new(),
+        };
+        let t = table(&[r], created + Duration::from_secs(150));
+        assert_eq!(t, "ID                SESSION  TIER  ROUTES  STATE    AGE\nsbx-0123456789ab  s        2     a,b     running  2m\n");
+    }
+}

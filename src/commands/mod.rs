@@ -1,0 +1,46 @@
+//! One file per subcommand: each turns parsed arguments into driver calls
+//! and prints the result (data on stdout, everything else on stderr).
+
+mod connect;
+mod create;
+mod destroy;
+mod inspect;
+mod ls;
+mod revoke;
+
+use std::io::Write;
+
+use crate::cli::{Cli, Command};
+use crate::error::{Error, Result};
+use crate::Env;
+
+pub fn dispatch(cli: Cli, env: &Env) -> Result<()> {
+    let json = cli.json;
+    let socket_dir = cli.socket_dir;
+    match cli.command {
+        Command::Create(a) => create::exec(*a, json, env, socket_dir),
+        Command::Connect(a) => connect::exec(&a.id, env, socket_dir),
+        Command::Revoke(a) => revoke::exec(&a.id, &a.kind, json, env, socket_dir),
+        Command::Destroy(a) => destroy::exec(&a.ids, json, env, socket_dir),
+        Command::Ls => ls::exec(json, env, socket_dir),
+        Command::Inspect(a) => inspect::exec(&a.id, env, socket_dir),
+    }
+}
+
+/// Write data to stdout; a closed pipe (`sbx ls | head -1`) is not an error.
+pub(crate) fn out(text: &str) -> Result<()> {
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::io("writing to stdout", e)),
+    }
+}
+
+pub(crate) fn json_line<T: serde::Serialize>(v: &T) -> Result<()> {
+    out(&format!("{}\n", serde_json::to_string(v).map_err(|e| Error::io("encoding JSON", e.into()))?))
+}
+
+pub(crate) fn warn(msg: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "sbx: warning: {msg}");
+}

@@ -1,0 +1,30 @@
+//! `sbx revoke ID KIND`: cut one route now; `all` destroys the sandbox.
+
+use std::path::PathBuf;
+
+use crate::error::{Invalid, Result};
+use crate::spec::{parse_id, validate_kind};
+use crate::Env;
+
+pub fn exec(id: &str, kind: &str, json: bool, env: &Env, socket_dir: Option<PathBuf>) -> Result<()> {
+    let id = parse_id(id)?;
+    let driver = crate::real_driver(env, socket_dir);
+    if kind == "all" {
+        let done = driver.destroy(&[id])?;
+        if json {
+            super::json_line(&done)?;
+        }
+        return Ok(());
+    }
+    validate_kind(kind).map_err(|r| Invalid::new("route kind", kind, r))?;
+    let r = driver.revoke(&id, kind)?;
+    if r.already {
+        eprintln!("sbx: route {} of {} was already revoked", r.kind, r.id);
+    } else if r.cut.len() > 1 {
+        eprintln!("sbx: revoked {} (network {}, shared with routes {})", r.kind, r.network, r.cut.join(", "));
+    }
+    if json {
+        super::json_line(&r)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! Pure builders for every docker argv sbx runs. No I/O here: each function
+//! maps typed, validated input to the exact argument vector, so the vectors
+//! are tested on their own. Values a user controls come after `--` wherever
+//! the subcommand allows it, so none can be read as an option.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+
+use crate::record;
+use crate::spec::SandboxSpec;
+
+/// Where the sandbox sees its socket directory, and the socket in it.
+pub const SANDBOX_SOCKET_DIR: &str = "/run/sandbox";
+pub const SANDBOX_SOCKET: &str = "/run/sandbox/sandbox.sock";
+/// Lines of the sandbox's log quoted when it dies or never binds.
+pub const LOG_TAIL: &str = "20";
+
+fn os(v: &[&str]) -> Vec<OsString> {
+    v.iter().map(OsString::from).collect()
+}
+
+fn with_tail<S: AsRef<str>>(head: &[&str], tail: &[S]) -> Vec<OsString> {
+    let mut v = os(head);
+    v.extend(tail.iter().map(|s| OsString::from(s.as_ref())));
+    v
+}
+
+/// Everything `create` has resolved for one sandbox.
+#[derive(Debug, Clone)]
+pub struct RunPlan<'a> {
+    pub id: &'a str,
+    pub spec: &'a SandboxSpec,
+    pub uid: u32,
+    pub gid: u32,
+    pub tier: u8,
+    pub socket_dir: &'a Path,
+    pub socket_path: &'a Path,
+    pub created_at: &'a str,
+}
+
+impl RunPlan<'_> {
+    pub fn labels(&self) -> Vec<(String, String)> {
+        let s = self.spec;
+        let routes: BTreeMap<&str, String> = s.routes.iter().map(|r| (r.kind.as_str(), r.network())).collect();
+        let targets: BTreeMap<&str, &str> = s.routes.iter().map(|r| (r.kind.as_str(), r.target.as_str())).collect();
+        let mut v = vec![
+            (record::MANAGED.to_string(), "1".to_string()),
+            (record::ID.to_string(), self.id.to_string()),
+            (record::SESSION.to_string(), s.session.clone().unwrap_or_else(|| self.id.to_string())),
+            (record::IMAGE.to_string(), s.image.as_str().to_string()),
+            (record::TIER.to_string(), self.tier.to_string()),
+            (record::SOCKET.to_string(), self.socket_path.display().to_string()),
+            (record::ROUTES.to_string(), serde_json::to_string(&routes).unwrap_or_default()),
+            (record::TARGETS.to_string(), serde_json::to_string(&targets).unwrap_or_default()),
+            (record::USER.to_string(), format!("{}:{}", self.uid, self.gid)),
+            (record::CREATED.to_string(), self.created_at.to_string()),
+            (record::VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ];
+        v.extend(s.labels.iter().cloned());
+        v
+    }
+}
+
+/// `docker run -d ...` (one route or none) or `docker create ...` (several
+/// routes: the rest are attached before `docker start`, because engines
+/// before 25 refuse more than one `--network` at run).
+pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
+    let s = plan.spec;
+    let mut a: Vec<OsString> = if detach_run { os(&["run", "-d"]) } else { os(&["create"]) };
+    let mut push = |k: &str, v: String| {
+        a.push(k.into());
+        a.push(v.into());
+    };
+    push("--name", plan.id.to_string());
+    for (k, v) in plan.labels() {
+        push("--label", format!("{k}={v}"));
+    }
+    // Hardening. Never --rm: the container is the record until `destroy`.
+    push("--restart", "no".into());
+    push("--cap-drop", "ALL".into());
+    push("--security-opt", "no-new-privileges".into());
+    push("--user", format!("{}:{}", plan.uid, plan.gid));
+    push("--pids-limit", s.pids.to_string());
+    push("--ulimit", "nofile=1024:1024".into());
+    push("--ulimit", "core=0:0".into());
+    if let Some(m) = s.memory_mib {
+        push("--memory", format!("{m}m"));
+        // Same as --memory: no swap on top, so the limit is the limit.
+        push("--memory-swap", format!("{m}m"));
+    }
+    if let Some(c) = &s.cpus {
+        push("--cpus", c.clone());
+    }
+    push("--network", s.routes.first().map(|r| r.network()).unwrap_or_else(|| "none".into()));
+    // Read-only root; writable scratch is tmpfs. uid/gid make the sandbox
+    // user own it: on engine 20.10 a tmpfs over a directory the image has
+    // (a 0755 root /tmp) takes that directory's mode whatever `mode=` says.
+    a.push("--read-only".into());
+    let own = format!("uid={},gid={}", plan.uid, plan.gid);
+    let mut push = |k: &str, v: String| {
+        a.push(k.into());
+        a.push(v.into());
+    };
+    push("--tmpfs", format!("/tmp:rw,exec,nosuid,size=512m,mode=1777,{own}"));
+    match &s.state_dir {
+        Some(m) => push("--mount", m.mount_arg()),
+        None => push("--tmpfs", format!("/state:rw,exec,nosuid,size=512m,mode=1777,{own}")),
+    }
+    push("--mount", format!("type=bind,src={},dst={SANDBOX_SOCKET_DIR}", plan.socket_dir.display()));
+    for m in &s.mounts {
+        push("--mount", m.mount_arg());
+    }
+    for (k, v) in &s.env {
+        push("--env", format!("{k}={v}"));
+    }
+    push("--env", format!("SBX_SANDBOX_ID={}", plan.id));
+    push("--env", format!("SBX_SOCKET={SANDBOX_SOCKET}"));
+    // Last, so nothing before it can override the tier the sandbox sees.
+    push("--env", format!("SBX_SANDBOX_TIER={}", plan.tier));
+    a.push("--".into());
+    a.push(s.image.as_str().into());
+    a.extend(s.command.iter().map(OsString::from));
+    a
+}
+
+pub fn image_user(image: &str) -> Vec<OsString> {
+    os(&["image", "inspect", "--format", "{{json .Config.User}}", "--", image])
+}
+
+pub fn network_inspect<S: AsRef<str>>(networks: &[S]) -> Vec<OsString> {
+    with_tail(&["network", "inspect", "--format", "{{json .Name}} {{json .Internal}}", "--"], networks)
+}
+
+pub fn network_connect(network: &str, id: &str) -> Vec<OsString> {
+    os(&["network", "connect", "--", network, id])
+}
+
+pub fn network_disconnect(network: &str, id: &str) -> Vec<OsString> {
+    os(&["network", "disconnect", "--force", "--", network, id])
+}
+
+pub fn start(id: &str) -> Vec<OsString> {
+    os(&["start", "--", id])
+}
+
+pub fn wait(id: &str) -> Vec<OsString> {
+    os(&["wait", "--", id])
+}
+
+pub fn logs_tail(id: &str) -> Vec<OsString> {
+    os(&["logs", "--tail", LOG_TAIL, "--", id])
+}
+
+/// `-v` removes anonymous volumes the image declared, so nothing outlives it.
+pub fn remove<S: AsRef<str>>(ids: &[S]) -> Vec<OsString> {
+    with_tail(&["rm", "-f", "-v", "--"], ids)
+}
+
+pub fn inspect<S: AsRef<str>>(ids: &[S]) -> Vec<OsString> {
+    with_tail(&["container", "inspect", "--format", "{{json .}}", "--"], ids)
+}
+
+pub fn list() -> Vec<OsString> {
+    let filter = format!("label={}=1", record::MANAGED);
+    vec![
+        "ps".into(),
+        "-a".into(),
+        "--no-trunc".into(),
+        "--filter".into(),
+        filter.into(),
+        "--format".into(),
+        record::ps_template().into(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{CreateRequest, SandboxSpec};
+
+    const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn strs(v: Vec<OsString>) -> Vec<String> {
+        v.into_iter().map(|s| s.into_string().unwrap()).collect()
+    }
+
+    fn spec(req: CreateRequest) -> SandboxSpec {
+        SandboxSpec::from_request(&CreateRequest { image: IMG.into(), ..req }, None).unwrap()
+    }
+
+    fn plan(s: &SandboxSpec) -> RunPlan<'_> {
+        RunPlan {
+            id: "sbx-0123456789ab",
+            spec: s,
+            uid: 65534,
+            gid: 65534,
+            tier: 2,
+            socket_dir: Path::new("/run/sbx/sandboxes/sbx-0123456789ab"),
+            socket_path: Path::new("/run/sbx/sandboxes/sbx-0123456789ab/sandbox.sock"),
+            created_at: "2026-11-29T09:00:00Z",
+        }
+    }
+
+    #[test]
+    fn run_argv_no_routes() {
+        let s = spec(CreateRequest { command: vec!["serve".into(), "--x".into()], ..Default::default() });
+        let got = strs(container(&plan(&s), true));
+        let labels: Vec<String> = got.windows(2).filter(|w| w[0] == "--label").map(|w| w[1].clone()).collect();
+        assert_eq!(labels.len(), record::ALL.len());
+        assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
+        assert!(labels.contains(&"sbx.routes={}".to_string()));
+        let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();
+        assert_eq!(
+            rest,
+            vec![
+                "--restart",
+                "no",
+                "--cap-drop",
+                "ALL",
+                "--security-opt",
+                "no-new-privileges",
+                "--user",
+                "65534:65534",
+                "--pids-limit",
+                "512",
+                "--ulimit",
+                "nofile=1024:1024",
+                "--ulimit",
+                "core=0:0",
+                "--network",
+                "none",
+                "--read-only",
+                "--tmpfs",
+                "/tmp:rw,exec,nosuid,size=512m,mode=1777,uid=65534,gid=65534",
+                "--tmpfs",
+                "/state:rw,exec,nosuid,size=512m,mode=1777,uid=65534,gid=65534",
+                "--mount",
+                "type=bind,src=/run/sbx/sandboxes/sbx-0123456789ab,dst=/run/sandbox",
+                "--env",
+                "SBX_SANDBOX_ID=sbx-0123456789ab",
+                "--env",
+                "SBX_SOCKET=/run/sandbox/sandbox.sock",
+                "--env",
+                "SBX_SANDBOX_TIER=2",
+                "--",
+                IMG,
+                "serve",
+                "--x",
+            ]
+        );
+        assert_eq!(&got[..4], &["run", "-d", "--name", "sbx-0123456789ab"]);
+        assert!(!got.iter().any(|a| a == "--rm" || a == "--privileged"));
+    }
+
+    #[test]
+    fn create_argv_with_routes_limits_env_and_mounts() {
+        let dir = std::env::temp_dir().canonicalize().unwrap();
+        let s = spec(CreateRequest {
+            routes: vec!["inference:proxy:8080".into(), "tools:http://toolhost:9000/v1".into()],
+            memory_mib: Some(256),
+            cpus: Some("1.5".into()),
+            env: vec!["A=1".into()],
+            ro: vec![format!("{}:/data", dir.display())],
+            session: Some("s1".into()),
+            labels: vec!["ci.job=7".into()],
+            ..Default::default()
+        });
+        let got = strs(container(&plan(&s), false));
+        assert_eq!(got[0], "create");
+        let has = |k: &str, v: &str| got.windows(2).any(|w| w[0] == k && w[1] == v);
+        assert!(has("--network", "sbx-proxy"));
+        assert!(!has("--network", "sbx-toolhost"), "later routes are attached, not passed to create");
+        assert!(has("--memory", "256m") && has("--memory-swap", "256m") && has("--cpus", "1.5"));
+        assert!(has("--mount", &format!("type=bind,src={},dst=/data,readonly", dir.display())));
+        assert!(has("--label", r#"sbx.routes={"inference":"sbx-proxy","tools":"sbx-toolhost"}"#));
+        assert!(has("--label", r#"sbx.targets={"inference":"proxy:8080","tools":"http://toolhost:9000/v1"}"#));
+        assert!(has("--label", "sbx.session=s1") && has("--label", "ci.job=7"));
+        let envs: Vec<&String> = got.windows(2).filter(|w| w[0] == "--env").map(|w| &w[1]).collect();
+        assert_eq!(envs.first().unwrap().as_str(), "A=1");
+        assert_eq!(envs.last().unwrap().as_str(), "SBX_SANDBOX_TIER=2");
+    }
+
+    #[test]
+    fn state_dir_replaces_the_state_tmpfs() {
+        let dir = std::env::temp_dir().canonicalize().unwrap();
+        let s = spec(CreateRequest { state_dir: Some(dir.display().to_string()), ..Default::default() });
+        let got = strs(container(&plan(&s), true));
+        assert!(got.contains(&format!("type=bind,src={},dst=/state", dir.display())));
+        assert!(!got.iter().any(|a| a.starts_with("/state:")));
+    }
+
+    #[test]
+    fn small_builders() {
+        assert_eq!(
+            strs(network_inspect(&["sbx-a", "sbx-b"])),
+            ["network", "inspect", "--format", "{{json .Name}} {{json .Internal}}", "--", "sbx-a", "sbx-b"]
+        );
+        assert_eq!(
+            strs(network_disconnect("sbx-a", "sbx-1")),
+            ["network", "disconnect", "--force", "--", "sbx-a", "sbx-1"]
+        );
+        assert_eq!(strs(remove(&["a", "b"])), ["rm", "-f", "-v", "--", "a", "b"]);
+        assert_eq!(strs(list())[..5], ["ps", "-a", "--no-trunc", "--filter", "label=sbx.managed=1"]);
+    }
+}

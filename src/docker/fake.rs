@@ -1,0 +1,144 @@
+//! A scripted stand-in for the docker CLI, for tests.
+//!
+//! Answers are replayed in order; every argv is recorded so a test can
+//! compare the exact calls. An unscripted call panics, so a test cannot
+//! pass while sbx makes calls nobody expected.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::sync::{Arc, Mutex};
+
+use super::{Background, DockerExec, Output};
+use crate::error::DockerError;
+
+type Hook = Box<dyn FnOnce(&[String]) + Send>;
+
+enum Answer {
+    Output(Output, Option<Hook>),
+    SpawnFails,
+}
+
+/// How a scripted background process behaves.
+#[derive(Debug, Clone)]
+pub enum FakeBackground {
+    /// Never exits while polled.
+    Runs,
+    /// Exits with this output after being polled `polls` times.
+    ExitsAfter { polls: u32, output: Output },
+}
+
+#[derive(Default)]
+struct State {
+    answers: VecDeque<Answer>,
+    backgrounds: VecDeque<FakeBackground>,
+    calls: Vec<Vec<String>>,
+}
+
+#[derive(Clone, Default)]
+pub struct FakeDocker {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeDocker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&self, out: Output) -> &Self {
+        self.state.lock().unwrap().answers.push_back(Answer::Output(out, None));
+        self
+    }
+
+    /// Answer with `out`, after running `hook` on the argv (e.g. to bind the
+    /// socket a real sandbox would bind).
+    pub fn push_with(&self, out: Output, hook: impl FnOnce(&[String]) + Send + 'static) -> &Self {
+        self.state.lock().unwrap().answers.push_back(Answer::Output(out, Some(Box::new(hook))));
+        self
+    }
+
+    /// The next call fails to spawn, as when docker is not installed.
+    pub fn push_spawn_failure(&self) -> &Self {
+        self.state.lock().unwrap().answers.push_back(Answer::SpawnFails);
+        self
+    }
+
+    pub fn push_background(&self, bg: FakeBackground) -> &Self {
+        self.state.lock().unwrap().backgrounds.push_back(bg);
+        self
+    }
+
+    /// Every argv run or spawned so far, in order.
+    pub fn calls(&self) -> Vec<Vec<String>> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    /// Just the docker subcommands, e.g. `["image inspect", "run"]`.
+    pub fn verbs(&self) -> Vec<String> {
+        self.calls().iter().map(|c| verb(c)).collect()
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.state.lock().unwrap().answers.len()
+    }
+}
+
+fn verb(argv: &[String]) -> String {
+    match argv.first().map(String::as_str) {
+        Some(first @ ("image" | "network" | "container")) => {
+            format!("{first} {}", argv.get(1).map(String::as_str).unwrap_or(""))
+        }
+        Some(first) => first.to_string(),
+        None => String::new(),
+    }
+}
+
+fn strings(args: &[OsString]) -> Vec<String> {
+    args.iter().map(|a| a.to_string_lossy().into_owned()).collect()
+}
+
+impl DockerExec for FakeDocker {
+    fn run(&self, args: &[OsString]) -> Result<Output, DockerError> {
+        let argv = strings(args);
+        let answer = {
+            let mut st = self.state.lock().unwrap();
+            st.calls.push(argv.clone());
+            st.answers.pop_front()
+        };
+        match answer {
+            Some(Answer::Output(out, hook)) => {
+                if let Some(h) = hook {
+                    h(&argv);
+                }
+                Ok(out)
+            }
+            Some(Answer::SpawnFails) => Err(DockerError::Spawn {
+                program: "docker".into(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory"),
+            }),
+            None => panic!("unscripted docker call: {argv:?}"),
+        }
+    }
+
+    fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
+        let argv = strings(args);
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(argv.clone());
+        let bg = st.backgrounds.pop_front().unwrap_or_else(|| panic!("unscripted background docker call: {argv:?}"));
+        Ok(Box::new(Scripted(bg)))
+    }
+}
+
+struct Scripted(FakeBackground);
+
+impl Background for Scripted {
+    fn try_wait(&mut self) -> Option<Output> {
+        match &mut self.0 {
+            FakeBackground::Runs => None,
+            FakeBackground::ExitsAfter { polls: 0, output } => Some(output.clone()),
+            FakeBackground::ExitsAfter { polls, .. } => {
+                *polls -= 1;
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The seam between sbx and the `docker` CLI.
+//!
+//! Everything sbx asks of docker goes through [`DockerExec`]: an argv in,
+//! exit status and both output streams out. [`RealDocker`] spawns the CLI
+//! (never a shell); [`fake::FakeDocker`] records each argv and replays
+//! scripted answers, so every path, faults included, is testable without a
+//! daemon.
+
+pub mod argv;
+pub mod fake;
+pub mod parse;
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+
+use crate::error::DockerError;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Output {
+    pub status: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl Output {
+    pub fn ok(stdout: &str) -> Self {
+        Output { status: 0, stdout: stdout.as_bytes().to_vec(), stderr: Vec::new() }
+    }
+
+    pub fn fail(status: i32, stderr: &str) -> Self {
+        Output { status, stdout: Vec::new(), stderr: stderr.as_bytes().to_vec() }
+    }
+
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).trim().to_string()
+    }
+}
+
+/// A docker process left running while sbx does other work (`docker wait`).
+pub trait Background: Send {
+    /// `Some` once the process has exited. Dropping the handle kills it.
+    fn try_wait(&mut self) -> Option<Output>;
+}
+
+pub trait DockerExec: Send + Sync {
+    /// Run `docker ARGS...` to completion. Errors only when it could not be
+    /// started; a non-zero exit is an `Output` with that status.
+    fn run(&self, args: &[OsString]) -> Result<Output, DockerError>;
+    /// Start `docker ARGS...` and return at once.
+    fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError>;
+}
+
+/// Run and require exit 0.
+pub fn run_ok(exec: &dyn DockerExec, args: &[OsString]) -> Result<Output, DockerError> {
+    let out = exec.run(args)?;
+    if out.status != 0 {
+        return Err(DockerError::Status { command: render(args), status: out.status, stderr: out.stderr_str() });
+    }
+    Ok(out)
+}
+
+/// `docker ARGS` quoted for messages only; never executed.
+pub fn render(args: &[OsString]) -> String {
+    let mut s = String::from("docker");
+    for a in args {
+        let a = a.to_string_lossy();
+        s.push(' ');
+        if !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&b)) {
+            s.push_str(&a);
+        } else {
+            s.push('\'');
+            s.push_str(&a.replace('\'', "'\\''"));
+            s.push('\'');
+        }
+    }
+    s
+}
+
+/// Spawns the real docker CLI (`$SBX_DOCKER` or `docker` on PATH).
+pub struct RealDocker {
+    program: OsString,
+}
+
+impl RealDocker {
+    pub fn new(program: Option<OsString>) -> Self {
+        RealDocker { program: program.unwrap_or_else(|| OsString::from("docker")) }
+    }
+
+    fn command(&self, args: &[OsString]) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(args).stdin(Stdio::null());
+        // Its own process group: a Ctrl-C at the terminal reaches sbx alone,
+        // which finishes the step in flight and then tears down what it made,
+        // instead of docker dying half-way through a create or a cleanup.
+        cmd.process_group(0);
+        cmd
+    }
+
+    fn spawn_err(&self, source: std::io::Error) -> DockerError {
+        DockerError::Spawn { program: OsStr::new(&self.program).to_string_lossy().into_owned(), source }
+    }
+}
+
+impl DockerExec for RealDocker {
+    fn run(&self, args: &[OsString]) -> Result<Output, DockerError> {
+        tracing::debug!(command = %render(args), "docker");
+        let out = self.command(args).output().map_err(|e| self.spawn_err(e))?;
+        let status = out
+            .status
+            .code()
+            .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&out.status).unwrap_or(0));
+        tracing::debug!(status, "docker done");
+        Ok(Output { status, stdout: out.stdout, stderr: out.stderr })
+    }
+
+    fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
+        tracing::debug!(command = %render(args), "docker (background)");
+        let child =
+            self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
+        Ok(Box::new(RealBackground { child }))
+    }
+}
+
+struct RealBackground {
+    child: Child,
+}
+
+impl Background for RealBackground {
+    fn try_wait(&mut self) -> Option<Output> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = Output { status: status.code().unwrap_or(-1), ..Default::default() };
+                if let Some(s) = self.child.stdout.as_mut() {
+                    let _ = s.read_to_end(&mut out.stdout);
+                }
+                if let Some(s) = self.child.stderr.as_mut() {
+                    let _ = s.read_to_end(&mut out.stderr);
+                }
+                Some(out)
+            }
+            Ok(None) => None,
+            Err(_) => Some(Output { status: -1, ..Default::default() }),
+        }
+    }
+}
+
+impl Drop for RealBackground {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_quotes_only_for_humans() {
+        let args: Vec<OsString> = ["rm", "-f", "a b", "it's"].iter().map(OsString::from).collect();
+        assert_eq!(render(&args), "docker rm -f 'a b' 'it'\\''s'");
+    }
+
+    #[test]
+    fn real_docker_reports_spawn_failure() {
+        let d = RealDocker::new(Some("/nonexistent/docker".into()));
+        match d.run(&[]) {
+            Err(DockerError::Spawn { program, .. }) => assert_eq!(program, "/nonexistent/docker"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

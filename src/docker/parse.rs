@@ -1,0 +1,84 @@
+//! Pure parsers for docker's output, tested on text captured from the
+//! engine this project runs on (20.10, with a 28.x CLI).
+
+use std::collections::BTreeMap;
+
+/// `docker network inspect --format '{{json .Name}} {{json .Internal}}'`
+/// prints one line per network it found; the missing ones are named on
+/// stderr as `network NAME not found` (20.10) or `No such network: NAME`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NetworkReport {
+    pub internal: BTreeMap<String, bool>,
+    pub missing: Vec<String>,
+}
+
+pub fn networks(asked: &[String], stdout: &str, stderr: &str) -> NetworkReport {
+    let mut internal = BTreeMap::new();
+    for line in stdout.lines() {
+        let Some((name, int)) = line.trim().split_once(' ') else { continue };
+        if let Ok(name) = serde_json::from_str::<String>(name) {
+            internal.insert(name, int.trim() == "true");
+        }
+    }
+    let missing = asked
+        .iter()
+        .filter(|n| !internal.contains_key(*n))
+        .filter(|n| {
+            stderr.contains(&format!("network {n} not found")) || stderr.contains(&format!("No such network: {n}"))
+        })
+        .cloned()
+        .collect();
+    NetworkReport { internal, missing }
+}
+
+/// `docker image inspect --format '{{json .Config.User}}'` prints `"1000:1000"`.
+pub fn image_user(stdout: &str) -> String {
+    serde_json::from_str::<String>(stdout.trim()).unwrap_or_default()
+}
+
+pub fn no_such_image(stderr: &str) -> bool {
+    stderr.contains("No such image") || stderr.contains("no such image")
+}
+
+pub fn no_such_container(stderr: &str) -> bool {
+    stderr.contains("No such container") || stderr.contains("No such object")
+}
+
+/// Container names docker says are missing, e.g. from `docker container
+/// inspect a b` when only `a` exists.
+pub fn missing_containers(asked: &[String], stderr: &str) -> Vec<String> {
+    asked
+        .iter()
+        .filter(|id| stderr.lines().any(|l| no_such_container(l) && l.trim_end().ends_with(id.as_str())))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_report_from_captured_output() {
+        let asked: Vec<String> = ["sbx-exp1", "sbx-exp2", "sbx-missing"].map(String::from).to_vec();
+        // Captured from engine 20.10.24 with CLI 28.2.2 (exit status 1).
+        let stdout = "\"sbx-exp1\" true\n\"sbx-exp2\" false\n";
+        let stderr = "Error response from daemon: network sbx-missing not found\n";
+        let r = networks(&asked, stdout, stderr);
+        assert_eq!(r.internal.get("sbx-exp1"), Some(&true));
+        assert_eq!(r.internal.get("sbx-exp2"), Some(&false));
+        assert_eq!(r.missing, vec!["sbx-missing"]);
+        let r = networks(&asked[2..], "", "Error: No such network: sbx-missing");
+        assert_eq!(r.missing, vec!["sbx-missing"]);
+    }
+
+    #[test]
+    fn image_and_container_errors() {
+        assert_eq!(image_user("\"1000:1000\"\n"), "1000:1000");
+        assert_eq!(image_user("\"\"\n"), "");
+        assert!(no_such_image("Error response from daemon: no such image: sha256:00: No such image: sha256:00"));
+        let asked = vec!["sbx-000000000001".to_string(), "sbx-000000000002".to_string()];
+        let stderr = "Error: No such container: sbx-000000000002\n";
+        assert_eq!(missing_containers(&asked, stderr), vec!["sbx-000000000002"]);
+    }
+}

@@ -1,0 +1,224 @@
+//! Every way an sbx command can fail, and the one place that maps a failure
+//! to its exit code, its machine-readable kind and the hint that says what
+//! to do next.
+//!
+//! Exit codes (scripts depend on them):
+//!
+//! | code | meaning                                                        |
+//! |------|----------------------------------------------------------------|
+//! | 0    | success                                                        |
+//! | 1    | the operation failed (docker error, boot crash, timeout, ...)  |
+//! | 2    | invalid input, caught before any docker call                   |
+//! | 130  | interrupted by SIGINT (after cleaning up)                      |
+//! | 143  | terminated by SIGTERM (after cleaning up)                      |
+
+use std::path::PathBuf;
+
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_INVALID: u8 = 2;
+
+/// Input that sbx refuses before it touches docker.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} {value:?}: {reason}")]
+pub struct Invalid {
+    pub what: &'static str,
+    pub value: String,
+    pub reason: String,
+    pub hint: Option<String>,
+}
+
+impl Invalid {
+    pub fn new(what: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Self {
+        Invalid { what, value: value.into(), reason: reason.into(), hint: None }
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// A docker invocation that could not run or that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    #[error("could not run `{program}`: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed (exit {status}): {stderr}")]
+    Status { command: String, status: i32, stderr: String },
+    #[error("could not parse the output of `{command}`: {reason}")]
+    Parse { command: String, reason: String },
+}
+
+/// Failures of the host side of the socket channel.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("no usable socket root: {tried}")]
+    NoRoot { tried: String },
+    #[error("socket root {path}: {reason}")]
+    BadRoot { path: PathBuf, reason: String },
+    #[error("socket path {path} is {len} bytes; Linux allows at most 107")]
+    PathTooLong { path: PathBuf, len: usize },
+    #[error("socket {path} is hostile: {reason}")]
+    Hostile { path: PathBuf, reason: String },
+    #[error("socket {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    #[error(transparent)]
+    Docker(#[from] DockerError),
+    #[error(transparent)]
+    Socket(#[from] SocketError),
+    #[error("image {image} is not on this engine")]
+    ImageMissing { image: String },
+    #[error("route network(s) missing: {}", networks.join(", "))]
+    NetworkMissing { networks: Vec<String> },
+    #[error("route network(s) not internal, refused under strict egress: {}", networks.join(", "))]
+    EgressNotStrict { networks: Vec<String> },
+    #[error("no sandbox {id} on this engine")]
+    NotFound { id: String },
+    #[error("container {id} was not created by sbx; refusing to touch it")]
+    Foreign { id: String },
+    #[error("sandbox {id} has no route {kind:?} (its routes: {})", if routes.is_empty() { "none".to_string() } else { routes.join(", ") })]
+    UnknownRoute { id: String, kind: String, routes: Vec<String> },
+    #[error("sandbox {id} is {state}, not running")]
+    NotRunning { id: String, state: String },
+    #[error("sandbox {id} exited (code {code}) before binding its socket{}", tail_suffix(logs))]
+    DiedAtBoot { id: String, code: i32, logs: String },
+    #[error("sandbox {id} did not bind {socket} within {waited}{}", tail_suffix(logs))]
+    SocketTimeout { id: String, socket: String, waited: String, logs: String },
+    #[error("interrupted by signal {signal}; what was made has been removed")]
+    Interrupted { signal: i32 },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn tail_suffix(logs: &str) -> String {
+    if logs.trim().is_empty() {
+        String::from("; it logged nothing")
+    } else {
+        format!("; its last log lines:\n{}", logs.trim_end())
+    }
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Invalid(_) => EXIT_INVALID,
+            Error::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
+            Error::Docker(_)
+            | Error::Socket(_)
+            | Error::ImageMissing { .. }
+            | Error::NetworkMissing { .. }
+            | Error::EgressNotStrict { .. }
+            | Error::NotFound { .. }
+            | Error::Foreign { .. }
+            | Error::UnknownRoute { .. }
+            | Error::NotRunning { .. }
+            | Error::DiedAtBoot { .. }
+            | Error::SocketTimeout { .. }
+            | Error::Io { .. } => EXIT_FAILED,
+        }
+    }
+
+    /// A stable, machine-readable name for `--json` error objects.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Invalid(_) => "invalid_input",
+            Error::Docker(DockerError::Spawn { .. }) => "docker_missing",
+            Error::Docker(DockerError::Status { .. }) => "docker_failed",
+            Error::Docker(DockerError::Parse { .. }) => "docker_output",
+            Error::Socket(SocketError::Hostile { .. }) => "hostile_socket",
+            Error::Socket(SocketError::PathTooLong { .. }) => "socket_path_too_long",
+            Error::Socket(_) => "socket",
+            Error::ImageMissing { .. } => "image_missing",
+            Error::NetworkMissing { .. } => "network_missing",
+            Error::EgressNotStrict { .. } => "egress_not_strict",
+            Error::NotFound { .. } => "not_found",
+            Error::Foreign { .. } => "foreign_container",
+            Error::UnknownRoute { .. } => "unknown_route",
+            Error::NotRunning { .. } => "not_running",
+            Error::DiedAtBoot { .. } => "died_at_boot",
+            Error::SocketTimeout { .. } => "socket_timeout",
+            Error::Interrupted { .. } => "interrupted",
+            Error::Io { .. } => "io",
+        }
+    }
+
+    /// What the operator should do about it.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            Error::Invalid(i) => return i.hint.clone(),
+            Error::Docker(DockerError::Spawn { .. }) => {
+                "install the docker CLI (or set SBX_DOCKER to its path) and check that `docker version` answers".into()
+            }
+            Error::Docker(DockerError::Status { stderr, .. }) if is_daemon_down(stderr) => {
+                "start the docker daemon, or point DOCKER_HOST at one that runs; `docker version` must answer".into()
+            }
+            Error::Docker(_) => return None,
+            Error::Socket(SocketError::NoRoot { .. }) => {
+                "pass --socket-dir DIR (or SBX_SOCKET_DIR) naming a writable directory".into()
+            }
+            Error::Socket(SocketError::BadRoot { .. }) => {
+                "pass --socket-dir DIR (or SBX_SOCKET_DIR) naming a directory you own".into()
+            }
+            Error::Socket(SocketError::PathTooLong { .. }) => {
+                "use a shorter --socket-dir (or SBX_SOCKET_DIR), e.g. /run/sbx".into()
+            }
+            Error::Socket(SocketError::Hostile { .. }) => {
+                "the sandbox must bind a unix socket itself at /run/sandbox/sandbox.sock; sbx never follows links there".into()
+            }
+            Error::Socket(SocketError::Io { .. }) => return None,
+            Error::ImageMissing { image } => {
+                format!("load it first (`docker pull {image}` or `docker load`), then retry")
+            }
+            Error::NetworkMissing { networks } => {
+                let cmds: Vec<String> =
+                    networks.iter().map(|n| format!("`docker network create --internal {n}`")).collect();
+                format!("create it with {} and attach the destination service to it", cmds.join(" and "))
+            }
+            Error::EgressNotStrict { networks } => format!(
+                "recreate each as internal (`docker network rm {n}` then `docker network create --internal {n}`), or drop --strict-egress / SBX_STRICT_EGRESS to accept tier 1",
+                n = networks.join(" ")
+            ),
+            Error::NotFound { .. } => "`sbx ls` lists the sandboxes on this engine".into(),
+            Error::Foreign { .. } => "remove it with docker itself if it is yours".into(),
+            Error::UnknownRoute { id, .. } => format!("`sbx inspect {id}` shows its routes; `sbx revoke {id} all` destroys it"),
+            Error::NotRunning { id, .. } => format!("`sbx destroy {id}` and create a new sandbox"),
+            Error::DiedAtBoot { .. } => {
+                "the sandbox program must start and bind /run/sandbox/sandbox.sock; run it with the same image by hand to see why it exits".into()
+            }
+            Error::SocketTimeout { .. } => {
+                "make the sandbox bind /run/sandbox/sandbox.sock, raise --socket-wait, or pass --socket-wait 0 to skip the wait".into()
+            }
+            Error::Interrupted { .. } => return None,
+            Error::Io { .. } => return None,
+        })
+    }
+}
+
+fn is_daemon_down(stderr: &str) -> bool {
+    stderr.contains("Cannot connect to the Docker daemon") || stderr.contains("Is the docker daemon running")
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

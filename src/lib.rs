@@ -1,0 +1,124 @@
+//! sbx: disposable, hardened Docker sandboxes for AI-agent sessions.
+//!
+//! Flow: `cli` (clap) -> `spec` (validated, typed) -> `driver`
+//! (`ContainerDriver`) -> `docker::argv` (pure argv builders) ->
+//! `docker::DockerExec` (real CLI, or the recording fake in tests).
+//! The container's labels are the only state (`record`).
+
+pub mod cli;
+pub mod commands;
+pub mod docker;
+pub mod driver;
+pub mod error;
+pub mod interrupt;
+pub mod record;
+pub mod relay;
+pub mod socket;
+pub mod spec;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::sync::Arc;
+
+use clap::Parser;
+
+use crate::error::{Error, EXIT_INVALID, EXIT_OK};
+
+/// What sbx reads from its environment, gathered once at the edge.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub strict_egress: bool,
+    pub docker: Option<OsString>,
+    pub docker_host: Option<String>,
+    pub xdg_runtime_dir: Option<std::path::PathBuf>,
+}
+
+impl Env {
+    pub fn from_process() -> Self {
+        let strict =
+            std::env::var("SBX_STRICT_EGRESS").map(|v| matches!(v.as_str(), "1" | "true" | "yes")).unwrap_or(false);
+        Env {
+            strict_egress: strict,
+            docker: std::env::var_os("SBX_DOCKER").filter(|v| !v.is_empty()),
+            docker_host: std::env::var("DOCKER_HOST").ok(),
+            xdg_runtime_dir: std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()).map(Into::into),
+        }
+    }
+}
+
+/// Parse `args`, run the command, report any error on stderr; returns the
+/// process exit code.
+pub fn run(args: Vec<OsString>, env: Env) -> u8 {
+    let wants_json = args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json");
+    let cli = match cli::Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return EXIT_OK;
+            }
+            if wants_json {
+                let msg = e.kind().as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
+                let detail = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
+                print_json_error("invalid_input", &format!("{msg}: {detail}"), Some("see `sbx --help`"));
+            } else {
+                let _ = e.print();
+            }
+            return EXIT_INVALID;
+        }
+    };
+    init_tracing(cli.verbose);
+    let json = cli.json;
+    match commands::dispatch(cli, &env) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            report(&e, json);
+            e.exit_code()
+        }
+    }
+}
+
+fn report(e: &Error, json: bool) {
+    let hint = e.hint();
+    if json {
+        print_json_error(e.kind(), &e.to_string(), hint.as_deref());
+    } else {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "sbx: error: {e}");
+        if let Some(h) = hint {
+            let _ = writeln!(err, "sbx: hint: {h}");
+        }
+    }
+}
+
+fn print_json_error(kind: &str, message: &str, hint: Option<&str>) {
+    let v = serde_json::json!({ "error": { "kind": kind, "message": message, "hint": hint } });
+    let _ = writeln!(std::io::stderr().lock(), "{v}");
+}
+
+fn init_tracing(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match verbose {
+        0 => match EnvFilter::try_from_default_env() {
+            Ok(f) => f,
+            Err(_) => return,
+        },
+        1 => EnvFilter::new("sbx=debug"),
+        _ => EnvFilter::new("sbx=trace"),
+    };
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+/// The production driver: the real docker CLI and the process's signals.
+pub fn real_driver(env: &Env, socket_dir: Option<std::path::PathBuf>) -> driver::ContainerDriver {
+    let roots = socket::RootChoice {
+        explicit: socket_dir,
+        xdg_runtime_dir: env.xdg_runtime_dir.clone(),
+        temp_dir: std::env::temp_dir(),
+        euid: nix::unistd::geteuid().as_raw(),
+    };
+    driver::ContainerDriver::new(Arc::new(docker::RealDocker::new(env.docker.clone())), roots)
+        .with_interrupts(Arc::new(interrupt::pending))
+}

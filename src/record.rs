@@ -1,0 +1,184 @@
+//! The container is the record: everything later commands need is written
+//! as labels at create time and read back from `docker inspect`/`docker ps`.
+//! Labels are immutable, so what can change (revoked routes, state) is read
+//! from the live container, never from the labels alone.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::DockerError;
+
+pub const MANAGED: &str = "sbx.managed";
+pub const ID: &str = "sbx.id";
+pub const SESSION: &str = "sbx.session";
+pub const IMAGE: &str = "sbx.image";
+pub const TIER: &str = "sbx.tier";
+pub const SOCKET: &str = "sbx.socket";
+pub const ROUTES: &str = "sbx.routes";
+pub const TARGETS: &str = "sbx.targets";
+pub const USER: &str = "sbx.user";
+pub const CREATED: &str = "sbx.created";
+pub const VERSION: &str = "sbx.version";
+
+/// Every label sbx writes, so `docker ps` can be asked for exactly these.
+pub const ALL: &[&str] = &[MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION];
+
+/// A container as docker reports it, before sbx interprets it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawContainer {
+    pub name: String,
+    pub state: String,
+    pub networks: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// One sandbox, as `inspect`, `ls` and `--json` report it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Record {
+    pub id: String,
+    pub session: String,
+    pub image: String,
+    pub tier: u8,
+    pub socket: String,
+    /// Live routes only: a revoked route's network is no longer attached.
+    pub routes: BTreeMap<String, String>,
+    pub created_at: String,
+    pub state: String,
+    pub user: String,
+    #[serde(skip)]
+    pub targets: BTreeMap<String, String>,
+}
+
+impl RawContainer {
+    /// sbx created this container: its name is the id sbx wrote into it.
+    pub fn is_sbx(&self) -> bool {
+        self.labels.get(MANAGED).map(String::as_str) == Some("1") && self.labels.get(ID) == Some(&self.name)
+    }
+
+    pub fn record(&self) -> Record {
+        let l = |k: &str| self.labels.get(k).cloned().unwrap_or_default();
+        let declared: BTreeMap<String, String> = serde_json::from_str(&l(ROUTES)).unwrap_or_default();
+        let routes = declared.into_iter().filter(|(_, net)| self.networks.contains(net)).collect();
+        Record {
+            id: self.name.clone(),
+            session: l(SESSION),
+            image: l(IMAGE),
+            tier: l(TIER).parse().unwrap_or(0),
+            socket: l(SOCKET),
+            routes,
+            created_at: l(CREATED),
+            state: self.state.clone(),
+            user: l(USER),
+            targets: serde_json::from_str(&l(TARGETS)).unwrap_or_default(),
+        }
+    }
+
+    /// Routes as declared at create time, revoked or not.
+    pub fn declared_routes(&self) -> BTreeMap<String, String> {
+        self.labels.get(ROUTES).and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default()
+    }
+}
+
+/// `docker container inspect --format '{{json .}}'`: one JSON object per line.
+pub fn parse_inspect(stdout: &str, command: &str) -> Result<Vec<RawContainer>, DockerError> {
+    let mut out = Vec::new();
+    for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| DockerError::Parse { command: command.into(), reason: e.to_string() })?;
+        let labels = v["Config"]["Labels"]
+            .as_object()
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .unwrap_or_default();
+        let networks =
+            v["NetworkSettings"]["Networks"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        out.push(RawContainer {
+            name: v["Name"].as_str().unwrap_or_default().trim_start_matches('/').to_string(),
+            state: v["State"]["Status"].as_str().unwrap_or_default().to_string(),
+            networks,
+            labels,
+        });
+    }
+    Ok(out)
+}
+
+/// The `docker ps --format` template: one JSON object per container with
+/// exactly the labels sbx reads, each JSON-escaped by docker itself.
+pub fn ps_template() -> String {
+    let labels: Vec<String> = ALL.iter().map(|k| format!("{k:?}:{{{{json (.Label {k:?})}}}}")).collect();
+    format!(
+        "{{\"name\":{{{{json .Names}}}},\"state\":{{{{json .State}}}},\"networks\":{{{{json .Networks}}}},\"labels\":{{{}}}}}",
+        labels.join(",")
+    )
+}
+
+/// Parse the lines `docker ps --format <ps_template()>` prints.
+pub fn parse_ps(stdout: &str, command: &str) -> Result<Vec<RawContainer>, DockerError> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        name: String,
+        state: String,
+        networks: String,
+        labels: BTreeMap<String, String>,
+    }
+    let mut out = Vec::new();
+    for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+        let l: Line = serde_json::from_str(line)
+            .map_err(|e| DockerError::Parse { command: command.into(), reason: e.to_string() })?;
+        out.push(RawContainer {
+            name: l.name,
+            state: l.state,
+            networks: l.networks.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect(),
+            labels: l.labels.into_iter().filter(|(_, v)| !v.is_empty()).collect(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Captured from `docker container inspect --format '{{json .}}'` on engine 20.10 (trimmed).
+    const INSPECT: &str = r#"{"Id":"7a4c","Name":"/sbx-0123456789ab","State":{"Status":"running","Running":true},"Config":{"Labels":{"sbx.managed":"1","sbx.id":"sbx-0123456789ab","sbx.session":"s1","sbx.tier":"2","sbx.socket":"/run/sbx/sandboxes/sbx-0123456789ab/sandbox.sock","sbx.routes":"{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-tools\"}","sbx.user":"65534:65534","sbx.created":"2026-11-29T09:00:00Z","sbx.image":"sha256:ab"}},"NetworkSettings":{"Networks":{"sbx-proxy":{"IPAddress":"172.18.0.2"}}}}"#;
+
+    #[test]
+    fn inspect_round_trip_filters_revoked_routes() {
+        let raw = parse_inspect(INSPECT, "x").unwrap();
+        assert_eq!(raw.len(), 1);
+        assert!(raw[0].is_sbx());
+        let r = raw[0].record();
+        assert_eq!(r.id, "sbx-0123456789ab");
+        assert_eq!(r.tier, 2);
+        assert_eq!(r.routes, BTreeMap::from([("inference".to_string(), "sbx-proxy".to_string())]));
+        assert_eq!(raw[0].declared_routes().len(), 2);
+    }
+
+    #[test]
+    fn a_label_copied_from_an_image_is_not_ownership() {
+        let mut raw = parse_inspect(INSPECT, "x").unwrap().remove(0);
+        raw.name = "someone-elses".into();
+        assert!(!raw.is_sbx());
+        raw.labels.remove(ID);
+        assert!(!raw.is_sbx());
+    }
+
+    #[test]
+    fn ps_lines_parse() {
+        let line = r#"{"name":"sbx-0123456789ab","state":"running","networks":"sbx-a,sbx-b","labels":{"sbx.managed":"1","sbx.id":"sbx-0123456789ab","sbx.routes":"{\"a\":\"sbx-a\",\"c\":\"sbx-c\"}","sbx.session":""}}"#;
+        let raw = parse_ps(&format!("{line}\n\n"), "x").unwrap();
+        assert_eq!(raw[0].networks, vec!["sbx-a", "sbx-b"]);
+        assert!(!raw[0].labels.contains_key(SESSION));
+        assert_eq!(raw[0].record().routes.keys().collect::<Vec<_>>(), vec!["a"]);
+        assert!(parse_ps("not json", "x").is_err());
+    }
+
+    #[test]
+    fn ps_template_asks_for_every_label() {
+        let t = ps_template();
+        for k in ALL {
+            assert!(t.contains(&format!("(.Label \"{k}\")")), "{k}");
+        }
+        assert!(t.starts_with("{\"name\":{{json .Names}}"));
+    }
+}

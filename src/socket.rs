@@ -1,0 +1,292 @@
+//! The host side of the sandbox channel: where socket directories live, how
+//! they are made and removed, and how sbx checks and connects to a socket
+//! that the (untrusted) sandbox controls.
+//!
+//! The sandbox owns its socket directory, so it can swap `sandbox.sock` for
+//! a symlink, a FIFO or someone else's socket at any moment. Checking a path
+//! and then connecting to the same path is a race it can win; instead sbx
+//! opens the entry once with `O_PATH|O_NOFOLLOW`, checks that inode with
+//! `fstat`, connects through `/proc/self/fd/N` (the same inode, whatever the
+//! path now names), and checks the peer's credentials after connecting.
+
+use std::io::ErrorKind;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{open, OFlag};
+use nix::sys::socket::{connect, getsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, UnixAddr};
+use nix::sys::stat::{fstat, Mode, SFlag};
+use nix::unistd::{access, chown, AccessFlags, Gid, Uid};
+
+use crate::error::SocketError;
+
+pub const SOCKET_NAME: &str = "sandbox.sock";
+/// sun_path is 108 bytes including the terminating NUL.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Where socket roots may come from, first usable one wins.
+#[derive(Debug, Clone)]
+pub struct RootChoice {
+    /// `--socket-dir` or `SBX_SOCKET_DIR`: used as given or not at all.
+    pub explicit: Option<PathBuf>,
+    pub xdg_runtime_dir: Option<PathBuf>,
+    pub temp_dir: PathBuf,
+    pub euid: u32,
+}
+
+impl RootChoice {
+    pub fn candidates(&self) -> Vec<PathBuf> {
+        if let Some(p) = &self.explicit {
+            return vec![p.clone()];
+        }
+        let mut v = vec![PathBuf::from("/run/sbx/sandboxes")];
+        if let Some(x) = &self.xdg_runtime_dir {
+            v.push(x.join("sbx-sandboxes"));
+        }
+        v.push(self.temp_dir.join(format!("sbx-sandboxes-{}", self.euid)));
+        v
+    }
+
+    /// The first candidate that exists or can be made, is a real directory,
+    /// and is writable. Defaults must also be ours: a shared temp dir lets
+    /// another user plant the directory first.
+    pub fn resolve(&self) -> Result<PathBuf, SocketError> {
+        let mut tried = Vec::new();
+        for path in self.candidates() {
+            match self.usable(&path) {
+                Ok(()) => return Ok(path),
+                Err(reason) if self.explicit.is_some() => return Err(SocketError::BadRoot { path, reason }),
+                Err(reason) => tried.push(format!("{} ({reason})", path.display())),
+            }
+        }
+        Err(SocketError::NoRoot { tried: tried.join("; ") })
+    }
+
+    fn usable(&self, path: &Path) -> Result<(), String> {
+        let s = path.to_string_lossy();
+        if !path.is_absolute() || s.contains([',', '"', '\n', '\r']) {
+            return Err("it must be an absolute path without ',', '\"' or newlines".into());
+        }
+        if let Err(e) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path) {
+            return Err(format!("cannot create it: {e}"));
+        }
+        let md = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+        if !md.is_dir() {
+            return Err("it is not a directory (or it is a symlink)".into());
+        }
+        if self.explicit.is_none() && md.uid() != self.euid {
+            return Err(format!("it is owned by uid {}, not by you", md.uid()));
+        }
+        access(path, AccessFlags::W_OK | AccessFlags::X_OK).map_err(|e| format!("not writable: {e}"))?;
+        Ok(())
+    }
+}
+
+pub fn socket_path(root: &Path, id: &str) -> PathBuf {
+    root.join(id).join(SOCKET_NAME)
+}
+
+pub fn check_path_len(path: &Path) -> Result<(), SocketError> {
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(SocketError::PathTooLong { path: path.to_path_buf(), len });
+    }
+    Ok(())
+}
+
+/// Make `<root>/<id>/`, empty. 0700 owned by the sandbox user when sbx can
+/// give it away; otherwise 01733 (anyone may create, nobody may list or
+/// delete another's entry), so a non-root sandbox can still bind there.
+pub fn make_dir(root: &Path, id: &str, uid: u32, gid: u32) -> Result<PathBuf, SocketError> {
+    let dir = root.join(id);
+    let io = |source| SocketError::Io { path: dir.clone(), source };
+    remove_dir(&dir, id)?;
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(io)?;
+    let given = uid != 0 && chown(&dir, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))).is_ok();
+    let mode = if given { 0o700 } else { 0o1733 };
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).map_err(io)?;
+    Ok(dir)
+}
+
+/// Remove a socket directory and whatever the sandbox left in it. Refuses
+/// any directory not named after the sandbox id. std's `remove_dir_all`
+/// does not follow symlinks the sandbox planted (CVE-2022-21658 fixed that
+/// race in Rust 1.58.1).
+pub fn remove_dir(dir: &Path, id: &str) -> Result<(), SocketError> {
+    if dir.file_name().and_then(|n| n.to_str()) != Some(id) {
+        return Err(SocketError::Hostile {
+            path: dir.to_path_buf(),
+            reason: format!("not the socket directory of {id}"),
+        });
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(SocketError::Io { path: dir.to_path_buf(), source }),
+    }
+}
+
+/// Owners a sandbox socket may have: this process, the sandbox user, root.
+pub fn allowed_owners(sandbox_uid: Option<u32>) -> Vec<u32> {
+    let mut v = vec![nix::unistd::geteuid().as_raw(), 0];
+    v.extend(sandbox_uid);
+    v
+}
+
+fn hostile(path: &Path, reason: impl Into<String>) -> SocketError {
+    SocketError::Hostile { path: path.to_path_buf(), reason: reason.into() }
+}
+
+/// Open the directory entry itself (never what a symlink names) and check
+/// that it is a socket with an allowed owner. `Ok(None)`: nothing there yet.
+pub fn open_checked(path: &Path, owners: &[u32]) -> Result<Option<(OwnedFd, u32)>, SocketError> {
+    let fd = match open(path, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(SocketError::Io { path: path.to_path_buf(), source: e.into() }),
+    };
+    // SAFETY: `open` just returned this descriptor and nothing else owns it.
+    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let st = fstat(fd.as_raw_fd()).map_err(|e| SocketError::Io { path: path.to_path_buf(), source: e.into() })?;
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    let what = match kind {
+        SFlag::S_IFSOCK => None,
+        SFlag::S_IFLNK => Some("a symlink"),
+        SFlag::S_IFREG => Some("a regular file"),
+        SFlag::S_IFIFO => Some("a FIFO"),
+        SFlag::S_IFDIR => Some("a directory"),
+        _ => Some("not a socket"),
+    };
+    if let Some(what) = what {
+        return Err(hostile(path, format!("it is {what}, not a unix socket")));
+    }
+    if !owners.contains(&st.st_uid) {
+        return Err(hostile(path, format!("it is owned by uid {}, not by the sandbox user, you or root", st.st_uid)));
+    }
+    Ok(Some((fd, st.st_uid)))
+}
+
+/// Connect to the socket at `path`, safely (see the module docs).
+pub fn connect_checked(path: &Path, owners: &[u32]) -> Result<UnixStream, SocketError> {
+    let io = |e: nix::errno::Errno| SocketError::Io { path: path.to_path_buf(), source: e.into() };
+    let (fd, owner) = open_checked(path, owners)?.ok_or_else(|| SocketError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(ErrorKind::NotFound, "the sandbox has not bound its socket"),
+    })?;
+    let sock = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).map_err(io)?;
+    let via = UnixAddr::new(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str()).map_err(io)?;
+    connect(sock.as_raw_fd(), &via).map_err(io)?;
+    let peer = getsockopt(&sock.as_fd(), sockopt::PeerCredentials).map_err(io)?;
+    if peer.uid() != owner || !owners.contains(&peer.uid()) {
+        return Err(hostile(
+            path,
+            format!("the process behind it runs as uid {}, the socket belongs to uid {owner}", peer.uid()),
+        ));
+    }
+    Ok(UnixStream::from(sock))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sbx-sock-{tag}-{}-{}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn me() -> Vec<u32> {
+        allowed_owners(None)
+    }
+
+    #[test]
+    fn connects_to_a_real_socket_and_checks_the_peer() {
+        let d = tmp("ok");
+        let p = d.join(SOCKET_NAME);
+        let l = UnixListener::bind(&p).unwrap();
+        assert!(open_checked(&p, &me()).unwrap().is_some());
+        let s = connect_checked(&p, &me()).unwrap();
+        drop((s, l));
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn refuses_symlinks_files_and_fifos() {
+        let d = tmp("bad");
+        let real = d.join("real.sock");
+        let _l = UnixListener::bind(&real).unwrap();
+        let p = d.join(SOCKET_NAME);
+        std::os::unix::fs::symlink(&real, &p).unwrap();
+        assert!(
+            matches!(connect_checked(&p, &me()), Err(SocketError::Hostile { reason, .. }) if reason.contains("symlink"))
+        );
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, b"x").unwrap();
+        assert!(
+            matches!(open_checked(&p, &me()), Err(SocketError::Hostile { reason, .. }) if reason.contains("regular file"))
+        );
+        std::fs::remove_file(&p).unwrap();
+        nix::unistd::mkfifo(&p, Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(matches!(open_checked(&p, &me()), Err(SocketError::Hostile { reason, .. }) if reason.contains("FIFO")));
+        std::fs::remove_file(&p).unwrap();
+        assert!(open_checked(&p, &me()).unwrap().is_none());
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn refuses_foreign_owners() {
+        let d = tmp("owner");
+        let p = d.join(SOCKET_NAME);
+        let _l = UnixListener::bind(&p).unwrap();
+        let err = open_checked(&p, &[4242]).unwrap_err();
+        assert!(matches!(err, SocketError::Hostile { ref reason, .. } if reason.contains("owned by uid")), "{err}");
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn makes_and_purges_socket_dirs() {
+        let root = tmp("root");
+        let id = "sbx-0123456789ab";
+        std::fs::create_dir_all(root.join(id)).unwrap();
+        std::fs::write(root.join(id).join("stale"), b"x").unwrap();
+        let dir = make_dir(&root, id, 65534, 65534).unwrap();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "purged");
+        let md = std::fs::metadata(&dir).unwrap();
+        if nix::unistd::geteuid().is_root() {
+            assert_eq!((md.uid(), md.mode() & 0o7777), (65534, 0o700));
+        } else {
+            assert_eq!(md.mode() & 0o7777, 0o1733);
+        }
+        let dir0 = make_dir(&root, "sbx-00000000000a", 0, 0).unwrap();
+        assert_eq!(std::fs::metadata(&dir0).unwrap().mode() & 0o7777, 0o1733);
+        assert!(matches!(remove_dir(&root, id), Err(SocketError::Hostile { .. })));
+        remove_dir(&dir, id).unwrap();
+        remove_dir(&dir, id).unwrap();
+        assert!(!dir.exists());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn root_resolution_order_and_limits() {
+        let base = tmp("resolve");
+        let c = RootChoice { explicit: None, xdg_runtime_dir: Some(base.join("xdg")), temp_dir: base.clone(), euid: 7 };
+        assert_eq!(
+            c.candidates(),
+            vec![PathBuf::from("/run/sbx/sandboxes"), base.join("xdg/sbx-sandboxes"), base.join("sbx-sandboxes-7")]
+        );
+        let bad = RootChoice { explicit: Some(base.join("a,b")), ..c.clone() };
+        assert!(matches!(bad.resolve(), Err(SocketError::BadRoot { .. })));
+        let good = RootChoice { explicit: Some(base.join("explicit")), ..c };
+        assert_eq!(good.resolve().unwrap(), base.join("explicit"));
+        assert!(check_path_len(&PathBuf::from(format!("/{}", "x".repeat(106)))).is_ok());
+        assert!(matches!(
+            check_path_len(&PathBuf::from(format!("/{}", "x".repeat(107)))),
+            Err(SocketError::PathTooLong { len: 108, .. })
+        ));
+        std::fs::remove_dir_all(base).unwrap();
+    }
+}

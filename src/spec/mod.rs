@@ -1,0 +1,342 @@
+//! The validated, typed form of what the operator asked for. Everything here
+//! is checked before any docker call, so invalid input exits 2 with nothing
+//! created.
+
+mod image;
+mod mount;
+mod route;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+pub use image::ImageRef;
+pub use mount::{docker_socket_paths, MountSpec};
+pub use route::{is_loopback, network_for, validate_kind, Route};
+
+use crate::error::Invalid;
+
+/// Default pids limit: enough for a language runtime and a build, low enough
+/// to stop a fork bomb long before the host notices.
+pub const DEFAULT_PIDS: u32 = 512;
+pub const DEFAULT_SOCKET_WAIT: Duration = Duration::from_secs(90);
+/// The uid:gid a sandbox runs as when nothing else says (the conventional
+/// `nobody`, which owns no files on the host).
+pub const NOBODY: u32 = 65534;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxSpec {
+    pub image: ImageRef,
+    pub session: Option<String>,
+    pub routes: Vec<Route>,
+    pub mounts: Vec<MountSpec>,
+    pub state_dir: Option<MountSpec>,
+    pub memory_mib: Option<u64>,
+    pub cpus: Option<String>,
+    pub pids: u32,
+    pub env: Vec<(String, String)>,
+    pub user: Option<UserSpec>,
+    pub socket_wait: Duration,
+    pub strict_egress: bool,
+    pub labels: Vec<(String, String)>,
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserSpec {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl UserSpec {
+    /// `UID[:GID]`, numeric only: a name would be resolved inside an image
+    /// sbx does not trust. A missing GID defaults to the UID, never to 0.
+    pub fn parse(s: &str) -> Result<Self, Invalid> {
+        let bad = || Invalid::new("--user", s, "it must be a numeric UID or UID:GID").hint("e.g. --user 1000:1000");
+        let (u, g) = match s.split_once(':') {
+            Some((u, g)) => (u, Some(g)),
+            None => (s, None),
+        };
+        let num = |x: &str| -> Result<u32, Invalid> {
+            if x.is_empty() || !x.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            x.parse().map_err(|_| bad())
+        };
+        let uid = num(u)?;
+        let gid = match g {
+            Some(g) => num(g)?,
+            None => uid,
+        };
+        Ok(UserSpec { uid, gid })
+    }
+
+    /// The image's `Config.User`, if it is a numeric non-root user.
+    pub fn from_image(user: &str) -> Option<Self> {
+        let u = UserSpec::parse(user).ok()?;
+        (u.uid != 0).then_some(u)
+    }
+}
+
+/// Session keys group sandboxes of one agent session; they go into labels.
+pub fn parse_session(s: &str) -> Result<String, Invalid> {
+    let ok = !s.is_empty()
+        && s.len() <= 128
+        && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(Invalid::new(
+            "session key",
+            s,
+            "it must be 1-128 of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit",
+        ))
+    }
+}
+
+/// `K=V` for the sandbox environment. `SBX_*` is sbx's own namespace (the
+/// tier and the socket path are set there and must not be overridable).
+pub fn parse_env(s: &str) -> Result<(String, String), Invalid> {
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        Invalid::new("--env", s, "it must be K=V")
+            .hint("sbx never passes host variables through by name; write the value")
+    })?;
+    let key_ok = k.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !key_ok {
+        return Err(Invalid::new(
+            "--env",
+            s,
+            format!("the name {k:?} must be letters, digits and '_', not starting with a digit"),
+        ));
+    }
+    if k.starts_with("SBX_") {
+        return Err(Invalid::new("--env", s, format!("{k} is in sbx's reserved SBX_ namespace")));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// `K=V` labels added to the container. `sbx.*` is sbx's own record.
+pub fn parse_label(s: &str) -> Result<(String, String), Invalid> {
+    let (k, v) = s.split_once('=').ok_or_else(|| Invalid::new("--label", s, "it must be K=V"))?;
+    let key_ok = !k.is_empty()
+        && k.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b));
+    if !key_ok {
+        return Err(Invalid::new("--label", s, "the key must be letters, digits, '.', '_', '-', '/'"));
+    }
+    if k == "sbx" || k.starts_with("sbx.") {
+        return Err(Invalid::new("--label", s, "keys under sbx. are sbx's own record"));
+    }
+    if v.contains(['\n', '\0']) {
+        return Err(Invalid::new("--label", s, "the value contains a newline or NUL"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// Durations like `90s`, `30m`, `2h`, `1m30s`; a bare `0` means zero.
+pub fn parse_duration(what: &'static str, s: &str) -> Result<Duration, Invalid> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| Invalid::new(what, s, e.to_string()).hint("write a duration such as 500ms, 90s, 30m or 2h"))
+}
+
+pub fn parse_cpus(s: &str) -> Result<String, Invalid> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1024.0 && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') => Ok(s.to_string()),
+        _ => Err(Invalid::new("--cpus", s, "it must be a number of CPUs greater than 0, e.g. 1.5")),
+    }
+}
+
+/// Raw, unvalidated create options as they come from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct CreateRequest {
+    pub image: String,
+    pub session: Option<String>,
+    pub routes: Vec<String>,
+    pub ro: Vec<String>,
+    pub rw: Vec<String>,
+    pub state_dir: Option<String>,
+    pub memory_mib: Option<u64>,
+    pub cpus: Option<String>,
+    pub pids: Option<u32>,
+    pub env: Vec<String>,
+    pub user: Option<String>,
+    pub socket_wait: Option<String>,
+    pub strict_egress: bool,
+    pub labels: Vec<String>,
+    pub command: Vec<String>,
+}
+
+impl SandboxSpec {
+    /// `docker_host` is `$DOCKER_HOST`, so a socket there is refused as a mount too.
+    pub fn from_request(req: &CreateRequest, docker_host: Option<&str>) -> Result<Self, Invalid> {
+        let image = ImageRef::parse(&req.image)?;
+        let session = req.session.as_deref().map(parse_session).transpose()?;
+        let mut routes = Vec::with_capacity(req.routes.len());
+        let mut kinds = BTreeSet::new();
+        for r in &req.routes {
+            let route = Route::parse(r)?;
+            if !kinds.insert(route.kind.clone()) {
+                return Err(Invalid::new("route", r, format!("the kind {:?} is given twice", route.kind))
+                    .hint("give each route a distinct KIND"));
+            }
+            routes.push(route);
+        }
+        let sockets = docker_socket_paths(docker_host);
+        let mut mounts = Vec::new();
+        for m in &req.ro {
+            mounts.push(MountSpec::parse(m, true, &sockets)?);
+        }
+        for m in &req.rw {
+            mounts.push(MountSpec::parse(m, false, &sockets)?);
+        }
+        let mut targets = BTreeSet::new();
+        for m in &mounts {
+            if !targets.insert(m.sandbox.clone()) {
+                return Err(Invalid::new("mount", m.sandbox.clone(), "two mounts target the same sandbox path"));
+            }
+        }
+        let state_dir = req.state_dir.as_deref().map(|d| MountSpec::state_dir(d, &sockets)).transpose()?;
+        if let Some(m) = req.memory_mib {
+            if !(6..=16 * 1024 * 1024).contains(&m) {
+                return Err(Invalid::new(
+                    "--memory",
+                    m.to_string(),
+                    "it must be between 6 and 16777216 MiB (docker's minimum is 6)",
+                ));
+            }
+        }
+        let cpus = req.cpus.as_deref().map(parse_cpus).transpose()?;
+        let pids = req.pids.unwrap_or(DEFAULT_PIDS);
+        if pids == 0 {
+            return Err(Invalid::new("--pids", "0", "a sandbox needs at least one process"));
+        }
+        let env = req.env.iter().map(|e| parse_env(e)).collect::<Result<_, _>>()?;
+        let user = req.user.as_deref().map(UserSpec::parse).transpose()?;
+        let socket_wait = match &req.socket_wait {
+            Some(w) => parse_duration("--socket-wait", w)?,
+            None => DEFAULT_SOCKET_WAIT,
+        };
+        let labels = req.labels.iter().map(|l| parse_label(l)).collect::<Result<_, _>>()?;
+        Ok(SandboxSpec {
+            image,
+            session,
+            routes,
+            mounts,
+            state_dir,
+            memory_mib: req.memory_mib,
+            cpus,
+            pids,
+            env,
+            user,
+            socket_wait,
+            strict_egress: req.strict_egress,
+            labels,
+            command: req.command.clone(),
+        })
+    }
+}
+
+/// Sandbox ids are container names sbx generates: `sbx-` and 12 hex digits.
+/// They also name the socket directory, so nothing else may pass.
+pub fn parse_id(s: &str) -> Result<String, Invalid> {
+    let ok = s
+        .strip_prefix("sbx-")
+        .is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(Invalid::new("sandbox id", s, "sandbox ids look like sbx-0123456789ab")
+            .hint("`sbx ls` lists the sandboxes on this engine"))
+    }
+}
+
+pub fn new_id() -> String {
+    use rand::Rng;
+    let n: u64 = rand::thread_rng().gen::<u64>() & 0xffff_ffff_ffff;
+    format!("sbx-{n:012x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn req() -> CreateRequest {
+        CreateRequest { image: IMG.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn defaults() {
+        let s = SandboxSpec::from_request(&req(), None).unwrap();
+        assert_eq!(s.pids, DEFAULT_PIDS);
+        assert_eq!(s.socket_wait, DEFAULT_SOCKET_WAIT);
+        assert!(s.routes.is_empty() && s.user.is_none() && s.session.is_none());
+    }
+
+    #[test]
+    fn users() {
+        assert_eq!(UserSpec::parse("1000").unwrap(), UserSpec { uid: 1000, gid: 1000 });
+        assert_eq!(UserSpec::parse("1000:50").unwrap(), UserSpec { uid: 1000, gid: 50 });
+        assert_eq!(UserSpec::parse("0").unwrap(), UserSpec { uid: 0, gid: 0 });
+        for bad in ["", "root", "1000:", ":1", "-1", "1 000", "99999999999", "1:2:3"] {
+            assert!(UserSpec::parse(bad).unwrap_err().reason.contains("numeric"), "{bad}");
+        }
+        assert_eq!(UserSpec::from_image("1000:1000"), Some(UserSpec { uid: 1000, gid: 1000 }));
+        assert_eq!(UserSpec::from_image("0"), None);
+        assert_eq!(UserSpec::from_image("root"), None);
+        assert_eq!(UserSpec::from_image(""), None);
+    }
+
+    #[test]
+    fn refuses_duplicate_kinds() {
+        let r = CreateRequest { routes: vec!["a:x:1".into(), "a:y:2".into()], ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("twice"));
+    }
+
+    #[test]
+    fn env_and_labels() {
+        assert_eq!(parse_env("A_1=x=y").unwrap(), ("A_1".into(), "x=y".into()));
+        assert_eq!(parse_env("A=").unwrap(), ("A".into(), "".into()));
+        for (bad, why) in
+            [("A", "K=V"), ("1A=x", "name"), ("A-B=x", "name"), ("=x", "name"), ("SBX_SANDBOX_TIER=3", "reserved")]
+        {
+            assert!(parse_env(bad).unwrap_err().reason.contains(why), "{bad}");
+        }
+        assert!(parse_label("ci.job=42").is_ok());
+        assert!(parse_label("sbx.tier=2").unwrap_err().reason.contains("sbx's own"));
+        assert!(parse_label("a=b\nc").is_err());
+    }
+
+    #[test]
+    fn sessions_ids_durations_cpus() {
+        assert!(parse_session("agent-7.run_1").is_ok());
+        for bad in ["", "-x", "a b", "a/b", "a\nb", &"x".repeat(129), "ünï"] {
+            assert!(parse_session(bad).is_err(), "{bad:?}");
+        }
+        let id = new_id();
+        assert_eq!(parse_id(&id).unwrap(), id);
+        for bad in ["sbx-0123", "sbx-0123456789AB", "../sbx-0123456789ab", "0123456789ab", "sbx-0123456789ab/"] {
+            assert!(parse_id(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration("w", "0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("w", "1m30s").unwrap(), Duration::from_secs(90));
+        assert!(parse_duration("w", "soon").is_err());
+        assert!(parse_cpus("1.5").is_ok());
+        for bad in ["0", "-1", "nan", "inf", "1e3", "x"] {
+            assert!(parse_cpus(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn memory_and_pids_bounds() {
+        let r = CreateRequest { memory_mib: Some(1), ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("6"));
+        let r = CreateRequest { pids: Some(0), ..req() };
+        assert!(SandboxSpec::from_request(&r, None).is_err());
+    }
+}
