@@ -1,1 +1,426 @@
+//! The driver through the recording fake: exact calls, every failure path,
+//! and what each failure cleans up.
 
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::*;
+use crate::docker::fake::{FakeBackground, FakeDocker};
+use crate::error::SocketError;
+use crate::spec::CreateRequest;
+
+const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const ID: &str = "sbx-00000000000f";
+
+struct Rig {
+    fake: FakeDocker,
+    root: PathBuf,
+}
+
+impl Rig {
+    fn new() -> Self {
+        let root = std::env::temp_dir().join(format!("sbx-drv-{}-{}", std::process::id(), rand::random::<u64>()));
+        Rig { fake: FakeDocker::new(), root }
+    }
+
+    fn driver(&self) -> ContainerDriver {
+        let roots = RootChoice {
+            explicit: Some(self.root.clone()),
+            xdg_runtime_dir: None,
+            temp_dir: self.root.clone(),
+            euid: 0,
+        };
+        ContainerDriver::new(Arc::new(self.fake.clone()), roots).with_ids(Arc::new(|| ID.to_string()))
+    }
+
+    fn sock_dir(&self) -> PathBuf {
+        self.root.join(ID)
+    }
+
+    fn image(&self, user: &str) {
+        self.fake.push(Output::ok(&format!("{user:?}\n")));
+    }
+
+    /// `docker run`/`start` succeeds and the "sandbox" binds its socket.
+    fn starts_and_binds(&self) {
+        let dir = self.sock_dir();
+        self.fake.push_with(Output::ok("deadbeef\n"), move |_| {
+            let l = UnixListener::bind(dir.join("sandbox.sock")).unwrap();
+            std::mem::forget(l);
+        });
+        self.fake.push_background(FakeBackground::Runs);
+    }
+
+    fn removed(&self) {
+        self.fake.push(Output::ok(&format!("{ID}\n")));
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn spec(req: CreateRequest) -> SandboxSpec {
+    SandboxSpec::from_request(&CreateRequest { image: IMG.into(), ..req }, None).unwrap()
+}
+
+fn routes(r: &[&str]) -> CreateRequest {
+    CreateRequest { routes: r.iter().map(|s| s.to_string()).collect(), ..Default::default() }
+}
+
+#[test]
+fn create_without_routes_is_three_calls() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.starts_and_binds();
+    let c = rig.driver().create(&spec(CreateRequest::default())).unwrap();
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait"]);
+    let calls = rig.fake.calls();
+    assert_eq!(calls[0], ["image", "inspect", "--format", "{{json .Config.User}}", "--", IMG]);
+    assert_eq!(calls[2], ["wait", "--", ID]);
+    assert_eq!((c.id.as_str(), c.tier, c.user.as_str()), (ID, 2, "65534:65534"));
+    assert_eq!(c.socket, rig.sock_dir().join("sandbox.sock").display().to_string());
+    assert!(c.warnings.is_empty());
+    let run = &calls[1];
+    assert!(run.windows(2).any(|w| w[0] == "--network" && w[1] == "none"));
+}
+
+#[test]
+fn create_with_routes_attaches_the_rest_before_start() {
+    let rig = Rig::new();
+    rig.image("1000");
+    rig.fake.push(Output::ok("\"sbx-proxy\" true\n\"sbx-tools\" true\n"));
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.fake.push(Output::ok(""));
+    rig.starts_and_binds();
+    let s = spec(routes(&["inference:proxy:8080", "tools:tools:9000", "more:proxy:8081"]));
+    let c = rig.driver().create(&s).unwrap();
+    assert_eq!(rig.fake.verbs(), ["image inspect", "network inspect", "create", "network connect", "start", "wait"]);
+    let calls = rig.fake.calls();
+    assert_eq!(calls[1][5..], ["sbx-proxy", "sbx-tools"]);
+    assert_eq!(calls[3], ["network", "connect", "--", "sbx-tools", ID]);
+    assert_eq!(calls[4], ["start", "--", ID]);
+    assert!(calls[2].windows(2).any(|w| w[0] == "--user" && w[1] == "1000:1000"));
+    assert_eq!(c.tier, 2);
+    assert_eq!(c.routes.len(), 3);
+}
+
+#[test]
+fn missing_network_names_the_command_and_creates_nothing() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output {
+        status: 1,
+        stdout: b"\"sbx-proxy\" true\n".to_vec(),
+        stderr: b"Error response from daemon: network sbx-tools not found\n".to_vec(),
+    });
+    let err = rig.driver().create(&spec(routes(&["a:proxy:1", "b:tools:2"]))).unwrap_err();
+    match &err {
+        Error::NetworkMissing { networks } => assert_eq!(networks, &["sbx-tools"]),
+        other => panic!("{other:?}"),
+    }
+    assert!(err.hint().unwrap().contains("docker network create --internal sbx-tools"));
+    assert_eq!(err.exit_code(), 1);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "network inspect"]);
+    assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn open_network_lowers_the_tier_or_is_refused_when_strict() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("\"sbx-proxy\" false\n"));
+    rig.starts_and_binds();
+    let c = rig.driver().create(&spec(routes(&["a:proxy:1"]))).unwrap();
+    assert_eq!(c.tier, 1);
+    assert!(c.warnings[0].contains("sbx-proxy is not internal"));
+    let run = &rig.fake.calls()[2];
+    assert!(run.contains(&"SBX_SANDBOX_TIER=1".to_string()) && run.contains(&"sbx.tier=1".to_string()));
+
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("\"sbx-proxy\" false\n"));
+    let err = rig.driver().create(&spec(CreateRequest { strict_egress: true, ..routes(&["a:proxy:1"]) })).unwrap_err();
+    assert!(matches!(err, Error::EgressNotStrict { ref networks } if networks == &["sbx-proxy"]));
+    assert_eq!(rig.fake.verbs(), ["image inspect", "network inspect"]);
+    assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn missing_image_and_missing_docker() {
+    let rig = Rig::new();
+    rig.fake.push(Output::fail(1, "Error response from daemon: no such image: x: No such image: x"));
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(err, Error::ImageMissing { .. }));
+    rig.fake.push_spawn_failure();
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert_eq!(err.kind(), "docker_missing");
+    assert!(err.hint().unwrap().contains("docker CLI"));
+    let rig = Rig::new();
+    rig.fake.push(Output::fail(
+        1,
+        "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+    ));
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(err.hint().unwrap().contains("start the docker daemon"), "{:?}", err.hint());
+}
+
+#[test]
+fn failed_run_is_torn_down() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::fail(125, "docker: Error response from daemon: OCI runtime create failed"));
+    rig.removed();
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(err, Error::Docker(DockerError::Status { status: 125, .. })), "{err:?}");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "rm"]);
+    assert_eq!(rig.fake.calls()[2], ["rm", "-f", "-v", "--", ID]);
+    assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn failed_attach_is_torn_down() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("\"sbx-a\" true\n\"sbx-b\" true\n"));
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.fake.push(Output::fail(1, "Error response from daemon: network sbx-b not found"));
+    rig.removed();
+    let err = rig.driver().create(&spec(routes(&["a:a:1", "b:b:2"]))).unwrap_err();
+    assert!(matches!(err, Error::Docker(DockerError::Status { .. })));
+    assert_eq!(rig.fake.verbs(), ["image inspect", "network inspect", "create", "network connect", "rm"]);
+    assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn death_at_boot_reports_logs_and_cleans_up() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.fake.push_background(FakeBackground::ExitsAfter { polls: 1, output: Output::ok("3\n") });
+    rig.fake.push(Output { status: 0, stdout: b"starting\n".to_vec(), stderr: b"panic: no config\n".to_vec() });
+    rig.removed();
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    match &err {
+        Error::DiedAtBoot { code, logs, .. } => {
+            assert_eq!(*code, 3);
+            assert!(logs.contains("starting") && logs.contains("panic: no config"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("panic: no config"));
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait", "logs", "rm"]);
+    assert_eq!(rig.fake.calls()[3], ["logs", "--tail", "20", "--", ID]);
+    assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn socket_timeout_reports_logs_and_cleans_up() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.fake.push_background(FakeBackground::Runs);
+    rig.fake.push(Output::ok(""));
+    rig.removed();
+    let s = spec(CreateRequest { socket_wait: Some("60ms".into()), ..Default::default() });
+    let err = rig.driver().create(&s).unwrap_err();
+    assert!(matches!(err, Error::SocketTimeout { ref waited, .. } if waited == "60ms"), "{err:?}");
+    assert!(err.to_string().contains("logged nothing"));
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait", "logs", "rm"]);
+    assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn socket_wait_zero_does_not_wait() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    let s = spec(CreateRequest { socket_wait: Some("0".into()), ..Default::default() });
+    rig.driver().create(&s).unwrap();
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run"]);
+}
+
+#[test]
+fn hostile_socket_fails_the_create() {
+    let rig = Rig::new();
+    rig.image("");
+    let dir = rig.sock_dir();
+    rig.fake.push_with(Output::ok("x\n"), move |_| {
+        std::os::unix::fs::symlink("/var/run/docker.sock", dir.join("sandbox.sock")).unwrap();
+    });
+    rig.fake.push_background(FakeBackground::Runs);
+    rig.removed();
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(
+        matches!(err, Error::Socket(SocketError::Hostile { ref reason, .. }) if reason.contains("symlink")),
+        "{err:?}"
+    );
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait", "rm"]);
+    assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn interrupt_during_wait_tears_down_and_exits_128_plus_signal() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("x\n"));
+    rig.fake.push_background(FakeBackground::Runs);
+    rig.removed();
+    let polls = Arc::new(AtomicUsize::new(0));
+    let p = polls.clone();
+    // Signals arrive on the 5th check (while waiting for the socket).
+    let driver = rig.driver().with_interrupts(Arc::new(move || (p.fetch_add(1, Ordering::SeqCst) >= 4).then_some(2)));
+    let err = driver.create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(err, Error::Interrupted { signal: 2 }));
+    assert_eq!(err.exit_code(), 130);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait", "rm"]);
+    assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn interrupt_before_anything_exists_makes_nothing() {
+    let rig = Rig::new();
+    let driver = rig.driver().with_interrupts(Arc::new(|| Some(15)));
+    let err = driver.create(&spec(CreateRequest::default())).unwrap_err();
+    assert_eq!(err.exit_code(), 143);
+    assert!(rig.fake.calls().is_empty());
+    assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn too_long_socket_path_is_refused_before_docker() {
+    let mut rig = Rig::new();
+    rig.root = std::env::temp_dir().join("x".repeat(100));
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(err, Error::Socket(SocketError::PathTooLong { .. })));
+    assert!(err.hint().unwrap().contains("shorter --socket-dir"));
+    assert!(rig.fake.calls().is_empty());
+}
+
+#[test]
+fn users_never_default_to_root() {
+    let mut w = Vec::new();
+    assert_eq!(choose_user(None, "", &mut w), UserSpec { uid: NOBODY, gid: NOBODY });
+    assert!(w.is_empty());
+    assert_eq!(choose_user(None, "root", &mut w), UserSpec { uid: NOBODY, gid: NOBODY });
+    assert_eq!(choose_user(None, "0:0", &mut w), UserSpec { uid: NOBODY, gid: NOBODY });
+    assert_eq!(w.len(), 2);
+    assert_eq!(choose_user(None, "1000:100", &mut w), UserSpec { uid: 1000, gid: 100 });
+    let mut w = Vec::new();
+    assert_eq!(choose_user(Some(UserSpec { uid: 0, gid: 0 }), "1000", &mut w), UserSpec { uid: 0, gid: 0 });
+    assert!(w[0].contains("root"));
+}
+
+fn inspect_line(name: &str, labels_id: &str, networks: &[&str], socket_root: &std::path::Path) -> String {
+    let nets: serde_json::Map<String, serde_json::Value> =
+        networks.iter().map(|n| (n.to_string(), serde_json::json!({}))).collect();
+    serde_json::json!({
+        "Name": format!("/{name}"),
+        "State": {"Status": "running"},
+        "Config": {"Labels": {
+            "sbx.managed": "1",
+            "sbx.id": labels_id,
+            "sbx.routes": "{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-proxy\",\"docs\":\"sbx-docs\"}",
+            "sbx.socket": socket_root.join(name).join("sandbox.sock").display().to_string(),
+            "sbx.user": "65534:65534",
+        }},
+        "NetworkSettings": {"Networks": nets},
+    })
+    .to_string()
+}
+
+#[test]
+fn destroy_removes_present_and_accepts_gone() {
+    let rig = Rig::new();
+    std::fs::create_dir_all(rig.sock_dir()).unwrap();
+    let gone = "sbx-0000000000aa";
+    std::fs::create_dir_all(rig.root.join(gone)).unwrap();
+    rig.fake.push(Output {
+        status: 1,
+        stdout: format!("{}\n", inspect_line(ID, ID, &[], &rig.root)).into_bytes(),
+        stderr: format!("Error: No such container: {gone}\n").into_bytes(),
+    });
+    rig.removed();
+    let d = rig.driver().destroy(&[ID.to_string(), gone.to_string()]).unwrap();
+    assert_eq!(d, Destroyed { removed: vec![ID.into()], already_gone: vec![gone.into()] });
+    assert_eq!(rig.fake.calls()[1], ["rm", "-f", "-v", "--", ID]);
+    assert!(!rig.sock_dir().exists() && !rig.root.join(gone).exists());
+
+    // All gone: one call, success.
+    rig.fake.push(Output::fail(1, &format!("Error: No such container: {ID}")));
+    rig.driver().destroy(&[ID.to_string()]).unwrap();
+
+    // Removed by a racing destroy between inspect and rm: still success.
+    rig.fake.push(Output::ok(&inspect_line(ID, ID, &[], &rig.root)));
+    rig.fake.push(Output::fail(1, &format!("Error response from daemon: No such container: {ID}")));
+    rig.driver().destroy(&[ID.to_string()]).unwrap();
+}
+
+#[test]
+fn destroy_refuses_foreign_containers_and_reports_daemon_errors() {
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(&inspect_line(ID, "sbx-0000000000bb", &[], &rig.root)));
+    let err = rig.driver().destroy(&[ID.to_string()]).unwrap_err();
+    assert!(matches!(err, Error::Foreign { .. }));
+    assert_eq!(rig.fake.verbs(), ["container inspect"], "nothing removed");
+
+    rig.fake.push(Output::fail(1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."));
+    let err = rig.driver().destroy(&[ID.to_string()]).unwrap_err();
+    assert!(matches!(err, Error::Docker(DockerError::Status { .. })));
+}
+
+#[test]
+fn revoke_disconnects_and_reports_shared_networks() {
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(&inspect_line(ID, ID, &["sbx-proxy", "sbx-docs"], &rig.root)));
+    rig.fake.push(Output::ok(""));
+    let r = rig.driver().revoke(ID, "inference").unwrap();
+    assert_eq!(rig.fake.calls()[1], ["network", "disconnect", "--force", "--", "sbx-proxy", ID]);
+    assert_eq!(r.cut, ["inference", "tools"]);
+    assert!(!r.already);
+
+    rig.fake.push(Output::ok(&inspect_line(ID, ID, &["sbx-docs"], &rig.root)));
+    assert!(rig.driver().revoke(ID, "tools").unwrap().already);
+
+    rig.fake.push(Output::ok(&inspect_line(ID, ID, &["sbx-docs"], &rig.root)));
+    let err = rig.driver().revoke(ID, "nope").unwrap_err();
+    match &err {
+        Error::UnknownRoute { routes, .. } => assert_eq!(routes, &["docs"]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err.exit_code(), 1);
+    assert!(err.to_string().contains("its routes: docs"));
+
+    rig.fake.push(Output::fail(1, &format!("Error: No such container: {ID}")));
+    assert!(matches!(rig.driver().revoke(ID, "docs"), Err(Error::NotFound { .. })));
+}
+
+#[test]
+fn list_is_one_call_and_skips_foreign_containers() {
+    let rig = Rig::new();
+    let ours = r#"{"name":"sbx-00000000000f","state":"running","networks":"","labels":{"sbx.managed":"1","sbx.id":"sbx-00000000000f","sbx.tier":"2"}}"#;
+    let forged =
+        r#"{"name":"evil","state":"running","networks":"","labels":{"sbx.managed":"1","sbx.id":"sbx-00000000000f"}}"#;
+    rig.fake.push(Output::ok(&format!("{ours}\n{forged}\n")));
+    let l = rig.driver().list().unwrap();
+    assert_eq!(l.len(), 1);
+    assert_eq!(l[0].id, ID);
+    assert_eq!(rig.fake.verbs(), ["ps"]);
+}
+
+#[test]
+fn channel_requires_a_running_sandbox() {
+    let rig = Rig::new();
+    let line = inspect_line(ID, ID, &[], &rig.root).replace("\"running\"", "\"exited\"");
+    rig.fake.push(Output::ok(&line));
+    let err = rig.driver().channel(ID).unwrap_err();
+    assert!(matches!(err, Error::NotRunning { ref state, .. } if state == "exited"));
+    rig.fake.push(Output::ok(&inspect_line(ID, ID, &[], &rig.root)));
+    let (path, owners) = rig.driver().channel(ID).unwrap();
+    assert_eq!(path, rig.sock_dir().join("sandbox.sock"));
+    assert!(owners.contains(&65534));
+}
