@@ -1,0 +1,312 @@
+//! Live-test support: the fixture image, unique labelled resources that are
+//! removed in `Drop` (even when a test fails), and running the real binary.
+//!
+//! These tests need a Docker engine. They never skip: without one they fail
+//! and say so (`cargo test --lib` runs the unit tests alone).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+pub const SBX: &str = env!("CARGO_BIN_EXE_sbx");
+/// Every test resource carries this label, so a crashed run can be swept
+/// with `docker rm -f $(docker ps -aq --filter label=sbx-test)`.
+pub const TEST_LABEL: &str = "sbx-test";
+
+pub fn docker(args: &[&str]) -> Output {
+    Command::new("docker").args(args).stdin(Stdio::null()).output().expect("spawn docker")
+}
+
+pub fn docker_ok(args: &[&str]) -> String {
+    let out = docker(args);
+    assert!(out.status.success(), "docker {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}{:08x}", rand::random::<u32>())
+}
+
+fn require_docker() {
+    static CHECK: OnceLock<Result<String, String>> = OnceLock::new();
+    let r = CHECK.get_or_init(|| {
+        match Command::new("docker").args(["version", "--format", "{{.Server.Version}}"]).output() {
+            Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
+            Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    });
+    if let Err(e) = r {
+        panic!(
+            "live tests need a reachable Docker engine (`docker version` failed: {e}); \
+             start dockerd, or run only the unit tests with `cargo test --lib`"
+        );
+    }
+}
+
+/// The fixture image: `tests/fixture/sandbox_fixture.rs` built statically and
+/// packed alone with `docker import` (no shell, no libc, /tmp 0755 root, as
+/// in many distroless images). Cached by the binary's content hash.
+pub fn fixture_image() -> String {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    require_docker();
+    IMAGE.get_or_init(build_fixture).clone()
+}
+
+fn build_fixture() -> String {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fixture-{}", std::process::id()));
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join("tmp")).unwrap();
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    set_mode(&root.join("tmp"), 0o755);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixture/sandbox_fixture.rs");
+    let bin = root.join("bin/fixture");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc)
+        .args(["--edition", "2021", "-O", "-C", "target-feature=+crt-static", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("spawn rustc");
+    assert!(out.status.success(), "building the fixture failed: {}", String::from_utf8_lossy(&out.stderr));
+    let hash = content_hash(&std::fs::read(&bin).unwrap());
+    let label = format!("{TEST_LABEL}.fixture={hash}");
+    let cached = docker_ok(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")]);
+    if let Some(id) = cached.lines().next() {
+        return id.to_string();
+    }
+    let tar = dir.join("fixture.tar");
+    let st = Command::new("tar")
+        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .expect("spawn tar");
+    assert!(st.success(), "tar failed");
+    let id = docker_ok(&[
+        "import",
+        "--change",
+        "ENTRYPOINT [\"/bin/fixture\"]",
+        "--change",
+        &format!("LABEL {label}"),
+        tar.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    id
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// FNV-1a: a stable content key, not a security boundary.
+fn content_hash(data: &[u8]) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in data {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("{h:016x}")
+}
+
+/// One test's world: its own socket root and a label on everything it makes.
+pub struct World {
+    pub case: String,
+    pub socket_root: PathBuf,
+    pub image: String,
+}
+
+impl World {
+    pub fn new() -> Self {
+        let image = fixture_image();
+        let case = unique("c");
+        // Short: the whole socket path must fit in 107 bytes.
+        let socket_root = PathBuf::from("/tmp").join(format!("sbxt-{case}"));
+        std::fs::create_dir_all(&socket_root).unwrap();
+        World { case, socket_root, image }
+    }
+
+    pub fn case_label(&self) -> String {
+        format!("{TEST_LABEL}.case={}", self.case)
+    }
+
+    /// Run sbx with this world's socket root.
+    pub fn sbx(&self, args: &[&str]) -> Output {
+        self.sbx_env(args, &[])
+    }
+
+    pub fn sbx_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(SBX);
+        cmd.arg("--socket-dir").arg(&self.socket_root).args(args).stdin(Stdio::null());
+        cmd.env_remove("SBX_STRICT_EGRESS").env_remove("SBX_SOCKET_DIR");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("spawn sbx")
+    }
+
+    /// `sbx create --image <fixture> --label <case> ARGS`; panics on failure.
+    pub fn create(&self, args: &[&str]) -> Sandbox {
+        let out = self.try_create(args);
+        assert_success(&out, "sbx create");
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        Sandbox { id, world_root: self.socket_root.clone() }
+    }
+
+    /// Guard a sandbox created with `--json` (known only by its id).
+    pub fn adopt(&self, id: &str) -> Sandbox {
+        Sandbox { id: id.to_string(), world_root: self.socket_root.clone() }
+    }
+
+    pub fn try_create(&self, args: &[&str]) -> Output {
+        let label = self.case_label();
+        let mut full = vec!["create", "--image", &self.image, "--label", &label];
+        full.extend_from_slice(args);
+        self.sbx(&full)
+    }
+
+    /// Containers (any state) carrying this test's label.
+    pub fn containers(&self) -> Vec<String> {
+        let out = docker_ok(&["ps", "-aq", "--filter", &format!("label={}", self.case_label())]);
+        out.lines().map(str::to_string).collect()
+    }
+
+    /// Entries left under this test's socket root.
+    pub fn socket_dirs(&self) -> Vec<String> {
+        std::fs::read_dir(&self.socket_root)
+            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn assert_nothing_left(&self) {
+        assert_eq!(self.containers(), Vec::<String>::new(), "containers left behind");
+        assert_eq!(self.socket_dirs(), Vec::<String>::new(), "socket directories left behind");
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for c in self.containers() {
+            let _ = docker(&["rm", "-f", "-v", &c]);
+        }
+        let _ = std::fs::remove_dir_all(&self.socket_root);
+    }
+}
+
+/// A sandbox made by `sbx create`; destroyed (by sbx, then by docker) on drop.
+pub struct Sandbox {
+    pub id: String,
+    world_root: PathBuf,
+}
+
+impl Sandbox {
+    pub fn exec(&self, args: &[&str]) -> Output {
+        let mut full = vec!["exec", self.id.as_str(), "/bin/fixture"];
+        full.extend_from_slice(args);
+        docker(&full)
+    }
+
+    pub fn inspect(&self, format: &str) -> String {
+        docker_ok(&["inspect", "--format", format, &self.id])
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = Command::new(SBX).arg("--socket-dir").arg(&self.world_root).args(["destroy", &self.id]).output();
+        let _ = docker(&["rm", "-f", "-v", &self.id]);
+    }
+}
+
+/// A route network `sbx-<host>`, removed on drop after detaching everything.
+pub struct Network {
+    pub host: String,
+    pub name: String,
+}
+
+impl Network {
+    pub fn new(internal: bool) -> Self {
+        let host = unique("t");
+        let name = format!("sbx-{host}");
+        let mut args = vec!["network", "create", "--label", TEST_LABEL];
+        if internal {
+            args.push("--internal");
+        }
+        args.push(&name);
+        docker_ok(&args);
+        Network { host, name }
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        let attached = docker_ok(&["network", "inspect", "--format", "{{range $k, $v := .Containers}}{{$k}} {{end}}", &self.name]);
+        for c in attached.split_whitespace() {
+            let _ = docker(&["network", "disconnect", "--force", &self.name, c]);
+        }
+        let _ = docker(&["network", "rm", &self.name]);
+    }
+}
+
+/// A stand-in route service: the fixture echoing TCP on port 8080, named
+/// after the network's host so the route's target resolves to it.
+pub struct Service {
+    pub name: String,
+    pub ip: String,
+}
+
+impl Service {
+    pub fn start(net: &Network, image: &str) -> Self {
+        let name = net.host.clone();
+        docker_ok(&[
+            "run", "-d", "--name", &name, "--label", TEST_LABEL, "--network", &net.name, "--user", "65534",
+            "--cap-drop", "ALL", "--read-only", image, "tcp-echo", "8080",
+        ]);
+        let ip = docker_ok(&["inspect", "--format", &format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", net.name), &name]);
+        Service { name, ip }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("{}:8080", self.ip)
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = docker(&["rm", "-f", "-v", &self.name]);
+    }
+}
+
+pub fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn assert_exit(out: &Output, code: i32, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: expected exit {code}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
