@@ -28,7 +28,7 @@ pub struct Cli {
     pub json: bool,
     /// Directory that holds the per-sandbox socket directories
     /// [default: /run/sbx/sandboxes, then $XDG_RUNTIME_DIR/sbx-sandboxes, then the temp dir]
-    #[arg(long, global = true, value_name = "DIR", env = "SBX_SOCKET_DIR")]
+    #[arg(long, global = true, value_name = "DIR", env = "SBX_SOCKET_DIR", hide_env_values = true)]
     pub socket_dir: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,

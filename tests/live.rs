@@ -82,7 +82,15 @@ fn hardening_as_docker_and_the_sandbox_see_it() {
 
     // From inside: what the process actually got.
     let st = stdout(&sb.exec(&["status"]));
-    for want in ["CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "Uid:\t65534", "Interfaces:\tlo\n"] {
+    for want in [
+        "CapEff:\t0000000000000000",
+        "CapPrm:\t0000000000000000",
+        "CapBnd:\t0000000000000000",
+        "NoNewPrivs:\t1",
+        "Seccomp:\t2",
+        "Uid:\t65534",
+        "Interfaces:\tlo\n",
+    ] {
         assert!(st.contains(want), "missing {want:?} in:\n{st}");
     }
     // Writable: /tmp (the image's own /tmp is 0755 root), /state; nothing else.
@@ -133,7 +141,13 @@ fn two_routes_are_both_attached_before_the_program_starts() {
     let w = World::new();
     let (n1, n2) = (Network::new(true), Network::new(true));
     let (s1, s2) = (Service::start(&n1, &w.image), Service::start(&n2, &w.image));
-    let out = w.try_create(&["--json", "--route", &format!("a:{}:8080", n1.host), "--route", &format!("b:http://{}:8080/v1", n2.host)]);
+    let out = w.try_create(&[
+        "--json",
+        "--route",
+        &format!("a:{}:8080", n1.host),
+        "--route",
+        &format!("b:http://{}:8080/v1", n2.host),
+    ]);
     assert_success(&out, "create with two routes");
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = rec["id"].as_str().unwrap().to_string();
@@ -207,7 +221,9 @@ fn socket_timeout_fails_and_leaves_nothing() {
 #[test]
 fn hostile_sockets_are_refused_at_create() {
     let w = World::new();
-    for (args, why) in [(vec!["--", "symlink", "/var/run/docker.sock"], "symlink"), (vec!["--", "regular"], "regular file")] {
+    for (args, why) in
+        [(vec!["--", "symlink", "/var/run/docker.sock"], "symlink"), (vec!["--", "regular"], "regular file")]
+    {
         let out = w.try_create(&args);
         assert_exit(&out, 1, "hostile socket");
         assert!(stderr(&out).contains("hostile") && stderr(&out).contains(why), "{}", stderr(&out));
@@ -257,7 +273,8 @@ fn invalid_input_exits_2_and_creates_nothing() {
         json_args.push("--json");
         let out = w.sbx(&json_args);
         assert_exit(&out, 2, &format!("{case:?} --json"));
-        let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap_or_else(|e| panic!("{case:?}: {e}: {}", stderr(&out)));
+        let err: serde_json::Value =
+            serde_json::from_slice(&out.stderr).unwrap_or_else(|e| panic!("{case:?}: {e}: {}", stderr(&out)));
         assert_eq!(err["error"]["kind"], "invalid_input", "{case:?}");
     }
     for bad in [vec!["destroy", "../etc"], vec!["revoke", "sbx-0123", "x"], vec!["connect", "-x"]] {
@@ -343,8 +360,20 @@ fn foreign_containers_with_sbx_labels_are_not_adopted() {
     let w = World::new();
     let name = format!("sbx-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
     docker_ok(&[
-        "run", "-d", "--name", &name, "--label", &w.case_label(), "--label", "sbx.managed=1", "--label", "sbx.id=sbx-000000000000",
-        "--network", "none", &w.image, "sleep",
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--label",
+        &w.case_label(),
+        "--label",
+        "sbx.managed=1",
+        "--label",
+        "sbx.id=sbx-000000000000",
+        "--network",
+        "none",
+        &w.image,
+        "sleep",
     ]);
     let ls = stdout(&w.sbx(&["ls"]));
     assert!(!ls.contains(&name), "ls adopted a foreign container:\n{ls}");

@@ -16,7 +16,8 @@ use crate::Env;
 
 pub fn dispatch(cli: Cli, env: &Env) -> Result<()> {
     let json = cli.json;
-    let socket_dir = cli.socket_dir;
+    // An empty SBX_SOCKET_DIR means unset, as for most path variables.
+    let socket_dir = cli.socket_dir.filter(|d| !d.as_os_str().is_empty());
     match cli.command {
         Command::Create(a) => create::exec(*a, json, env, socket_dir),
         Command::Connect(a) => connect::exec(&a.id, env, socket_dir),

@@ -246,7 +246,8 @@ impl Network {
 
 impl Drop for Network {
     fn drop(&mut self) {
-        let attached = docker_ok(&["network", "inspect", "--format", "{{range $k, $v := .Containers}}{{$k}} {{end}}", &self.name]);
+        let attached =
+            docker_ok(&["network", "inspect", "--format", "{{range $k, $v := .Containers}}{{$k}} {{end}}", &self.name]);
         for c in attached.split_whitespace() {
             let _ = docker(&["network", "disconnect", "--force", &self.name, c]);
         }
@@ -265,10 +266,29 @@ impl Service {
     pub fn start(net: &Network, image: &str) -> Self {
         let name = net.host.clone();
         docker_ok(&[
-            "run", "-d", "--name", &name, "--label", TEST_LABEL, "--network", &net.name, "--user", "65534",
-            "--cap-drop", "ALL", "--read-only", image, "tcp-echo", "8080",
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "--label",
+            TEST_LABEL,
+            "--network",
+            &net.name,
+            "--user",
+            "65534",
+            "--cap-drop",
+            "ALL",
+            "--read-only",
+            image,
+            "tcp-echo",
+            "8080",
         ]);
-        let ip = docker_ok(&["inspect", "--format", &format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", net.name), &name]);
+        let ip = docker_ok(&[
+            "inspect",
+            "--format",
+            &format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", net.name),
+            &name,
+        ]);
         Service { name, ip }
     }
 
