@@ -9,7 +9,7 @@ const AFTER_HELP: &str = "\
 Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was created),
 130/143 interrupted by SIGINT/SIGTERM (after removing what was made).
 
-Environment: SBX_SOCKET_DIR (socket root), SBX_STRICT_EGRESS=1 (as --strict-egress),
+Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRESS=1 (as --strict-egress),
 SBX_DOCKER (docker CLI to run), DOCKER_HOST (passed to docker), RUST_LOG (tracing).";
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
@@ -30,6 +30,10 @@ pub struct Cli {
     /// [default: /run/sbx/sandboxes, then $XDG_RUNTIME_DIR/sbx-sandboxes, then the temp dir]
     #[arg(long, global = true, value_name = "DIR", env = "SBX_SOCKET_DIR", hide_env_values = true)]
     pub socket_dir: Option<PathBuf>,
+    /// Directory for sbx's host-side state (ownership key, TTLs, creates in flight)
+    /// [default: /var/lib/sbx for root, else $XDG_STATE_HOME/sbx or ~/.local/state/sbx]
+    #[arg(long, global = true, value_name = "DIR", env = "SBX_DATA_DIR", hide_env_values = true)]
+    pub data_dir: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -48,6 +52,36 @@ pub enum Command {
     Ls,
     /// Print one sandbox's record as JSON.
     Inspect(IdArg),
+    /// Set a sandbox's time to live to DURATION from now (extend or shorten).
+    Ttl(TtlArgs),
+    /// Remove expired sandboxes, those of creates that died, orphaned socket directories.
+    Gc(GcArgs),
+    /// Internal: the detached TTL watchdog that `create --ttl` starts.
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog(WatchdogArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TtlArgs {
+    /// Sandbox id.
+    pub id: String,
+    /// New time to live from now, e.g. 90s, 30m, 2h.
+    pub duration: String,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Say what would be removed, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchdogArgs {
+    pub id: String,
+    /// The sandbox's socket directory: when it is gone, so is the sandbox.
+    #[arg(long)]
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -91,6 +125,9 @@ pub struct CreateArgs {
     /// How long to wait for the sandbox to bind its socket; 0 returns once it runs [default: 90s].
     #[arg(long, value_name = "DURATION")]
     pub socket_wait: Option<String>,
+    /// Destroy the sandbox after DURATION (e.g. 90s, 30m, 2h), even after sbx and the shell exit.
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<String>,
     /// Refuse, instead of lowering the tier, when a route network is not internal.
     #[arg(long)]
     pub strict_egress: bool,

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
@@ -15,6 +15,7 @@ use crate::error::{DockerError, Error, Result};
 use crate::record::{self, RawContainer, Record};
 use crate::socket::{self, RootChoice};
 use crate::spec::{self, SandboxSpec, UserSpec, NOBODY};
+use crate::state::{self, ProcId, State, StateChoice};
 
 /// Returns the signal number once one is pending (see `interrupt`).
 pub type InterruptCheck = Arc<dyn Fn() -> Option<i32> + Send + Sync>;
@@ -31,6 +32,7 @@ pub struct Created {
     pub routes: BTreeMap<String, String>,
     pub created_at: String,
     pub user: String,
+    pub expires_at: Option<String>,
     /// Where the boundary is weaker than it could be (also said on stderr).
     pub warnings: Vec<String>,
 }
@@ -45,6 +47,14 @@ pub struct Revoked {
     pub already: bool,
 }
 
+/// What `gc` removed, or would remove with `--dry-run`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    pub dry_run: bool,
+    pub containers: Vec<crate::gc::Reap>,
+    pub socket_dirs: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Destroyed {
     pub removed: Vec<String>,
@@ -54,13 +64,36 @@ pub struct Destroyed {
 pub struct ContainerDriver {
     exec: Arc<dyn DockerExec>,
     roots: RootChoice,
+    states: StateChoice,
+    state: OnceLock<(State, Vec<u8>)>,
     interrupted: InterruptCheck,
     new_id: IdSource,
 }
 
 impl ContainerDriver {
-    pub fn new(exec: Arc<dyn DockerExec>, roots: RootChoice) -> Self {
-        ContainerDriver { exec, roots, interrupted: Arc::new(|| None), new_id: Arc::new(spec::new_id) }
+    pub fn new(exec: Arc<dyn DockerExec>, roots: RootChoice, states: StateChoice) -> Self {
+        ContainerDriver {
+            exec,
+            roots,
+            states,
+            state: OnceLock::new(),
+            interrupted: Arc::new(|| None),
+            new_id: Arc::new(spec::new_id),
+        }
+    }
+
+    /// The state directory and the ownership key, resolved on first use.
+    pub fn state(&self) -> Result<&(State, Vec<u8>)> {
+        if let Some(s) = self.state.get() {
+            return Ok(s);
+        }
+        let st = self.states.resolve()?;
+        let key = st.key()?;
+        Ok(self.state.get_or_init(|| (st, key)))
+    }
+
+    pub fn socket_root(&self) -> Result<PathBuf> {
+        Ok(self.roots.resolve()?)
     }
 
     pub fn with_interrupts(mut self, check: InterruptCheck) -> Self {
@@ -85,6 +118,7 @@ impl ContainerDriver {
         let id = (self.new_id)();
         let sock = socket::socket_path(&root, &id);
         socket::check_path_len(&sock)?;
+        let (state, key) = self.state()?;
         self.check_interrupt()?;
 
         let mut warnings = Vec::new();
@@ -93,21 +127,46 @@ impl ContainerDriver {
         let tier = self.route_tier(spec, &mut warnings)?;
         self.check_interrupt()?;
 
-        let created_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-        let dir = socket::make_dir(&root, &id, user.uid, user.gid)?;
-        let plan = argv::RunPlan {
-            id: &id,
-            spec,
-            uid: user.uid,
-            gid: user.gid,
-            tier,
-            socket_dir: &dir,
-            socket_path: &sock,
-            created_at: &created_at,
-        };
-        if let Err(e) = self.start_and_wait(&plan) {
-            self.teardown(&id, &dir);
-            return Err(e);
+        let now = SystemTime::now();
+        let created_at = humantime::format_rfc3339_seconds(now).to_string();
+        let expires = spec.ttl.map(|t| now + t);
+        let expires_at = expires.map(|e| humantime::format_rfc3339_seconds(e).to_string());
+        let owner = state::owner_token(key, &id);
+        // Recorded before anything exists, so `gc` can tell a create in
+        // flight from one whose process died (pid reuse included).
+        if let Some(me) = ProcId::current() {
+            state.begin_create(&id, me)?;
+        }
+        // Err carries whether the teardown completed; if not, the creating
+        // record stays so `gc` reaps what is left once this process is gone.
+        let made = (|| {
+            let early = |e: Error| (e, socket::remove_dir(&root.join(&id), &id).is_ok());
+            if let Some(e) = expires {
+                state.set_expiry(&id, e).map_err(early)?;
+            }
+            let dir = socket::make_dir(&root, &id, user.uid, user.gid).map_err(|e| early(e.into()))?;
+            let plan = argv::RunPlan {
+                id: &id,
+                spec,
+                uid: user.uid,
+                gid: user.gid,
+                tier,
+                socket_dir: &dir,
+                socket_path: &sock,
+                created_at: &created_at,
+                owner: &owner,
+                expires_at: expires_at.as_deref(),
+            };
+            self.start_and_wait(&plan).map_err(|e| (e, self.teardown(&id, &dir)))
+        })();
+        match made {
+            Ok(()) => state.end_create(&id),
+            Err((e, torn_down)) => {
+                if torn_down {
+                    state.forget(&id);
+                }
+                return Err(e);
+            }
         }
         let routes = spec.routes.iter().map(|r| (r.kind.clone(), r.network())).collect();
         Ok(Created {
@@ -119,6 +178,7 @@ impl ContainerDriver {
             routes,
             created_at,
             user: format!("{}:{}", user.uid, user.gid),
+            expires_at,
             warnings,
         })
     }
@@ -228,16 +288,26 @@ impl ContainerDriver {
         }
     }
 
-    /// Undo a failed create. Runs to the end whatever fails or is signalled.
-    fn teardown(&self, id: &str, dir: &Path) {
+    /// Undo a failed create. Runs to the end whatever fails or is signalled;
+    /// true when nothing is left.
+    fn teardown(&self, id: &str, dir: &Path) -> bool {
+        let mut clean = true;
         match self.exec.run(&argv::remove(&[id])) {
             Ok(out) if out.status == 0 || parse::no_such_container(&out.stderr_str()) => {}
-            Ok(out) => eprintln!("sbx: warning: could not remove {id}: {}", out.stderr_str()),
-            Err(e) => eprintln!("sbx: warning: could not remove {id}: {e}"),
+            Ok(out) => {
+                eprintln!("sbx: warning: could not remove {id}: {}; `sbx gc` will", out.stderr_str());
+                clean = false;
+            }
+            Err(e) => {
+                eprintln!("sbx: warning: could not remove {id}: {e}; `sbx gc` will");
+                clean = false;
+            }
         }
         if let Err(e) = socket::remove_dir(dir, id) {
             eprintln!("sbx: warning: could not remove {}: {e}", dir.display());
+            clean = false;
         }
+        clean
     }
 
     /// Inspect sandboxes by id. Missing ones are left out; a container sbx
@@ -252,14 +322,21 @@ impl ContainerDriver {
                 return Err(status_error(&args, &out).into());
             }
         }
-        if let Some(foreign) = raws.iter().find(|r| !r.is_sbx()) {
+        let (_, key) = self.state()?;
+        if let Some(foreign) = raws.iter().find(|r| !r.is_sbx(key)) {
             return Err(Error::Foreign { id: foreign.name.clone() });
         }
         Ok(raws)
     }
 
     pub fn inspect(&self, id: &str) -> Result<Record> {
-        Ok(self.inspect_one(id)?.record())
+        let raw = self.inspect_one(id)?;
+        Ok(self.record(&raw))
+    }
+
+    fn record(&self, raw: &RawContainer) -> Record {
+        let moved = self.state().ok().and_then(|(s, _)| s.expiry(&raw.name));
+        raw.record(raw.expiry(moved), SystemTime::now())
     }
 
     fn inspect_one(&self, id: &str) -> Result<RawContainer> {
@@ -270,7 +347,8 @@ impl ContainerDriver {
         let args = argv::list();
         let out = run_ok(&*self.exec, &args)?;
         let raws = record::parse_ps(&out.stdout_str(), "docker ps")?;
-        Ok(raws.iter().filter(|r| r.is_sbx()).map(RawContainer::record).collect())
+        let (_, key) = self.state()?;
+        Ok(raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect())
     }
 
     /// Remove sandboxes and their socket directories. Already gone is fine:
@@ -281,20 +359,16 @@ impl ContainerDriver {
         let raws = self.inspect_many(&ids)?;
         let present: Vec<String> = raws.iter().map(|r| r.name.clone()).collect();
         if !present.is_empty() {
-            let args = argv::remove(&present);
-            let out = self.exec.run(&args)?;
-            if out.status != 0 && parse::missing_containers(&present, &out.stderr_str()).len() != present.len() {
-                let stderr = out.stderr_str();
-                // Lines other than "no such container" are real failures.
-                if stderr.lines().any(|l| !parse::no_such_container(l)) {
-                    return Err(status_error(&args, &out).into());
-                }
-            }
+            self.remove_tolerant(&present)?;
         }
         for r in &raws {
             if let Some(dir) = r.labels.get(record::SOCKET).and_then(|s| Path::new(s).parent()) {
                 socket::remove_dir(dir, &r.name)?;
             }
+        }
+        let (state, _) = self.state()?;
+        for id in &ids {
+            state.forget(id);
         }
         let already_gone: Vec<String> = ids.iter().filter(|i| !present.contains(i)).cloned().collect();
         if !already_gone.is_empty() {
@@ -316,7 +390,7 @@ impl ContainerDriver {
             return Err(Error::UnknownRoute {
                 id: id.to_string(),
                 kind: kind.to_string(),
-                routes: raw.record().routes.into_keys().collect(),
+                routes: self.record(&raw).routes.into_keys().collect(),
             });
         };
         let cut: Vec<String> = declared.iter().filter(|(_, n)| **n == network).map(|(k, _)| k.clone()).collect();
@@ -335,13 +409,132 @@ impl ContainerDriver {
         Ok(Revoked { id: id.to_string(), kind: kind.to_string(), network, cut, already })
     }
 
+    /// Reap expired sandboxes, sandboxes of creates that died, orphaned
+    /// socket directories and stale state, in a few batched docker calls.
+    /// Safe to run concurrently with other sbx commands and with itself:
+    /// every removal tolerates "already gone".
+    pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
+        let (state, key) = self.state()?;
+        let root = self.roots.resolve()?;
+        // Order matters: socket entries, then containers, then creates in
+        // flight, so a create racing this gc is seen in at least one of them.
+        let entries: Vec<String> = std::fs::read_dir(&root)
+            .map_err(|e| Error::io(format!("reading {}", root.display()), e))?
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        let out = run_ok(&*self.exec, &argv::list())?;
+        let owned: Vec<RawContainer> =
+            record::parse_ps(&out.stdout_str(), "docker ps")?.into_iter().filter(|r| r.is_sbx(key)).collect();
+        let creating = state.creating();
+        let expiring = state.expiring();
+        let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
+        let mut plan = crate::gc::plan(&crate::gc::Inputs {
+            containers: &owned,
+            creating: &creating,
+            expiring: &expiring,
+            socket_entries: &entries,
+            expiry: &expiry,
+            alive: &|p: &ProcId| p.is_alive(),
+            now: SystemTime::now(),
+        });
+        // A create may have finished between `docker ps` and reading the
+        // creates in flight: keep any candidate orphan that is a container now.
+        if !plan.orphan_dirs.is_empty() {
+            let args = argv::inspect(&plan.orphan_dirs);
+            let out = self.exec.run(&args)?;
+            let exists: Vec<String> = record::parse_inspect(&out.stdout_str(), "docker container inspect")?
+                .into_iter()
+                .map(|r| r.name)
+                .collect();
+            if out.status != 0
+                && parse::missing_containers(&plan.orphan_dirs, &out.stderr_str()).len() + exists.len()
+                    != plan.orphan_dirs.len()
+            {
+                return Err(status_error(&args, &out).into());
+            }
+            plan.orphan_dirs.retain(|d| !exists.contains(d));
+        }
+        let mut report = GcReport { dry_run, containers: plan.containers.clone(), socket_dirs: Vec::new() };
+        let reaped: Vec<&RawContainer> =
+            owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
+        let mut dirs: Vec<(PathBuf, String)> = reaped
+            .iter()
+            .filter_map(|c| Some((Path::new(c.labels.get(record::SOCKET)?).parent()?.to_path_buf(), c.name.clone())))
+            .collect();
+        dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
+        report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
+        if dry_run {
+            return Ok(report);
+        }
+        if !reaped.is_empty() {
+            let ids: Vec<String> = reaped.iter().map(|c| c.name.clone()).collect();
+            self.remove_tolerant(&ids)?;
+        }
+        for (dir, id) in &dirs {
+            socket::remove_dir(dir, id)?;
+        }
+        for id in &plan.forget {
+            state.forget(id);
+        }
+        Ok(report)
+    }
+
+    /// `docker rm -f` that counts "no such container" as done (a racing
+    /// destroy, watchdog or gc got there first).
+    fn remove_tolerant(&self, ids: &[String]) -> Result<()> {
+        let args = argv::remove(ids);
+        let out = self.exec.run(&args)?;
+        if out.status != 0 && out.stderr_str().lines().any(|l| !l.trim().is_empty() && !parse::no_such_container(l)) {
+            return Err(status_error(&args, &out).into());
+        }
+        Ok(())
+    }
+
+    /// The TTL watchdog's loop: sleeps until the expiry (re-read every
+    /// second, so `sbx ttl` moves it), then destroys the sandbox. Ends early
+    /// when the sandbox is destroyed by anyone else.
+    pub fn watch(&self, id: &str, socket_dir: &Path) -> Result<()> {
+        let (state, _) = self.state()?;
+        if let Some(me) = ProcId::current() {
+            state.set_watchdog(id, me)?;
+        }
+        loop {
+            let Some(expiry) = state.expiry(id) else { return Ok(()) };
+            if !socket_dir.exists() {
+                return Ok(());
+            }
+            let now = SystemTime::now();
+            match expiry.duration_since(now) {
+                Ok(left) if !left.is_zero() => std::thread::sleep(left.min(Duration::from_secs(1))),
+                _ => {
+                    tracing::info!(id, "TTL expired; destroying");
+                    self.destroy(&[id.to_string()])?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Move a sandbox's expiry to `ttl` from now. Returns the new expiry,
+    /// and the socket path when a watchdog must be started (none is alive).
+    pub fn set_ttl(&self, id: &str, ttl: Duration) -> Result<(SystemTime, Option<PathBuf>)> {
+        let raw = self.inspect_one(id)?;
+        let (state, _) = self.state()?;
+        let at = SystemTime::now() + ttl;
+        state.set_expiry(id, at)?;
+        let watched = state.watchdog(id).is_some_and(|w| w.is_alive());
+        let socket = raw.labels.get(record::SOCKET).map(PathBuf::from);
+        Ok((at, if watched { None } else { socket }))
+    }
+
     /// The socket path and the owners it may have, for `connect`.
     pub fn channel(&self, id: &str) -> Result<(PathBuf, Vec<u32>)> {
         let raw = self.inspect_one(id)?;
         if raw.state != "running" {
             return Err(Error::NotRunning { id: id.to_string(), state: raw.state });
         }
-        let rec = raw.record();
+        let rec = self.record(&raw);
         let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());
         Ok((PathBuf::from(rec.socket), socket::allowed_owners(uid)))
     }

@@ -10,11 +10,13 @@ pub mod commands;
 pub mod docker;
 pub mod driver;
 pub mod error;
+pub mod gc;
 pub mod interrupt;
 pub mod record;
 pub mod relay;
 pub mod socket;
 pub mod spec;
+pub mod state;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -31,6 +33,8 @@ pub struct Env {
     pub docker: Option<OsString>,
     pub docker_host: Option<String>,
     pub xdg_runtime_dir: Option<std::path::PathBuf>,
+    pub xdg_state_home: Option<std::path::PathBuf>,
+    pub home: Option<std::path::PathBuf>,
 }
 
 impl Env {
@@ -42,6 +46,8 @@ impl Env {
             docker: std::env::var_os("SBX_DOCKER").filter(|v| !v.is_empty()),
             docker_host: std::env::var("DOCKER_HOST").ok(),
             xdg_runtime_dir: std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()).map(Into::into),
+            xdg_state_home: std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(Into::into),
+            home: std::env::var_os("HOME").filter(|v| !v.is_empty()).map(Into::into),
         }
     }
 }
@@ -111,14 +117,28 @@ fn init_tracing(verbose: u8) {
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
 }
 
+/// Where sbx keeps things on the host, as the global options say.
+#[derive(Debug, Clone, Default)]
+pub struct Dirs {
+    pub socket_dir: Option<std::path::PathBuf>,
+    pub state_dir: Option<std::path::PathBuf>,
+}
+
 /// The production driver: the real docker CLI and the process's signals.
-pub fn real_driver(env: &Env, socket_dir: Option<std::path::PathBuf>) -> driver::ContainerDriver {
+pub fn real_driver(env: &Env, dirs: &Dirs) -> driver::ContainerDriver {
+    let euid = nix::unistd::geteuid().as_raw();
     let roots = socket::RootChoice {
-        explicit: socket_dir,
+        explicit: dirs.socket_dir.clone(),
         xdg_runtime_dir: env.xdg_runtime_dir.clone(),
         temp_dir: std::env::temp_dir(),
-        euid: nix::unistd::geteuid().as_raw(),
+        euid,
     };
-    driver::ContainerDriver::new(Arc::new(docker::RealDocker::new(env.docker.clone())), roots)
+    let states = state::StateChoice {
+        explicit: dirs.state_dir.clone(),
+        xdg_state_home: env.xdg_state_home.clone(),
+        home: env.home.clone(),
+        euid,
+    };
+    driver::ContainerDriver::new(Arc::new(docker::RealDocker::new(env.docker.clone())), roots, states)
         .with_interrupts(Arc::new(interrupt::pending))
 }

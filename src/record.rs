@@ -4,6 +4,7 @@
 //! from the live container, never from the labels alone.
 
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use serde::Serialize;
 
@@ -20,9 +21,14 @@ pub const TARGETS: &str = "sbx.targets";
 pub const USER: &str = "sbx.user";
 pub const CREATED: &str = "sbx.created";
 pub const VERSION: &str = "sbx.version";
+/// HMAC of the id under the host's key (see `state::owner_token`).
+pub const OWNER: &str = "sbx.owner";
+/// Expiry given at create (RFC 3339); `sbx ttl` moves it in the state dir.
+pub const EXPIRES: &str = "sbx.expires";
 
 /// Every label sbx writes, so `docker ps` can be asked for exactly these.
-pub const ALL: &[&str] = &[MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION];
+pub const ALL: &[&str] =
+    &[MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION, OWNER, EXPIRES];
 
 /// A container as docker reports it, before sbx interprets it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -46,17 +52,32 @@ pub struct Record {
     pub created_at: String,
     pub state: String,
     pub user: String,
+    /// RFC 3339, when the sandbox has a TTL.
+    pub expires_at: Option<String>,
+    /// e.g. "29m 59s"; "0s" once expired.
+    pub time_left: Option<String>,
+    /// Past its expiry (the watchdog or `sbx gc` removes it).
+    pub expired: bool,
     #[serde(skip)]
     pub targets: BTreeMap<String, String>,
 }
 
 impl RawContainer {
-    /// sbx created this container: its name is the id sbx wrote into it.
-    pub fn is_sbx(&self) -> bool {
-        self.labels.get(MANAGED).map(String::as_str) == Some("1") && self.labels.get(ID) == Some(&self.name)
+    /// sbx created this container. Labels alone prove nothing (an image can
+    /// carry any label and containers inherit them), so the owner label must
+    /// be the HMAC of the container's name under this host's key.
+    pub fn is_sbx(&self, key: &[u8]) -> bool {
+        self.labels.get(MANAGED).map(String::as_str) == Some("1")
+            && self.labels.get(ID) == Some(&self.name)
+            && self.labels.get(OWNER).is_some_and(|t| *t == crate::state::owner_token(key, &self.name))
     }
 
-    pub fn record(&self) -> Record {
+    /// The expiry: the state dir's (moved by `sbx ttl`) over the label's.
+    pub fn expiry(&self, moved: Option<SystemTime>) -> Option<SystemTime> {
+        moved.or_else(|| humantime::parse_rfc3339(self.labels.get(EXPIRES)?).ok())
+    }
+
+    pub fn record(&self, expiry: Option<SystemTime>, now: SystemTime) -> Record {
         let l = |k: &str| self.labels.get(k).cloned().unwrap_or_default();
         let declared: BTreeMap<String, String> = serde_json::from_str(&l(ROUTES)).unwrap_or_default();
         let routes = declared.into_iter().filter(|(_, net)| self.networks.contains(net)).collect();
@@ -70,6 +91,12 @@ impl RawContainer {
             created_at: l(CREATED),
             state: self.state.clone(),
             user: l(USER),
+            expires_at: expiry.map(|e| humantime::format_rfc3339_seconds(e).to_string()),
+            time_left: expiry.map(|e| {
+                let left = e.duration_since(now).unwrap_or_default();
+                humantime::format_duration(std::time::Duration::from_secs(left.as_secs())).to_string()
+            }),
+            expired: expiry.is_some_and(|e| e <= now),
             targets: serde_json::from_str(&l(TARGETS)).unwrap_or_default(),
         }
     }
@@ -140,14 +167,21 @@ mod tests {
     use super::*;
 
     /// Captured from `docker container inspect --format '{{json .}}'` on engine 20.10 (trimmed).
-    const INSPECT: &str = r#"{"Id":"7a4c","Name":"/sbx-0123456789ab","State":{"Status":"running","Running":true},"Config":{"Labels":{"sbx.managed":"1","sbx.id":"sbx-0123456789ab","sbx.session":"s1","sbx.tier":"2","sbx.socket":"/run/sbx/sandboxes/sbx-0123456789ab/sandbox.sock","sbx.routes":"{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-tools\"}","sbx.user":"65534:65534","sbx.created":"2026-11-29T09:00:00Z","sbx.image":"sha256:ab"}},"NetworkSettings":{"Networks":{"sbx-proxy":{"IPAddress":"172.18.0.2"}}}}"#;
+    const INSPECT: &str = r#"{"Id":"7a4c","Name":"/sbx-0123456789ab","State":{"Status":"running","Running":true},"Config":{"Labels":{"sbx.managed":"1","sbx.id":"sbx-0123456789ab","sbx.owner":"OWNER","sbx.session":"s1","sbx.tier":"2","sbx.socket":"/run/sbx/sandboxes/sbx-0123456789ab/sandbox.sock","sbx.routes":"{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-tools\"}","sbx.user":"65534:65534","sbx.created":"2026-11-29T09:00:00Z","sbx.image":"sha256:ab"}},"NetworkSettings":{"Networks":{"sbx-proxy":{"IPAddress":"172.18.0.2"}}}}"#;
+
+    const KEY: &[u8] = &[9u8; 32];
+
+    fn inspected() -> Vec<RawContainer> {
+        let token = crate::state::owner_token(KEY, "sbx-0123456789ab");
+        parse_inspect(&INSPECT.replace("OWNER", &token), "x").unwrap()
+    }
 
     #[test]
     fn inspect_round_trip_filters_revoked_routes() {
-        let raw = parse_inspect(INSPECT, "x").unwrap();
+        let raw = inspected();
         assert_eq!(raw.len(), 1);
-        assert!(raw[0].is_sbx());
-        let r = raw[0].record();
+        assert!(raw[0].is_sbx(KEY));
+        let r = raw[0].record(None, SystemTime::now());
         assert_eq!(r.id, "sbx-0123456789ab");
         assert_eq!(r.tier, 2);
         assert_eq!(r.routes, BTreeMap::from([("inference".to_string(), "sbx-proxy".to_string())]));
@@ -156,11 +190,33 @@ mod tests {
 
     #[test]
     fn a_label_copied_from_an_image_is_not_ownership() {
-        let mut raw = parse_inspect(INSPECT, "x").unwrap().remove(0);
-        raw.name = "someone-elses".into();
-        assert!(!raw.is_sbx());
-        raw.labels.remove(ID);
-        assert!(!raw.is_sbx());
+        let raw = inspected().remove(0);
+        assert!(!raw.is_sbx(&[8u8; 32]), "a token made under another key");
+        let mut renamed = raw.clone();
+        renamed.name = "sbx-0123456789ac".into();
+        renamed.labels.insert(ID.into(), renamed.name.clone());
+        assert!(!renamed.is_sbx(KEY), "a token copied to another name");
+        let mut unowned = raw.clone();
+        unowned.labels.remove(OWNER);
+        assert!(!unowned.is_sbx(KEY));
+    }
+
+    #[test]
+    fn expiry_moved_by_ttl_wins_and_expired_shows() {
+        let mut raw = inspected().remove(0);
+        let now = humantime::parse_rfc3339("2026-11-29T10:00:00Z").unwrap();
+        assert_eq!(raw.expiry(None), None);
+        let r = raw.record(None, now);
+        assert!(r.expires_at.is_none() && !r.expired);
+        raw.labels.insert(EXPIRES.into(), "2026-11-29T10:30:00Z".into());
+        let r = raw.record(raw.expiry(None), now);
+        assert_eq!(
+            (r.expires_at.as_deref(), r.time_left.as_deref(), r.expired),
+            (Some("2026-11-29T10:30:00Z"), Some("30m"), false)
+        );
+        let moved = humantime::parse_rfc3339("2026-11-29T09:59:00Z").unwrap();
+        let r = raw.record(raw.expiry(Some(moved)), now);
+        assert_eq!((r.time_left.as_deref(), r.expired), (Some("0s"), true));
     }
 
     #[test]
@@ -169,7 +225,7 @@ mod tests {
         let raw = parse_ps(&format!("{line}\n\n"), "x").unwrap();
         assert_eq!(raw[0].networks, vec!["sbx-a", "sbx-b"]);
         assert!(!raw[0].labels.contains_key(SESSION));
-        assert_eq!(raw[0].record().routes.keys().collect::<Vec<_>>(), vec!["a"]);
+        assert_eq!(raw[0].record(None, SystemTime::now()).routes.keys().collect::<Vec<_>>(), vec!["a"]);
         assert!(parse_ps("not json", "x").is_err());
     }
 

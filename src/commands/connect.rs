@@ -1,18 +1,17 @@
 //! `sbx connect ID`: relay stdin/stdout through the sandbox's socket.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, SocketError};
 use crate::spec::parse_id;
-use crate::{relay, socket, Env};
+use crate::{relay, socket, Dirs, Env};
 
 /// Between bind() and listen() a connect is refused; give the sandbox a moment.
 const REFUSED_GRACE: Duration = Duration::from_secs(2);
 
-pub fn exec(id: &str, env: &Env, socket_dir: Option<PathBuf>) -> Result<()> {
+pub fn exec(id: &str, env: &Env, dirs: &Dirs) -> Result<()> {
     let id = parse_id(id)?;
-    let (path, owners) = crate::real_driver(env, socket_dir).channel(&id)?;
+    let (path, owners) = crate::real_driver(env, dirs).channel(&id)?;
     let started = Instant::now();
     let stream = loop {
         match socket::connect_checked(&path, &owners) {

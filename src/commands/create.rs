@@ -1,13 +1,11 @@
 //! `sbx create`: validate, build the sandbox, wait for its socket, print its id.
 
-use std::path::PathBuf;
-
 use crate::cli::CreateArgs;
 use crate::error::Result;
 use crate::spec::{CreateRequest, SandboxSpec};
-use crate::{interrupt, Env};
+use crate::{interrupt, Dirs, Env};
 
-pub fn exec(a: CreateArgs, json: bool, env: &Env, socket_dir: Option<PathBuf>) -> Result<()> {
+pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let req = CreateRequest {
         image: a.image,
         session: a.session,
@@ -23,12 +21,19 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, socket_dir: Option<PathBuf>) -
         socket_wait: a.socket_wait,
         strict_egress: a.strict_egress || env.strict_egress,
         labels: a.labels,
+        ttl: a.ttl,
         command: a.command,
     };
     let spec = SandboxSpec::from_request(&req, env.docker_host.as_deref())?;
     // From here on a signal must not kill sbx before it has cleaned up.
     interrupt::install();
-    let created = crate::real_driver(env, socket_dir).create(&spec)?;
+    let created = crate::real_driver(env, dirs).create(&spec)?;
+    if created.expires_at.is_some() {
+        if let Err(e) = super::watchdog::spawn(&created.id, std::path::Path::new(&created.socket), dirs) {
+            // The sandbox stands; `sbx gc` still reaps it once expired.
+            super::warn(&format!("could not start the TTL watchdog ({e}); run `sbx gc` from cron to enforce TTLs"));
+        }
+    }
     for w in &created.warnings {
         super::warn(w);
     }

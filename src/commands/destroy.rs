@@ -1,14 +1,12 @@
 //! `sbx destroy ID...`: remove sandboxes; already gone counts as success.
 
-use std::path::PathBuf;
-
 use crate::error::Result;
 use crate::spec::parse_id;
-use crate::Env;
+use crate::{Dirs, Env};
 
-pub fn exec(ids: &[String], json: bool, env: &Env, socket_dir: Option<PathBuf>) -> Result<()> {
+pub fn exec(ids: &[String], json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let ids: Vec<String> = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
-    let done = crate::real_driver(env, socket_dir).destroy(&ids)?;
+    let done = crate::real_driver(env, dirs).destroy(&ids)?;
     tracing::debug!(removed = ?done.removed, already_gone = ?done.already_gone, "destroyed");
     if json {
         super::json_line(&done)?;

@@ -1,14 +1,13 @@
 //! `sbx ls`: this tool's sandboxes, from one `docker ps`.
 
-use std::path::PathBuf;
 use std::time::SystemTime;
 
 use crate::error::Result;
 use crate::record::Record;
-use crate::Env;
+use crate::{Dirs, Env};
 
-pub fn exec(json: bool, env: &Env, socket_dir: Option<PathBuf>) -> Result<()> {
-    let records = crate::real_driver(env, socket_dir).list()?;
+pub fn exec(json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
+    let records = crate::real_driver(env, dirs).list()?;
     if json {
         return super::json_line(&records);
     }
@@ -16,21 +15,26 @@ pub fn exec(json: bool, env: &Env, socket_dir: Option<PathBuf>) -> Result<()> {
 }
 
 pub fn table(records: &[Record], now: SystemTime) -> String {
-    let mut rows =
-        vec![["ID".to_string(), "SESSION".into(), "TIER".into(), "ROUTES".into(), "STATE".into(), "AGE".into()]];
+    let mut rows = vec![["ID", "SESSION", "TIER", "ROUTES", "STATE", "AGE", "EXPIRES"].map(String::from)];
     for r in records {
         let routes =
             if r.routes.is_empty() { "-".to_string() } else { r.routes.keys().cloned().collect::<Vec<_>>().join(",") };
+        let state = if r.expired { "expired".to_string() } else { r.state.clone() };
+        let expires = match (&r.expires_at, &r.time_left) {
+            (Some(at), Some(left)) => format!("{at} ({left} left)"),
+            _ => "-".into(),
+        };
         rows.push([
             r.id.clone(),
             r.session.clone(),
             r.tier.to_string(),
             routes,
-            r.state.clone(),
+            state,
             age(&r.created_at, now),
+            expires,
         ]);
     }
-    let widths: Vec<usize> = (0..6).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..7).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
     let mut s = String::new();
     for row in rows {
         let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -70,9 +74,23 @@ mod tests {
             created_at: "2026-11-29T09:00:00Z".into(),
             state: "running".into(),
             user: "65534:65534".into(),
+            expires_at: None,
+            time_left: None,
+            expired: false,
             targets: BTreeMap::new(),
         };
-        let t = table(&[r], created + Duration::from_secs(150));
-        assert_eq!(t, "ID                SESSION  TIER  ROUTES  STATE    AGE\nsbx-0123456789ab  s        2     a,b     running  2m\n");
+        let expired = Record {
+            expires_at: Some("2026-11-29T09:01:00Z".into()),
+            time_left: Some("0s".into()),
+            expired: true,
+            ..r.clone()
+        };
+        let t = table(&[r, expired], created + Duration::from_secs(150));
+        assert_eq!(
+            t,
+            "ID                SESSION  TIER  ROUTES  STATE    AGE  EXPIRES\n\
+             sbx-0123456789ab  s        2     a,b     running  2m   -\n\
+             sbx-0123456789ab  s        2     a,b     expired  2m   2026-11-29T09:01:00Z (0s left)\n"
+        );
     }
 }

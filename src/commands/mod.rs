@@ -4,27 +4,37 @@
 mod connect;
 mod create;
 mod destroy;
+mod gc;
 mod inspect;
 mod ls;
 mod revoke;
+mod ttl;
+pub(crate) mod watchdog;
 
 use std::io::Write;
 
 use crate::cli::{Cli, Command};
 use crate::error::{Error, Result};
-use crate::Env;
+use crate::{Dirs, Env};
 
 pub fn dispatch(cli: Cli, env: &Env) -> Result<()> {
     let json = cli.json;
-    // An empty SBX_SOCKET_DIR means unset, as for most path variables.
-    let socket_dir = cli.socket_dir.filter(|d| !d.as_os_str().is_empty());
+    // An empty SBX_SOCKET_DIR / SBX_DATA_DIR means unset, as for most path variables.
+    let dirs = Dirs {
+        socket_dir: cli.socket_dir.filter(|d| !d.as_os_str().is_empty()),
+        state_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()),
+    };
+    let dirs = &dirs;
     match cli.command {
-        Command::Create(a) => create::exec(*a, json, env, socket_dir),
-        Command::Connect(a) => connect::exec(&a.id, env, socket_dir),
-        Command::Revoke(a) => revoke::exec(&a.id, &a.kind, json, env, socket_dir),
-        Command::Destroy(a) => destroy::exec(&a.ids, json, env, socket_dir),
-        Command::Ls => ls::exec(json, env, socket_dir),
-        Command::Inspect(a) => inspect::exec(&a.id, env, socket_dir),
+        Command::Create(a) => create::exec(*a, json, env, dirs),
+        Command::Connect(a) => connect::exec(&a.id, env, dirs),
+        Command::Revoke(a) => revoke::exec(&a.id, &a.kind, json, env, dirs),
+        Command::Destroy(a) => destroy::exec(&a.ids, json, env, dirs),
+        Command::Ls => ls::exec(json, env, dirs),
+        Command::Inspect(a) => inspect::exec(&a.id, env, dirs),
+        Command::Ttl(a) => ttl::exec(&a.id, &a.duration, json, env, dirs),
+        Command::Gc(a) => gc::exec(a.dry_run, json, env, dirs),
+        Command::Watchdog(a) => watchdog::exec(&a.id, &a.dir, env, dirs),
     }
 }
 

@@ -1,14 +1,12 @@
 //! `sbx revoke ID KIND`: cut one route now; `all` destroys the sandbox.
 
-use std::path::PathBuf;
-
 use crate::error::{Invalid, Result};
 use crate::spec::{parse_id, validate_kind};
-use crate::Env;
+use crate::{Dirs, Env};
 
-pub fn exec(id: &str, kind: &str, json: bool, env: &Env, socket_dir: Option<PathBuf>) -> Result<()> {
+pub fn exec(id: &str, kind: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let id = parse_id(id)?;
-    let driver = crate::real_driver(env, socket_dir);
+    let driver = crate::real_driver(env, dirs);
     if kind == "all" {
         let done = driver.destroy(&[id])?;
         if json {

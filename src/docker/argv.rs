@@ -37,6 +37,8 @@ pub struct RunPlan<'a> {
     pub socket_dir: &'a Path,
     pub socket_path: &'a Path,
     pub created_at: &'a str,
+    pub owner: &'a str,
+    pub expires_at: Option<&'a str>,
 }
 
 impl RunPlan<'_> {
@@ -56,7 +58,11 @@ impl RunPlan<'_> {
             (record::USER.to_string(), format!("{}:{}", self.uid, self.gid)),
             (record::CREATED.to_string(), self.created_at.to_string()),
             (record::VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
+            (record::OWNER.to_string(), self.owner.to_string()),
         ];
+        if let Some(e) = self.expires_at {
+            v.push((record::EXPIRES.to_string(), e.to_string()));
+        }
         v.extend(s.labels.iter().cloned());
         v
     }
@@ -199,6 +205,8 @@ mod tests {
             socket_dir: Path::new("/run/sbx/sandboxes/sbx-0123456789ab"),
             socket_path: Path::new("/run/sbx/sandboxes/sbx-0123456789ab/sandbox.sock"),
             created_at: "2026-11-29T09:00:00Z",
+            owner: "0123",
+            expires_at: None,
         }
     }
 
@@ -207,7 +215,7 @@ mod tests {
         let s = spec(CreateRequest { command: vec!["serve".into(), "--x".into()], ..Default::default() });
         let got = strs(container(&plan(&s), true));
         let labels: Vec<String> = got.windows(2).filter(|w| w[0] == "--label").map(|w| w[1].clone()).collect();
-        assert_eq!(labels.len(), record::ALL.len());
+        assert_eq!(labels.len(), record::ALL.len() - 1, "every label but sbx.expires");
         assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
         assert!(labels.contains(&"sbx.routes={}".to_string()));
         let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();

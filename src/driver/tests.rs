@@ -10,6 +10,7 @@ use super::*;
 use crate::docker::fake::{FakeBackground, FakeDocker};
 use crate::error::SocketError;
 use crate::spec::CreateRequest;
+use crate::state::{self, State};
 
 const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const ID: &str = "sbx-00000000000f";
@@ -17,12 +18,14 @@ const ID: &str = "sbx-00000000000f";
 struct Rig {
     fake: FakeDocker,
     root: PathBuf,
+    state: PathBuf,
 }
 
 impl Rig {
     fn new() -> Self {
         let root = std::env::temp_dir().join(format!("sbx-drv-{}-{}", std::process::id(), rand::random::<u64>()));
-        Rig { fake: FakeDocker::new(), root }
+        let state = root.with_extension("state");
+        Rig { fake: FakeDocker::new(), root, state }
     }
 
     fn driver(&self) -> ContainerDriver {
@@ -32,7 +35,36 @@ impl Rig {
             temp_dir: self.root.clone(),
             euid: 0,
         };
-        ContainerDriver::new(Arc::new(self.fake.clone()), roots).with_ids(Arc::new(|| ID.to_string()))
+        let states = StateChoice { explicit: Some(self.state.clone()), xdg_state_home: None, home: None, euid: 0 };
+        ContainerDriver::new(Arc::new(self.fake.clone()), roots, states).with_ids(Arc::new(|| ID.to_string()))
+    }
+
+    fn token(&self, id: &str) -> String {
+        std::fs::create_dir_all(&self.state).unwrap();
+        state::owner_token(&self.state().key().unwrap(), id)
+    }
+
+    fn state(&self) -> State {
+        State::at(self.state.clone())
+    }
+
+    fn inspect_line(&self, name: &str, labels_id: &str, networks: &[&str]) -> String {
+        let nets: serde_json::Map<String, serde_json::Value> =
+            networks.iter().map(|n| (n.to_string(), serde_json::json!({}))).collect();
+        serde_json::json!({
+            "Name": format!("/{name}"),
+            "State": {"Status": "running"},
+            "Config": {"Labels": {
+                "sbx.managed": "1",
+                "sbx.id": labels_id,
+                "sbx.owner": self.token(labels_id),
+                "sbx.routes": "{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-proxy\",\"docs\":\"sbx-docs\"}",
+                "sbx.socket": self.root.join(name).join("sandbox.sock").display().to_string(),
+                "sbx.user": "65534:65534",
+            }},
+            "NetworkSettings": {"Networks": nets},
+        })
+        .to_string()
     }
 
     fn sock_dir(&self) -> PathBuf {
@@ -61,6 +93,7 @@ impl Rig {
 impl Drop for Rig {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
+        let _ = std::fs::remove_dir_all(&self.state);
     }
 }
 
@@ -315,24 +348,6 @@ fn users_never_default_to_root() {
     assert!(w[0].contains("root"));
 }
 
-fn inspect_line(name: &str, labels_id: &str, networks: &[&str], socket_root: &std::path::Path) -> String {
-    let nets: serde_json::Map<String, serde_json::Value> =
-        networks.iter().map(|n| (n.to_string(), serde_json::json!({}))).collect();
-    serde_json::json!({
-        "Name": format!("/{name}"),
-        "State": {"Status": "running"},
-        "Config": {"Labels": {
-            "sbx.managed": "1",
-            "sbx.id": labels_id,
-            "sbx.routes": "{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-proxy\",\"docs\":\"sbx-docs\"}",
-            "sbx.socket": socket_root.join(name).join("sandbox.sock").display().to_string(),
-            "sbx.user": "65534:65534",
-        }},
-        "NetworkSettings": {"Networks": nets},
-    })
-    .to_string()
-}
-
 #[test]
 fn destroy_removes_present_and_accepts_gone() {
     let rig = Rig::new();
@@ -341,7 +356,7 @@ fn destroy_removes_present_and_accepts_gone() {
     std::fs::create_dir_all(rig.root.join(gone)).unwrap();
     rig.fake.push(Output {
         status: 1,
-        stdout: format!("{}\n", inspect_line(ID, ID, &[], &rig.root)).into_bytes(),
+        stdout: format!("{}\n", rig.inspect_line(ID, ID, &[])).into_bytes(),
         stderr: format!("Error: No such container: {gone}\n").into_bytes(),
     });
     rig.removed();
@@ -355,7 +370,7 @@ fn destroy_removes_present_and_accepts_gone() {
     rig.driver().destroy(&[ID.to_string()]).unwrap();
 
     // Removed by a racing destroy between inspect and rm: still success.
-    rig.fake.push(Output::ok(&inspect_line(ID, ID, &[], &rig.root)));
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
     rig.fake.push(Output::fail(1, &format!("Error response from daemon: No such container: {ID}")));
     rig.driver().destroy(&[ID.to_string()]).unwrap();
 }
@@ -363,7 +378,7 @@ fn destroy_removes_present_and_accepts_gone() {
 #[test]
 fn destroy_refuses_foreign_containers_and_reports_daemon_errors() {
     let rig = Rig::new();
-    rig.fake.push(Output::ok(&inspect_line(ID, "sbx-0000000000bb", &[], &rig.root)));
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, "sbx-0000000000bb", &[])));
     let err = rig.driver().destroy(&[ID.to_string()]).unwrap_err();
     assert!(matches!(err, Error::Foreign { .. }));
     assert_eq!(rig.fake.verbs(), ["container inspect"], "nothing removed");
@@ -376,17 +391,17 @@ fn destroy_refuses_foreign_containers_and_reports_daemon_errors() {
 #[test]
 fn revoke_disconnects_and_reports_shared_networks() {
     let rig = Rig::new();
-    rig.fake.push(Output::ok(&inspect_line(ID, ID, &["sbx-proxy", "sbx-docs"], &rig.root)));
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &["sbx-proxy", "sbx-docs"])));
     rig.fake.push(Output::ok(""));
     let r = rig.driver().revoke(ID, "inference").unwrap();
     assert_eq!(rig.fake.calls()[1], ["network", "disconnect", "--force", "--", "sbx-proxy", ID]);
     assert_eq!(r.cut, ["inference", "tools"]);
     assert!(!r.already);
 
-    rig.fake.push(Output::ok(&inspect_line(ID, ID, &["sbx-docs"], &rig.root)));
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &["sbx-docs"])));
     assert!(rig.driver().revoke(ID, "tools").unwrap().already);
 
-    rig.fake.push(Output::ok(&inspect_line(ID, ID, &["sbx-docs"], &rig.root)));
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &["sbx-docs"])));
     let err = rig.driver().revoke(ID, "nope").unwrap_err();
     match &err {
         Error::UnknownRoute { routes, .. } => assert_eq!(routes, &["docs"]),
@@ -402,10 +417,17 @@ fn revoke_disconnects_and_reports_shared_networks() {
 #[test]
 fn list_is_one_call_and_skips_foreign_containers() {
     let rig = Rig::new();
-    let ours = r#"{"name":"sbx-00000000000f","state":"running","networks":"","labels":{"sbx.managed":"1","sbx.id":"sbx-00000000000f","sbx.tier":"2"}}"#;
-    let forged =
-        r#"{"name":"evil","state":"running","networks":"","labels":{"sbx.managed":"1","sbx.id":"sbx-00000000000f"}}"#;
-    rig.fake.push(Output::ok(&format!("{ours}\n{forged}\n")));
+    let t = rig.token(ID);
+    let line = |name: &str, owner: &str| {
+        serde_json::json!({"name": name, "state": "running", "networks": "",
+            "labels": {"sbx.managed": "1", "sbx.id": name, "sbx.owner": owner, "sbx.tier": "2"}})
+        .to_string()
+    };
+    let ours = line(ID, &t);
+    // An image that copied a real sandbox's labels: its token is for another name.
+    let forged = line("sbx-0000000000ee", &t);
+    let unsigned = line("sbx-0000000000ef", "");
+    rig.fake.push(Output::ok(&format!("{ours}\n{forged}\n{unsigned}\n")));
     let l = rig.driver().list().unwrap();
     assert_eq!(l.len(), 1);
     assert_eq!(l[0].id, ID);
@@ -415,11 +437,11 @@ fn list_is_one_call_and_skips_foreign_containers() {
 #[test]
 fn channel_requires_a_running_sandbox() {
     let rig = Rig::new();
-    let line = inspect_line(ID, ID, &[], &rig.root).replace("\"running\"", "\"exited\"");
+    let line = rig.inspect_line(ID, ID, &[]).replace("\"running\"", "\"exited\"");
     rig.fake.push(Output::ok(&line));
     let err = rig.driver().channel(ID).unwrap_err();
     assert!(matches!(err, Error::NotRunning { ref state, .. } if state == "exited"));
-    rig.fake.push(Output::ok(&inspect_line(ID, ID, &[], &rig.root)));
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
     let (path, owners) = rig.driver().channel(ID).unwrap();
     assert_eq!(path, rig.sock_dir().join("sandbox.sock"));
     assert!(owners.contains(&65534));

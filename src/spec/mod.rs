@@ -38,6 +38,7 @@ pub struct SandboxSpec {
     pub socket_wait: Duration,
     pub strict_egress: bool,
     pub labels: Vec<(String, String)>,
+    pub ttl: Option<Duration>,
     pub command: Vec<String>,
 }
 
@@ -143,6 +144,15 @@ pub fn parse_duration(what: &'static str, s: &str) -> Result<Duration, Invalid> 
         .map_err(|e| Invalid::new(what, s, e.to_string()).hint("write a duration such as 500ms, 90s, 30m or 2h"))
 }
 
+/// A time to live: at least one second, at most a year.
+pub fn parse_ttl(s: &str) -> Result<Duration, Invalid> {
+    let d = parse_duration("--ttl", s)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(366 * 86400) {
+        return Err(Invalid::new("--ttl", s, "a TTL must be between 1s and 366 days"));
+    }
+    Ok(d)
+}
+
 pub fn parse_cpus(s: &str) -> Result<String, Invalid> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 1024.0 && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') => Ok(s.to_string()),
@@ -167,6 +177,7 @@ pub struct CreateRequest {
     pub socket_wait: Option<String>,
     pub strict_egress: bool,
     pub labels: Vec<String>,
+    pub ttl: Option<String>,
     pub command: Vec<String>,
 }
 
@@ -221,6 +232,7 @@ impl SandboxSpec {
             None => DEFAULT_SOCKET_WAIT,
         };
         let labels = req.labels.iter().map(|l| parse_label(l)).collect::<Result<_, _>>()?;
+        let ttl = req.ttl.as_deref().map(parse_ttl).transpose()?;
         Ok(SandboxSpec {
             image,
             session,
@@ -235,6 +247,7 @@ impl SandboxSpec {
             socket_wait,
             strict_egress: req.strict_egress,
             labels,
+            ttl,
             command: req.command.clone(),
         })
     }
@@ -326,6 +339,10 @@ mod tests {
         assert_eq!(parse_duration("w", "0").unwrap(), Duration::ZERO);
         assert_eq!(parse_duration("w", "1m30s").unwrap(), Duration::from_secs(90));
         assert!(parse_duration("w", "soon").is_err());
+        assert_eq!(parse_ttl("2h").unwrap(), Duration::from_secs(7200));
+        for bad in ["0", "500ms", "400d", "-1s"] {
+            assert!(parse_ttl(bad).is_err(), "{bad}");
+        }
         assert!(parse_cpus("1.5").is_ok());
         for bad in ["0", "-1", "nan", "inf", "1e3", "x"] {
             assert!(parse_cpus(bad).is_err(), "{bad}");

@@ -119,6 +119,9 @@ fn content_hash(data: &[u8]) -> String {
 pub struct World {
     pub case: String,
     pub socket_root: PathBuf,
+    /// Its own state dir: its own ownership key, so no test's `gc` or `ls`
+    /// ever sees another test's sandboxes.
+    pub state_dir: PathBuf,
     pub image: String,
 }
 
@@ -129,7 +132,8 @@ impl World {
         // Short: the whole socket path must fit in 107 bytes.
         let socket_root = PathBuf::from("/tmp").join(format!("sbxt-{case}"));
         std::fs::create_dir_all(&socket_root).unwrap();
-        World { case, socket_root, image }
+        let state_dir = PathBuf::from("/tmp").join(format!("sbxt-{case}-state"));
+        World { case, socket_root, state_dir, image }
     }
 
     pub fn case_label(&self) -> String {
@@ -143,7 +147,7 @@ impl World {
 
     pub fn sbx_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new(SBX);
-        cmd.arg("--socket-dir").arg(&self.socket_root).args(args).stdin(Stdio::null());
+        cmd.args(self.dir_args()).args(args).stdin(Stdio::null());
         cmd.env_remove("SBX_STRICT_EGRESS").env_remove("SBX_SOCKET_DIR");
         for (k, v) in env {
             cmd.env(k, v);
@@ -151,17 +155,21 @@ impl World {
         cmd.output().expect("spawn sbx")
     }
 
+    pub fn dir_args(&self) -> Vec<std::ffi::OsString> {
+        vec!["--socket-dir".into(), self.socket_root.clone().into(), "--data-dir".into(), self.state_dir.clone().into()]
+    }
+
     /// `sbx create --image <fixture> --label <case> ARGS`; panics on failure.
     pub fn create(&self, args: &[&str]) -> Sandbox {
         let out = self.try_create(args);
         assert_success(&out, "sbx create");
         let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        Sandbox { id, world_root: self.socket_root.clone() }
+        self.adopt(&id)
     }
 
     /// Guard a sandbox created with `--json` (known only by its id).
     pub fn adopt(&self, id: &str) -> Sandbox {
-        Sandbox { id: id.to_string(), world_root: self.socket_root.clone() }
+        Sandbox { id: id.to_string(), dir_args: self.dir_args() }
     }
 
     pub fn try_create(&self, args: &[&str]) -> Output {
@@ -196,13 +204,14 @@ impl Drop for World {
             let _ = docker(&["rm", "-f", "-v", &c]);
         }
         let _ = std::fs::remove_dir_all(&self.socket_root);
+        let _ = std::fs::remove_dir_all(&self.state_dir);
     }
 }
 
 /// A sandbox made by `sbx create`; destroyed (by sbx, then by docker) on drop.
 pub struct Sandbox {
     pub id: String,
-    world_root: PathBuf,
+    dir_args: Vec<std::ffi::OsString>,
 }
 
 impl Sandbox {
@@ -219,7 +228,7 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        let _ = Command::new(SBX).arg("--socket-dir").arg(&self.world_root).args(["destroy", &self.id]).output();
+        let _ = Command::new(SBX).args(&self.dir_args).args(["destroy", &self.id]).output();
         let _ = docker(&["rm", "-f", "-v", &self.id]);
     }
 }

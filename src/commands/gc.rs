@@ -1,0 +1,20 @@
+//! `sbx gc`: reap what leaked, in a few batched docker calls.
+
+use crate::error::Result;
+use crate::{Dirs, Env};
+
+pub fn exec(dry_run: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
+    let report = crate::real_driver(env, dirs).gc(dry_run)?;
+    if json {
+        return super::json_line(&report);
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    let mut text = String::new();
+    for r in &report.containers {
+        text.push_str(&format!("{verb} {} ({})\n", r.id, r.reason));
+    }
+    for d in &report.socket_dirs {
+        text.push_str(&format!("{verb} socket directory {d}\n"));
+    }
+    super::out(&text)
+}

@@ -1,0 +1,36 @@
+//! The TTL watchdog: a detached `sbx __watchdog ID` that destroys the
+//! sandbox at its expiry, long after `sbx create` and its shell are gone.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::error::{Error, Result};
+use crate::{Dirs, Env};
+
+pub fn exec(id: &str, dir: &Path, env: &Env, dirs: &Dirs) -> Result<()> {
+    let id = crate::spec::parse_id(id)?;
+    crate::real_driver(env, dirs).watch(&id, dir)
+}
+
+/// Start the watchdog in its own session with no terminal and no inherited
+/// pipes, so `id=$(sbx create --ttl ...)` returns at once and a closing
+/// shell's SIGHUP does not reach it.
+pub fn spawn(id: &str, socket: &Path, dirs: &Dirs) -> Result<()> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("finding the sbx executable", e))?;
+    let dir = socket.parent().unwrap_or(socket);
+    let mut cmd = Command::new(exe);
+    if let Some(d) = &dirs.socket_dir {
+        cmd.arg("--socket-dir").arg(d);
+    }
+    if let Some(d) = &dirs.state_dir {
+        cmd.arg("--data-dir").arg(d);
+    }
+    cmd.arg("__watchdog").arg(id).arg("--dir").arg(dir);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
+    }
+    cmd.spawn().map(|_| ()).map_err(|e| Error::io("starting the TTL watchdog", e))
+}

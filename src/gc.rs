@@ -1,0 +1,193 @@
+//! What `sbx gc` removes, decided by a pure function over what docker and
+//! the host report, so every rule is unit-tested without a daemon.
+//!
+//! Removed: sandboxes past their expiry; sandboxes whose create never
+//! finished (its process is gone: the pid is dead or now names another
+//! process); socket directories that belong to no sandbox; state files of
+//! sandboxes that no longer exist. Never touched: containers sbx did not
+//! create (the caller passes only owned ones) and anything whose create is
+//! still running.
+
+use std::collections::BTreeSet;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::record::RawContainer;
+use crate::state::ProcId;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reap {
+    pub id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GcPlan {
+    /// Containers to remove, with why.
+    pub containers: Vec<Reap>,
+    /// Socket directories (by sandbox id) under the socket root that belong
+    /// to no sandbox, pending a last check that no such container exists.
+    pub orphan_dirs: Vec<String>,
+    /// Ids whose state files can go.
+    pub forget: Vec<String>,
+}
+
+pub struct Inputs<'a> {
+    /// Containers sbx owns (ownership already checked).
+    pub containers: &'a [RawContainer],
+    /// Creates recorded as in flight, read after `containers`.
+    pub creating: &'a [(String, Option<ProcId>)],
+    /// Ids with a state-dir expiry.
+    pub expiring: &'a [String],
+    /// Entries of the socket root, read before `containers`.
+    pub socket_entries: &'a [String],
+    pub expiry: &'a dyn Fn(&RawContainer) -> Option<SystemTime>,
+    pub alive: &'a dyn Fn(&ProcId) -> bool,
+    pub now: SystemTime,
+}
+
+pub fn plan(i: &Inputs) -> GcPlan {
+    let live: BTreeSet<&str> = i
+        .creating
+        .iter()
+        .filter(|(_, p)| p.as_ref().is_some_and(|p| (i.alive)(p)))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let dead: Vec<(&str, Option<&ProcId>)> = i
+        .creating
+        .iter()
+        .filter(|(id, _)| !live.contains(id.as_str()))
+        .map(|(id, p)| (id.as_str(), p.as_ref()))
+        .collect();
+    let names: BTreeSet<&str> = i.containers.iter().map(|c| c.name.as_str()).collect();
+
+    let mut plan = GcPlan::default();
+    for c in i.containers {
+        if live.contains(c.name.as_str()) {
+            continue;
+        }
+        if let Some((_, who)) = dead.iter().find(|(id, _)| *id == c.name) {
+            let who = who.map(|p| format!("pid {}", p.pid)).unwrap_or_else(|| "unknown".into());
+            plan.containers.push(Reap {
+                id: c.name.clone(),
+                reason: format!("create never finished (its process, {who}, is gone)"),
+            });
+        } else if let Some(e) = (i.expiry)(c).filter(|e| *e <= i.now) {
+            plan.containers.push(Reap {
+                id: c.name.clone(),
+                reason: format!("expired at {}", humantime::format_rfc3339_seconds(e)),
+            });
+        }
+    }
+    for e in i.socket_entries {
+        if crate::spec::parse_id(e).is_ok() && !names.contains(e.as_str()) && !live.contains(e.as_str()) {
+            plan.orphan_dirs.push(e.clone());
+        }
+    }
+    let reaped: BTreeSet<&str> = plan.containers.iter().map(|r| r.id.as_str()).collect();
+    let mut forget: BTreeSet<String> = reaped.iter().map(|s| s.to_string()).collect();
+    for id in dead.iter().map(|(id, _)| *id).chain(i.expiring.iter().map(String::as_str)) {
+        if !names.contains(id) && !live.contains(id) {
+            forget.insert(id.to_string());
+        }
+    }
+    plan.forget = forget.into_iter().collect();
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn c(name: &str, expires: Option<&str>) -> RawContainer {
+        let mut labels = BTreeMap::new();
+        if let Some(e) = expires {
+            labels.insert(crate::record::EXPIRES.to_string(), e.to_string());
+        }
+        RawContainer { name: name.into(), state: "running".into(), networks: vec![], labels }
+    }
+
+    const A: &str = "sbx-00000000000a";
+    const B: &str = "sbx-00000000000b";
+    const C: &str = "sbx-00000000000c";
+    const D: &str = "sbx-00000000000d";
+
+    fn now() -> SystemTime {
+        humantime::parse_rfc3339("2026-11-29T10:00:00Z").unwrap()
+    }
+
+    fn run(
+        containers: &[RawContainer],
+        creating: &[(String, Option<ProcId>)],
+        expiring: &[String],
+        entries: &[&str],
+    ) -> GcPlan {
+        let entries: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
+        let moved = |r: &RawContainer| -> Option<SystemTime> {
+            // B's TTL was extended by `sbx ttl`: the state file wins over the label.
+            if r.name == B {
+                Some(now() + Duration::from_secs(60))
+            } else {
+                r.expiry(None)
+            }
+        };
+        plan(&Inputs {
+            containers,
+            creating,
+            expiring,
+            socket_entries: &entries,
+            expiry: &moved,
+            alive: &|p: &ProcId| p.pid == 1,
+            now: now(),
+        })
+    }
+
+    #[test]
+    fn reaps_expired_but_not_extended_or_unexpiring() {
+        let cs = [
+            c(A, Some("2026-11-29T09:59:59Z")),
+            c(B, Some("2026-11-29T09:00:00Z")),
+            c(C, None),
+            c(D, Some("2026-11-29T10:00:01Z")),
+        ];
+        let p = run(&cs, &[], &[], &[A, B, C, D]);
+        assert_eq!(p.containers, vec![Reap { id: A.into(), reason: "expired at 2026-11-29T09:59:59Z".into() }]);
+        assert!(p.orphan_dirs.is_empty());
+        assert_eq!(p.forget, vec![A]);
+    }
+
+    #[test]
+    fn unfinished_creates_are_reaped_only_when_their_process_is_gone() {
+        let alive = Some(ProcId { pid: 1, start: 5 });
+        let dead = Some(ProcId { pid: 4242, start: 5 });
+        let cs = [c(A, None), c(B, None)];
+        let creating =
+            vec![(A.to_string(), alive), (B.to_string(), dead), (C.to_string(), dead), (D.to_string(), alive)];
+        let p = run(&cs, &creating, &[], &[A, B, C, D]);
+        assert_eq!(p.containers.len(), 1);
+        assert_eq!(p.containers[0].id, B);
+        assert!(p.containers[0].reason.contains("pid 4242"));
+        // C died before its container existed: its directory is an orphan.
+        // D is still being created: its directory stays.
+        assert_eq!(p.orphan_dirs, vec![C]);
+        assert_eq!(p.forget, vec![B, C]);
+    }
+
+    #[test]
+    fn an_expired_sandbox_whose_create_still_runs_is_left_alone() {
+        let creating = vec![(A.to_string(), Some(ProcId { pid: 1, start: 1 }))];
+        let p = run(&[c(A, Some("2026-11-29T09:00:00Z"))], &creating, &[], &[A]);
+        assert_eq!(p, GcPlan::default());
+    }
+
+    #[test]
+    fn orphan_dirs_and_stale_state() {
+        let p = run(&[c(A, None)], &[], &[A.to_string(), D.to_string()], &[A, C, "not-an-id", ".hidden"]);
+        assert!(p.containers.is_empty());
+        assert_eq!(p.orphan_dirs, vec![C]);
+        assert_eq!(p.forget, vec![D]);
+    }
+}

@@ -1,0 +1,324 @@
+//! sbx's host-side state: what a container label cannot hold because it
+//! must change (a TTL moved by `sbx ttl`), must stay secret from images (the
+//! ownership key), or must describe a create still in flight.
+//!
+//! Layout under the state directory (`SBX_DATA_DIR`, else `/var/lib/sbx`
+//! for root, else `$XDG_STATE_HOME/sbx`, else `~/.local/state/sbx`; it
+//! outlives reboots, unlike the socket root under /run):
+//!
+//! ```text
+//! key                 32 random bytes, 0600: HMAC key for ownership tokens
+//! expires/<id>        RFC 3339 expiry, rewritten atomically by `sbx ttl`
+//! creating/<id>       "<pid> <starttime>" of a create still running
+//! watchdog/<id>       "<pid> <starttime>" of the TTL watchdog
+//! ```
+
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone)]
+pub struct StateChoice {
+    pub explicit: Option<PathBuf>,
+    pub xdg_state_home: Option<PathBuf>,
+    pub home: Option<PathBuf>,
+    pub euid: u32,
+}
+
+impl StateChoice {
+    pub fn candidates(&self) -> Vec<PathBuf> {
+        if let Some(p) = &self.explicit {
+            return vec![p.clone()];
+        }
+        let mut v = Vec::new();
+        if self.euid == 0 {
+            v.push(PathBuf::from("/var/lib/sbx"));
+        }
+        if let Some(x) = &self.xdg_state_home {
+            v.push(x.join("sbx"));
+        }
+        if let Some(h) = &self.home {
+            v.push(h.join(".local/state/sbx"));
+        }
+        v
+    }
+
+    pub fn resolve(&self) -> Result<State> {
+        let mut tried = Vec::new();
+        for p in self.candidates() {
+            match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&p) {
+                Ok(()) if nix::unistd::access(&p, nix::unistd::AccessFlags::W_OK).is_ok() => {
+                    return Ok(State { dir: p })
+                }
+                Ok(()) => tried.push(format!("{} (not writable)", p.display())),
+                Err(e) => tried.push(format!("{} ({e})", p.display())),
+            }
+        }
+        Err(Error::io(
+            format!("no usable state directory (tried: {}); set SBX_DATA_DIR", tried.join("; ")),
+            std::io::Error::new(ErrorKind::NotFound, "no state directory"),
+        ))
+    }
+}
+
+/// A process identity that survives pid reuse: the pid and its start time
+/// in clock ticks since boot (field 22 of /proc/PID/stat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcId {
+    pub pid: i32,
+    pub start: u64,
+}
+
+impl ProcId {
+    pub fn current() -> Option<Self> {
+        let pid = std::process::id() as i32;
+        Some(ProcId { pid, start: start_time(pid)? })
+    }
+
+    pub fn is_alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start)
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        let (p, t) = s.trim().split_once(' ')?;
+        Some(ProcId { pid: p.parse().ok()?, start: t.parse().ok()? })
+    }
+
+    fn render(&self) -> String {
+        format!("{} {}\n", self.pid, self.start)
+    }
+}
+
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&stat)
+}
+
+/// The command name (field 2) may hold spaces and ')', so count fields after
+/// the last ')'.
+fn parse_start_time(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[derive(Debug, Clone)]
+pub struct State {
+    pub dir: PathBuf,
+}
+
+const KINDS: &[&str] = &["expires", "creating", "watchdog"];
+
+impl State {
+    pub fn at(dir: PathBuf) -> Self {
+        State { dir }
+    }
+
+    fn file(&self, kind: &str, id: &str) -> PathBuf {
+        self.dir.join(kind).join(id)
+    }
+
+    /// The ownership key, made once. Concurrent first runs race safely: each
+    /// writes a private temp file and hard-links it into place; the loser
+    /// reads the winner's key.
+    pub fn key(&self) -> Result<Vec<u8>> {
+        let path = self.dir.join("key");
+        match std::fs::read(&path) {
+            Ok(k) if k.len() == 32 => return Ok(k),
+            Ok(_) => {
+                return Err(Error::io(
+                    format!("{} is not a 32-byte key", path.display()),
+                    ErrorKind::InvalidData.into(),
+                ))
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        }
+        let key: [u8; 32] = rand::random();
+        let tmp = self.dir.join(format!("key.{}.{:x}", std::process::id(), rand::random::<u32>()));
+        write_private(&tmp, &key)?;
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(key.to_vec()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
+            }
+            Err(e) => Err(Error::io(format!("writing {}", path.display()), e)),
+        }
+    }
+
+    fn put(&self, kind: &str, id: &str, text: &str) -> Result<()> {
+        let dir = self.dir.join(kind);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let tmp = dir.join(format!(".{id}.{}.{:x}", std::process::id(), rand::random::<u32>()));
+        write_private(&tmp, text.as_bytes())?;
+        let dst = self.file(kind, id);
+        std::fs::rename(&tmp, &dst).map_err(|e| Error::io(format!("writing {}", dst.display()), e))
+    }
+
+    fn get(&self, kind: &str, id: &str) -> Option<String> {
+        std::fs::read_to_string(self.file(kind, id)).ok()
+    }
+
+    fn drop_file(&self, kind: &str, id: &str) {
+        let _ = std::fs::remove_file(self.file(kind, id));
+    }
+
+    fn ids(&self, kind: &str) -> Vec<String> {
+        std::fs::read_dir(self.dir.join(kind))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| crate::spec::parse_id(n).is_ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn set_expiry(&self, id: &str, at: SystemTime) -> Result<()> {
+        self.put("expires", id, &format!("{}\n", humantime::format_rfc3339_seconds(at)))
+    }
+
+    pub fn expiry(&self, id: &str) -> Option<SystemTime> {
+        humantime::parse_rfc3339(self.get("expires", id)?.trim()).ok()
+    }
+
+    pub fn expiring(&self) -> Vec<String> {
+        self.ids("expires")
+    }
+
+    pub fn begin_create(&self, id: &str, who: ProcId) -> Result<()> {
+        self.put("creating", id, &who.render())
+    }
+
+    pub fn end_create(&self, id: &str) {
+        self.drop_file("creating", id);
+    }
+
+    /// Creates in flight (or whose creator died), by id.
+    pub fn creating(&self) -> Vec<(String, Option<ProcId>)> {
+        self.ids("creating")
+            .into_iter()
+            .map(|id| (id.clone(), self.get("creating", &id).and_then(|s| ProcId::parse(&s))))
+            .collect()
+    }
+
+    pub fn set_watchdog(&self, id: &str, who: ProcId) -> Result<()> {
+        self.put("watchdog", id, &who.render())
+    }
+
+    pub fn watchdog(&self, id: &str) -> Option<ProcId> {
+        ProcId::parse(&self.get("watchdog", id)?)
+    }
+
+    /// Forget everything about a sandbox that is gone.
+    pub fn forget(&self, id: &str) {
+        for k in KINDS {
+            self.drop_file(k, id);
+        }
+    }
+}
+
+fn write_private(path: &Path, data: &[u8]) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+    f.write_all(data).and_then(|()| f.sync_all()).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+/// The ownership token written as a label: HMAC-SHA256(key, id). An image
+/// can carry any label (and containers inherit them), but without the host's
+/// key it cannot carry the right token for a given name.
+pub fn owner_token(key: &[u8], id: &str) -> String {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(b"sbx-owner-v1:");
+    mac.update(id.as_bytes());
+    mac.finalize().into_bytes().iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> State {
+        let d = std::env::temp_dir().join(format!("sbx-state-{}-{:x}", std::process::id(), rand::random::<u64>()));
+        std::fs::create_dir_all(&d).unwrap();
+        State::at(d)
+    }
+
+    #[test]
+    fn key_is_made_once_and_tokens_depend_on_it() {
+        let s = tmp();
+        let k1 = s.key().unwrap();
+        assert_eq!(s.key().unwrap(), k1);
+        let mode =
+            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(s.dir.join("key")).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600);
+        let t = owner_token(&k1, "sbx-0123456789ab");
+        assert_eq!(t.len(), 32);
+        assert_eq!(t, owner_token(&k1, "sbx-0123456789ab"));
+        assert_ne!(t, owner_token(&k1, "sbx-0123456789ac"));
+        assert_ne!(t, owner_token(&[7u8; 32], "sbx-0123456789ab"));
+        std::fs::remove_dir_all(&s.dir).unwrap();
+    }
+
+    #[test]
+    fn concurrent_first_runs_agree_on_one_key() {
+        let s = tmp();
+        let keys: Vec<Vec<u8>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..8).map(|_| sc.spawn(|| s.key().unwrap())).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(keys.windows(2).all(|w| w[0] == w[1]));
+        std::fs::remove_dir_all(&s.dir).unwrap();
+    }
+
+    #[test]
+    fn expiry_creating_and_forget() {
+        let s = tmp();
+        let id = "sbx-0123456789ab";
+        let at = humantime::parse_rfc3339("2026-11-29T10:00:00Z").unwrap();
+        s.set_expiry(id, at).unwrap();
+        assert_eq!(s.expiry(id), Some(at));
+        assert_eq!(s.expiring(), vec![id.to_string()]);
+        let me = ProcId::current().unwrap();
+        assert!(me.is_alive());
+        s.begin_create(id, me).unwrap();
+        assert_eq!(s.creating(), vec![(id.to_string(), Some(me))]);
+        let reused = ProcId { pid: me.pid, start: me.start + 1 };
+        assert!(!reused.is_alive(), "same pid, other start time: not the same process");
+        s.forget(id);
+        assert!(s.expiry(id).is_none() && s.creating().is_empty());
+        std::fs::remove_dir_all(&s.dir).unwrap();
+    }
+
+    #[test]
+    fn start_time_survives_odd_command_names() {
+        let stat = "123 (a) b (c)) S 1 123 123 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 200";
+        assert_eq!(parse_start_time(stat), Some(98765));
+        assert_eq!(parse_start_time("garbage"), None);
+    }
+
+    #[test]
+    fn candidates_prefer_explicit_then_system_then_user() {
+        let c = StateChoice { explicit: None, xdg_state_home: Some("/x".into()), home: Some("/h".into()), euid: 0 };
+        assert_eq!(c.candidates(), vec![PathBuf::from("/var/lib/sbx"), "/x/sbx".into(), "/h/.local/state/sbx".into()]);
+        let c = StateChoice { euid: 1000, ..c };
+        assert_eq!(c.candidates()[0], PathBuf::from("/x/sbx"));
+        let c = StateChoice { explicit: Some("/e".into()), ..c };
+        assert_eq!(c.candidates(), vec![PathBuf::from("/e")]);
+    }
+}
