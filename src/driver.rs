@@ -480,13 +480,38 @@ impl ContainerDriver {
         Ok(report)
     }
 
-    /// `docker rm -f` that counts "no such container" as done (a racing
-    /// destroy, watchdog or gc got there first).
+    /// `docker rm -f` that counts "no such container" as done, and waits
+    /// out "removal already in progress" (a racing destroy, watchdog or gc
+    /// got there first) so the container is gone when this returns.
     fn remove_tolerant(&self, ids: &[String]) -> Result<()> {
         let args = argv::remove(ids);
         let out = self.exec.run(&args)?;
-        if out.status != 0 && out.stderr_str().lines().any(|l| !l.trim().is_empty() && !parse::no_such_container(l)) {
-            return Err(status_error(&args, &out).into());
+        if out.status == 0 {
+            return Ok(());
+        }
+        let stderr = out.stderr_str();
+        let mut racing = Vec::new();
+        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+            if parse::no_such_container(line) {
+                continue;
+            }
+            match ids.iter().find(|id| parse::removal_in_progress(line, id)) {
+                Some(id) => racing.push(id.clone()),
+                None => return Err(status_error(&args, &out).into()),
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !racing.is_empty() {
+            if Instant::now() > deadline {
+                return Err(status_error(&args, &out).into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            let out = self.exec.run(&argv::inspect(&racing))?;
+            let still: Vec<String> = record::parse_inspect(&out.stdout_str(), "docker container inspect")?
+                .into_iter()
+                .map(|r| r.name)
+                .collect();
+            racing.retain(|id| still.contains(id));
         }
         Ok(())
     }

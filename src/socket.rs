@@ -123,7 +123,8 @@ pub fn remove_dir(dir: &Path, id: &str) -> Result<(), SocketError> {
     }
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        // Another destroy or gc removing the same directory got there first.
+        Err(_) if std::fs::symlink_metadata(dir).is_err() => Ok(()),
         Err(source) => Err(SocketError::Io { path: dir.to_path_buf(), source }),
     }
 }

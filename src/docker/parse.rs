@@ -44,6 +44,12 @@ pub fn no_such_container(stderr: &str) -> bool {
     stderr.contains("No such container") || stderr.contains("No such object")
 }
 
+/// Another client is already removing this container (engine 20.10:
+/// "removal of container NAME is already in progress").
+pub fn removal_in_progress(line: &str, id: &str) -> bool {
+    line.contains("is already in progress") && line.contains(&format!("container {id} "))
+}
+
 /// Container names docker says are missing, e.g. from `docker container
 /// inspect a b` when only `a` exists.
 pub fn missing_containers(asked: &[String], stderr: &str) -> Vec<String> {
@@ -80,5 +86,8 @@ mod tests {
         let asked = vec!["sbx-000000000001".to_string(), "sbx-000000000002".to_string()];
         let stderr = "Error: No such container: sbx-000000000002\n";
         assert_eq!(missing_containers(&asked, stderr), vec!["sbx-000000000002"]);
+        let racing = "Error response from daemon: removal of container sbx-000000000001 is already in progress";
+        assert!(removal_in_progress(racing, "sbx-000000000001"));
+        assert!(!removal_in_progress(racing, "sbx-000000000002"));
     }
 }

@@ -446,3 +446,58 @@ fn channel_requires_a_running_sandbox() {
     assert_eq!(path, rig.sock_dir().join("sandbox.sock"));
     assert!(owners.contains(&65534));
 }
+
+#[test]
+fn destroy_waits_out_a_removal_already_in_progress() {
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
+    rig.fake.push(Output::fail(
+        1,
+        &format!("Error response from daemon: removal of container {ID} is already in progress"),
+    ));
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
+    rig.fake.push(Output::fail(1, &format!("Error: No such container: {ID}")));
+    rig.driver().destroy(&[ID.to_string()]).unwrap();
+    assert_eq!(rig.fake.verbs(), ["container inspect", "rm", "container inspect", "container inspect"]);
+}
+
+#[test]
+fn gc_reaps_in_one_batched_removal_and_dry_run_removes_nothing() {
+    let rig = Rig::new();
+    let st = rig.state();
+    std::fs::create_dir_all(&rig.root).unwrap();
+    let line = |name: &str, expires: &str| {
+        serde_json::json!({"name": name, "state": "running", "networks": "", "labels": {
+            "sbx.managed": "1", "sbx.id": name, "sbx.owner": rig.token(name), "sbx.expires": expires,
+            "sbx.socket": rig.root.join(name).join("sandbox.sock").display().to_string()}})
+        .to_string()
+    };
+    let (a, b, c) = ("sbx-00000000000a", "sbx-00000000000b", "sbx-00000000000c");
+    for id in [a, b, c] {
+        std::fs::create_dir_all(rig.root.join(id)).unwrap();
+    }
+    // c: a create whose process died before its container existed.
+    st.begin_create(c, state::ProcId { pid: i32::MAX, start: 1 }).unwrap();
+    let ps = format!("{}\n{}\n", line(a, "2000-01-01T00:00:00Z"), line(b, "2999-01-01T00:00:00Z"));
+    let orphan_check = format!("Error: No such container: {c}");
+
+    rig.fake.push(Output::ok(&ps));
+    rig.fake.push(Output::fail(1, &orphan_check));
+    let r = rig.driver().gc(true).unwrap();
+    assert!(r.dry_run);
+    assert_eq!(r.containers.iter().map(|x| x.id.as_str()).collect::<Vec<_>>(), [a]);
+    assert_eq!(r.socket_dirs.len(), 2);
+    assert!(rig.root.join(a).exists() && rig.root.join(c).exists(), "dry run removed something");
+
+    rig.fake.push(Output::ok(&ps));
+    rig.fake.push(Output::fail(1, &orphan_check));
+    rig.fake.push(Output::ok(a));
+    let r = rig.driver().gc(false).unwrap();
+    assert_eq!(r.containers.len(), 1);
+    let calls = rig.fake.calls();
+    assert_eq!(calls.last().unwrap(), &["rm", "-f", "-v", "--", a]);
+    assert_eq!(calls[2][..2], ["ps", "-a"]);
+    assert_eq!(calls[3], ["container", "inspect", "--format", "{{json .}}", "--", c]);
+    assert!(!rig.root.join(a).exists() && !rig.root.join(c).exists() && rig.root.join(b).exists());
+    assert!(st.creating().is_empty());
+}
