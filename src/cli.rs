@@ -56,6 +56,11 @@ pub enum Command {
     Ttl(TtlArgs),
     /// Remove expired sandboxes, those of creates that died, orphaned socket directories.
     Gc(GcArgs),
+    /// Check this host end to end: docker, runc, sockets, a real hardened probe sandbox, routes.
+    Doctor(DoctorArgs),
+    /// Internal: the probe program `doctor` runs inside a sandbox.
+    #[command(name = "__probe", hide = true)]
+    Probe(ProbeArgs),
     /// Internal: the detached TTL watchdog that `create --ttl` starts.
     #[command(name = "__watchdog", hide = true)]
     Watchdog(WatchdogArgs),
@@ -74,6 +79,19 @@ pub struct GcArgs {
     /// Say what would be removed, remove nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Also check a route: its network exists and is internal, and a sandbox on it reaches the target.
+    #[arg(long = "route", value_name = "KIND:TARGET")]
+    pub routes: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// host:port targets to dial from inside.
+    pub targets: Vec<String>,
 }
 
 #[derive(Debug, Args)]

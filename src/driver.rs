@@ -92,6 +92,10 @@ impl ContainerDriver {
         Ok(self.state.get_or_init(|| (st, key)))
     }
 
+    pub fn docker(&self) -> &dyn DockerExec {
+        &*self.exec
+    }
+
     pub fn socket_root(&self) -> Result<PathBuf> {
         Ok(self.roots.resolve()?)
     }

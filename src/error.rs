@@ -99,6 +99,8 @@ pub enum Error {
     DiedAtBoot { id: String, code: i32, logs: String },
     #[error("sandbox {id} did not bind {socket} within {waited}{}", tail_suffix(logs))]
     SocketTimeout { id: String, socket: String, waited: String, logs: String },
+    #[error("doctor: failed checks: {}", failed.join(", "))]
+    DoctorFailed { failed: Vec<String> },
     #[error("interrupted by signal {signal}; what was made has been removed")]
     Interrupted { signal: i32 },
     #[error("{context}: {source}")]
@@ -137,6 +139,7 @@ impl Error {
             | Error::NotRunning { .. }
             | Error::DiedAtBoot { .. }
             | Error::SocketTimeout { .. }
+            | Error::DoctorFailed { .. }
             | Error::Io { .. } => EXIT_FAILED,
         }
     }
@@ -161,6 +164,7 @@ impl Error {
             Error::DiedAtBoot { .. } => "died_at_boot",
             Error::SocketTimeout { .. } => "socket_timeout",
             Error::Interrupted { .. } => "interrupted",
+            Error::DoctorFailed { .. } => "doctor_failed",
             Error::Io { .. } => "io",
         }
     }
@@ -212,6 +216,7 @@ impl Error {
                 "make the sandbox bind /run/sandbox/sandbox.sock, raise --socket-wait, or pass --socket-wait 0 to skip the wait".into()
             }
             Error::Interrupted { .. } => return None,
+            Error::DoctorFailed { .. } => "each failed check above says how to fix it".into(),
             Error::Io { .. } => return None,
         })
     }

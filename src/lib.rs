@@ -8,10 +8,12 @@
 pub mod cli;
 pub mod commands;
 pub mod docker;
+pub mod doctor;
 pub mod driver;
 pub mod error;
 pub mod gc;
 pub mod interrupt;
+pub mod probe;
 pub mod record;
 pub mod relay;
 pub mod socket;

@@ -322,3 +322,56 @@ fn destroy_racing_the_watchdog_and_gc_never_errors() {
     until(Duration::from_secs(10), || w.containers().is_empty()).expect("sandboxes left");
     w.assert_nothing_left();
 }
+
+#[test]
+fn doctor_passes_here_and_checks_routes() {
+    let w = World::new();
+    let net = Network::new(true);
+    let _svc = Service::start(&net, &w.image);
+    let route = format!("inference:{}:8080", net.host);
+    let out = w.sbx(&["doctor", "--json", "--route", &route]);
+    assert_success(&out, "sbx doctor");
+    let report = json(&out);
+    assert_eq!(report["ok"], true, "{report}");
+    let status = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["status"].as_str().unwrap().to_string())
+    };
+    for name in [
+        "docker",
+        "probe",
+        "channel",
+        "capabilities",
+        "no-new-privileges",
+        "seccomp",
+        "read-only root",
+        "user",
+        "scratch",
+        "network",
+        "route inference",
+    ] {
+        assert_eq!(status(name).as_deref(), Some("ok"), "{name}: {report}");
+    }
+    assert!(status("runc").is_some());
+    // The probe sandbox is gone again.
+    w.assert_nothing_left();
+    assert!(stdout(&w.sbx(&["ls"])).lines().count() <= 1);
+
+    let out = w.sbx(&["doctor", "--route", &format!("inference:{}:9", net.host)]);
+    assert_exit(&out, 1, "doctor with an unreachable route target");
+    assert!(stdout(&out).contains("FAIL  route inference") && stdout(&out).contains("fix:"), "{}", stdout(&out));
+}
+
+#[test]
+fn doctor_fails_clearly_without_a_daemon() {
+    let w = World::new();
+    let out = w.sbx_env(&["doctor"], &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")]);
+    assert_exit(&out, 1, "doctor with no daemon");
+    let text = stdout(&out);
+    assert!(text.contains("FAIL  docker") && text.contains("does not answer"), "{text}");
+    assert!(text.contains("fix: start dockerd"), "{text}");
+}

@@ -4,6 +4,7 @@
 mod connect;
 mod create;
 mod destroy;
+mod doctor;
 mod gc;
 mod inspect;
 mod ls;
@@ -34,6 +35,8 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<()> {
         Command::Inspect(a) => inspect::exec(&a.id, env, dirs),
         Command::Ttl(a) => ttl::exec(&a.id, &a.duration, json, env, dirs),
         Command::Gc(a) => gc::exec(a.dry_run, json, env, dirs),
+        Command::Doctor(a) => doctor::exec(&a.routes, json, env, dirs),
+        Command::Probe(a) => crate::probe::serve(&a.targets).map_err(|e| Error::io("probe", e)),
         Command::Watchdog(a) => watchdog::exec(&a.id, &a.dir, env, dirs),
     }
 }

@@ -167,6 +167,23 @@ pub fn inspect<S: AsRef<str>>(ids: &[S]) -> Vec<OsString> {
     with_tail(&["container", "inspect", "--format", "{{json .}}", "--"], ids)
 }
 
+pub fn version() -> Vec<OsString> {
+    os(&["version", "--format", "{{json .}}"])
+}
+
+pub fn info_os() -> Vec<OsString> {
+    os(&["info", "--format", "{{json .OperatingSystem}}"])
+}
+
+pub fn images_labelled(label: &str) -> Vec<OsString> {
+    os(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")])
+}
+
+/// `docker import` of a tar on stdin; `label` marks it so it is found again.
+pub fn import(label: &str) -> Vec<OsString> {
+    os(&["import", "--change", "ENTRYPOINT [\"/sbx\", \"__probe\"]", "--change", &format!("LABEL {label}"), "-"])
+}
+
 pub fn list() -> Vec<OsString> {
     let filter = format!("label={}=1", record::MANAGED);
     vec![

@@ -32,6 +32,7 @@ struct State {
     answers: VecDeque<Answer>,
     backgrounds: VecDeque<FakeBackground>,
     calls: Vec<Vec<String>>,
+    inputs: Vec<(usize, Vec<u8>)>,
 }
 
 #[derive(Clone, Default)]
@@ -77,6 +78,11 @@ impl FakeDocker {
         self.calls().iter().map(|c| verb(c)).collect()
     }
 
+    /// Stdin given to calls, as (index into `calls`, bytes).
+    pub fn inputs(&self) -> Vec<(usize, Vec<u8>)> {
+        self.state.lock().unwrap().inputs.clone()
+    }
+
     pub fn remaining(&self) -> usize {
         self.state.lock().unwrap().answers.len()
     }
@@ -117,6 +123,15 @@ impl DockerExec for FakeDocker {
             }),
             None => panic!("unscripted docker call: {argv:?}"),
         }
+    }
+
+    fn run_input(&self, args: &[OsString], input: &[u8]) -> Result<Output, DockerError> {
+        {
+            let mut st = self.state.lock().unwrap();
+            let at = st.calls.len();
+            st.inputs.push((at, input.to_vec()));
+        }
+        self.run(args)
     }
 
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {

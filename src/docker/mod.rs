@@ -52,6 +52,8 @@ pub trait DockerExec: Send + Sync {
     /// Run `docker ARGS...` to completion. Errors only when it could not be
     /// started; a non-zero exit is an `Output` with that status.
     fn run(&self, args: &[OsString]) -> Result<Output, DockerError>;
+    /// Like `run`, with `input` on docker's stdin (`docker import -`).
+    fn run_input(&self, args: &[OsString], input: &[u8]) -> Result<Output, DockerError>;
     /// Start `docker ARGS...` and return at once.
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError>;
 }
@@ -116,6 +118,26 @@ impl DockerExec for RealDocker {
             .code()
             .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&out.status).unwrap_or(0));
         tracing::debug!(status, "docker done");
+        Ok(Output { status, stdout: out.stdout, stderr: out.stderr })
+    }
+
+    fn run_input(&self, args: &[OsString], input: &[u8]) -> Result<Output, DockerError> {
+        use std::io::Write;
+        tracing::debug!(command = %render(args), bytes = input.len(), "docker (with input)");
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| self.spawn_err(e))?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let data = input.to_vec();
+        // Write from a thread: docker may fill its output pipes before it has read all input.
+        let writer = std::thread::spawn(move || stdin.write_all(&data));
+        let out = child.wait_with_output().map_err(|e| self.spawn_err(e))?;
+        let _ = writer.join();
+        let status = out.status.code().unwrap_or(-1);
         Ok(Output { status, stdout: out.stdout, stderr: out.stderr })
     }
 
