@@ -134,7 +134,7 @@ impl ContainerDriver {
         let now = SystemTime::now();
         let created_at = humantime::format_rfc3339_seconds(now).to_string();
         let expires = spec.ttl.map(|t| now + t);
-        let expires_at = expires.map(|e| humantime::format_rfc3339_seconds(e).to_string());
+        let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
         let owner = state::owner_token(key, &id);
         // Recorded before anything exists, so `gc` can tell a create in
         // flight from one whose process died (pid reuse included).
@@ -537,8 +537,12 @@ impl ContainerDriver {
             match expiry.duration_since(now) {
                 Ok(left) if !left.is_zero() => std::thread::sleep(left.min(Duration::from_secs(1))),
                 _ => {
+                    // Ownership was checked when this watchdog was started;
+                    // one `docker rm` keeps the removal close to the expiry.
                     tracing::info!(id, "TTL expired; destroying");
-                    self.destroy(&[id.to_string()])?;
+                    self.remove_tolerant(&[id.to_string()])?;
+                    socket::remove_dir(socket_dir, id)?;
+                    state.forget(id);
                     return Ok(());
                 }
             }

@@ -91,7 +91,7 @@ impl RawContainer {
             created_at: l(CREATED),
             state: self.state.clone(),
             user: l(USER),
-            expires_at: expiry.map(|e| humantime::format_rfc3339_seconds(e).to_string()),
+            expires_at: expiry.map(|e| humantime::format_rfc3339_millis(e).to_string()),
             time_left: expiry.map(|e| {
                 let left = e.duration_since(now).unwrap_or_default();
                 humantime::format_duration(std::time::Duration::from_secs(left.as_secs())).to_string()
@@ -212,7 +212,7 @@ mod tests {
         let r = raw.record(raw.expiry(None), now);
         assert_eq!(
             (r.expires_at.as_deref(), r.time_left.as_deref(), r.expired),
-            (Some("2026-11-29T10:30:00Z"), Some("30m"), false)
+            (Some("2026-11-29T10:30:00.000Z"), Some("30m"), false)
         );
         let moved = humantime::parse_rfc3339("2026-11-29T09:59:00Z").unwrap();
         let r = raw.record(raw.expiry(Some(moved)), now);

@@ -186,7 +186,7 @@ impl State {
     }
 
     pub fn set_expiry(&self, id: &str, at: SystemTime) -> Result<()> {
-        self.put("expires", id, &format!("{}\n", humantime::format_rfc3339_seconds(at)))
+        self.put("expires", id, &format!("{}\n", humantime::format_rfc3339_millis(at)))
     }
 
     pub fn expiry(&self, id: &str) -> Option<SystemTime> {

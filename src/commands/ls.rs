@@ -80,7 +80,7 @@ mod tests {
             targets: BTreeMap::new(),
         };
         let expired = Record {
-            expires_at: Some("2026-11-29T09:01:00Z".into()),
+            expires_at: Some("2026-11-29T09:01:00.000Z".into()),
             time_left: Some("0s".into()),
             expired: true,
             ..r.clone()
@@ -90,7 +90,7 @@ mod tests {
             t,
             "ID                SESSION  TIER  ROUTES  STATE    AGE  EXPIRES\n\
              sbx-0123456789ab  s        2     a,b     running  2m   -\n\
-             sbx-0123456789ab  s        2     a,b     expired  2m   2026-11-29T09:01:00Z (0s left)\n"
+             sbx-0123456789ab  s        2     a,b     expired  2m   2026-11-29T09:01:00.000Z (0s left)\n"
         );
     }
 }

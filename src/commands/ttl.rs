@@ -11,7 +11,7 @@ pub fn exec(id: &str, duration: &str, json: bool, env: &Env, dirs: &Dirs) -> Res
     if let Some(socket) = unwatched {
         super::watchdog::spawn(&id, &socket, dirs)?;
     }
-    let expires_at = humantime::format_rfc3339_seconds(at).to_string();
+    let expires_at = humantime::format_rfc3339_millis(at).to_string();
     if json {
         super::json_line(&serde_json::json!({ "id": id, "expires_at": expires_at }))
     } else {
