@@ -52,6 +52,8 @@ pub enum Command {
     Ls,
     /// Print one sandbox's record as JSON.
     Inspect(IdArg),
+    /// Check a sandbox against the CIS Docker Benchmark runtime rules; exit 1 on any failure.
+    Audit(IdArg),
     /// Set a sandbox's time to live to DURATION from now (extend or shorten).
     Ttl(TtlArgs),
     /// Remove expired sandboxes, those of creates that died, orphaned socket directories.
@@ -122,7 +124,7 @@ pub struct CreateArgs {
     /// Host directory mounted at /state instead of a tmpfs.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<String>,
-    /// Memory limit in MiB (swap is not added on top).
+    /// Memory limit in MiB (swap is not added on top) [default: 4096].
     #[arg(long, value_name = "MIB")]
     pub memory: Option<u64>,
     /// CPU limit, e.g. 1.5.

@@ -561,6 +561,15 @@ impl ContainerDriver {
         Ok((at, if watched { None } else { socket }))
     }
 
+    /// Check a sandbox against the CIS runtime rules (see `audit`).
+    pub fn audit(&self, id: &str) -> Result<crate::audit::AuditReport> {
+        let raw = self.inspect_one(id)?;
+        let full = &raw.full;
+        let status = crate::audit::ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));
+        let rules = crate::audit::audit(full, status.as_ref(), crate::audit::apparmor_enabled());
+        Ok(crate::audit::AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), rules })
+    }
+
     /// The socket path and the owners it may have, for `connect`.
     pub fn channel(&self, id: &str) -> Result<(PathBuf, Vec<u32>)> {
         let raw = self.inspect_one(id)?;

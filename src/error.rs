@@ -99,6 +99,8 @@ pub enum Error {
     DiedAtBoot { id: String, code: i32, logs: String },
     #[error("sandbox {id} did not bind {socket} within {waited}{}", tail_suffix(logs))]
     SocketTimeout { id: String, socket: String, waited: String, logs: String },
+    #[error("audit of {id}: failed rules: {}", failed.join(", "))]
+    AuditFailed { id: String, failed: Vec<String> },
     #[error("doctor: failed checks: {}", failed.join(", "))]
     DoctorFailed { failed: Vec<String> },
     #[error("interrupted by signal {signal}; what was made has been removed")]
@@ -140,6 +142,7 @@ impl Error {
             | Error::DiedAtBoot { .. }
             | Error::SocketTimeout { .. }
             | Error::DoctorFailed { .. }
+            | Error::AuditFailed { .. }
             | Error::Io { .. } => EXIT_FAILED,
         }
     }
@@ -165,6 +168,7 @@ impl Error {
             Error::SocketTimeout { .. } => "socket_timeout",
             Error::Interrupted { .. } => "interrupted",
             Error::DoctorFailed { .. } => "doctor_failed",
+            Error::AuditFailed { .. } => "audit_failed",
             Error::Io { .. } => "io",
         }
     }
@@ -217,6 +221,7 @@ impl Error {
             }
             Error::Interrupted { .. } => return None,
             Error::DoctorFailed { .. } => "each failed check above says how to fix it".into(),
+            Error::AuditFailed { id, .. } => format!("`sbx destroy {id}`; a sandbox made by `sbx create` passes every rule, so look for a changed engine default"),
             Error::Io { .. } => return None,
         })
     }

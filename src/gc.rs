@@ -107,7 +107,13 @@ mod tests {
         if let Some(e) = expires {
             labels.insert(crate::record::EXPIRES.to_string(), e.to_string());
         }
-        RawContainer { name: name.into(), state: "running".into(), networks: vec![], labels }
+        RawContainer {
+            name: name.into(),
+            state: "running".into(),
+            networks: vec![],
+            labels,
+            full: serde_json::Value::Null,
+        }
     }
 
     const A: &str = "sbx-00000000000a";

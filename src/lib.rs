@@ -5,6 +5,7 @@
 //! `docker::DockerExec` (real CLI, or the recording fake in tests).
 //! The container's labels are the only state (`record`).
 
+pub mod audit;
 pub mod cli;
 pub mod commands;
 pub mod docker;

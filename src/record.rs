@@ -37,6 +37,8 @@ pub struct RawContainer {
     pub state: String,
     pub networks: Vec<String>,
     pub labels: BTreeMap<String, String>,
+    /// Everything `docker container inspect` said (Null when from `docker ps`).
+    pub full: serde_json::Value,
 }
 
 /// One sandbox, as `inspect`, `ls` and `--json` report it.
@@ -124,6 +126,7 @@ pub fn parse_inspect(stdout: &str, command: &str) -> Result<Vec<RawContainer>, D
             state: v["State"]["Status"].as_str().unwrap_or_default().to_string(),
             networks,
             labels,
+            full: v,
         });
     }
     Ok(out)
@@ -157,6 +160,7 @@ pub fn parse_ps(stdout: &str, command: &str) -> Result<Vec<RawContainer>, Docker
             state: l.state,
             networks: l.networks.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect(),
             labels: l.labels.into_iter().filter(|(_, v)| !v.is_empty()).collect(),
+            full: serde_json::Value::Null,
         });
     }
     Ok(out)

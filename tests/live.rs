@@ -383,3 +383,31 @@ fn foreign_containers_with_sbx_labels_are_not_adopted() {
     assert!(stderr(&out).contains("not created by sbx"));
     assert_eq!(w.containers().len(), 1, "the foreign container survives");
 }
+
+#[test]
+fn every_sandbox_create_makes_passes_the_audit() {
+    let w = World::new();
+    let net = Network::new(true);
+    let _svc = Service::start(&net, &w.image);
+    let dir = w.socket_root.join("ro");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ro = format!("{}:/data", dir.display());
+    let route = format!("inference:{}:8080", net.host);
+    for args in
+        [vec![], vec!["--route", route.as_str()], vec!["--ro", ro.as_str(), "--user", "1000:1000", "--memory", "64"]]
+    {
+        let sb = w.create(&args);
+        let out = w.sbx(&["audit", &sb.id]);
+        assert_success(&out, &format!("audit of a sandbox made with {args:?}"));
+        let text = stdout(&out);
+        assert_eq!(text.lines().filter(|l| l.starts_with("PASS")).count(), 23, "{text}");
+        let report: serde_json::Value = serde_json::from_slice(&w.sbx(&["audit", "--json", &sb.id]).stdout).unwrap();
+        assert_eq!(report["passed"], true);
+        assert!(report["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == "5.3" && r["detail"].as_str().unwrap().contains("process CapEff 0000000000000000")));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

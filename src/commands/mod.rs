@@ -1,6 +1,7 @@
 //! One file per subcommand: each turns parsed arguments into driver calls
 //! and prints the result (data on stdout, everything else on stderr).
 
+mod audit;
 mod connect;
 mod create;
 mod destroy;
@@ -33,6 +34,7 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<()> {
         Command::Destroy(a) => destroy::exec(&a.ids, json, env, dirs),
         Command::Ls => ls::exec(json, env, dirs),
         Command::Inspect(a) => inspect::exec(&a.id, env, dirs),
+        Command::Audit(a) => audit::exec(&a.id, json, env, dirs),
         Command::Ttl(a) => ttl::exec(&a.id, &a.duration, json, env, dirs),
         Command::Gc(a) => gc::exec(a.dry_run, json, env, dirs),
         Command::Doctor(a) => doctor::exec(&a.routes, json, env, dirs),

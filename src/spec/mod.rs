@@ -18,6 +18,9 @@ use crate::error::Invalid;
 /// Default pids limit: enough for a language runtime and a build, low enough
 /// to stop a fork bomb long before the host notices.
 pub const DEFAULT_PIDS: u32 = 512;
+/// Default memory limit (MiB): CIS 5.10 wants every container limited, and
+/// a runaway agent should meet the OOM killer before the host does.
+pub const DEFAULT_MEMORY_MIB: u64 = 4096;
 pub const DEFAULT_SOCKET_WAIT: Duration = Duration::from_secs(90);
 /// The uid:gid a sandbox runs as when nothing else says (the conventional
 /// `nobody`, which owns no files on the host).
@@ -239,7 +242,7 @@ impl SandboxSpec {
             routes,
             mounts,
             state_dir,
-            memory_mib: req.memory_mib,
+            memory_mib: Some(req.memory_mib.unwrap_or(DEFAULT_MEMORY_MIB)),
             cpus,
             pids,
             env,
