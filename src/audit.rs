@@ -251,45 +251,46 @@ mod tests {
 
     #[test]
     fn each_weakness_fails_its_rule() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>)> = vec![
-            ("5.1", Box::new(|c| c["AppArmorProfile"] = "unconfined".into())),
-            ("5.3", Box::new(|c| c["HostConfig"]["CapAdd"] = serde_json::json!(["NET_ADMIN"]))),
-            ("5.4", Box::new(|c| c["HostConfig"]["Privileged"] = true.into())),
+        type Weaken = fn(&mut serde_json::Value);
+        let cases: Vec<(&str, Weaken)> = vec![
+            ("5.1", |c| c["AppArmorProfile"] = "unconfined".into()),
+            ("5.3", |c| c["HostConfig"]["CapAdd"] = serde_json::json!(["NET_ADMIN"])),
+            ("5.4", |c| c["HostConfig"]["Privileged"] = true.into()),
             (
                 "5.5",
                 Box::new(|c| {
                     c["Mounts"] = serde_json::json!([{"Source": "/etc", "Destination": "/x", "Propagation": ""}])
                 }),
             ),
-            ("5.8", Box::new(|c| c["HostConfig"]["PortBindings"] = serde_json::json!({"80/tcp": [{}]}))),
-            ("5.9", Box::new(|c| c["HostConfig"]["NetworkMode"] = "host".into())),
-            ("5.10", Box::new(|c| c["HostConfig"]["Memory"] = 0.into())),
-            ("5.12", Box::new(|c| c["HostConfig"]["ReadonlyRootfs"] = false.into())),
-            ("5.14", Box::new(|c| c["HostConfig"]["RestartPolicy"]["Name"] = "always".into())),
-            ("5.15", Box::new(|c| c["HostConfig"]["PidMode"] = "host".into())),
-            ("5.16", Box::new(|c| c["HostConfig"]["IpcMode"] = "host".into())),
-            ("5.17", Box::new(|c| c["HostConfig"]["Devices"] = serde_json::json!([{"PathOnHost": "/dev/kvm"}]))),
-            ("5.18", Box::new(|c| c["HostConfig"]["Ulimits"] = serde_json::json!([]))),
-            ("5.19", Box::new(|c| c["Mounts"][0]["Propagation"] = "rshared".into())),
-            ("5.20", Box::new(|c| c["HostConfig"]["UTSMode"] = "host".into())),
+            ("5.8", |c| c["HostConfig"]["PortBindings"] = serde_json::json!({"80/tcp": [{}]})),
+            ("5.9", |c| c["HostConfig"]["NetworkMode"] = "host".into()),
+            ("5.10", |c| c["HostConfig"]["Memory"] = 0.into()),
+            ("5.12", |c| c["HostConfig"]["ReadonlyRootfs"] = false.into()),
+            ("5.14", |c| c["HostConfig"]["RestartPolicy"]["Name"] = "always".into()),
+            ("5.15", |c| c["HostConfig"]["PidMode"] = "host".into()),
+            ("5.16", |c| c["HostConfig"]["IpcMode"] = "host".into()),
+            ("5.17", |c| c["HostConfig"]["Devices"] = serde_json::json!([{"PathOnHost": "/dev/kvm"}])),
+            ("5.18", |c| c["HostConfig"]["Ulimits"] = serde_json::json!([])),
+            ("5.19", |c| c["Mounts"][0]["Propagation"] = "rshared".into()),
+            ("5.20", |c| c["HostConfig"]["UTSMode"] = "host".into()),
             (
                 "5.21",
                 Box::new(|c| {
                     c["HostConfig"]["SecurityOpt"] = serde_json::json!(["no-new-privileges", "seccomp=unconfined"])
                 }),
             ),
-            ("5.24", Box::new(|c| c["HostConfig"]["CgroupParent"] = "/custom".into())),
-            ("5.25", Box::new(|c| c["HostConfig"]["SecurityOpt"] = serde_json::json!([]))),
-            ("5.28", Box::new(|c| c["HostConfig"]["PidsLimit"] = 0.into())),
-            ("5.29", Box::new(|c| c["HostConfig"]["NetworkMode"] = "default".into())),
-            ("5.30", Box::new(|c| c["HostConfig"]["UsernsMode"] = "host".into())),
+            ("5.24", |c| c["HostConfig"]["CgroupParent"] = "/custom".into()),
+            ("5.25", |c| c["HostConfig"]["SecurityOpt"] = serde_json::json!([])),
+            ("5.28", |c| c["HostConfig"]["PidsLimit"] = 0.into()),
+            ("5.29", |c| c["HostConfig"]["NetworkMode"] = "default".into()),
+            ("5.30", |c| c["HostConfig"]["UsernsMode"] = "host".into()),
             (
                 "5.31",
                 Box::new(
                     |c| c["Mounts"] = serde_json::json!([{"Source": "/var/run/docker.sock", "Destination": "/var/run/docker.sock", "Propagation": ""}]),
                 ),
             ),
-            ("4.1", Box::new(|c| c["Config"]["User"] = "".into())),
+            ("4.1", |c| c["Config"]["User"] = "".into()),
         ];
         for (id, weaken) in cases {
             let mut c = good();
