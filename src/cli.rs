@@ -148,7 +148,11 @@ pub struct CreateArgs {
     /// Destroy the sandbox after DURATION (e.g. 90s, 30m, 2h), even after sbx and the shell exit.
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
-    /// Refuse, instead of lowering the tier, when a route network is not internal.
+    /// Give each route its own internal network, with no host address and only the
+    /// route's service (the container named HOST) on it: tier 2. Removed with the sandbox.
+    #[arg(long)]
+    pub private_routes: bool,
+    /// Refuse, instead of lowering the tier, when a route reaches more than its target.
     #[arg(long)]
     pub strict_egress: bool,
     /// The command to run in the sandbox (default: the image's).

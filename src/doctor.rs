@@ -234,7 +234,7 @@ impl Doctor<'_> {
                     for r in routes {
                         let n = r.network();
                         let name = format!("route {}", r.kind);
-                        match report.internal.get(&n) {
+                        match report.nets.get(&n).map(|i| i.internal) {
                             Some(true) => usable.push(r.clone()),
                             Some(false) => {
                                 checks.push(check(&name, Status::Fail, format!("network {n} is not internal: the sandbox could reach beyond {}", r.target),
@@ -280,6 +280,7 @@ impl Doctor<'_> {
             strict_egress: false,
             labels: vec![],
             ttl: Some(std::time::Duration::from_secs(300)),
+            private_routes: false,
             command: targets.clone(),
         };
         let started = std::time::Instant::now();

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
+use crate::boundary::{self, Gap};
+use crate::docker::parse::NetInfo;
 use crate::docker::{argv, parse, run_ok, DockerExec, Output};
 use crate::error::{DockerError, Error, Result};
 use crate::record::{self, RawContainer, Record};
@@ -33,7 +35,10 @@ pub struct Created {
     pub created_at: String,
     pub user: String,
     pub expires_at: Option<String>,
-    /// Where the boundary is weaker than it could be (also said on stderr).
+    /// What the routes reach beyond their targets (empty at tier 2), each
+    /// with the command that closes it.
+    pub gaps: Vec<Gap>,
+    /// Everything said on stderr as a warning.
     pub warnings: Vec<String>,
 }
 
@@ -53,6 +58,7 @@ pub struct GcReport {
     pub dry_run: bool,
     pub containers: Vec<crate::gc::Reap>,
     pub socket_dirs: Vec<String>,
+    pub networks: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -128,7 +134,25 @@ impl ContainerDriver {
         let mut warnings = Vec::new();
         let image_user = self.image_user(spec.image.as_str())?;
         let user = choose_user(spec.user, &image_user, &mut warnings);
-        let tier = self.route_tier(spec, &mut warnings)?;
+        let routes = self.route_networks(&id, spec)?;
+        let gaps = boundary::assess(&id, &spec.routes, &routes.networks, &routes.info);
+        if spec.strict_egress && !gaps.is_empty() {
+            return Err(Error::NotContained { gaps });
+        }
+        for g in &gaps {
+            warnings.push(format!(
+                "route {} ({}): {}; tier lowered to 1. Fix: {}",
+                g.routes.join(","),
+                g.network,
+                g.detail,
+                g.fix
+            ));
+        }
+        let tier = boundary::tier(&gaps);
+        // Routed sandboxes that should not reach out get a resolver that
+        // reaches nothing, closing CVE-2024-29018 (see `boundary`).
+        let all_internal = routes.networks.iter().all(|(_, n)| routes.info.get(n).is_some_and(|i| i.internal));
+        let dns = (!routes.networks.is_empty() && all_internal).then_some(boundary::CONTAINED_DNS);
         self.check_interrupt()?;
 
         let now = SystemTime::now();
@@ -160,8 +184,13 @@ impl ContainerDriver {
                 created_at: &created_at,
                 owner: &owner,
                 expires_at: expires_at.as_deref(),
+                networks: &routes.networks,
+                private: &routes.private,
+                dns,
             };
-            self.start_and_wait(&plan).map_err(|e| (e, self.teardown(&id, &dir)))
+            self.make_private(&id, &owner, &routes.private)
+                .and_then(|()| self.start_and_wait(&plan))
+                .map_err(|e| (e, self.teardown(&id, &dir, &routes.private)))
         })();
         match made {
             Ok(()) => state.end_create(&id),
@@ -172,17 +201,17 @@ impl ContainerDriver {
                 return Err(e);
             }
         }
-        let routes = spec.routes.iter().map(|r| (r.kind.clone(), r.network())).collect();
         Ok(Created {
             session: spec.session.clone().unwrap_or_else(|| id.clone()),
             id,
             image: spec.image.as_str().to_string(),
             tier,
             socket: sock.display().to_string(),
-            routes,
+            routes: routes.networks.iter().cloned().collect(),
             created_at,
             user: format!("{}:{}", user.uid, user.gid),
             expires_at,
+            gaps,
             warnings,
         })
     }
@@ -198,41 +227,103 @@ impl ContainerDriver {
         Ok(parse::image_user(&out.stdout_str()))
     }
 
-    /// One `docker network inspect` for all route networks. Tier 2 needs
-    /// every one of them internal; otherwise tier 1, or refusal under
-    /// strict egress.
-    fn route_tier(&self, spec: &SandboxSpec, warnings: &mut Vec<String>) -> Result<u8> {
-        let nets = unique_networks(spec);
-        if nets.is_empty() {
-            return Ok(2);
+    /// Which network each route uses, and what docker says of each.
+    /// Shared routes: one `docker network inspect` for all of them.
+    /// Private routes: one `docker container inspect` of the services; the
+    /// networks are made later, so their properties are known by design.
+    fn route_networks(&self, id: &str, spec: &SandboxSpec) -> Result<RouteNets> {
+        let mut r = RouteNets::default();
+        if spec.routes.is_empty() {
+            return Ok(r);
         }
+        if spec.private_routes {
+            let hosts: Vec<String> = unique(spec.routes.iter().map(|r| r.host.clone()));
+            self.check_services(&hosts)?;
+            for route in &spec.routes {
+                let net = match r.private.iter().find(|(_, svc)| *svc == route.host) {
+                    Some((net, _)) => net.clone(),
+                    None => {
+                        let net = format!("{id}-{}", route.kind);
+                        r.private.push((net.clone(), route.host.clone()));
+                        net
+                    }
+                };
+                let info = NetInfo {
+                    internal: true,
+                    driver: "bridge".into(),
+                    inhibit_ipv4: true,
+                    private_for: Some(id.to_string()),
+                };
+                r.info.insert(net.clone(), info);
+                r.networks.push((route.kind.clone(), net));
+            }
+            return Ok(r);
+        }
+        r.networks = spec.routes.iter().map(|route| (route.kind.clone(), route.network())).collect();
+        let nets = unique(r.networks.iter().map(|(_, n)| n.clone()));
         let args = argv::network_inspect(&nets);
         let out = self.exec.run(&args)?;
         let report = parse::networks(&nets, &out.stdout_str(), &out.stderr_str());
         if !report.missing.is_empty() {
             return Err(Error::NetworkMissing { networks: report.missing });
         }
-        if out.status != 0 || report.internal.len() != nets.len() {
+        if out.status != 0 || report.nets.len() != nets.len() {
             return Err(status_error(&args, &out).into());
         }
-        let open: Vec<String> = nets.iter().filter(|n| report.internal.get(*n) == Some(&false)).cloned().collect();
-        if open.is_empty() {
-            return Ok(2);
+        r.info = report.nets;
+        Ok(r)
+    }
+
+    /// Private routes attach existing service containers: they must run.
+    fn check_services(&self, hosts: &[String]) -> Result<()> {
+        let args = argv::inspect(hosts);
+        let out = self.exec.run(&args)?;
+        let found = record::parse_inspect(&out.stdout_str(), &argv_display(&args))?;
+        let missing: Vec<String> =
+            hosts.iter().filter(|h| !found.iter().any(|c| &c.name == *h && c.state == "running")).cloned().collect();
+        if !missing.is_empty() {
+            if out.status != 0 && parse::missing_containers(hosts, &out.stderr_str()).len() + found.len() != hosts.len()
+            {
+                return Err(status_error(&args, &out).into());
+            }
+            return Err(Error::ServiceMissing { hosts: missing });
         }
-        if spec.strict_egress {
-            return Err(Error::EgressNotStrict { networks: open });
+        Ok(())
+    }
+
+    /// Make each private route network (internal, no host address, labelled
+    /// as this sandbox's) and attach its service under the route's host name.
+    fn make_private(&self, id: &str, owner: &str, private: &[(String, String)]) -> Result<()> {
+        for (net, svc) in private {
+            self.check_interrupt()?;
+            run_ok(&*self.exec, &argv::private_network(net, id, svc, owner))?;
+            run_ok(&*self.exec, &argv::network_connect_alias(net, svc, svc))?;
         }
-        for n in &open {
-            warnings.push(format!(
-                "network {n} is not internal: the sandbox can reach beyond its route, so the tier is lowered to 1 (fix: `docker network rm {n} && docker network create --internal {n}`, then reattach the service)"
-            ));
+        Ok(())
+    }
+
+    /// Detach services from private route networks and remove them. Already
+    /// gone is fine.
+    fn remove_private(&self, private: &[(String, String)]) -> Result<()> {
+        if private.is_empty() {
+            return Ok(());
         }
-        Ok(1)
+        for (net, svc) in private {
+            let _ = self.exec.run(&argv::network_disconnect(net, svc));
+        }
+        let nets: Vec<String> = private.iter().map(|(n, _)| n.clone()).collect();
+        let args = argv::network_remove(&nets);
+        let out = self.exec.run(&args)?;
+        let real = out.stderr_str().lines().any(|l| !l.trim().is_empty() && !parse::no_such_network(l));
+        if out.status != 0 && real {
+            return Err(status_error(&args, &out).into());
+        }
+        Ok(())
     }
 
     fn start_and_wait(&self, plan: &argv::RunPlan) -> Result<()> {
         self.check_interrupt()?;
-        let nets = unique_networks(plan.spec);
+        let nets = unique(plan.networks.iter().map(|(_, n)| n.clone()));
         if nets.len() <= 1 {
             run_ok(&*self.exec, &argv::container(plan, true))?;
         } else {
@@ -294,7 +385,7 @@ impl ContainerDriver {
 
     /// Undo a failed create. Runs to the end whatever fails or is signalled;
     /// true when nothing is left.
-    fn teardown(&self, id: &str, dir: &Path) -> bool {
+    fn teardown(&self, id: &str, dir: &Path, private: &[(String, String)]) -> bool {
         let mut clean = true;
         match self.exec.run(&argv::remove(&[id])) {
             Ok(out) if out.status == 0 || parse::no_such_container(&out.stderr_str()) => {}
@@ -306,6 +397,10 @@ impl ContainerDriver {
                 eprintln!("sbx: warning: could not remove {id}: {e}; `sbx gc` will");
                 clean = false;
             }
+        }
+        if let Err(e) = self.remove_private(private) {
+            eprintln!("sbx: warning: could not remove the private route networks of {id}: {e}; `sbx gc` will");
+            clean = false;
         }
         if let Err(e) = socket::remove_dir(dir, id) {
             eprintln!("sbx: warning: could not remove {}: {e}", dir.display());
@@ -365,6 +460,8 @@ impl ContainerDriver {
         if !present.is_empty() {
             self.remove_tolerant(&present)?;
         }
+        let private: Vec<(String, String)> = raws.iter().flat_map(private_of).collect();
+        self.remove_private(&private)?;
         for r in &raws {
             if let Some(dir) = r.labels.get(record::SOCKET).and_then(|s| Path::new(s).parent()) {
                 socket::remove_dir(dir, &r.name)?;
@@ -410,6 +507,8 @@ impl ContainerDriver {
                 }
             }
         }
+        let private: Vec<(String, String)> = private_of(&raw).into_iter().filter(|(n, _)| *n == network).collect();
+        self.remove_private(&private)?;
         Ok(Revoked { id: id.to_string(), kind: kind.to_string(), network, cut, already })
     }
 
@@ -427,6 +526,14 @@ impl ContainerDriver {
             .flatten()
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
+        let out = run_ok(&*self.exec, &argv::private_networks())?;
+        let private_networks: Vec<(String, String, String)> = out
+            .stdout_str()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<(String, String, String, String)>(l.trim()).ok())
+            .filter(|(_, id, _, owner)| *owner == state::owner_token(key, id))
+            .map(|(n, id, svc, _)| (n, id, svc))
+            .collect();
         let out = run_ok(&*self.exec, &argv::list())?;
         let owned: Vec<RawContainer> =
             record::parse_ps(&out.stdout_str(), "docker ps")?.into_iter().filter(|r| r.is_sbx(key)).collect();
@@ -438,6 +545,7 @@ impl ContainerDriver {
             creating: &creating,
             expiring: &expiring,
             socket_entries: &entries,
+            private_networks: &private_networks,
             expiry: &expiry,
             alive: &|p: &ProcId| p.is_alive(),
             now: SystemTime::now(),
@@ -459,7 +567,12 @@ impl ContainerDriver {
             }
             plan.orphan_dirs.retain(|d| !exists.contains(d));
         }
-        let mut report = GcReport { dry_run, containers: plan.containers.clone(), socket_dirs: Vec::new() };
+        let mut report = GcReport {
+            dry_run,
+            containers: plan.containers.clone(),
+            socket_dirs: Vec::new(),
+            networks: plan.networks.iter().map(|(n, _)| n.clone()).collect(),
+        };
         let reaped: Vec<&RawContainer> =
             owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
         let mut dirs: Vec<(PathBuf, String)> = reaped
@@ -475,6 +588,7 @@ impl ContainerDriver {
             let ids: Vec<String> = reaped.iter().map(|c| c.name.clone()).collect();
             self.remove_tolerant(&ids)?;
         }
+        self.remove_private(&plan.networks)?;
         for (dir, id) in &dirs {
             socket::remove_dir(dir, id)?;
         }
@@ -590,10 +704,29 @@ fn status_error(args: &[std::ffi::OsString], out: &Output) -> DockerError {
     DockerError::Status { command: argv_display(args), status: out.status, stderr: out.stderr_str() }
 }
 
-/// Route networks in order, each once (two routes to one host share it).
-fn unique_networks(spec: &SandboxSpec) -> Vec<String> {
+/// Items in order, each once.
+fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
     let mut seen = BTreeSet::new();
-    spec.routes.iter().map(|r| r.network()).filter(|n| seen.insert(n.clone())).collect()
+    items.filter(|n| seen.insert(n.clone())).collect()
+}
+
+/// How a sandbox's routes map onto networks.
+#[derive(Debug, Default)]
+struct RouteNets {
+    /// (kind, network), in route order.
+    networks: Vec<(String, String)>,
+    info: std::collections::BTreeMap<String, NetInfo>,
+    /// (private network, service container) sbx makes and removes.
+    private: Vec<(String, String)>,
+}
+
+/// The private route networks recorded on a sandbox.
+fn private_of(raw: &RawContainer) -> Vec<(String, String)> {
+    raw.labels
+        .get(record::PRIVATE)
+        .and_then(|p| serde_json::from_str::<BTreeMap<String, String>>(p).ok())
+        .map(|m| m.into_iter().collect())
+        .unwrap_or_default()
 }
 
 /// Never root unless asked for by `--user 0`; otherwise the image's numeric

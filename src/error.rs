@@ -85,8 +85,10 @@ pub enum Error {
     ImageMissing { image: String },
     #[error("route network(s) missing: {}", networks.join(", "))]
     NetworkMissing { networks: Vec<String> },
-    #[error("route network(s) not internal, refused under strict egress: {}", networks.join(", "))]
-    EgressNotStrict { networks: Vec<String> },
+    #[error("routes reach beyond their targets, refused under strict egress: {}", gaps.iter().map(|g| format!("{} ({})", g.network, g.property)).collect::<Vec<_>>().join(", "))]
+    NotContained { gaps: Vec<crate::boundary::Gap> },
+    #[error("with --private-routes each route's host must name a running service container; not running: {}", hosts.join(", "))]
+    ServiceMissing { hosts: Vec<String> },
     #[error("no sandbox {id} on this engine")]
     NotFound { id: String },
     #[error("container {id} was not created by sbx; refusing to touch it")]
@@ -134,7 +136,8 @@ impl Error {
             | Error::Socket(_)
             | Error::ImageMissing { .. }
             | Error::NetworkMissing { .. }
-            | Error::EgressNotStrict { .. }
+            | Error::NotContained { .. }
+            | Error::ServiceMissing { .. }
             | Error::NotFound { .. }
             | Error::Foreign { .. }
             | Error::UnknownRoute { .. }
@@ -159,7 +162,8 @@ impl Error {
             Error::Socket(_) => "socket",
             Error::ImageMissing { .. } => "image_missing",
             Error::NetworkMissing { .. } => "network_missing",
-            Error::EgressNotStrict { .. } => "egress_not_strict",
+            Error::NotContained { .. } => "not_contained",
+            Error::ServiceMissing { .. } => "service_missing",
             Error::NotFound { .. } => "not_found",
             Error::Foreign { .. } => "foreign_container",
             Error::UnknownRoute { .. } => "unknown_route",
@@ -205,10 +209,14 @@ impl Error {
                     networks.iter().map(|n| format!("`docker network create --internal {n}`")).collect();
                 format!("create it with {} and attach the destination service to it", cmds.join(" and "))
             }
-            Error::EgressNotStrict { networks } => format!(
-                "recreate each as internal (`docker network rm {n}` then `docker network create --internal {n}`), or drop --strict-egress / SBX_STRICT_EGRESS to accept tier 1",
-                n = networks.join(" ")
-            ),
+            Error::NotContained { gaps } => {
+                let mut fixes: Vec<String> = gaps.iter().map(|g| format!("{}: {}", g.network, g.fix)).collect();
+                fixes.dedup();
+                format!("{}; or drop --strict-egress / SBX_STRICT_EGRESS to accept tier 1", fixes.join("; "))
+            }
+            Error::ServiceMissing { .. } => {
+                "start the service as a container named after the route's host (`docker run -d --name HOST ...`), or create without --private-routes".into()
+            }
             Error::NotFound { .. } => "`sbx ls` lists the sandboxes on this engine".into(),
             Error::Foreign { .. } => "remove it with docker itself if it is yours".into(),
             Error::UnknownRoute { id, .. } => format!("`sbx inspect {id}` shows its routes; `sbx revoke {id} all` destroys it"),

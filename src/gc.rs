@@ -31,6 +31,9 @@ pub struct GcPlan {
     pub orphan_dirs: Vec<String>,
     /// Ids whose state files can go.
     pub forget: Vec<String>,
+    /// Private route networks (network, service) whose sandbox is gone or
+    /// being reaped.
+    pub networks: Vec<(String, String)>,
 }
 
 pub struct Inputs<'a> {
@@ -42,6 +45,9 @@ pub struct Inputs<'a> {
     pub expiring: &'a [String],
     /// Entries of the socket root, read before `containers`.
     pub socket_entries: &'a [String],
+    /// sbx's private route networks (network, sandbox id, service), read
+    /// before `containers`; ownership already checked.
+    pub private_networks: &'a [(String, String, String)],
     pub expiry: &'a dyn Fn(&RawContainer) -> Option<SystemTime>,
     pub alive: &'a dyn Fn(&ProcId) -> bool,
     pub now: SystemTime,
@@ -93,6 +99,14 @@ pub fn plan(i: &Inputs) -> GcPlan {
         }
     }
     plan.forget = forget.into_iter().collect();
+    plan.networks = i
+        .private_networks
+        .iter()
+        .filter(|(_, id, _)| {
+            reaped.contains(id.as_str()) || (!names.contains(id.as_str()) && !live.contains(id.as_str()))
+        })
+        .map(|(n, _, svc)| (n.clone(), svc.clone()))
+        .collect();
     plan
 }
 
@@ -140,11 +154,17 @@ mod tests {
                 r.expiry(None)
             }
         };
+        let nets = vec![
+            (format!("{A}-x"), A.to_string(), "svc".to_string()),
+            (format!("{C}-x"), C.to_string(), "svc".to_string()),
+            (format!("{D}-x"), D.to_string(), "svc".to_string()),
+        ];
         plan(&Inputs {
             containers,
             creating,
             expiring,
             socket_entries: &entries,
+            private_networks: &nets,
             expiry: &moved,
             alive: &|p: &ProcId| p.pid == 1,
             now: now(),
@@ -163,6 +183,9 @@ mod tests {
         assert_eq!(p.containers, vec![Reap { id: A.into(), reason: "expired at 2026-11-29T09:59:59Z".into() }]);
         assert!(p.orphan_dirs.is_empty());
         assert_eq!(p.forget, vec![A]);
+        // A's private network goes with it; C's and D's sandboxes stay.
+        let nets: Vec<&str> = p.networks.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(nets, [format!("{A}-x")]);
     }
 
     #[test]
@@ -180,13 +203,19 @@ mod tests {
         // D is still being created: its directory stays.
         assert_eq!(p.orphan_dirs, vec![C]);
         assert_eq!(p.forget, vec![B, C]);
+        // C died before its container existed: its network goes; D's create still runs.
+        let nets: Vec<&str> = p.networks.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(nets, [format!("{C}-x")]);
     }
 
     #[test]
     fn an_expired_sandbox_whose_create_still_runs_is_left_alone() {
         let creating = vec![(A.to_string(), Some(ProcId { pid: 1, start: 1 }))];
         let p = run(&[c(A, Some("2026-11-29T09:00:00Z"))], &creating, &[], &[A]);
-        assert_eq!(p, GcPlan::default());
+        assert!(p.containers.is_empty() && p.orphan_dirs.is_empty() && p.forget.is_empty(), "{p:?}");
+        // A's private network stays; C and D have neither a sandbox nor a create.
+        let nets: Vec<&str> = p.networks.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(nets, [format!("{C}-x"), format!("{D}-x")]);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! The container's labels are the only state (`record`).
 
 pub mod audit;
+pub mod boundary;
 pub mod cli;
 pub mod commands;
 pub mod docker;

@@ -23,12 +23,18 @@ pub const CREATED: &str = "sbx.created";
 pub const VERSION: &str = "sbx.version";
 /// HMAC of the id under the host's key (see `state::owner_token`).
 pub const OWNER: &str = "sbx.owner";
+/// On a private route network sbx made: the sandbox it belongs to.
+pub const PRIVATE_FOR: &str = "sbx.private-for";
+/// On a private route network: the service container sbx attached to it.
+pub const SERVICE: &str = "sbx.service";
+/// On a sandbox: JSON {private network: service container} sbx must detach and remove.
+pub const PRIVATE: &str = "sbx.private";
 /// Expiry given at create (RFC 3339); `sbx ttl` moves it in the state dir.
 pub const EXPIRES: &str = "sbx.expires";
 
 /// Every label sbx writes, so `docker ps` can be asked for exactly these.
 pub const ALL: &[&str] =
-    &[MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION, OWNER, EXPIRES];
+    &[MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION, OWNER, EXPIRES, PRIVATE];
 
 /// A container as docker reports it, before sbx interprets it.
 #[derive(Debug, Clone, Default, PartialEq)]

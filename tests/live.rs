@@ -119,7 +119,9 @@ fn routed_service_is_reachable_unrouted_is_not_and_revoke_cuts_it() {
     let out = w.sbx(&["inspect", &sb.id]);
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rec["routes"], serde_json::json!({ "inference": routed.name }));
-    assert_eq!(rec["tier"], 2);
+    // A shared operator network: other sandboxes and the host's bridge
+    // address are reachable too, so sbx reports tier 1 (see boundary.rs).
+    assert_eq!(rec["tier"], 1);
 
     let out = w.sbx(&["revoke", &sb.id, "nope"]);
     assert_exit(&out, 1, "revoke an unknown kind");
@@ -185,7 +187,7 @@ fn non_internal_network_lowers_the_tier_or_is_refused() {
         full.extend(args);
         let out = w.sbx_env(&full, &env);
         assert_exit(&out, 1, "strict egress on an open network");
-        assert!(stderr(&out).contains("not internal") && stderr(&out).contains("--internal"), "{}", stderr(&out));
+        assert!(stderr(&out).contains("(egress)") && stderr(&out).contains("--internal"), "{}", stderr(&out));
         w.assert_nothing_left();
     }
 }

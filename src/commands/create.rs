@@ -22,6 +22,7 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
         strict_egress: a.strict_egress || env.strict_egress,
         labels: a.labels,
         ttl: a.ttl,
+        private_routes: a.private_routes,
         command: a.command,
     };
     let spec = SandboxSpec::from_request(&req, env.docker_host.as_deref())?;

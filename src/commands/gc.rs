@@ -13,6 +13,9 @@ pub fn exec(dry_run: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     for r in &report.containers {
         text.push_str(&format!("{verb} {} ({})\n", r.id, r.reason));
     }
+    for n in &report.networks {
+        text.push_str(&format!("{verb} private route network {n}\n"));
+    }
     for d in &report.socket_dirs {
         text.push_str(&format!("{verb} socket directory {d}\n"));
     }

@@ -39,12 +39,18 @@ pub struct RunPlan<'a> {
     pub created_at: &'a str,
     pub owner: &'a str,
     pub expires_at: Option<&'a str>,
+    /// (route kind, network), in route order.
+    pub networks: &'a [(String, String)],
+    /// (private route network, service container) sbx made for this sandbox.
+    pub private: &'a [(String, String)],
+    /// `--dns` for the sandbox (see `boundary::CONTAINED_DNS`).
+    pub dns: Option<&'a str>,
 }
 
 impl RunPlan<'_> {
     pub fn labels(&self) -> Vec<(String, String)> {
         let s = self.spec;
-        let routes: BTreeMap<&str, String> = s.routes.iter().map(|r| (r.kind.as_str(), r.network())).collect();
+        let routes: BTreeMap<&str, &str> = self.networks.iter().map(|(k, n)| (k.as_str(), n.as_str())).collect();
         let targets: BTreeMap<&str, &str> = s.routes.iter().map(|r| (r.kind.as_str(), r.target.as_str())).collect();
         let mut v = vec![
             (record::MANAGED.to_string(), "1".to_string()),
@@ -62,6 +68,10 @@ impl RunPlan<'_> {
         ];
         if let Some(e) = self.expires_at {
             v.push((record::EXPIRES.to_string(), e.to_string()));
+        }
+        if !self.private.is_empty() {
+            let private: BTreeMap<&str, &str> = self.private.iter().map(|(n, s)| (n.as_str(), s.as_str())).collect();
+            v.push((record::PRIVATE.to_string(), serde_json::to_string(&private).unwrap_or_default()));
         }
         v.extend(s.labels.iter().cloned());
         v
@@ -98,7 +108,10 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     if let Some(c) = &s.cpus {
         push("--cpus", c.clone());
     }
-    push("--network", s.routes.first().map(|r| r.network()).unwrap_or_else(|| "none".into()));
+    push("--network", plan.networks.first().map(|(_, n)| n.clone()).unwrap_or_else(|| "none".into()));
+    if let Some(dns) = plan.dns {
+        push("--dns", dns.to_string());
+    }
     // Read-only root; writable scratch is tmpfs. uid/gid make the sandbox
     // user own it: on engine 20.10 a tmpfs over a directory the image has
     // (a 0755 root /tmp) takes that directory's mode whatever `mode=` says.
@@ -135,11 +148,58 @@ pub fn image_user(image: &str) -> Vec<OsString> {
 }
 
 pub fn network_inspect<S: AsRef<str>>(networks: &[S]) -> Vec<OsString> {
-    with_tail(&["network", "inspect", "--format", "{{json .Name}} {{json .Internal}}", "--"], networks)
+    with_tail(&["network", "inspect", "--format", super::parse::NETWORK_FORMAT, "--"], networks)
 }
 
 pub fn network_connect(network: &str, id: &str) -> Vec<OsString> {
     os(&["network", "connect", "--", network, id])
+}
+
+/// `--alias`: the service answers to the route's host name on the private network.
+pub fn network_connect_alias(network: &str, container: &str, alias: &str) -> Vec<OsString> {
+    os(&["network", "connect", "--alias", alias, "--", network, container])
+}
+
+/// A private route network: internal, and no IPv4 address on the host's
+/// bridge, so neither the outside nor the host can be reached through it.
+pub fn private_network(name: &str, id: &str, service: &str, owner: &str) -> Vec<OsString> {
+    os(&[
+        "network",
+        "create",
+        "--internal",
+        "--opt",
+        "com.docker.network.bridge.inhibit_ipv4=true",
+        "--label",
+        &format!("{}={id}", record::PRIVATE_FOR),
+        "--label",
+        &format!("{}={service}", record::SERVICE),
+        "--label",
+        &format!("{}={owner}", record::OWNER),
+        "--",
+        name,
+    ])
+}
+
+pub fn network_remove<S: AsRef<str>>(networks: &[S]) -> Vec<OsString> {
+    with_tail(&["network", "rm", "--"], networks)
+}
+
+/// sbx's private route networks: `[name, sandbox id, service, owner token]` per line.
+pub fn private_networks() -> Vec<OsString> {
+    let format = format!(
+        "[{{{{json .Name}}}},{{{{json (.Label \"{}\")}}}},{{{{json (.Label \"{}\")}}}},{{{{json (.Label \"{}\")}}}}]",
+        record::PRIVATE_FOR,
+        record::SERVICE,
+        record::OWNER
+    );
+    vec![
+        "network".into(),
+        "ls".into(),
+        "--filter".into(),
+        format!("label={}", record::PRIVATE_FOR).into(),
+        "--format".into(),
+        format.into(),
+    ]
 }
 
 pub fn network_disconnect(network: &str, id: &str) -> Vec<OsString> {
@@ -213,6 +273,7 @@ mod tests {
     }
 
     fn plan(s: &SandboxSpec) -> RunPlan<'_> {
+        let networks: Vec<(String, String)> = s.routes.iter().map(|r| (r.kind.clone(), r.network())).collect();
         RunPlan {
             id: "sbx-0123456789ab",
             spec: s,
@@ -224,6 +285,9 @@ mod tests {
             created_at: "2026-11-29T09:00:00Z",
             owner: "0123",
             expires_at: None,
+            networks: Box::leak(networks.into_boxed_slice()),
+            private: &[],
+            dns: None,
         }
     }
 
@@ -232,7 +296,7 @@ mod tests {
         let s = spec(CreateRequest { command: vec!["serve".into(), "--x".into()], ..Default::default() });
         let got = strs(container(&plan(&s), true));
         let labels: Vec<String> = got.windows(2).filter(|w| w[0] == "--label").map(|w| w[1].clone()).collect();
-        assert_eq!(labels.len(), record::ALL.len() - 1, "every label but sbx.expires");
+        assert_eq!(labels.len(), record::ALL.len() - 2, "every label but sbx.expires and sbx.private");
         assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
         assert!(labels.contains(&"sbx.routes={}".to_string()));
         let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();
@@ -323,7 +387,7 @@ mod tests {
     fn small_builders() {
         assert_eq!(
             strs(network_inspect(&["sbx-a", "sbx-b"])),
-            ["network", "inspect", "--format", "{{json .Name}} {{json .Internal}}", "--", "sbx-a", "sbx-b"]
+            ["network", "inspect", "--format", super::super::parse::NETWORK_FORMAT, "--", "sbx-a", "sbx-b"]
         );
         assert_eq!(
             strs(network_disconnect("sbx-a", "sbx-1")),

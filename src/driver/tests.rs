@@ -15,6 +15,12 @@ use crate::state::{self, State};
 const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const ID: &str = "sbx-00000000000f";
 
+/// `docker network inspect` lines as NETWORK_FORMAT prints them.
+fn net_line(name: &str, internal: bool, inhibit: bool) -> String {
+    let opts = if inhibit { r#"{"com.docker.network.bridge.inhibit_ipv4":"true"}"# } else { "{}" };
+    format!("[{name:?},{internal},\"bridge\",{opts},{{}}]\n")
+}
+
 struct Rig {
     fake: FakeDocker,
     root: PathBuf,
@@ -126,7 +132,7 @@ fn create_without_routes_is_three_calls() {
 fn create_with_routes_attaches_the_rest_before_start() {
     let rig = Rig::new();
     rig.image("1000");
-    rig.fake.push(Output::ok("\"sbx-proxy\" true\n\"sbx-tools\" true\n"));
+    rig.fake.push(Output::ok(&(net_line("sbx-proxy", true, true) + &net_line("sbx-tools", true, false))));
     rig.fake.push(Output::ok("deadbeef\n"));
     rig.fake.push(Output::ok(""));
     rig.starts_and_binds();
@@ -138,8 +144,19 @@ fn create_with_routes_attaches_the_rest_before_start() {
     assert_eq!(calls[3], ["network", "connect", "--", "sbx-tools", ID]);
     assert_eq!(calls[4], ["start", "--", ID]);
     assert!(calls[2].windows(2).any(|w| w[0] == "--user" && w[1] == "1000:1000"));
-    assert_eq!(c.tier, 2);
+    assert!(
+        calls[2].windows(2).any(|w| w[0] == "--dns" && w[1] == "127.0.0.1"),
+        "internal routes get the contained resolver"
+    );
     assert_eq!(c.routes.len(), 3);
+    // Shared operator networks: the sandbox is not alone on them, and
+    // sbx-tools still has a host address. Tier 1, and each gap said.
+    assert_eq!(c.tier, 1);
+    let gaps: Vec<(&str, &str)> = c.gaps.iter().map(|g| (g.network.as_str(), g.property)).collect();
+    assert_eq!(gaps, [("sbx-proxy", "shared"), ("sbx-tools", "host"), ("sbx-tools", "shared")]);
+    assert_eq!(c.gaps[0].routes, ["inference", "more"]);
+    assert_eq!(c.warnings.len(), 3);
+    assert!(c.warnings[1].contains("inhibit_ipv4=true sbx-tools"), "{}", c.warnings[1]);
 }
 
 #[test]
@@ -148,7 +165,7 @@ fn missing_network_names_the_command_and_creates_nothing() {
     rig.image("");
     rig.fake.push(Output {
         status: 1,
-        stdout: b"\"sbx-proxy\" true\n".to_vec(),
+        stdout: net_line("sbx-proxy", true, true).into_bytes(),
         stderr: b"Error response from daemon: network sbx-tools not found\n".to_vec(),
     });
     let err = rig.driver().create(&spec(routes(&["a:proxy:1", "b:tools:2"]))).unwrap_err();
@@ -166,19 +183,24 @@ fn missing_network_names_the_command_and_creates_nothing() {
 fn open_network_lowers_the_tier_or_is_refused_when_strict() {
     let rig = Rig::new();
     rig.image("");
-    rig.fake.push(Output::ok("\"sbx-proxy\" false\n"));
+    rig.fake.push(Output::ok(&net_line("sbx-proxy", false, false)));
     rig.starts_and_binds();
     let c = rig.driver().create(&spec(routes(&["a:proxy:1"]))).unwrap();
     assert_eq!(c.tier, 1);
     assert!(c.warnings[0].contains("sbx-proxy is not internal"));
     let run = &rig.fake.calls()[2];
     assert!(run.contains(&"SBX_SANDBOX_TIER=1".to_string()) && run.contains(&"sbx.tier=1".to_string()));
+    assert!(!run.contains(&"--dns".to_string()), "a sandbox with egress keeps its resolver");
 
     let rig = Rig::new();
     rig.image("");
-    rig.fake.push(Output::ok("\"sbx-proxy\" false\n"));
+    rig.fake.push(Output::ok(&net_line("sbx-proxy", true, true)));
     let err = rig.driver().create(&spec(CreateRequest { strict_egress: true, ..routes(&["a:proxy:1"]) })).unwrap_err();
-    assert!(matches!(err, Error::EgressNotStrict { ref networks } if networks == &["sbx-proxy"]));
+    match &err {
+        Error::NotContained { gaps } => assert_eq!(gaps.iter().map(|g| g.property).collect::<Vec<_>>(), ["shared"]),
+        other => panic!("{other:?}"),
+    }
+    assert!(err.hint().unwrap().contains("--private-routes"));
     assert_eq!(rig.fake.verbs(), ["image inspect", "network inspect"]);
     assert!(!rig.sock_dir().exists());
 }
@@ -219,7 +241,7 @@ fn failed_run_is_torn_down() {
 fn failed_attach_is_torn_down() {
     let rig = Rig::new();
     rig.image("");
-    rig.fake.push(Output::ok("\"sbx-a\" true\n\"sbx-b\" true\n"));
+    rig.fake.push(Output::ok(&(net_line("sbx-a", true, true) + &net_line("sbx-b", true, true))));
     rig.fake.push(Output::ok("deadbeef\n"));
     rig.fake.push(Output::fail(1, "Error response from daemon: network sbx-b not found"));
     rig.removed();
@@ -481,6 +503,7 @@ fn gc_reaps_in_one_batched_removal_and_dry_run_removes_nothing() {
     let ps = format!("{}\n{}\n", line(a, "2000-01-01T00:00:00Z"), line(b, "2999-01-01T00:00:00Z"));
     let orphan_check = format!("Error: No such container: {c}");
 
+    rig.fake.push(Output::ok(""));
     rig.fake.push(Output::ok(&ps));
     rig.fake.push(Output::fail(1, &orphan_check));
     let r = rig.driver().gc(true).unwrap();
@@ -489,15 +512,109 @@ fn gc_reaps_in_one_batched_removal_and_dry_run_removes_nothing() {
     assert_eq!(r.socket_dirs.len(), 2);
     assert!(rig.root.join(a).exists() && rig.root.join(c).exists(), "dry run removed something");
 
+    // a's private route network (made by sbx: its owner token is right) and a forged one.
+    let nets = format!(
+        "{}\n{}\n",
+        serde_json::json!([format!("{a}-x"), a, "svc", rig.token(a)]),
+        serde_json::json!(["forged", a, "svc", "0000"])
+    );
+    rig.fake.push(Output::ok(&nets));
     rig.fake.push(Output::ok(&ps));
     rig.fake.push(Output::fail(1, &orphan_check));
     rig.fake.push(Output::ok(a));
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
     let r = rig.driver().gc(false).unwrap();
     assert_eq!(r.containers.len(), 1);
     let calls = rig.fake.calls();
-    assert_eq!(calls.last().unwrap(), &["rm", "-f", "-v", "--", a]);
-    assert_eq!(calls[2][..2], ["ps", "-a"]);
-    assert_eq!(calls[3], ["container", "inspect", "--format", "{{json .}}", "--", c]);
+    assert_eq!(calls[3][..2], ["network", "ls"]);
+    assert_eq!(calls[4][..2], ["ps", "-a"]);
+    assert_eq!(calls[5], ["container", "inspect", "--format", "{{json .}}", "--", c]);
+    assert_eq!(calls[6], ["rm", "-f", "-v", "--", a]);
+    assert_eq!(calls[7], ["network", "disconnect", "--force", "--", &format!("{a}-x"), "svc"]);
+    assert_eq!(calls[8], ["network", "rm", "--", &format!("{a}-x")]);
+    assert_eq!(r.networks, [format!("{a}-x")]);
     assert!(!rig.root.join(a).exists() && !rig.root.join(c).exists() && rig.root.join(b).exists());
     assert!(st.creating().is_empty());
+}
+
+#[test]
+fn private_routes_make_a_network_per_sandbox_and_reach_tier_2() {
+    let rig = Rig::new();
+    rig.image("");
+    let svc = rig.inspect_line("proxy", "x", &[]).replace("sbx.managed", "other");
+    rig.fake.push(Output::ok(&svc));
+    rig.fake.push(Output::ok("netid\n"));
+    rig.fake.push(Output::ok(""));
+    rig.starts_and_binds();
+    let s = spec(CreateRequest { private_routes: true, ..routes(&["inference:proxy:8080", "more:proxy:9"]) });
+    let c = rig.driver().create(&s).unwrap();
+    assert_eq!(
+        rig.fake.verbs(),
+        ["image inspect", "container inspect", "network create", "network connect", "run", "wait"]
+    );
+    let calls = rig.fake.calls();
+    let net = format!("{ID}-inference");
+    assert_eq!(calls[1][5..], ["proxy"]);
+    assert_eq!(
+        calls[2],
+        [
+            "network",
+            "create",
+            "--internal",
+            "--opt",
+            "com.docker.network.bridge.inhibit_ipv4=true",
+            "--label",
+            &format!("sbx.private-for={ID}"),
+            "--label",
+            "sbx.service=proxy",
+            "--label",
+            &format!("sbx.owner={}", rig.token(ID)),
+            "--",
+            &net,
+        ]
+    );
+    assert_eq!(calls[3], ["network", "connect", "--alias", "proxy", "--", &net, "proxy"]);
+    assert!(calls[4].windows(2).any(|w| w[0] == "--network" && w[1] == net));
+    assert!(calls[4].contains(&format!("sbx.private={{\"{net}\":\"proxy\"}}")));
+    assert_eq!((c.tier, c.gaps.len()), (2, 0));
+    assert_eq!(c.routes.values().collect::<Vec<_>>(), [&net, &net]);
+}
+
+#[test]
+fn private_routes_need_running_services_and_are_torn_down_on_failure() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::fail(1, "Error: No such container: proxy"));
+    let s = spec(CreateRequest { private_routes: true, ..routes(&["inference:proxy:8080"]) });
+    let err = rig.driver().create(&s).unwrap_err();
+    assert!(matches!(err, Error::ServiceMissing { ref hosts } if hosts == &["proxy"]), "{err:?}");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "container inspect"]);
+
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok(&rig.inspect_line("proxy", "x", &[])));
+    rig.fake.push(Output::ok("netid\n"));
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::fail(125, "docker: Error response from daemon: boom"));
+    rig.removed();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+    assert!(rig.driver().create(&s).is_err());
+    let net = format!("{ID}-inference");
+    assert_eq!(
+        rig.fake.verbs(),
+        [
+            "image inspect",
+            "container inspect",
+            "network create",
+            "network connect",
+            "run",
+            "rm",
+            "network disconnect",
+            "network rm"
+        ]
+    );
+    assert_eq!(rig.fake.calls()[7], ["network", "rm", "--", &net]);
+    assert!(!rig.sock_dir().exists());
 }

@@ -42,6 +42,8 @@ pub struct SandboxSpec {
     pub strict_egress: bool,
     pub labels: Vec<(String, String)>,
     pub ttl: Option<Duration>,
+    /// Give each route its own network with only its service on it.
+    pub private_routes: bool,
     pub command: Vec<String>,
 }
 
@@ -181,6 +183,7 @@ pub struct CreateRequest {
     pub strict_egress: bool,
     pub labels: Vec<String>,
     pub ttl: Option<String>,
+    pub private_routes: bool,
     pub command: Vec<String>,
 }
 
@@ -251,6 +254,7 @@ impl SandboxSpec {
             strict_egress: req.strict_egress,
             labels,
             ttl,
+            private_routes: req.private_routes,
             command: req.command.clone(),
         })
     }

@@ -200,8 +200,28 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
+        let names =
+            docker_ok(&["ps", "-a", "--format", "{{.Names}}", "--filter", &format!("label={}", self.case_label())]);
         for c in self.containers() {
             let _ = docker(&["rm", "-f", "-v", &c]);
+        }
+        // Private route networks sbx made for this test's sandboxes, should a
+        // failed test have skipped their destroy.
+        for name in names.lines() {
+            let nets = docker_ok(&["network", "ls", "-q", "--filter", &format!("label=sbx.private-for={name}")]);
+            for net in nets.lines() {
+                let attached = docker_ok(&[
+                    "network",
+                    "inspect",
+                    "--format",
+                    "{{range $k, $v := .Containers}}{{$k}} {{end}}",
+                    net,
+                ]);
+                for c in attached.split_whitespace() {
+                    let _ = docker(&["network", "disconnect", "--force", net, c]);
+                }
+                let _ = docker(&["network", "rm", net]);
+            }
         }
         let _ = std::fs::remove_dir_all(&self.socket_root);
         let _ = std::fs::remove_dir_all(&self.state_dir);

@@ -1,0 +1,152 @@
+//! What a route really lets a sandbox reach, judged per route network.
+//!
+//! `--internal` alone does not contain a sandbox. On engine 20.10 (and
+//! later) a sandbox on an internal network still reaches:
+//! - the host, through the bridge's own address (any host service bound to
+//!   0.0.0.0), unless the bridge has no IPv4 address
+//!   (`com.docker.network.bridge.inhibit_ipv4=true`);
+//! - every other container on that network, other agents' sandboxes
+//!   included, unless the network is private to this sandbox;
+//! - the outside world by DNS, through the embedded resolver forwarding
+//!   upstream from the host (CVE-2024-29018, engines before 26.0.0 /
+//!   25.0.4 / 23.0.11). sbx closes that one for every sandbox whose routes
+//!   are all internal by giving it `--dns 127.0.0.1`: the embedded resolver
+//!   then forwards from the sandbox's own namespace, where it reaches
+//!   nothing, while names on the route network still resolve.
+//!
+//! Tier 2 means no gap at all: every route reaches nothing but its target.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::docker::parse::NetInfo;
+use crate::spec::Route;
+
+/// The resolver `--dns` points routed sandboxes at (see the module docs).
+pub const CONTAINED_DNS: &str = "127.0.0.1";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gap {
+    /// Route kinds on this network.
+    pub routes: Vec<String>,
+    pub network: String,
+    /// `egress`, `host` or `shared`.
+    pub property: &'static str,
+    pub detail: String,
+    pub fix: String,
+}
+
+/// The gaps of `routes` for sandbox `id`, given what docker says of each
+/// route network. No gaps: tier 2.
+pub fn assess(id: &str, routes: &[Route], networks: &[(String, String)], info: &BTreeMap<String, NetInfo>) -> Vec<Gap> {
+    let mut by_net: Vec<(&str, Vec<String>, Vec<&Route>)> = Vec::new();
+    for (kind, net) in networks {
+        let route = routes.iter().find(|r| &r.kind == kind);
+        match by_net.iter_mut().find(|(n, _, _)| n == net) {
+            Some((_, kinds, rs)) => {
+                kinds.push(kind.clone());
+                rs.extend(route);
+            }
+            None => by_net.push((net.as_str(), vec![kind.clone()], route.into_iter().collect())),
+        }
+    }
+    let mut gaps = Vec::new();
+    for (net, kinds, rs) in by_net {
+        let n = info.get(net).cloned().unwrap_or_default();
+        let targets: Vec<&str> = rs.iter().map(|r| r.target.as_str()).collect();
+        let recreate = format!(
+            "`docker network rm {net} && docker network create --internal -o com.docker.network.bridge.inhibit_ipv4=true {net}` and reconnect the service, or create the sandbox with --private-routes"
+        );
+        let mut gap = |property: &'static str, detail: String, fix: String| {
+            gaps.push(Gap { routes: kinds.clone(), network: net.to_string(), property, detail, fix })
+        };
+        if !n.internal {
+            gap(
+                "egress",
+                format!("{net} is not internal: the sandbox can reach beyond {}", targets.join(", ")),
+                recreate.clone(),
+            );
+        }
+        if !(n.driver == "bridge" && n.inhibit_ipv4) {
+            gap(
+                "host",
+                format!("the host is reachable through {net}'s gateway address: any host service listening on 0.0.0.0 is exposed"),
+                recreate.clone(),
+            );
+        }
+        if n.private_for.as_deref() != Some(id) {
+            gap(
+                "shared",
+                format!("{net} is shared: every other sandbox routed to it can reach this one and resolve its name"),
+                "create the sandbox with --private-routes (its own network, with only the route's service on it)"
+                    .into(),
+            );
+        }
+    }
+    gaps
+}
+
+pub fn tier(gaps: &[Gap]) -> u8 {
+    if gaps.is_empty() {
+        2
+    } else {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(internal: bool, inhibit: bool, private_for: Option<&str>) -> NetInfo {
+        NetInfo {
+            internal,
+            driver: "bridge".into(),
+            inhibit_ipv4: inhibit,
+            private_for: private_for.map(str::to_string),
+        }
+    }
+
+    const ID: &str = "sbx-0123456789ab";
+
+    fn run(nets: &[(&str, &str)], info_of: &[(&str, NetInfo)]) -> Vec<(String, &'static str)> {
+        let routes: Vec<Route> = nets
+            .iter()
+            .map(|(k, n)| Route::parse(&format!("{k}:{}:80", n.trim_start_matches("sbx-"))).unwrap())
+            .collect();
+        let networks: Vec<(String, String)> = nets.iter().map(|(k, n)| (k.to_string(), n.to_string())).collect();
+        let info: BTreeMap<String, NetInfo> = info_of.iter().map(|(n, i)| (n.to_string(), i.clone())).collect();
+        assess(ID, &routes, &networks, &info).into_iter().map(|g| (g.network, g.property)).collect()
+    }
+
+    #[test]
+    fn only_a_private_internal_hostless_network_is_contained() {
+        assert!(run(&[("a", "sbx-p")], &[("sbx-p", info(true, true, Some(ID)))]).is_empty());
+        assert_eq!(run(&[("a", "sbx-p")], &[("sbx-p", info(true, true, None))]), [("sbx-p".into(), "shared")]);
+        assert_eq!(
+            run(&[("a", "sbx-p")], &[("sbx-p", info(true, true, Some("sbx-000000000000")))]),
+            [("sbx-p".into(), "shared")]
+        );
+        assert_eq!(run(&[("a", "sbx-p")], &[("sbx-p", info(true, false, Some(ID)))]), [("sbx-p".into(), "host")]);
+        assert_eq!(
+            run(&[("a", "sbx-p")], &[("sbx-p", info(false, false, None))]),
+            [("sbx-p".into(), "egress"), ("sbx-p".into(), "host"), ("sbx-p".into(), "shared")]
+        );
+        let mut overlay = info(true, true, Some(ID));
+        overlay.driver = "overlay".into();
+        assert_eq!(run(&[("a", "sbx-p")], &[("sbx-p", overlay)]), [("sbx-p".into(), "host")]);
+    }
+
+    #[test]
+    fn routes_sharing_a_network_are_reported_once() {
+        let gaps = run(&[("a", "sbx-p"), ("b", "sbx-p")], &[("sbx-p", info(true, false, None))]);
+        assert_eq!(gaps, [("sbx-p".into(), "host"), ("sbx-p".into(), "shared")]);
+        let routes = vec![Route::parse("a:p:1").unwrap(), Route::parse("b:p:2").unwrap()];
+        let nets = vec![("a".to_string(), "sbx-p".to_string()), ("b".to_string(), "sbx-p".to_string())];
+        let g = assess(ID, &routes, &nets, &BTreeMap::from([("sbx-p".to_string(), info(true, true, None))]));
+        assert_eq!(g[0].routes, ["a", "b"]);
+        assert_eq!(tier(&g), 1);
+        assert_eq!(tier(&[]), 2);
+    }
+}
