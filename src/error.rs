@@ -97,7 +97,7 @@ pub enum Error {
     UnknownRoute { id: String, kind: String, routes: Vec<String> },
     #[error("sandbox {id} is {state}, not running")]
     NotRunning { id: String, state: String },
-    #[error("sandbox {id} exited (code {code}) before binding its socket{}", tail_suffix(logs))]
+    #[error("sandbox {id} exited (code {code}{}) before binding its socket{}", if *code == 137 { ": SIGKILL, usually the OOM killer" } else { "" }, tail_suffix(logs))]
     DiedAtBoot { id: String, code: i32, logs: String },
     #[error("sandbox {id} did not bind {socket} within {waited}{}", tail_suffix(logs))]
     SocketTimeout { id: String, socket: String, waited: String, logs: String },

@@ -66,6 +66,10 @@ pub struct Record {
     pub time_left: Option<String>,
     /// Past its expiry (the watchdog or `sbx gc` removes it).
     pub expired: bool,
+    /// Once it has stopped: its exit code, and why it stopped in words.
+    pub exit_code: Option<i64>,
+    pub oom_killed: bool,
+    pub reason: Option<String>,
     #[serde(skip)]
     pub targets: BTreeMap<String, String>,
 }
@@ -105,8 +109,31 @@ impl RawContainer {
                 humantime::format_duration(std::time::Duration::from_secs(left.as_secs())).to_string()
             }),
             expired: expiry.is_some_and(|e| e <= now),
+            exit_code: self.exit_code(),
+            oom_killed: self.full["State"]["OOMKilled"] == true,
+            reason: self.stop_reason(),
             targets: serde_json::from_str(&l(TARGETS)).unwrap_or_default(),
         }
+    }
+
+    fn exit_code(&self) -> Option<i64> {
+        let st = &self.full["State"];
+        (st["Status"] == "exited" || st["Status"] == "dead").then(|| st["ExitCode"].as_i64()).flatten()
+    }
+
+    /// Why a stopped sandbox stopped; exit 137 is SIGKILL, usually the OOM killer.
+    fn stop_reason(&self) -> Option<String> {
+        let code = self.exit_code()?;
+        let mem = self.full["HostConfig"]["Memory"].as_i64().unwrap_or(0) / (1024 * 1024);
+        Some(if self.full["State"]["OOMKilled"] == true {
+            format!("killed by the OOM killer at its memory limit ({mem} MiB); raise --memory")
+        } else if code == 137 {
+            "killed by SIGKILL".to_string()
+        } else if code > 128 {
+            format!("killed by signal {}", code - 128)
+        } else {
+            format!("exited with code {code}")
+        })
     }
 
     /// Routes as declared at create time, revoked or not.
@@ -227,6 +254,21 @@ mod tests {
         let moved = humantime::parse_rfc3339("2026-11-29T09:59:00Z").unwrap();
         let r = raw.record(raw.expiry(Some(moved)), now);
         assert_eq!((r.time_left.as_deref(), r.expired), (Some("0s"), true));
+    }
+
+    #[test]
+    fn a_stopped_sandbox_says_why() {
+        let mut raw = inspected().remove(0);
+        assert_eq!(raw.record(None, SystemTime::now()).reason, None, "running");
+        raw.full["State"] = serde_json::json!({"Status": "exited", "ExitCode": 137, "OOMKilled": true});
+        raw.full["HostConfig"] = serde_json::json!({"Memory": 33554432});
+        let r = raw.record(None, SystemTime::now());
+        assert_eq!((r.exit_code, r.oom_killed), (Some(137), true));
+        assert!(r.reason.unwrap().contains("OOM killer at its memory limit (32 MiB)"));
+        raw.full["State"] = serde_json::json!({"Status": "exited", "ExitCode": 143, "OOMKilled": false});
+        assert_eq!(raw.record(None, SystemTime::now()).reason.as_deref(), Some("killed by signal 15"));
+        raw.full["State"] = serde_json::json!({"Status": "exited", "ExitCode": 3});
+        assert_eq!(raw.record(None, SystemTime::now()).reason.as_deref(), Some("exited with code 3"));
     }
 
     #[test]

@@ -127,3 +127,139 @@ fn strict_egress_refuses_a_shared_network_and_accepts_a_private_one() {
     let sb = w.create(&["--strict-egress", "--private-routes", "--route", &route]);
     assert_eq!(sb.inspect("{{index .Config.Labels \"sbx.tier\"}}"), "2");
 }
+
+#[test]
+fn a_sandbox_swapping_decoys_under_its_socket_never_gets_the_host_elsewhere() {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+
+    let w = World::new();
+    let sb = w.create(&["--", "swap", "60"]);
+    let dir = w.socket_root.join(&sb.id);
+    let sock = dir.join("sandbox.sock");
+    // Someone else's socket, for the sandbox to swap in: bound by uid 4242.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let mut other = Command::new(fixture_binary())
+        .arg("bind-other")
+        .arg(dir.join("other.sock"))
+        .uid(4242)
+        .gid(4242)
+        .spawn()
+        .unwrap();
+    let bound = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        dir.join("other.sock").exists()
+    });
+    assert!(bound, "the other uid never bound its socket");
+    std::fs::write(dir.join("go"), b"").unwrap();
+
+    let owners = sbx::socket::allowed_owners(Some(65534));
+    let (mut real, mut refused) = (0, std::collections::BTreeMap::<String, u32>::new());
+    let kinds = ["symlink", "regular file", "FIFO", "uid 4242"];
+    let mut tries = 0;
+    while tries < 50_000 && (real < 100 || kinds.iter().any(|k| !refused.contains_key(*k))) {
+        tries += 1;
+        match sbx::socket::connect_checked(&sock, &owners) {
+            Ok(mut s) => {
+                s.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+                let mut got = Vec::new();
+                let _ = s.read_to_end(&mut got);
+                assert_eq!(got, b"REAL\n", "attempt {tries}: sbx talked to something other than the sandbox");
+                real += 1;
+            }
+            Err(sbx::error::SocketError::Hostile { reason, .. }) => {
+                let kind = kinds
+                    .iter()
+                    .find(|k| reason.contains(*k))
+                    .unwrap_or_else(|| panic!("unexpected refusal: {reason}"));
+                *refused.entry(kind.to_string()).or_default() += 1;
+            }
+            // Between renames the entry is briefly missing, or the socket not yet listening.
+            Err(sbx::error::SocketError::Io { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    eprintln!("{tries} attempts: {real} reached the sandbox, refused {refused:?}");
+    assert!(real >= 100, "the real socket was reached only {real} times");
+    for k in kinds {
+        assert!(refused.contains_key(k), "never saw the {k} decoy refused in {tries} attempts: {refused:?}");
+    }
+    // The CLI under the same attack: the sandbox's bytes or a refusal, nothing else.
+    for _ in 0..20 {
+        let out = w.sbx(&["connect", &sb.id]);
+        match out.status.code() {
+            Some(0) => assert_eq!(out.stdout, b"REAL\n"),
+            Some(1) => assert!(out.stdout.is_empty(), "{}", stdout(&out)),
+            other => panic!("connect exited {other:?}: {}", stderr(&out)),
+        }
+    }
+    other.kill().unwrap();
+    other.wait().unwrap();
+}
+
+#[test]
+fn revoke_cuts_an_established_connection_on_its_next_use() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let w = World::new();
+    let net = Network::new(true);
+    let svc = Service::start(&net, &w.image);
+    let sb = w.create(&["--route", &format!("inference:{}:8080", svc.name)]);
+    let hold = |sb: &Sandbox| {
+        let mut child = Command::new("docker")
+            .args(["exec", &sb.id, "/bin/fixture", "hold", &svc.addr()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "connected");
+        (child, lines)
+    };
+    // Control: without a revoke, the held connection keeps working.
+    let (mut child, mut lines) = hold(&sb);
+    docker_ok(&["exec", &sb.id, "/bin/fixture", "write", "/tmp/go"]);
+    assert_eq!(lines.next().unwrap().unwrap(), "second: ok");
+    child.wait().unwrap();
+    // The same on a fresh sandbox (the image has no way to remove /tmp/go), now with a revoke.
+    let sb2 = w.create(&["--route", &format!("inference:{}:8080", svc.name)]);
+    let (mut child, mut lines) = hold(&sb2);
+    assert_success(&w.sbx(&["revoke", &sb2.id, "inference"]), "revoke");
+    assert_exit(&sb2.exec(&["dial", &svc.addr()]), 1, "a new connection after revoke");
+    docker_ok(&["exec", &sb2.id, "/bin/fixture", "write", "/tmp/go"]);
+    let second = lines.next().unwrap().unwrap();
+    assert!(second.starts_with("second: failed"), "the established connection survived revoke: {second}");
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_fork_bomb_stops_at_the_pids_limit() {
+    let w = World::new();
+    let sb = w.create(&["--pids", "40"]);
+    let out = sb.exec(&["forkbomb"]);
+    let text = stdout(&out);
+    let n: u32 = text.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{text}"));
+    assert!(text.contains("refused") && n < 40, "{text}");
+    // The sandbox itself is unharmed.
+    assert_eq!(sb.inspect("{{.State.Running}}"), "true");
+    let out = w.sbx(&["connect", &sb.id]);
+    assert_success(&out, "connect after the fork bomb");
+}
+
+#[test]
+fn a_memory_hog_is_killed_at_the_limit_and_the_reason_is_reported() {
+    let w = World::new();
+    let sb = w.create(&["--memory", "32", "--", "hog"]);
+    let mut rec = serde_json::Value::Null;
+    for _ in 0..200 {
+        rec = json(&w.sbx(&["inspect", &sb.id]));
+        if rec["state"] == "exited" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(rec["state"], "exited", "{rec}");
+    assert_eq!(rec["exit_code"], 137);
+    assert_eq!(rec["oom_killed"], true);
+    assert!(rec["reason"].as_str().unwrap().contains("OOM killer at its memory limit (32 MiB)"), "{rec}");
+}

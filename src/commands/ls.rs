@@ -77,6 +77,9 @@ mod tests {
             expires_at: None,
             time_left: None,
             expired: false,
+            exit_code: None,
+            oom_killed: false,
+            reason: None,
             targets: BTreeMap::new(),
         };
         let expired = Record {

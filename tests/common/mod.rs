@@ -55,8 +55,18 @@ pub fn fixture_image() -> String {
     IMAGE.get_or_init(build_fixture).clone()
 }
 
+/// The fixture binary itself, for tests that run it on the host.
+pub fn fixture_binary() -> PathBuf {
+    fixture_image();
+    fixture_dir().join("root/bin/fixture")
+}
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fixture-{}", std::process::id()))
+}
+
 fn build_fixture() -> String {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fixture-{}", std::process::id()));
+    let dir = fixture_dir();
     let root = dir.join("root");
     std::fs::create_dir_all(root.join("bin")).unwrap();
     std::fs::create_dir_all(root.join("tmp")).unwrap();
@@ -96,7 +106,6 @@ fn build_fixture() -> String {
         &format!("LABEL {label}"),
         tar.to_str().unwrap(),
     ]);
-    let _ = std::fs::remove_dir_all(&dir);
     id
 }
 
