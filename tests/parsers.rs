@@ -1,0 +1,149 @@
+//! The input parsers under fuzzing (proptest) and a corpus of hostile
+//! inputs. No Docker needed: everything here is refused or accepted before
+//! any docker call.
+
+use proptest::prelude::*;
+use sbx::spec::{self, ImageRef, MountSpec, Route};
+
+fn unescape(s: &str) -> String {
+    let mut out = String::new();
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('t') => out.push('\t'),
+            Some('0') => out.push('\0'),
+            Some(o) => out.push(o),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+fn refused(what: &str, input: &str) -> bool {
+    match what {
+        "image" => ImageRef::parse(input).is_err(),
+        "route" => Route::parse(input).is_err(),
+        "mount" => MountSpec::parse(input, true, &spec::docker_socket_paths(None)).is_err(),
+        "env" => spec::parse_env(input).is_err(),
+        "session" => spec::parse_session(input).is_err(),
+        "label" => spec::parse_label(input).is_err(),
+        "user" => spec::UserSpec::parse(input).is_err(),
+        "id" => spec::parse_id(input).is_err(),
+        "duration" => spec::parse_duration("d", input).is_err(),
+        "ttl" => spec::parse_ttl(input).is_err(),
+        other => panic!("unknown corpus kind {other}"),
+    }
+}
+
+#[test]
+fn every_hostile_input_in_the_corpus_is_refused() {
+    let corpus = include_str!("corpus/hostile_inputs.txt");
+    let mut n = 0;
+    for line in corpus.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (what, input) = line.split_once('\t').unwrap_or_else(|| panic!("bad corpus line {line:?}"));
+        let input = unescape(input);
+        assert!(refused(what, &input), "{what} {input:?} was accepted");
+        n += 1;
+    }
+    assert!(n > 100, "corpus too small: {n}");
+}
+
+/// A spelling of an IPv4 address as inet_aton reads it: 1-4 parts, each in
+/// decimal, octal or hex.
+fn spell(addr: u32, parts: usize, bases: &[u8]) -> String {
+    let bytes = addr.to_be_bytes();
+    let mut nums: Vec<u64> = bytes[..parts - 1].iter().map(|b| *b as u64).collect();
+    let rest_bytes = &bytes[parts - 1..];
+    nums.push(rest_bytes.iter().fold(0u64, |acc, b| (acc << 8) | *b as u64));
+    nums.iter()
+        .zip(bases.iter().cycle())
+        .map(|(n, base)| match base % 3 {
+            0 => n.to_string(),
+            1 => format!("0{n:o}"),
+            _ => format!("0x{n:x}"),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn loopback_in_any_spelling_is_refused(low in 0u32..(1 << 24), parts in 1usize..=4, bases in proptest::collection::vec(0u8..3, 4)) {
+        let addr = (127u32 << 24) | low;
+        let host = spell(addr, parts, &bases);
+        let err = Route::parse(&format!("k:{host}:80")).unwrap_err();
+        prop_assert!(err.reason.contains("loopback"), "{host}: {}", err.reason);
+    }
+
+    #[test]
+    fn an_accepted_route_is_a_safe_dns_name(s in "\\PC{0,40}") {
+        if let Ok(r) = Route::parse(&s) {
+            prop_assert!(r.host.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'), "{r:?}");
+            prop_assert!(!sbx::spec::is_loopback(&r.host));
+            prop_assert!(!r.host.starts_with('-'));
+            prop_assert_eq!(r.network(), format!("sbx-{}", r.host));
+            prop_assert!(spec::validate_kind(&r.kind).is_ok());
+        }
+    }
+
+    #[test]
+    fn an_accepted_route_from_route_like_input_is_safe(kind in "[a-z]{1,5}", host in "[a-zA-Z0-9.:;$ -]{0,20}", port in "[0-9x]{0,6}") {
+        if let Ok(r) = Route::parse(&format!("{kind}:{host}:{port}")) {
+            prop_assert!(r.host.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'));
+            prop_assert!(!sbx::spec::is_loopback(&r.host));
+        }
+    }
+
+    #[test]
+    fn an_accepted_image_is_pinned(s in "\\PC{0,90}") {
+        if let Ok(i) = ImageRef::parse(&s) {
+            let digest = i.as_str().rsplit('@').next().unwrap();
+            let hex = digest.strip_prefix("sha256:").unwrap();
+            prop_assert_eq!(hex.len(), 64);
+            prop_assert!(!i.as_str().starts_with('-'));
+        }
+    }
+
+    #[test]
+    fn a_pinned_image_is_accepted(hex in "[0-9a-f]{64}", repo in "[a-z][a-z0-9]{0,10}(/[a-z0-9]{1,8})?") {
+        let bare = format!("sha256:{hex}");
+        prop_assert!(ImageRef::parse(&bare).is_ok());
+        let pinned = format!("{repo}@sha256:{hex}");
+        prop_assert!(ImageRef::parse(&pinned).is_ok());
+    }
+
+    #[test]
+    fn an_accepted_mount_cannot_inject_options(target in "\\PC{0,30}") {
+        let spec_str = format!("/tmp:{target}");
+        if let Ok(m) = MountSpec::parse(&spec_str, true, &[]) {
+            let arg = m.mount_arg();
+            prop_assert_eq!(arg.matches(',').count(), 3, "{}", arg);
+            prop_assert!(!arg.contains('"') && !arg.contains('\n'));
+            prop_assert!(m.sandbox.starts_with('/') && !m.sandbox.contains(".."));
+            for forbidden in ["/proc", "/sys", "/dev", "/run/sandbox"] {
+                prop_assert!(!std::path::Path::new(&m.sandbox).starts_with(forbidden));
+            }
+        }
+    }
+
+    #[test]
+    fn accepted_env_session_and_ids_are_plain(s in "\\PC{0,30}") {
+        if let Ok((k, _)) = spec::parse_env(&s) {
+            prop_assert!(!k.starts_with("SBX_") && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+        }
+        if let Ok(k) = spec::parse_session(&s) {
+            prop_assert!(k.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)));
+        }
+        if let Ok(id) = spec::parse_id(&s) {
+            prop_assert!(id.len() == 16 && !id.contains('/'));
+        }
+    }
+}
