@@ -263,3 +263,33 @@ fn a_memory_hog_is_killed_at_the_limit_and_the_reason_is_reported() {
     assert_eq!(rec["oom_killed"], true);
     assert!(rec["reason"].as_str().unwrap().contains("OOM killer at its memory limit (32 MiB)"), "{rec}");
 }
+
+#[test]
+fn dns_for_outside_names_stays_inside_the_sandbox() {
+    // CVE-2024-29018: on engines before 26.0.0 / 25.0.4 / 23.0.11 the embedded
+    // resolver forwards from the host. With sbx's `--dns 127.0.0.1` it must
+    // forward into the sandbox's own namespace instead: a listener there (and
+    // nothing on the host) receives the query. No control runs without the
+    // fix: that would send a query to the host's real resolver.
+    let w = World::new();
+    let net = Network::new(true);
+    let svc = Service::start(&net, &w.image);
+    let sb = w.create(&["--private-routes", "--route", &format!("inference:{}:8080", svc.name)]);
+    let mut sink = Command::new("docker")
+        .args(["exec", &sb.id, "/bin/fixture", "dns-sink"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(sink.stdout.as_mut().unwrap()), &mut first).unwrap();
+    assert_eq!(first.trim(), "listening");
+    // Control: the route's own name is answered by the embedded resolver itself.
+    let out = sb.exec(&["dns-ask", &svc.name]);
+    assert!(stdout(&out).contains("answers=1"), "the service's name did not resolve: {}", stdout(&out));
+    assert_exit(&sb.exec(&["exists", "/tmp/dns-hit"]), 1, "an internal name must not be forwarded");
+    // An outside name: forwarded, but only as far as the sandbox's own loopback.
+    let _ = sb.exec(&["dns-ask", "sbx-leak-check.invalid"]);
+    assert_success(&sb.exec(&["exists", "/tmp/dns-hit"]), "the outside lookup reached the sandbox's own resolver");
+    sink.kill().unwrap();
+    sink.wait().unwrap();
+}
