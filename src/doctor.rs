@@ -234,11 +234,20 @@ impl Doctor<'_> {
                     for r in routes {
                         let n = r.network();
                         let name = format!("route {}", r.kind);
-                        match report.nets.get(&n).map(|i| i.internal) {
-                            Some(true) => usable.push(r.clone()),
-                            Some(false) => {
-                                checks.push(check(&name, Status::Fail, format!("network {n} is not internal: the sandbox could reach beyond {}", r.target),
-                                    Some(format!("`docker network rm {n} && docker network create --internal {n}`, then reconnect the service"))));
+                        match report.nets.get(&n) {
+                            Some(info) => {
+                                // What a sandbox on this shared network would reach besides the target.
+                                let one = [(r.kind.clone(), n.clone())];
+                                let nets = std::collections::BTreeMap::from([(n.clone(), info.clone())]);
+                                for g in crate::boundary::assess("", std::slice::from_ref(r), &one, &nets) {
+                                    let status = if g.property == "egress" { Status::Fail } else { Status::Warn };
+                                    checks.push(check(
+                                        &format!("{name} {}", g.property),
+                                        status,
+                                        format!("{}; tier 1", g.detail),
+                                        Some(g.fix),
+                                    ));
+                                }
                                 usable.push(r.clone());
                             }
                             None => checks.push(check(

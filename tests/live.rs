@@ -413,3 +413,53 @@ fn every_sandbox_create_makes_passes_the_audit() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_hostile_corpus_exits_2_at_the_cli_and_creates_nothing() {
+    let w = World::new();
+    let corpus = include_str!("corpus/hostile_inputs.txt");
+    let mut ran = 0;
+    for line in corpus.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (what, raw) = line.split_once('\t').unwrap();
+        let input = raw.replace("\\n", "\n").replace("\\r", "\r").replace("\\t", "\t").replace("\\\\", "\\");
+        if input.contains("\\0") {
+            continue; // a NUL cannot be passed in argv at all
+        }
+        let img = w.image.clone();
+        let label = w.case_label();
+        let mut args: Vec<String> = match what {
+            "id" => vec!["destroy".into(), input.clone()],
+            _ => vec!["create".into(), "--label".into(), label, "--image".into()],
+        };
+        if what != "id" {
+            if what == "image" {
+                args.push(input.clone());
+            } else {
+                args.push(img);
+                let flag = match what {
+                    "route" => "--route",
+                    "mount" => "--ro",
+                    "env" => "--env",
+                    "session" => "--session",
+                    "label" => "--label",
+                    "user" => "--user",
+                    "duration" => "--socket-wait",
+                    "ttl" => "--ttl",
+                    other => panic!("unknown corpus kind {other}"),
+                };
+                args.push(format!("{flag}={input}"));
+            }
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = w.sbx(&refs);
+        assert_exit(&out, 2, &format!("{what} {input:?}"));
+        assert!(
+            stderr(&out).contains("invalid") || stderr(&out).contains("error:"),
+            "{what} {input:?}: {}",
+            stderr(&out)
+        );
+        ran += 1;
+    }
+    assert!(ran > 100);
+    w.assert_nothing_left();
+}
