@@ -52,6 +52,28 @@ pub enum Command {
     Ls,
     /// Print one sandbox's record as JSON.
     Inspect(IdArg),
+    /// Run a command in a sandbox; its exit code becomes sbx's (126/127: cannot run / not found).
+    Exec(ExecArgs),
+    /// List background processes started with `exec -d`.
+    Ps(IdArg),
+    /// Signal a background process's whole process group.
+    Kill(KillArgs),
+    /// The sandbox's own output, or a background process's combined output.
+    Logs(LogsArgs),
+    /// An interactive terminal in the sandbox, with the image's shell.
+    Shell(IdArg),
+    /// Copy files or directories between host and sandbox; one side is ID:/path.
+    Cp(CpArgs),
+    /// CPU %, memory (without page cache) and limit, network bytes, pids.
+    Stats(StatsArgs),
+    /// Forward 127.0.0.1 ports to the sandbox's own loopback ports, even with no network.
+    PortForward(PortForwardArgs),
+    /// Wait until something in the sandbox listens on PORT.
+    WaitPort(WaitPortArgs),
+    /// Write the sandbox's /state/workspace as a tar stream to stdout.
+    Backup(IdArg),
+    /// Replace the sandbox's /state/workspace with a tar stream from stdin.
+    Restore(IdArg),
     /// Check a sandbox against the CIS Docker Benchmark runtime rules; exit 1 on any failure.
     Audit(IdArg),
     /// Set a sandbox's time to live to DURATION from now (extend or shorten).
@@ -179,4 +201,88 @@ pub struct DestroyArgs {
     /// Sandbox ids.
     #[arg(required = true)]
     pub ids: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Sandbox id.
+    pub id: String,
+    /// Keep stdin open and pass it to the command.
+    #[arg(short, long)]
+    pub interactive: bool,
+    /// Allocate a terminal.
+    #[arg(short, long)]
+    pub tty: bool,
+    /// Environment variable K=V for the command. Repeatable.
+    #[arg(short = 'e', long = "env", value_name = "K=V")]
+    pub env: Vec<String>,
+    /// Working directory (absolute).
+    #[arg(short = 'w', long = "workdir", value_name = "DIR")]
+    pub workdir: Option<String>,
+    /// Numeric UID[:GID] to run as [default: the sandbox's user].
+    #[arg(short = 'u', long = "user", value_name = "UID[:GID]")]
+    pub user: Option<String>,
+    /// Start in the background and print a process handle (see `sbx ps`, `kill`, `logs`).
+    #[arg(short = 'd', long)]
+    pub detach: bool,
+    /// The command and its arguments, passed through unchanged.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    pub id: String,
+    /// Process handle from `sbx exec -d`.
+    pub handle: String,
+    /// Signal name or number.
+    #[arg(long, short, default_value = "TERM")]
+    pub signal: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    pub id: String,
+    /// A background process handle; without it, the sandbox's own output.
+    pub handle: Option<String>,
+    /// Keep following new output.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only the last N lines.
+    #[arg(long, value_name = "N")]
+    pub tail: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct CpArgs {
+    /// Source: a host path or ID:/path.
+    pub src: String,
+    /// Destination: a host path or ID:/path.
+    pub dst: String,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+    /// Refresh every 2 seconds until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PortForwardArgs {
+    pub id: String,
+    /// [LOCAL:]PORT: listen on 127.0.0.1:LOCAL (0 or none: a free port), relay to the sandbox's PORT.
+    #[arg(required = true, value_name = "[LOCAL:]PORT")]
+    pub ports: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitPortArgs {
+    pub id: String,
+    pub port: u16,
+    /// Give up after this long [default: 30s].
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
 }

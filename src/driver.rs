@@ -160,6 +160,7 @@ impl ContainerDriver {
         let expires = spec.ttl.map(|t| now + t);
         let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
         let owner = state::owner_token(key, &id);
+        let helper = crate::helper::install(&state.dir)?;
         // Recorded before anything exists, so `gc` can tell a create in
         // flight from one whose process died (pid reuse included).
         if let Some(me) = ProcId::current() {
@@ -187,6 +188,7 @@ impl ContainerDriver {
                 networks: &routes.networks,
                 private: &routes.private,
                 dns,
+                helper: helper.as_deref(),
             };
             self.make_private(&id, &owner, &routes.private)
                 .and_then(|()| self.start_and_wait(&plan))

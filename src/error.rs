@@ -103,6 +103,12 @@ pub enum Error {
     SocketTimeout { id: String, socket: String, waited: String, logs: String },
     #[error("audit of {id}: failed rules: {}", failed.join(", "))]
     AuditFailed { id: String, failed: Vec<String> },
+    #[error("sandbox {id} has no sbx helper at /run/sbx/helper (made by an older sbx, or this sbx was built without a static libc)")]
+    HelperMissing { id: String },
+    #[error("the image of sandbox {id} has no shell ({tried})")]
+    NoShell { id: String, tried: String },
+    #[error("{command} exited with {code}{}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
+    CommandFailed { command: String, code: i32, stderr: String },
     #[error("doctor: failed checks: {}", failed.join(", "))]
     DoctorFailed { failed: Vec<String> },
     #[error("interrupted by signal {signal}; what was made has been removed")]
@@ -146,6 +152,9 @@ impl Error {
             | Error::SocketTimeout { .. }
             | Error::DoctorFailed { .. }
             | Error::AuditFailed { .. }
+            | Error::HelperMissing { .. }
+            | Error::NoShell { .. }
+            | Error::CommandFailed { .. }
             | Error::Io { .. } => EXIT_FAILED,
         }
     }
@@ -173,6 +182,9 @@ impl Error {
             Error::Interrupted { .. } => "interrupted",
             Error::DoctorFailed { .. } => "doctor_failed",
             Error::AuditFailed { .. } => "audit_failed",
+            Error::HelperMissing { .. } => "helper_missing",
+            Error::NoShell { .. } => "no_shell",
+            Error::CommandFailed { .. } => "command_failed",
             Error::Io { .. } => "io",
         }
     }
@@ -229,6 +241,9 @@ impl Error {
             }
             Error::Interrupted { .. } => return None,
             Error::DoctorFailed { .. } => "each failed check above says how to fix it".into(),
+            Error::HelperMissing { id } => format!("recreate the sandbox with this sbx (`sbx destroy {id}`, then `sbx create ...`); build sbx where a static libc is installed (Debian: libc6-dev)"),
+            Error::NoShell { id, .. } => format!("run a program directly: `sbx exec -i -t {id} -- PROGRAM`"),
+            Error::CommandFailed { .. } => return None,
             Error::AuditFailed { id, .. } => format!("`sbx destroy {id}`; a sandbox made by `sbx create` passes every rule, so look for a changed engine default"),
             Error::Io { .. } => return None,
         })

@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod driver;
 pub mod error;
 pub mod gc;
+pub mod helper;
 pub mod interrupt;
 pub mod probe;
 pub mod record;
@@ -21,6 +22,8 @@ pub mod relay;
 pub mod socket;
 pub mod spec;
 pub mod state;
+pub mod transfer;
+pub mod workbench;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -81,7 +84,7 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     init_tracing(cli.verbose);
     let json = cli.json;
     match commands::dispatch(cli, &env) {
-        Ok(()) => EXIT_OK,
+        Ok(code) => code,
         Err(e) => {
             report(&e, json);
             e.exit_code()

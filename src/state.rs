@@ -52,6 +52,11 @@ impl StateChoice {
     pub fn resolve(&self) -> Result<State> {
         let mut tried = Vec::new();
         for p in self.candidates() {
+            // The helper is bind-mounted from here with `--mount src=...`.
+            if p.to_string_lossy().contains([',', '"', '\n', '\r']) {
+                tried.push(format!("{} (',', '\"' or newlines cannot be passed to docker --mount)", p.display()));
+                continue;
+            }
             match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&p) {
                 Ok(()) if nix::unistd::access(&p, nix::unistd::AccessFlags::W_OK).is_ok() => {
                     return Ok(State { dir: p })

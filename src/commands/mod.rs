@@ -2,14 +2,21 @@
 //! and prints the result (data on stdout, everything else on stderr).
 
 mod audit;
+mod backup;
 mod connect;
+mod cp;
 mod create;
 mod destroy;
 mod doctor;
+mod exec;
 mod gc;
 mod inspect;
+mod logs;
 mod ls;
+mod port_forward;
+mod ps;
 mod revoke;
+mod stats;
 mod ttl;
 pub(crate) mod watchdog;
 
@@ -19,7 +26,8 @@ use crate::cli::{Cli, Command};
 use crate::error::{Error, Result};
 use crate::{Dirs, Env};
 
-pub fn dispatch(cli: Cli, env: &Env) -> Result<()> {
+/// Run the command; Ok carries the exit code (`exec` passes its command's on).
+pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
     let json = cli.json;
     // An empty SBX_SOCKET_DIR / SBX_DATA_DIR means unset, as for most path variables.
     let dirs = Dirs {
@@ -27,19 +35,31 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<()> {
         state_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()),
     };
     let dirs = &dirs;
+    let done = |r: Result<()>| r.map(|()| 0u8);
     match cli.command {
-        Command::Create(a) => create::exec(*a, json, env, dirs),
-        Command::Connect(a) => connect::exec(&a.id, env, dirs),
-        Command::Revoke(a) => revoke::exec(&a.id, &a.kind, json, env, dirs),
-        Command::Destroy(a) => destroy::exec(&a.ids, json, env, dirs),
-        Command::Ls => ls::exec(json, env, dirs),
-        Command::Inspect(a) => inspect::exec(&a.id, env, dirs),
-        Command::Audit(a) => audit::exec(&a.id, json, env, dirs),
-        Command::Ttl(a) => ttl::exec(&a.id, &a.duration, json, env, dirs),
-        Command::Gc(a) => gc::exec(a.dry_run, json, env, dirs),
-        Command::Doctor(a) => doctor::exec(&a.routes, json, env, dirs),
-        Command::Probe(a) => crate::probe::serve(&a.targets).map_err(|e| Error::io("probe", e)),
-        Command::Watchdog(a) => watchdog::exec(&a.id, &a.dir, env, dirs),
+        Command::Exec(a) => exec::exec(a, env, dirs),
+        Command::Ps(a) => done(ps::ps(&a.id, json, env, dirs)),
+        Command::Kill(a) => done(ps::kill(&a, env, dirs)),
+        Command::Logs(a) => logs::exec(&a, env, dirs),
+        Command::Shell(a) => exec::shell(&a.id, env, dirs),
+        Command::Cp(a) => done(cp::exec(&a.src, &a.dst, env, dirs)),
+        Command::Stats(a) => done(stats::exec(&a.ids, a.watch, json, env, dirs)),
+        Command::PortForward(a) => done(port_forward::exec(&a.id, &a.ports, env, dirs)),
+        Command::WaitPort(a) => done(port_forward::wait_port(&a, env, dirs)),
+        Command::Backup(a) => done(backup::backup(&a.id, env, dirs)),
+        Command::Restore(a) => done(backup::restore(&a.id, env, dirs)),
+        Command::Create(a) => done(create::exec(*a, json, env, dirs)),
+        Command::Connect(a) => done(connect::exec(&a.id, env, dirs)),
+        Command::Revoke(a) => done(revoke::exec(&a.id, &a.kind, json, env, dirs)),
+        Command::Destroy(a) => done(destroy::exec(&a.ids, json, env, dirs)),
+        Command::Ls => done(ls::exec(json, env, dirs)),
+        Command::Inspect(a) => done(inspect::exec(&a.id, env, dirs)),
+        Command::Audit(a) => done(audit::exec(&a.id, json, env, dirs)),
+        Command::Ttl(a) => done(ttl::exec(&a.id, &a.duration, json, env, dirs)),
+        Command::Gc(a) => done(gc::exec(a.dry_run, json, env, dirs)),
+        Command::Doctor(a) => done(doctor::exec(&a.routes, json, env, dirs)),
+        Command::Probe(a) => done(crate::probe::serve(&a.targets).map_err(|e| Error::io("probe", e))),
+        Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, env, dirs)),
     }
 }
 

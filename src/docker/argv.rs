@@ -45,6 +45,8 @@ pub struct RunPlan<'a> {
     pub private: &'a [(String, String)],
     /// `--dns` for the sandbox (see `boundary::CONTAINED_DNS`).
     pub dns: Option<&'a str>,
+    /// The in-sandbox helper on the host, mounted read-only (see `helper`).
+    pub helper: Option<&'a Path>,
 }
 
 impl RunPlan<'_> {
@@ -127,6 +129,9 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         None => push("--tmpfs", format!("/state:rw,exec,nosuid,size=512m,mode=1777,{own}")),
     }
     push("--mount", format!("type=bind,src={},dst={SANDBOX_SOCKET_DIR}", plan.socket_dir.display()));
+    if let Some(h) = plan.helper {
+        push("--mount", format!("type=bind,src={},dst={},readonly", h.display(), crate::helper::SANDBOX_PATH));
+    }
     for m in &s.mounts {
         push("--mount", m.mount_arg());
     }
@@ -288,6 +293,7 @@ mod tests {
             networks: Box::leak(networks.into_boxed_slice()),
             private: &[],
             dns: None,
+            helper: None,
         }
     }
 

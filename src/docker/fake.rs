@@ -134,6 +134,11 @@ impl DockerExec for FakeDocker {
         self.run(args)
     }
 
+    fn run_attached(&self, args: &[OsString], _attach: super::Attach) -> Result<(i32, String), DockerError> {
+        let out = self.run(args)?;
+        Ok((out.status, out.stderr_str()))
+    }
+
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
         let argv = strings(args);
         let mut st = self.state.lock().unwrap();

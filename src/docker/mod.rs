@@ -42,6 +42,17 @@ impl Output {
     }
 }
 
+/// How an attached docker command shares sbx's terminal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Attach {
+    /// Pass sbx's stdin through (`exec -i`); otherwise /dev/null.
+    pub stdin: bool,
+    /// Forward docker's stderr as it comes but keep its first bytes, so
+    /// sbx can tell "docker could not start the command" from the
+    /// command's own failure. Off for a TTY, where stderr is the terminal.
+    pub capture_stderr: bool,
+}
+
 /// A docker process left running while sbx does other work (`docker wait`).
 pub trait Background: Send {
     /// `Some` once the process has exited. Dropping the handle kills it.
@@ -56,6 +67,10 @@ pub trait DockerExec: Send + Sync {
     fn run_input(&self, args: &[OsString], input: &[u8]) -> Result<Output, DockerError>;
     /// Start `docker ARGS...` and return at once.
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError>;
+    /// Run with sbx's stdout (and stdin, stderr as `attach` says), in sbx's
+    /// own process group so a TTY works; returns the exit status and the
+    /// first bytes of stderr when captured.
+    fn run_attached(&self, args: &[OsString], attach: Attach) -> Result<(i32, String), DockerError>;
 }
 
 /// Run and require exit 0.
@@ -92,6 +107,13 @@ pub struct RealDocker {
 impl RealDocker {
     pub fn new(program: Option<OsString>) -> Self {
         RealDocker { program: program.unwrap_or_else(|| OsString::from("docker")) }
+    }
+
+    /// A docker command with piped stdio, for relays that manage the process themselves.
+    pub fn piped(&self, args: &[OsString]) -> Command {
+        let mut cmd = self.command(args);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd
     }
 
     fn command(&self, args: &[OsString]) -> Command {
@@ -141,12 +163,62 @@ impl DockerExec for RealDocker {
         Ok(Output { status, stdout: out.stdout, stderr: out.stderr })
     }
 
+    fn run_attached(&self, args: &[OsString], attach: Attach) -> Result<(i32, String), DockerError> {
+        tracing::debug!(command = %render(args), "docker (attached)");
+        let mut cmd = Command::new(&self.program);
+        cmd.args(args);
+        cmd.stdin(if attach.stdin { Stdio::inherit() } else { Stdio::null() });
+        if attach.capture_stderr {
+            // docker exec reports "could not start" on stdout or stderr
+            // depending on the version: watch both, pass both through.
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        let mut child = cmd.spawn().map_err(|e| self.spawn_err(e))?;
+        let out = child.stdout.take().map(|s| forward(s, std::io::stdout));
+        let err = child.stderr.take().map(|s| forward(s, std::io::stderr));
+        let status = child.wait().map_err(|e| self.spawn_err(e))?;
+        let mut head = String::new();
+        for t in [out, err].into_iter().flatten() {
+            head.push_str(&t.join().unwrap_or_default());
+        }
+        let code =
+            status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
+        Ok((code, head))
+    }
+
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
         tracing::debug!(command = %render(args), "docker (background)");
         let child =
             self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
         Ok(Box::new(RealBackground { child }))
     }
+}
+
+/// Copy a child's stream to ours as it comes (binary-safe, flushed per
+/// read); returns its first 4 KiB as text.
+fn forward<R, W, F>(mut from: R, to: F) -> std::thread::JoinHandle<String>
+where
+    R: Read + Send + 'static,
+    W: std::io::Write,
+    F: FnOnce() -> W + Send + 'static,
+{
+    std::thread::spawn(move || {
+        let mut to = to();
+        let mut head = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if to.write_all(&buf[..n]).and_then(|()| to.flush()).is_err() {
+                break;
+            }
+            if head.len() < 4096 {
+                head.extend_from_slice(&buf[..n.min(4096 - head.len())]);
+            }
+        }
+        String::from_utf8_lossy(&head).into_owned()
+    })
 }
 
 struct RealBackground {

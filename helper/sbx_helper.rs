@@ -1,0 +1,489 @@
+//! sbx-helper: the tools sbx needs inside a sandbox whose image may have no
+//! shell, no coreutils, no tar. Built by build.rs as a static binary (std
+//! only, so plain rustc builds it), embedded in sbx, and bind-mounted
+//! read-only at /run/sbx/helper in every sandbox. It runs as the sandbox's
+//! own user with the sandbox's confinement: it can do nothing the sandbox
+//! cannot already do.
+//!
+//! Commands (argv[1]):
+//!   bg HANDLE -- CMD...        start CMD in the background under a supervisor; print its pid
+//!   supervise HANDLE -- CMD... (internal) run CMD in its own process group, record pid and exit
+//!   ps                         one JSON object per background process
+//!   kill HANDLE SIGNUM         signal the process group of HANDLE
+//!   logs HANDLE [-f] [TAIL]    combined output of HANDLE (TAIL lines, or all: -1)
+//!   wait-port PORT MILLIS      exit 0 once something listens on PORT, 1 on timeout
+//!   relay PORT                 relay stdin/stdout to 127.0.0.1:PORT (or [::1]:PORT)
+//!   get PATH                   write PATH (file, directory or symlink, never followed) as a record stream
+//!   put DEST [--replace]       read a record stream into DEST
+//!   find-shell                 print the first shell the image has
+//!
+//! Record stream: per entry a type byte (b'F' file, b'D' directory, b'L'
+//! symlink, b'E' end), mode (u32 BE), path length (u16 BE), the relative
+//! path, data length (u64 BE), data (file content or link target).
+
+use std::io::{self, BufWriter, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BG: &str = "/tmp/.sbx-bg";
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let code = match arg(1).as_str() {
+        "bg" => bg(&arg(2), after_dashes(&args)),
+        "supervise" => supervise(&arg(2), after_dashes(&args)),
+        "ps" => ps(),
+        "kill" => signal(&arg(2), arg(3).parse().unwrap_or(15)),
+        "logs" => logs(&arg(2), args.iter().any(|a| a == "-f"), args.last().and_then(|t| t.parse().ok()).unwrap_or(-1)),
+        "wait-port" => wait_port(arg(2).parse().unwrap_or(0), arg(3).parse().unwrap_or(0)),
+        "relay" => relay(arg(2).parse().unwrap_or(0)),
+        "get" => report(get(Path::new(&arg(2)))),
+        "put" => report(put(Path::new(&arg(2)), args.iter().any(|a| a == "--replace"))),
+        "find-shell" => find_shell(),
+        other => {
+            eprintln!("sbx-helper: unknown command {other:?}");
+            64
+        }
+    };
+    std::process::exit(code);
+}
+
+fn after_dashes(args: &[String]) -> &[String] {
+    match args.iter().position(|a| a == "--") {
+        Some(i) => &args[i + 1..],
+        None => &[],
+    }
+}
+
+fn report(r: io::Result<()>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sbx-helper: {e}");
+            1
+        }
+    }
+}
+
+fn handle_dir(handle: &str) -> Option<PathBuf> {
+    let ok = !handle.is_empty() && handle.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    ok.then(|| Path::new(BG).join(handle))
+}
+
+/// Start the supervisor detached, wait until CMD has started (or failed to).
+fn bg(handle: &str, cmd: &[String]) -> i32 {
+    let Some(dir) = handle_dir(handle) else { return 64 };
+    if cmd.is_empty() || std::fs::create_dir_all(&dir).is_err() {
+        eprintln!("sbx-helper: cannot prepare {}", dir.display());
+        return 1;
+    }
+    let _ = std::fs::write(dir.join("cmd"), cmd.join("\u{0}"));
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/run/sbx/helper"));
+    let spawned = Command::new(exe)
+        .arg("supervise")
+        .arg(handle)
+        .arg("--")
+        .args(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn();
+    if let Err(e) = spawned {
+        eprintln!("sbx-helper: cannot start the supervisor: {e}");
+        return 1;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(err) = std::fs::read_to_string(dir.join("error")) {
+            eprintln!("{}", err.trim());
+            return std::fs::read_to_string(dir.join("exit")).ok().and_then(|c| c.trim().parse().ok()).unwrap_or(127);
+        }
+        if let Ok(pid) = std::fs::read_to_string(dir.join("pid")) {
+            println!("{}", pid.trim());
+            return 0;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!("sbx-helper: {handle} did not start within 10s");
+    1
+}
+
+fn supervise(handle: &str, cmd: &[String]) -> i32 {
+    let Some(dir) = handle_dir(handle) else { return 64 };
+    let log = match std::fs::OpenOptions::new().create(true).append(true).open(dir.join("log")) {
+        Ok(f) => f,
+        Err(_) => return 1,
+    };
+    let err_log = log.try_clone();
+    let mut c = Command::new(&cmd[0]);
+    c.args(&cmd[1..]).stdin(Stdio::null()).stdout(log).process_group(0);
+    if let Ok(e) = err_log {
+        c.stderr(e);
+    }
+    let mut child = match c.spawn() {
+        Ok(ch) => ch,
+        Err(e) => {
+            let code = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
+            let _ = std::fs::write(dir.join("exit"), format!("{code}\n"));
+            let _ = std::fs::write(dir.join("error"), format!("sbx-helper: cannot run {:?}: {e}\n", cmd[0]));
+            return code;
+        }
+    };
+    let _ = std::fs::write(dir.join("pid.tmp"), format!("{}\n", child.id()));
+    let _ = std::fs::rename(dir.join("pid.tmp"), dir.join("pid"));
+    let code = match child.wait() {
+        Ok(st) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
+        Err(_) => 255,
+    };
+    let _ = std::fs::write(dir.join("exit.tmp"), format!("{code}\n"));
+    let _ = std::fs::rename(dir.join("exit.tmp"), dir.join("exit"));
+    0
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn ps() -> i32 {
+    let mut entries: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(BG)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.file_name().into_string().ok()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    entries.sort();
+    for (_, h) in entries {
+        let dir = Path::new(BG).join(&h);
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok().map(|s| s.trim().to_string());
+        let cmd: Vec<String> = read("cmd").unwrap_or_default().split('\u{0}').map(json_str).collect();
+        let pid = read("pid").unwrap_or_else(|| "null".into());
+        let exit = read("exit");
+        let running = exit.is_none() && Path::new(&format!("/proc/{pid}")).exists();
+        println!(
+            "{{\"handle\":{},\"pid\":{},\"command\":[{}],\"running\":{},\"exit_code\":{}}}",
+            json_str(&h),
+            pid,
+            cmd.join(","),
+            running,
+            exit.unwrap_or_else(|| "null".into())
+        );
+    }
+    0
+}
+
+fn signal(handle: &str, sig: i32) -> i32 {
+    let Some(dir) = handle_dir(handle) else { return 64 };
+    let Some(pid) = std::fs::read_to_string(dir.join("pid")).ok().and_then(|p| p.trim().parse::<i32>().ok()) else {
+        eprintln!("sbx-helper: no background process {handle}");
+        return 1;
+    };
+    if dir.join("exit").exists() {
+        eprintln!("sbx-helper: {handle} has already exited");
+        return 1;
+    }
+    // The whole process group: the command and every child it started.
+    if unsafe { kill(-pid, sig) } != 0 {
+        eprintln!("sbx-helper: kill {handle}: {}", io::Error::last_os_error());
+        return 1;
+    }
+    0
+}
+
+fn logs(handle: &str, follow: bool, tail: i64) -> i32 {
+    let Some(dir) = handle_dir(handle) else { return 64 };
+    let path = dir.join("log");
+    let Ok(mut f) = std::fs::File::open(&path) else {
+        eprintln!("sbx-helper: no background process {handle}");
+        return 1;
+    };
+    let mut all = Vec::new();
+    let _ = f.read_to_end(&mut all);
+    let start = if tail >= 0 {
+        let mut n = 0;
+        let mut at = all.len();
+        for (i, b) in all.iter().enumerate().rev() {
+            if *b == b'\n' && i + 1 != all.len() {
+                n += 1;
+                if n > tail {
+                    break;
+                }
+            }
+            at = i;
+        }
+        if tail == 0 {
+            all.len()
+        } else {
+            at
+        }
+    } else {
+        0
+    };
+    let out = io::stdout();
+    let mut out = out.lock();
+    let _ = out.write_all(&all[start..]);
+    let _ = out.flush();
+    if follow {
+        let mut buf = vec![0u8; 65536];
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => {
+                    if dir.join("exit").exists() {
+                        // One last read: the process may have written just before exiting.
+                        while let Ok(n) = f.read(&mut buf) {
+                            if n == 0 {
+                                break;
+                            }
+                            let _ = out.write_all(&buf[..n]);
+                        }
+                        let _ = out.flush();
+                        return 0;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Ok(n) => {
+                    if out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
+                        return 0;
+                    }
+                }
+                Err(_) => return 1,
+            }
+        }
+    }
+    0
+}
+
+fn listening(port: u16) -> bool {
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 3 && f[3] == "0A" {
+                if let Some(p) = f[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) {
+                    if p == port {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+    false
+}
+
+fn wait_port(port: u16, millis: u64) -> i32 {
+    let deadline = Instant::now() + Duration::from_millis(millis);
+    loop {
+        if listening(port) {
+            return 0;
+        }
+        if Instant::now() >= deadline {
+            return 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn relay(port: u16) -> i32 {
+    let stream = TcpStream::connect(("127.0.0.1", port)).or_else(|_| TcpStream::connect(("::1", port)));
+    let stream = match stream {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sbx-helper: nothing accepts on port {port} in the sandbox: {e}");
+            return 1;
+        }
+    };
+    let mut up = match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return 1,
+    };
+    let writer = std::thread::spawn(move || {
+        let _ = io::copy(&mut io::stdin().lock(), &mut up);
+        let _ = up.shutdown(Shutdown::Write);
+    });
+    let mut down = stream;
+    let mut out = io::stdout().lock();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        match down.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    drop(out);
+    let _ = writer.join();
+    0
+}
+
+fn put_record(w: &mut impl Write, kind: u8, mode: u32, path: &str, data: &[u8]) -> io::Result<()> {
+    w.write_all(&[kind])?;
+    w.write_all(&mode.to_be_bytes())?;
+    w.write_all(&(path.len() as u16).to_be_bytes())?;
+    w.write_all(path.as_bytes())?;
+    w.write_all(&(data.len() as u64).to_be_bytes())?;
+    w.write_all(data)
+}
+
+fn get(src: &Path) -> io::Result<()> {
+    let name = src.file_name().and_then(|n| n.to_str()).filter(|n| !n.is_empty()).unwrap_or(".").to_string();
+    let mut w = BufWriter::new(io::stdout().lock());
+    walk(src, &name, &mut w)?;
+    put_record(&mut w, b'E', 0, "", &[])?;
+    w.flush()
+}
+
+/// Never follows a symlink: a link is sent as a link.
+fn walk(path: &Path, rel: &str, w: &mut impl Write) -> io::Result<()> {
+    let md = std::fs::symlink_metadata(path)?;
+    let mode = md.mode() & 0o7777;
+    if md.file_type().is_symlink() {
+        let target = std::fs::read_link(path)?;
+        put_record(w, b'L', mode, rel, target.as_os_str().as_encoded_bytes())
+    } else if md.is_dir() {
+        put_record(w, b'D', mode, rel, &[])?;
+        let mut names: Vec<_> = std::fs::read_dir(path)?.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        for n in names {
+            let Some(s) = n.to_str() else { continue };
+            walk(&path.join(&n), &format!("{rel}/{s}"), w)?;
+        }
+        Ok(())
+    } else if md.is_file() {
+        let data = std::fs::read(path)?;
+        put_record(w, b'F', mode, rel, &data)
+    } else {
+        Ok(())
+    }
+}
+
+fn read_exact_vec(r: &mut impl Read, n: usize) -> io::Result<Vec<u8>> {
+    let mut v = vec![0u8; n];
+    r.read_exact(&mut v)?;
+    Ok(v)
+}
+
+fn bad(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// Refuse a destination reached through a symlink the sandbox planted: a
+/// copy goes exactly where it was named, or nowhere.
+fn no_symlinks(path: &Path) -> io::Result<()> {
+    let mut cur = PathBuf::new();
+    for c in path.components() {
+        cur.push(c);
+        if let Ok(md) = std::fs::symlink_metadata(&cur) {
+            if md.file_type().is_symlink() {
+                return Err(bad(format!("{} is a symlink; refusing to write through it", cur.display())));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn put(dest: &Path, replace: bool) -> io::Result<()> {
+    no_symlinks(dest)?;
+    let into_dir = std::fs::symlink_metadata(dest).map(|m| m.is_dir()).unwrap_or(false);
+    if replace && !into_dir {
+        std::fs::create_dir_all(dest)?;
+    }
+    if replace && into_dir {
+        for e in std::fs::read_dir(dest)?.flatten() {
+            let p = e.path();
+            if e.file_type()?.is_dir() {
+                std::fs::remove_dir_all(&p)?;
+            } else {
+                std::fs::remove_file(&p)?;
+            }
+        }
+    }
+    let mut r = io::BufReader::new(io::stdin().lock());
+    let mut dirs: Vec<(PathBuf, u32)> = Vec::new();
+    loop {
+        let mut head = [0u8; 7];
+        r.read_exact(&mut head)?;
+        let kind = head[0];
+        let mode = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) & 0o7777;
+        let plen = u16::from_be_bytes([head[5], head[6]]) as usize;
+        let rel = String::from_utf8(read_exact_vec(&mut r, plen)?).map_err(|_| bad("path is not UTF-8".into()))?;
+        let mut len = [0u8; 8];
+        r.read_exact(&mut len)?;
+        let len = u64::from_be_bytes(len) as usize;
+        if kind == b'E' {
+            break;
+        }
+        let rel_path = Path::new(&rel);
+        if rel.is_empty() || !rel_path.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(bad(format!("refusing entry {rel:?}: it would leave the destination")));
+        }
+        // Into an existing directory the top-level name is kept; otherwise
+        // (and when replacing) DEST itself takes the top-level entry's place.
+        let strip = replace || !into_dir;
+        let rest: PathBuf = rel_path.components().skip(1).collect();
+        let target = match (strip, rest.as_os_str().is_empty()) {
+            (true, true) => dest.to_path_buf(),
+            (true, false) => dest.join(rest),
+            (false, _) => dest.join(rel_path),
+        };
+        no_symlinks(target.parent().unwrap_or(dest))?;
+        let data = read_exact_vec(&mut r, len)?;
+        match kind {
+            b'D' => {
+                if !target.is_dir() {
+                    std::fs::create_dir_all(&target)?;
+                }
+                dirs.push((target, mode));
+            }
+            b'F' => {
+                if std::fs::symlink_metadata(&target).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
+                    std::fs::remove_file(&target)?;
+                }
+                std::fs::write(&target, &data)?;
+                std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
+            }
+            b'L' => {
+                let _ = std::fs::remove_file(&target);
+                std::os::unix::fs::symlink(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&data), &target)?;
+            }
+            other => return Err(bad(format!("unknown record type {other}"))),
+        }
+    }
+    // Directory modes last, so a read-only directory can still be filled.
+    for (d, mode) in dirs.into_iter().rev() {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
+fn find_shell() -> i32 {
+    for sh in ["/bin/bash", "/bin/sh", "/usr/bin/bash", "/usr/bin/sh", "/bin/ash", "/bin/zsh"] {
+        if Path::new(sh).exists() {
+            println!("{sh}");
+            return 0;
+        }
+    }
+    1
+}

@@ -1,0 +1,28 @@
+//! `sbx backup ID > state.tar` and `sbx restore ID < state.tar`.
+
+use crate::error::{Error, Invalid, Result};
+use crate::spec::parse_id;
+use crate::workbench;
+use crate::{Dirs, Env};
+
+pub fn backup(id: &str, env: &Env, dirs: &Dirs) -> Result<()> {
+    let id = parse_id(id)?;
+    if nix::unistd::isatty(1).unwrap_or(false) {
+        return Err(Invalid::new("stdout", "a terminal", "a tar stream would go to the terminal")
+            .hint(format!("redirect it: sbx backup {id} > state.tar"))
+            .into());
+    }
+    let mut out = std::io::stdout().lock();
+    workbench::backup(crate::real_driver(env, dirs).docker(), &id, &mut out)?;
+    std::io::Write::flush(&mut out).map_err(|e| Error::io("writing stdout", e))
+}
+
+pub fn restore(id: &str, env: &Env, dirs: &Dirs) -> Result<()> {
+    let id = parse_id(id)?;
+    if nix::unistd::isatty(0).unwrap_or(false) {
+        return Err(Invalid::new("stdin", "a terminal", "restore reads a tar stream")
+            .hint(format!("sbx restore {id} < state.tar"))
+            .into());
+    }
+    workbench::restore(crate::real_driver(env, dirs).docker(), &id, std::io::stdin().lock())
+}

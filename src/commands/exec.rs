@@ -1,0 +1,39 @@
+//! `sbx exec` and `sbx shell`: run a command in a sandbox, its exit code
+//! becoming sbx's.
+
+use crate::cli::ExecArgs;
+use crate::error::{Invalid, Result};
+use crate::spec::{parse_env, parse_id, UserSpec};
+use crate::workbench::{self, ExecOpts};
+use crate::{Dirs, Env};
+
+pub fn exec(a: ExecArgs, env: &Env, dirs: &Dirs) -> Result<u8> {
+    let id = parse_id(&a.id)?;
+    let envs = a.env.iter().map(|e| parse_env(e)).collect::<Result<Vec<_>, _>>()?;
+    if let Some(w) = &a.workdir {
+        if !w.starts_with('/') {
+            return Err(Invalid::new("--workdir", w, "it must be an absolute path").into());
+        }
+    }
+    let user = a.user.as_deref().map(UserSpec::parse).transpose()?.map(|u| format!("{}:{}", u.uid, u.gid));
+    if a.detach && (a.interactive || a.tty) {
+        return Err(Invalid::new("exec", "-d", "a background process has no terminal or stdin: drop -i/-t").into());
+    }
+    let opts = ExecOpts { interactive: a.interactive, tty: a.tty, env: envs, workdir: a.workdir, user };
+    let driver = crate::real_driver(env, dirs);
+    if a.detach {
+        let (handle, _pid) =
+            workbench::exec_detached(driver.docker(), &id, &opts, &workbench::new_handle(), &a.command)?;
+        super::out(&format!("{handle}\n"))?;
+        return Ok(0);
+    }
+    let code = workbench::exec(driver.docker(), &id, &opts, &a.command)?;
+    Ok(code.clamp(0, 255) as u8)
+}
+
+pub fn shell(id: &str, env: &Env, dirs: &Dirs) -> Result<u8> {
+    let id = parse_id(id)?;
+    let tty = nix::unistd::isatty(0).unwrap_or(false) && nix::unistd::isatty(1).unwrap_or(false);
+    let code = workbench::shell(crate::real_driver(env, dirs).docker(), &id, tty)?;
+    Ok(code.clamp(0, 255) as u8)
+}

@@ -1,0 +1,16 @@
+//! `sbx logs ID [HANDLE]`: the sandbox's output, or a background process's.
+
+use crate::cli::LogsArgs;
+use crate::error::Result;
+use crate::spec::parse_id;
+use crate::workbench;
+use crate::{Dirs, Env};
+
+pub fn exec(a: &LogsArgs, env: &Env, dirs: &Dirs) -> Result<u8> {
+    let id = parse_id(&a.id)?;
+    if let Some(h) = &a.handle {
+        workbench::validate_handle(h)?;
+    }
+    let code = workbench::logs(crate::real_driver(env, dirs).docker(), &id, a.handle.as_deref(), a.follow, a.tail)?;
+    Ok(if code == 0 { 0 } else { 1 })
+}

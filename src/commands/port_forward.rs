@@ -1,0 +1,123 @@
+//! `sbx port-forward ID [LOCAL:]PORT...` and `sbx wait-port ID PORT`.
+//!
+//! Each connection to 127.0.0.1:LOCAL becomes one `docker exec -i` of the
+//! helper's relay inside the sandbox, which connects to the sandbox's own
+//! loopback: no published port, no network needed (kubectl port-forward
+//! works the same way).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::time::Duration;
+
+use crate::cli::WaitPortArgs;
+use crate::docker::RealDocker;
+use crate::error::{Error, Invalid, Result};
+use crate::spec::{parse_duration, parse_id};
+use crate::workbench;
+use crate::{Dirs, Env};
+
+fn parse_spec(s: &str) -> std::result::Result<(u16, u16), Invalid> {
+    let bad = || Invalid::new("port", s, "write [LOCAL:]PORT with ports from 1 to 65535 (LOCAL 0: any free port)");
+    let (local, remote) = match s.split_once(':') {
+        Some((l, r)) => (l.parse::<u16>().map_err(|_| bad())?, r),
+        None => (0, s),
+    };
+    let remote: u16 = remote.parse().ok().filter(|p| *p != 0).ok_or_else(bad)?;
+    Ok((local, remote))
+}
+
+pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
+    let id = parse_id(id)?;
+    let pairs = specs.iter().map(|s| parse_spec(s)).collect::<Result<Vec<_>, _>>()?;
+    // The sandbox must exist and run; the relays then need no more checks.
+    let driver = crate::real_driver(env, dirs);
+    driver.channel(&id)?;
+    crate::interrupt::install();
+    let mut lines = String::new();
+    for (local, remote) in pairs {
+        let listener = TcpListener::bind(("127.0.0.1", local))
+            .map_err(|e| Error::io(format!("listening on 127.0.0.1:{local}"), e))?;
+        let addr = listener.local_addr().map_err(|e| Error::io("reading the local address", e))?;
+        lines.push_str(&format!("{addr} -> {id}:{remote}\n"));
+        let docker = env.docker.clone();
+        let id = id.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (docker, id) = (docker.clone(), id.clone());
+                std::thread::spawn(move || relay(conn, RealDocker::new(docker), &id, remote));
+            }
+        });
+    }
+    super::out(&lines)?;
+    eprintln!("sbx: forwarding; Ctrl-C to stop");
+    while crate::interrupt::pending().is_none() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// One connection: TCP <-> `docker exec -i ID helper relay PORT`, with
+/// half-close passed on in both directions.
+fn relay(conn: TcpStream, docker: RealDocker, id: &str, port: u16) {
+    let Ok(mut child) = docker.piped(&workbench::relay_argv(id, port)).spawn() else { return };
+    let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else { return };
+    let Ok(mut up) = conn.try_clone() else { return };
+    let upload = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut up, &mut stdin);
+        // Dropping stdin is the half-close the sandbox side sees as EOF.
+    });
+    let mut down = conn;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match stdout.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if down.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = down.shutdown(Shutdown::Write);
+    let _ = upload.join();
+    let _ = child.wait();
+}
+
+pub fn wait_port(a: &WaitPortArgs, env: &Env, dirs: &Dirs) -> Result<()> {
+    let id = parse_id(&a.id)?;
+    if a.port == 0 {
+        return Err(Invalid::new("port", "0", "ports run from 1 to 65535").into());
+    }
+    let timeout = match &a.timeout {
+        Some(t) => parse_duration("--timeout", t)?,
+        None => Duration::from_secs(30),
+    };
+    if workbench::wait_port(crate::real_driver(env, dirs).docker(), &id, a.port, timeout)? {
+        Ok(())
+    } else {
+        Err(Error::CommandFailed {
+            command: format!("wait-port {}", a.port),
+            code: 1,
+            stderr: format!(
+                "nothing listened on port {} in {id} within {}",
+                a.port,
+                humantime::format_duration(timeout)
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_specs() {
+        assert_eq!(parse_spec("8080").unwrap(), (0, 8080));
+        assert_eq!(parse_spec("9000:80").unwrap(), (9000, 80));
+        assert_eq!(parse_spec("0:80").unwrap(), (0, 80));
+        for bad in ["", "0", "x", "80:", ":80", "1:2:3", "70000", "-1"] {
+            assert!(parse_spec(bad).is_err(), "{bad}");
+        }
+    }
+}

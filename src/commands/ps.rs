@@ -1,0 +1,33 @@
+//! `sbx ps ID` and `sbx kill ID HANDLE`: background processes from `exec -d`.
+
+use crate::cli::KillArgs;
+use crate::error::Result;
+use crate::spec::parse_id;
+use crate::workbench;
+use crate::{Dirs, Env};
+
+pub fn ps(id: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
+    let id = parse_id(id)?;
+    let list = workbench::ps(crate::real_driver(env, dirs).docker(), &id)?;
+    if json {
+        return super::json_line(&list);
+    }
+    let mut text = String::from("HANDLE     PID     STATUS      COMMAND\n");
+    for p in &list {
+        let status = if p.running {
+            "running".to_string()
+        } else {
+            format!("exit {}", p.exit_code.map(|c| c.to_string()).unwrap_or("?".into()))
+        };
+        let pid = p.pid.map(|p| p.to_string()).unwrap_or("-".into());
+        text.push_str(&format!("{:<10} {:<7} {:<11} {}\n", p.handle, pid, status, p.command.join(" ")));
+    }
+    super::out(&text)
+}
+
+pub fn kill(a: &KillArgs, env: &Env, dirs: &Dirs) -> Result<()> {
+    let id = parse_id(&a.id)?;
+    workbench::validate_handle(&a.handle)?;
+    let sig = workbench::parse_signal(&a.signal)?;
+    workbench::kill(crate::real_driver(env, dirs).docker(), &id, &a.handle, sig)
+}

@@ -1,0 +1,585 @@
+//! Working inside a sandbox: exec, background processes, logs, shell,
+//! files, stats, ports. Everything goes through `docker exec` and the
+//! in-sandbox helper (`helper`), so it works on a read-only, networkless,
+//! capability-less sandbox whose image has nothing but its own program.
+
+use std::ffi::OsString;
+
+use serde::{Deserialize, Serialize};
+
+use crate::docker::{run_ok, Attach, DockerExec, Output};
+use crate::error::{Error, Invalid, Result};
+use crate::helper::SANDBOX_PATH as HELPER;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecOpts {
+    pub interactive: bool,
+    pub tty: bool,
+    pub env: Vec<(String, String)>,
+    pub workdir: Option<String>,
+    pub user: Option<String>,
+}
+
+fn os<S: AsRef<str>>(v: &[S]) -> Vec<OsString> {
+    v.iter().map(|s| OsString::from(s.as_ref())).collect()
+}
+
+/// `docker exec [-i] [-t] [-e K=V]... [-w DIR] [-u USER] -- ID CMD...`:
+/// the command's argv passes through untouched, after `--`.
+pub fn exec_argv(id: &str, o: &ExecOpts, cmd: &[String]) -> Vec<OsString> {
+    let mut a = os(&["exec"]);
+    if o.interactive {
+        a.push("-i".into());
+    }
+    if o.tty {
+        a.push("-t".into());
+    }
+    for (k, v) in &o.env {
+        a.push("-e".into());
+        a.push(format!("{k}={v}").into());
+    }
+    if let Some(w) = &o.workdir {
+        a.push("-w".into());
+        a.push(w.into());
+    }
+    if let Some(u) = &o.user {
+        a.push("-u".into());
+        a.push(u.into());
+    }
+    a.push("--".into());
+    a.push(id.into());
+    a.extend(cmd.iter().map(OsString::from));
+    a
+}
+
+fn helper_argv(id: &str, interactive: bool, args: &[&str]) -> Vec<OsString> {
+    let mut a = os(&["exec"]);
+    if interactive {
+        a.push("-i".into());
+    }
+    a.push("--".into());
+    a.push(id.into());
+    a.push(HELPER.into());
+    a.extend(args.iter().map(OsString::from));
+    a
+}
+
+/// docker exec answers 126 both for "not executable" and "not found"; the
+/// shell convention, which scripts expect, is 127 for "not found".
+pub fn exec_status(code: i32, docker_stderr: &str) -> i32 {
+    let oci = docker_stderr.contains("OCI runtime exec failed") || docker_stderr.contains("exec failed");
+    let not_found =
+        docker_stderr.contains("no such file or directory") || docker_stderr.contains("executable file not found");
+    if code == 126 && oci && not_found {
+        127
+    } else {
+        code
+    }
+}
+
+fn helper_missing(id: &str, out_stderr: &str) -> Option<Error> {
+    (out_stderr.contains(HELPER) && (out_stderr.contains("no such file") || out_stderr.contains("not found")))
+        .then(|| crate::helper::missing(id))
+}
+
+/// Run a helper command and require success.
+fn helper(exec: &dyn DockerExec, id: &str, args: &[&str]) -> Result<Output> {
+    let argv = helper_argv(id, false, args);
+    let out = exec.run(&argv)?;
+    if out.status != 0 {
+        if let Some(e) = helper_missing(id, &out.stderr_str()) {
+            return Err(e);
+        }
+        if crate::docker::parse::no_such_container(&out.stderr_str()) {
+            return Err(Error::NotFound { id: id.to_string() });
+        }
+        return Err(Error::CommandFailed {
+            command: crate::docker::render(&argv),
+            code: out.status,
+            stderr: out.stderr_str(),
+        });
+    }
+    Ok(out)
+}
+
+/// `sbx exec` in the foreground: the command's exit code.
+pub fn exec(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String]) -> Result<i32> {
+    let argv = exec_argv(id, o, cmd);
+    let (code, stderr) = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: !o.tty })?;
+    if code != 0 && crate::docker::parse::no_such_container(&stderr) {
+        return Err(Error::NotFound { id: id.to_string() });
+    }
+    Ok(exec_status(code, &stderr))
+}
+
+pub fn new_handle() -> String {
+    format!("p{:08x}", rand::random::<u32>())
+}
+
+/// `sbx exec -d`: start CMD under the helper's supervisor; returns the handle.
+pub fn exec_detached(
+    exec: &dyn DockerExec,
+    id: &str,
+    o: &ExecOpts,
+    handle: &str,
+    cmd: &[String],
+) -> Result<(String, i32)> {
+    let mut inner = vec![HELPER.to_string(), "bg".into(), handle.to_string(), "--".into()];
+    inner.extend(cmd.iter().cloned());
+    let argv = exec_argv(id, &ExecOpts { interactive: false, tty: false, ..o.clone() }, &inner);
+    let out = exec.run(&argv)?;
+    if out.status != 0 {
+        if let Some(e) = helper_missing(id, &out.stderr_str()) {
+            return Err(e);
+        }
+        return Err(Error::CommandFailed { command: cmd.join(" "), code: out.status, stderr: out.stderr_str() });
+    }
+    Ok((handle.to_string(), out.stdout_str().trim().parse().unwrap_or(0)))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BgProcess {
+    pub handle: String,
+    pub pid: Option<i64>,
+    pub command: Vec<String>,
+    pub running: bool,
+    pub exit_code: Option<i64>,
+}
+
+pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<Vec<BgProcess>> {
+    let out = helper(exec, id, &["ps"])?;
+    out.stdout_str()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l).map_err(|e| Error::io(format!("reading the helper's ps output {l:?}"), e.into()))
+        })
+        .collect()
+}
+
+/// Signal names and numbers `kill` accepts.
+pub fn parse_signal(s: &str) -> std::result::Result<i32, Invalid> {
+    const NAMES: &[(&str, i32)] = &[
+        ("HUP", 1),
+        ("INT", 2),
+        ("QUIT", 3),
+        ("KILL", 9),
+        ("USR1", 10),
+        ("USR2", 12),
+        ("TERM", 15),
+        ("CONT", 18),
+        ("STOP", 19),
+        ("WINCH", 28),
+    ];
+    let up = s.to_ascii_uppercase();
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    if let Some((_, n)) = NAMES.iter().find(|(n, _)| *n == name) {
+        return Ok(*n);
+    }
+    match s.parse::<i32>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(Invalid::new(
+            "signal",
+            s,
+            "not a signal: use a name such as TERM, KILL, INT, HUP, USR1, or a number 1-64",
+        )),
+    }
+}
+
+pub fn validate_handle(h: &str) -> std::result::Result<(), Invalid> {
+    let ok = h.len() == 9 && h.starts_with('p') && h[1..].bytes().all(|b| b.is_ascii_hexdigit());
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid::new("process handle", h, "handles look like p0123abcd, as `sbx exec -d` printed them")
+            .hint("`sbx ps ID` lists them"))
+    }
+}
+
+pub fn kill(exec: &dyn DockerExec, id: &str, handle: &str, signal: i32) -> Result<()> {
+    helper(exec, id, &["kill", handle, &signal.to_string()]).map(|_| ())
+}
+
+/// Logs: the sandbox's own (docker logs), or a background process's.
+pub fn logs(exec: &dyn DockerExec, id: &str, handle: Option<&str>, follow: bool, tail: Option<u64>) -> Result<i32> {
+    let tail_s = tail.map(|t| t.to_string());
+    let argv = match handle {
+        None => {
+            let mut a = os(&["logs"]);
+            if follow {
+                a.push("--follow".into());
+            }
+            if let Some(t) = &tail_s {
+                a.push("--tail".into());
+                a.push(t.into());
+            }
+            a.push("--".into());
+            a.push(id.into());
+            a
+        }
+        Some(h) => {
+            let mut args = vec!["logs", h];
+            if follow {
+                args.push("-f");
+            }
+            args.push(tail_s.as_deref().unwrap_or("-1"));
+            helper_argv(id, false, &args)
+        }
+    };
+    let (code, stderr) = exec.run_attached(&argv, Attach { stdin: false, capture_stderr: true })?;
+    if code != 0 {
+        if let Some(e) = helper_missing(id, &stderr) {
+            return Err(e);
+        }
+        if crate::docker::parse::no_such_container(&stderr) {
+            return Err(Error::NotFound { id: id.to_string() });
+        }
+    }
+    Ok(code)
+}
+
+/// An interactive terminal with the image's own shell.
+pub fn shell(exec: &dyn DockerExec, id: &str, tty: bool) -> Result<i32> {
+    let out = exec.run(&helper_argv(id, false, &["find-shell"]))?;
+    if let Some(e) = helper_missing(id, &out.stderr_str()) {
+        return Err(e);
+    }
+    if crate::docker::parse::no_such_container(&out.stderr_str()) {
+        return Err(Error::NotFound { id: id.to_string() });
+    }
+    let sh = out.stdout_str().trim().to_string();
+    if out.status != 0 || sh.is_empty() {
+        return Err(Error::NoShell {
+            id: id.to_string(),
+            tried: "/bin/bash, /bin/sh, /usr/bin/bash, /usr/bin/sh, /bin/ash, /bin/zsh".into(),
+        });
+    }
+    exec_tty(exec, id, tty, &[sh])
+}
+
+fn exec_tty(exec: &dyn DockerExec, id: &str, tty: bool, cmd: &[String]) -> Result<i32> {
+    let o = ExecOpts { interactive: true, tty, ..Default::default() };
+    self::exec(exec, id, &o, cmd)
+}
+
+/// A side of `sbx cp`: a host path, or `ID:/absolute/path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpSide {
+    Host(std::path::PathBuf),
+    Sandbox { id: String, path: String },
+}
+
+pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
+    if let Some((id, path)) = s.split_once(':') {
+        if id.starts_with("sbx-") {
+            let id = crate::spec::parse_id(id)?;
+            if !path.starts_with('/') {
+                return Err(Invalid::new(
+                    "cp path",
+                    s,
+                    "the sandbox path must be absolute, e.g. sbx-0123456789ab:/tmp/out",
+                ));
+            }
+            if std::path::Path::new(path).components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+                return Err(Invalid::new("cp path", s, "the sandbox path may not contain '..'"));
+            }
+            return Ok(CpSide::Sandbox { id, path: path.to_string() });
+        }
+    }
+    if s.is_empty() {
+        return Err(Invalid::new("cp path", s, "it is empty"));
+    }
+    Ok(CpSide::Host(s.into()))
+}
+
+/// Copy host -> sandbox or sandbox -> host.
+pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide) -> Result<()> {
+    match (src, dst) {
+        (CpSide::Host(from), CpSide::Sandbox { id, path }) => {
+            let entries =
+                crate::transfer::read_host(from).map_err(|e| Error::io(format!("reading {}", from.display()), e))?;
+            let mut buf = Vec::new();
+            crate::transfer::encode(&entries, &mut buf).map_err(|e| Error::io("encoding", e))?;
+            let argv = helper_argv(id, true, &["put", path]);
+            let out = exec.run_input(&argv, &buf)?;
+            check_helper(id, &argv, &out)
+        }
+        (CpSide::Sandbox { id, path }, CpSide::Host(to)) => {
+            let argv = helper_argv(id, false, &["get", path]);
+            let out = exec.run(&argv)?;
+            check_helper(id, &argv, &out)?;
+            let entries = crate::transfer::decode(out.stdout.as_slice())
+                .map_err(|e| Error::io(format!("reading {id}:{path}"), e))?;
+            crate::transfer::write_host(&entries, to).map_err(|e| Error::io(format!("writing {}", to.display()), e))
+        }
+        _ => {
+            Err(Invalid::new("cp", "", "exactly one side must be a sandbox path (ID:/path) and the other a host path")
+                .into())
+        }
+    }
+}
+
+fn check_helper(id: &str, argv: &[OsString], out: &Output) -> Result<()> {
+    if out.status == 0 {
+        return Ok(());
+    }
+    if let Some(e) = helper_missing(id, &out.stderr_str()) {
+        return Err(e);
+    }
+    if crate::docker::parse::no_such_container(&out.stderr_str()) {
+        return Err(Error::NotFound { id: id.to_string() });
+    }
+    Err(Error::CommandFailed { command: crate::docker::render(argv), code: out.status, stderr: out.stderr_str() })
+}
+
+/// The sandbox's `/state/workspace` as a tar stream.
+pub fn backup(exec: &dyn DockerExec, id: &str, out: impl std::io::Write) -> Result<()> {
+    let argv = helper_argv(id, false, &["get", WORKSPACE]);
+    let o = exec.run(&argv)?;
+    check_helper(id, &argv, &o)?;
+    let entries = crate::transfer::decode(o.stdout.as_slice()).map_err(|e| Error::io("reading the workspace", e))?;
+    crate::transfer::to_tar(&entries, out).map_err(|e| Error::io("writing the tar stream", e))
+}
+
+pub const WORKSPACE: &str = "/state/workspace";
+
+/// Replace the sandbox's `/state/workspace` with a tar stream. Every entry
+/// is checked before anything in the sandbox changes.
+pub fn restore(exec: &dyn DockerExec, id: &str, input: impl std::io::Read) -> Result<()> {
+    let entries = crate::transfer::from_tar(input, "workspace").map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => Error::Invalid(Invalid::new("archive", "stdin", e.to_string())),
+        _ => Error::io("reading the tar stream", e),
+    })?;
+    let mut buf = Vec::new();
+    crate::transfer::encode(&entries, &mut buf).map_err(|e| Error::io("encoding", e))?;
+    let argv = helper_argv(id, true, &["put", WORKSPACE, "--replace"]);
+    let out = exec.run_input(&argv, &buf)?;
+    check_helper(id, &argv, &out)
+}
+
+pub fn wait_port(exec: &dyn DockerExec, id: &str, port: u16, timeout: std::time::Duration) -> Result<bool> {
+    let argv = helper_argv(id, false, &["wait-port", &port.to_string(), &timeout.as_millis().to_string()]);
+    let out = exec.run(&argv)?;
+    match out.status {
+        0 => Ok(true),
+        1 if out.stderr_str().is_empty() => Ok(false),
+        _ => check_helper(id, &argv, &out).map(|()| false),
+    }
+}
+
+/// Per-sandbox figures, as numbers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stats {
+    pub id: String,
+    pub cpu_percent: f64,
+    /// Excluding page cache, as docker reports it.
+    pub memory_bytes: u64,
+    pub memory_limit_bytes: u64,
+    pub net_rx_bytes: u64,
+    pub net_tx_bytes: u64,
+    pub pids: u64,
+}
+
+/// "1.5MiB", "12kB", "0B" -> bytes.
+pub fn parse_size(s: &str) -> u64 {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().unwrap_or(0.0);
+    let mult: f64 = match unit.trim() {
+        "B" | "" => 1.0,
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024f64.powi(4),
+        _ => 1.0,
+    };
+    (n * mult) as u64
+}
+
+pub fn stats_argv(ids: &[String]) -> Vec<OsString> {
+    let mut a = os(&["stats", "--no-stream", "--format", "{{json .}}", "--"]);
+    a.extend(ids.iter().map(OsString::from));
+    a
+}
+
+pub fn parse_stats(stdout: &str) -> Vec<Stats> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            let pair = |k: &str| {
+                let t = s(k);
+                let (a, b) = t.split_once('/').unwrap_or((&t, "0B"));
+                (parse_size(a), parse_size(b))
+            };
+            let (mem, limit) = pair("MemUsage");
+            let (rx, tx) = pair("NetIO");
+            Stats {
+                id: s("Name"),
+                cpu_percent: s("CPUPerc").trim_end_matches('%').parse().unwrap_or(0.0),
+                memory_bytes: mem,
+                memory_limit_bytes: limit,
+                net_rx_bytes: rx,
+                net_tx_bytes: tx,
+                pids: s("PIDs").parse().unwrap_or(0),
+            }
+        })
+        .collect()
+}
+
+pub fn stats(exec: &dyn DockerExec, ids: &[String]) -> Result<Vec<Stats>> {
+    let argv = stats_argv(ids);
+    let out = run_ok(exec, &argv).map_err(|e| match &e {
+        crate::error::DockerError::Status { stderr, .. } if crate::docker::parse::no_such_container(stderr) => {
+            Error::NotFound { id: ids.join(" ") }
+        }
+        _ => e.into(),
+    })?;
+    Ok(parse_stats(&out.stdout_str()))
+}
+
+/// The argv of one port-forward relay: stdin/stdout <-> 127.0.0.1:PORT in the sandbox.
+pub fn relay_argv(id: &str, port: u16) -> Vec<OsString> {
+    helper_argv(id, true, &["relay", &port.to_string()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::docker::fake::FakeDocker;
+
+    fn strs(v: Vec<OsString>) -> Vec<String> {
+        v.into_iter().map(|s| s.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn exec_argv_passes_the_command_through_after_dashes() {
+        let o = ExecOpts {
+            interactive: true,
+            tty: true,
+            env: vec![("A".into(), "1 2".into())],
+            workdir: Some("/tmp".into()),
+            user: Some("1000:1000".into()),
+        };
+        let cmd: Vec<String> = ["sh", "-c", "echo $A; rm -rf /"].map(String::from).to_vec();
+        assert_eq!(
+            strs(exec_argv("sbx-0123456789ab", &o, &cmd)),
+            [
+                "exec",
+                "-i",
+                "-t",
+                "-e",
+                "A=1 2",
+                "-w",
+                "/tmp",
+                "-u",
+                "1000:1000",
+                "--",
+                "sbx-0123456789ab",
+                "sh",
+                "-c",
+                "echo $A; rm -rf /"
+            ]
+        );
+    }
+
+    #[test]
+    fn not_found_is_127_and_other_codes_pass_through() {
+        let oci = "OCI runtime exec failed: exec failed: unable to start container process: exec: \"/x\": stat /x: no such file or directory: unknown";
+        assert_eq!(exec_status(126, oci), 127);
+        assert_eq!(
+            exec_status(126, "OCI runtime exec failed: exec failed: exec: \"/tmp\": permission denied: unknown"),
+            126
+        );
+        assert_eq!(exec_status(126, "my program said no such file or directory"), 126);
+        assert_eq!(exec_status(3, ""), 3);
+        assert_eq!(exec_status(0, ""), 0);
+    }
+
+    #[test]
+    fn exec_through_the_fake() {
+        let f = FakeDocker::new();
+        f.push(Output {
+            status: 126,
+            stdout: vec![],
+            stderr: b"OCI runtime exec failed: exec failed: executable file not found in $PATH".to_vec(),
+        });
+        assert_eq!(exec(&f, "sbx-0123456789ab", &ExecOpts::default(), &["nope".into()]).unwrap(), 127);
+        f.push(Output::fail(1, "Error: No such container: sbx-0123456789ab"));
+        assert!(matches!(
+            exec(&f, "sbx-0123456789ab", &ExecOpts::default(), &["x".into()]),
+            Err(Error::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn background_processes_through_the_fake() {
+        let f = FakeDocker::new();
+        f.push(Output::ok("42\n"));
+        let (h, pid) =
+            exec_detached(&f, "sbx-0123456789ab", &ExecOpts::default(), "p0000abcd", &["srv".into(), "--port".into()])
+                .unwrap();
+        assert_eq!((h.as_str(), pid), ("p0000abcd", 42));
+        assert_eq!(
+            f.calls()[0],
+            ["exec", "--", "sbx-0123456789ab", "/run/sbx/helper", "bg", "p0000abcd", "--", "srv", "--port"]
+        );
+        f.push(Output::ok(
+            "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":true,\"exit_code\":null}\n",
+        ));
+        let list = ps(&f, "sbx-0123456789ab").unwrap();
+        assert_eq!(list[0].pid, Some(42));
+        assert!(list[0].running);
+        f.push(Output::fail(
+            126,
+            "OCI runtime exec failed: exec: \"/run/sbx/helper\": stat /run/sbx/helper: no such file or directory",
+        ));
+        assert!(matches!(ps(&f, "sbx-0123456789ab"), Err(Error::HelperMissing { .. })));
+        f.push(Output::fail(127, "sbx-helper: cannot run \"nope\": No such file or directory"));
+        match exec_detached(&f, "sbx-0123456789ab", &ExecOpts::default(), "p1", &["nope".into()]) {
+            Err(Error::CommandFailed { code, .. }) => assert_eq!(code, 127),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn signals_handles_and_cp_sides() {
+        assert_eq!(parse_signal("TERM").unwrap(), 15);
+        assert_eq!(parse_signal("sigkill").unwrap(), 9);
+        assert_eq!(parse_signal("2").unwrap(), 2);
+        for bad in ["", "TERMX", "0", "65", "-9", "9; rm"] {
+            assert!(parse_signal(bad).is_err(), "{bad}");
+        }
+        assert!(validate_handle("p0123abcd").is_ok());
+        for bad in ["p1", "../p0123abc", "q0123abcd", "p0123abcz"] {
+            assert!(validate_handle(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_cp_side("sbx-0123456789ab:/tmp/x").unwrap(),
+            CpSide::Sandbox { id: "sbx-0123456789ab".into(), path: "/tmp/x".into() }
+        );
+        assert_eq!(parse_cp_side("./local:file").unwrap(), CpSide::Host("./local:file".into()));
+        assert!(parse_cp_side("sbx-0123456789ab:tmp").is_err());
+        assert!(parse_cp_side("sbx-0123456789ab:/a/../etc").is_err());
+        assert!(parse_cp_side("sbx-01:/tmp").is_err());
+    }
+
+    #[test]
+    fn stats_from_captured_output() {
+        // Captured from `docker stats --no-stream --format '{{json .}}'` on engine 20.10.
+        let line = r#"{"BlockIO":"0B / 0B","CPUPerc":"1.25%","Container":"abc","ID":"abc","MemPerc":"5.47%","MemUsage":"1.75MiB / 32MiB","Name":"sbx-0123456789ab","NetIO":"1.2kB / 648B","PIDs":"3"}"#;
+        let s = parse_stats(line);
+        assert_eq!(s[0].id, "sbx-0123456789ab");
+        assert_eq!(s[0].cpu_percent, 1.25);
+        assert_eq!((s[0].memory_bytes, s[0].memory_limit_bytes), (1835008, 33554432));
+        assert_eq!((s[0].net_rx_bytes, s[0].net_tx_bytes, s[0].pids), (1200, 648, 3));
+        assert_eq!(parse_size("0B"), 0);
+        assert_eq!(parse_size("2GiB"), 2 * 1024 * 1024 * 1024);
+    }
+}

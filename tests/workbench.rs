@@ -1,0 +1,280 @@
+//! Live tests of the workbench commands on hardened sandboxes made from the
+//! fixture image (no shell, no coreutils, no tar): read-only root, no
+//! network, no capabilities, a non-root user.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::{Command, Output, Stdio};
+
+use common::*;
+
+fn sbx_in(w: &World, args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(SBX)
+        .args(w.dir_args())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
+}
+
+fn blob(n: usize) -> Vec<u8> {
+    (0..n as u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect()
+}
+
+#[test]
+fn exec_passes_exit_codes_and_keeps_streams_apart() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let out = w.sbx(&["exec", &sb.id, "--", "/bin/fixture", "both"]);
+    assert_exit(&out, 5, "the command's own exit code");
+    assert_eq!(stdout(&out), "to stdout\n");
+    assert_eq!(stderr(&out), "to stderr\n");
+    assert_exit(&w.sbx(&["exec", &sb.id, "--", "/bin/fixture", "write", "/tmp/x"]), 0, "success");
+    assert_exit(&w.sbx(&["exec", &sb.id, "--", "/no/such/program"]), 127, "not found");
+    assert_exit(&w.sbx(&["exec", &sb.id, "--", "/tmp"]), 126, "not executable");
+    // argv passes through unchanged: no shell anywhere.
+    let out = w.sbx(&["exec", "-e", "A=1", "-w", "/tmp", &sb.id, "--", "/bin/fixture", "write", "$(reboot); x"]);
+    assert_success(&out, "odd argv");
+    assert_success(&sb.exec(&["exists", "/tmp/$(reboot); x"]), "the file with the literal name");
+    assert!(stdout(&w.sbx(&["exec", "-u", "1000", &sb.id, "--", "/bin/fixture", "status"])).contains("Uid:\t1000"));
+    // Binary stdin and stdout, byte for byte.
+    let data = blob(3 << 20);
+    let out = sbx_in(&w, &["exec", "-i", &sb.id, "--", "/bin/fixture", "cat"], &data);
+    assert_success(&out, "exec -i cat");
+    assert!(out.stdout == data, "exec -i changed the bytes ({} of {})", out.stdout.len(), data.len());
+    assert_exit(&w.sbx(&["exec", "sbx-000000000000", "--", "/bin/fixture", "status"]), 1, "no such sandbox");
+}
+
+#[test]
+fn background_processes_are_listed_logged_and_killed_with_their_children() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let out = w.sbx(&["exec", "-d", &sb.id, "--", "/bin/fixture", "spawn-children"]);
+    assert_success(&out, "exec -d");
+    let handle = stdout(&out).trim().to_string();
+    assert!(handle.starts_with('p') && handle.len() == 9, "{handle}");
+    let top = || docker_ok(&["top", &sb.id]).lines().filter(|l| l.contains("fixture sleep")).count();
+    let mut started = false;
+    for _ in 0..100 {
+        if stdout(&w.sbx(&["logs", &sb.id, &handle])).contains("started") {
+            started = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(started, "the background process's output never showed");
+    assert_eq!(top(), 2, "two children running");
+    let ps: serde_json::Value = serde_json::from_slice(&w.sbx(&["ps", "--json", &sb.id]).stdout).unwrap();
+    let me = ps.as_array().unwrap().iter().find(|p| p["handle"] == handle.as_str()).expect("ps lists it");
+    assert_eq!(me["running"], true);
+    assert_eq!(me["command"], serde_json::json!(["/bin/fixture", "spawn-children"]));
+    assert_exit(&w.sbx(&["kill", &sb.id, &handle, "--signal", "BOGUS"]), 2, "bad signal name");
+    assert_success(&w.sbx(&["kill", &sb.id, &handle]), "kill");
+    let mut exited = serde_json::Value::Null;
+    for _ in 0..100 {
+        let ps: serde_json::Value = serde_json::from_slice(&w.sbx(&["ps", "--json", &sb.id]).stdout).unwrap();
+        exited = ps.as_array().unwrap().iter().find(|p| p["handle"] == handle.as_str()).unwrap().clone();
+        if exited["running"] == false {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(exited["exit_code"], 143, "{exited}");
+    assert_eq!(top(), 0, "the children died with it");
+    // A command that cannot start says so at once.
+    let out = w.sbx(&["exec", "-d", &sb.id, "--", "/no/such/program"]);
+    assert_exit(&out, 1, "exec -d of a missing program");
+    assert!(stderr(&out).contains("cannot run"), "{}", stderr(&out));
+    // The sandbox's own output.
+    assert!(stderr(&w.sbx(&["logs", &sb.id])).contains("listening on /run/sandbox/sandbox.sock"));
+}
+
+#[test]
+fn cp_both_ways_on_a_read_only_sandbox_keeps_bytes_and_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let sb = w.create(&[]);
+    let src = w.socket_root.join("src");
+    std::fs::create_dir_all(src.join("tree/sub")).unwrap();
+    let data = blob(2 << 20);
+    std::fs::write(src.join("tree/sub/data.bin"), &data).unwrap();
+    std::fs::set_permissions(src.join("tree/sub/data.bin"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::write(src.join("tree/run.sh"), b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(src.join("tree/run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    for dest in ["/tmp", "/state"] {
+        assert_success(&w.sbx(&["cp", src.join("tree").to_str().unwrap(), &format!("{}:{dest}", sb.id)]), "cp in");
+        assert!(sb.exec(&["read", &format!("{dest}/tree/sub/data.bin")]).stdout == data, "bytes in {dest}");
+        let back = w.socket_root.join(format!("back{}", dest.replace('/', "-")));
+        assert_success(&w.sbx(&["cp", &format!("{}:{dest}/tree", sb.id), back.to_str().unwrap()]), "cp out");
+        assert!(std::fs::read(back.join("sub/data.bin")).unwrap() == data);
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&back.join("sub/data.bin")), 0o640);
+        assert_eq!(mode(&back.join("run.sh")), 0o755);
+        std::fs::remove_dir_all(&back).unwrap();
+    }
+    // A single file to a new name.
+    assert_success(
+        &w.sbx(&["cp", src.join("tree/run.sh").to_str().unwrap(), &format!("{}:/tmp/renamed.sh", sb.id)]),
+        "cp file",
+    );
+    assert_eq!(sb.exec(&["read", "/tmp/renamed.sh"]).stdout, b"#!/bin/sh\n");
+    assert_exit(&w.sbx(&["cp", "/nonexistent-sbx", &format!("{}:/tmp", sb.id)]), 1, "missing source");
+    assert_exit(&w.sbx(&["cp", "a", "b"]), 2, "no sandbox side");
+    assert_exit(&w.sbx(&["cp", "a", &format!("{}:relative", sb.id)]), 2, "relative sandbox path");
+    std::fs::remove_dir_all(&src).unwrap();
+}
+
+#[test]
+fn a_symlink_planted_in_the_sandbox_is_never_followed() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let host_secret = w.socket_root.join("secret");
+    std::fs::write(&host_secret, b"host only").unwrap();
+    // Out: links come back as links, never as the host files they name.
+    sb.exec(&["mkdir", "/tmp/box"]);
+    assert_success(&sb.exec(&["ln", host_secret.to_str().unwrap(), "/tmp/box/secret"]), "plant a link to a host path");
+    assert_success(&sb.exec(&["ln", "/", "/tmp/box/root"]), "plant a link to /");
+    let out_dir = w.socket_root.join("out");
+    assert_success(&w.sbx(&["cp", &format!("{}:/tmp/box", sb.id), out_dir.to_str().unwrap()]), "cp out");
+    assert_eq!(std::fs::read_link(out_dir.join("secret")).unwrap(), host_secret, "a link, not the host file's content");
+    assert!(std::fs::symlink_metadata(out_dir.join("root")).unwrap().file_type().is_symlink());
+    // In: a destination reached through a planted link is refused.
+    assert_success(&sb.exec(&["ln", "/state", "/tmp/to-state"]), "plant a link inside the sandbox");
+    let f = w.socket_root.join("f");
+    std::fs::write(&f, b"x").unwrap();
+    let out = w.sbx(&["cp", f.to_str().unwrap(), &format!("{}:/tmp/to-state/f", sb.id)]);
+    assert_exit(&out, 1, "cp through a planted link");
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+    assert_exit(&sb.exec(&["exists", "/state/f"]), 1, "nothing written through the link");
+    assert_eq!(std::fs::read(&host_secret).unwrap(), b"host only");
+}
+
+#[test]
+fn ports_on_a_sandbox_without_network() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    assert_eq!(sb.inspect("{{.HostConfig.NetworkMode}}"), "none");
+    let out = w.sbx(&["wait-port", &sb.id, "7000", "--timeout", "300ms"]);
+    assert_exit(&out, 1, "nothing listens yet");
+    assert_success(&w.sbx(&["exec", "-d", &sb.id, "--", "/bin/fixture", "tcp-echo", "7000"]), "start a listener");
+    assert_success(&w.sbx(&["wait-port", &sb.id, "7000", "--timeout", "10s"]), "wait-port sees it");
+
+    let mut pf = Command::new(SBX)
+        .args(w.dir_args())
+        .args(["port-forward", &sb.id, "0:7000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(pf.stdout.as_mut().unwrap()), &mut line).unwrap();
+    let local = line.split_whitespace().next().unwrap().to_string();
+    assert!(local.starts_with("127.0.0.1:"), "listens on loopback only: {line}");
+    let data = blob(3 << 20);
+    for _ in 0..2 {
+        let mut s = std::net::TcpStream::connect(&local).unwrap();
+        let mut w2 = s.try_clone().unwrap();
+        let d = data.clone();
+        let t = std::thread::spawn(move || {
+            w2.write_all(&d).unwrap();
+            w2.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        t.join().unwrap();
+        assert!(got == data, "port-forward changed the bytes ({} of {})", got.len(), data.len());
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pf.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = pf.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "port-forward ends cleanly on Ctrl-C");
+    assert_exit(&w.sbx(&["port-forward", &sb.id, "0:0"]), 2, "bad port");
+}
+
+#[test]
+fn stats_move_when_the_sandbox_allocates() {
+    let w = World::new();
+    let sb = w.create(&["--memory", "256"]);
+    let read = || -> serde_json::Value { serde_json::from_slice(&w.sbx(&["stats", "--json", &sb.id]).stdout).unwrap() };
+    let before = read()[0].clone();
+    assert_eq!(before["memory_limit_bytes"], 256u64 << 20);
+    assert!(before["pids"].as_u64().unwrap() >= 1);
+    assert_success(&w.sbx(&["exec", "-d", &sb.id, "--", "/bin/fixture", "alloc", "100"]), "allocate");
+    let mut after = before.clone();
+    for _ in 0..50 {
+        after = read()[0].clone();
+        if after["memory_bytes"].as_u64().unwrap() > before["memory_bytes"].as_u64().unwrap() + (80 << 20) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        after["memory_bytes"].as_u64().unwrap() > before["memory_bytes"].as_u64().unwrap() + (80 << 20),
+        "{before} -> {after}"
+    );
+    assert!(after["pids"].as_u64().unwrap() > before["pids"].as_u64().unwrap());
+    assert!(stdout(&w.sbx(&["stats", &sb.id])).contains(&sb.id));
+}
+
+#[test]
+fn backup_then_restore_into_a_fresh_sandbox_gives_the_same_tree() {
+    let w = World::new();
+    let a = w.create(&[]);
+    let src = w.socket_root.join("ws");
+    std::fs::create_dir_all(src.join("workspace/deep/er")).unwrap();
+    std::fs::write(src.join("workspace/deep/er/file.bin"), blob(100_000)).unwrap();
+    std::fs::write(src.join("workspace/top.txt"), b"top").unwrap();
+    std::os::unix::fs::symlink("top.txt", src.join("workspace/link")).unwrap();
+    assert_success(
+        &w.sbx(&["cp", src.join("workspace").to_str().unwrap(), &format!("{}:/state", a.id)]),
+        "seed the workspace",
+    );
+    let tar = w.sbx(&["backup", &a.id]);
+    assert_success(&tar, "backup");
+    assert!(tar.stdout.len() > 100_000);
+
+    let b = w.create(&[]);
+    // restore replaces: something already there disappears.
+    sbx_in(&w, &["exec", &b.id, "--", "/bin/fixture", "mkdir", "/state/workspace/old"], b"");
+    assert_success(&sbx_in(&w, &["restore", &b.id], &tar.stdout), "restore");
+    assert_exit(&b.exec(&["exists", "/state/workspace/old"]), 1, "restore replaced, not merged");
+    let again = w.sbx(&["backup", &b.id]);
+    assert!(again.stdout == tar.stdout, "the restored tree differs");
+    let back = w.socket_root.join("back");
+    assert_success(&w.sbx(&["cp", &format!("{}:/state/workspace", b.id), back.to_str().unwrap()]), "cp out");
+    assert_eq!(std::fs::read(back.join("deep/er/file.bin")).unwrap(), blob(100_000));
+    assert_eq!(std::fs::read_link(back.join("link")).unwrap(), std::path::PathBuf::from("top.txt"));
+
+    // An archive with an entry that escapes is refused before anything changes.
+    let mut evil = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(1);
+    h.set_mode(0o644);
+    h.as_old_mut().name[..9].copy_from_slice(b"../escape");
+    h.set_cksum();
+    evil.append(&h, &b"x"[..]).unwrap();
+    let out = sbx_in(&w, &["restore", &b.id], &evil.into_inner().unwrap());
+    assert_exit(&out, 2, "an escaping archive");
+    assert!(stderr(&out).contains("escape"), "{}", stderr(&out));
+    assert_success(&b.exec(&["exists", "/state/workspace/top.txt"]), "the workspace is untouched");
+}
+
+#[test]
+fn shell_says_plainly_when_the_image_has_none() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let out = w.sbx(&["shell", &sb.id]);
+    assert_exit(&out, 1, "shell on an image without one");
+    assert!(stderr(&out).contains("has no shell") && stderr(&out).contains("sbx exec"), "{}", stderr(&out));
+}
