@@ -219,25 +219,25 @@ fn logs(handle: &str, follow: bool, tail: i64) -> i32 {
     };
     let mut all = Vec::new();
     let _ = f.read_to_end(&mut all);
-    let start = if tail >= 0 {
-        let mut n = 0;
-        let mut at = all.len();
-        for (i, b) in all.iter().enumerate().rev() {
-            if *b == b'\n' && i + 1 != all.len() {
-                n += 1;
-                if n > tail {
-                    break;
+    let start = match tail {
+        t if t < 0 => 0,
+        0 => all.len(),
+        t => {
+            // The start of the last `t` lines; a final newline ends the last line.
+            let end = if all.last() == Some(&b'\n') { all.len() - 1 } else { all.len() };
+            let mut seen = 0;
+            let mut start = 0;
+            for i in (0..end).rev() {
+                if all[i] == b'\n' {
+                    seen += 1;
+                    if seen == t {
+                        start = i + 1;
+                        break;
+                    }
                 }
             }
-            at = i;
+            start
         }
-        if tail == 0 {
-            all.len()
-        } else {
-            at
-        }
-    } else {
-        0
     };
     let out = io::stdout();
     let mut out = out.lock();

@@ -76,6 +76,8 @@ pub enum Command {
     Restore(IdArg),
     /// Check a sandbox against the CIS Docker Benchmark runtime rules; exit 1 on any failure.
     Audit(IdArg),
+    /// List the persistent session volumes (`create --persist`).
+    Volumes,
     /// Set a sandbox's time to live to DURATION from now (extend or shorten).
     Ttl(TtlArgs),
     /// Remove expired sandboxes, those of creates that died, orphaned socket directories.
@@ -170,6 +172,18 @@ pub struct CreateArgs {
     /// Destroy the sandbox after DURATION (e.g. 90s, 30m, 2h), even after sbx and the shell exit.
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
+    /// Keep /state in the session's named volume (needs --session): a new sandbox for
+    /// the same session continues where the last left off. `destroy --purge` removes it.
+    #[arg(long)]
+    pub persist: bool,
+    /// Clone URL[#REF] on the host into /state/workspace before the sandbox starts
+    /// (needs --persist or --state-dir; skipped when the workspace already has files).
+    #[arg(long, value_name = "URL[#REF]")]
+    pub clone: Option<String>,
+    /// Run CMD (split into words, never through a shell) in the ready sandbox; in order,
+    /// repeatable. A failing one fails the create and removes the sandbox.
+    #[arg(long, value_name = "CMD")]
+    pub setup: Vec<String>,
     /// Give each route its own internal network, with no host address and only the
     /// route's service (the container named HOST) on it: tier 2. Removed with the sandbox.
     #[arg(long)]
@@ -201,6 +215,9 @@ pub struct DestroyArgs {
     /// Sandbox ids.
     #[arg(required = true)]
     pub ids: Vec<String>,
+    /// Also remove the persistent /state volume of their sessions (`create --persist`).
+    #[arg(long)]
+    pub purge: bool,
 }
 
 #[derive(Debug, Args)]

@@ -290,6 +290,9 @@ impl Doctor<'_> {
             labels: vec![],
             ttl: Some(std::time::Duration::from_secs(300)),
             private_routes: false,
+            persist: false,
+            clone: None,
+            setup: vec![],
             command: targets.clone(),
         };
         let started = std::time::Instant::now();

@@ -161,6 +161,19 @@ impl ContainerDriver {
         let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
         let owner = state::owner_token(key, &id);
         let helper = crate::helper::install(&state.dir)?;
+        // Held until the sandbox runs: one writer per persistent session.
+        let persist = match (&spec.persist, &spec.session) {
+            (true, Some(session)) => Some(self.prepare_volume(state, key, session, user)?),
+            _ => None,
+        };
+        if let Some(c) = &spec.clone {
+            let base = match (&persist, &spec.state_dir) {
+                (Some(p), _) => p.dir.clone(),
+                (None, Some(m)) => m.host.clone(),
+                (None, None) => unreachable!("spec validation requires a host-backed /state for --clone"),
+            };
+            self.clone_workspace(c, &base.join("workspace"), user, &mut warnings)?;
+        }
         // Recorded before anything exists, so `gc` can tell a create in
         // flight from one whose process died (pid reuse included).
         if let Some(me) = ProcId::current() {
@@ -189,9 +202,11 @@ impl ContainerDriver {
                 private: &routes.private,
                 dns,
                 helper: helper.as_deref(),
+                volume: persist.as_ref().map(|p| p.volume.as_str()),
             };
             self.make_private(&id, &owner, &routes.private)
                 .and_then(|()| self.start_and_wait(&plan))
+                .and_then(|()| self.run_setup(&id, &spec.setup))
                 .map_err(|e| (e, self.teardown(&id, &dir, &routes.private)))
         })();
         match made {
@@ -289,6 +304,73 @@ impl ContainerDriver {
                 return Err(status_error(&args, &out).into());
             }
             return Err(Error::ServiceMissing { hosts: missing });
+        }
+        Ok(())
+    }
+
+    /// The session's volume, made on first use, and proof no running sandbox has it.
+    fn prepare_volume(&self, state: &State, key: &[u8], session: &str, user: UserSpec) -> Result<Persisted> {
+        let lock = crate::persist::lock(&state.dir, session)?;
+        let volume = crate::persist::volume_name(session);
+        let out = run_ok(&*self.exec, &crate::persist::users_argv(Some(&volume)))?;
+        if let Some(user_of) = out.stdout_str().lines().find_map(|l| serde_json::from_str::<(String, String)>(l).ok()) {
+            return Err(Error::VolumeInUse { session: session.to_string(), id: user_of.0 });
+        }
+        let dir = crate::persist::host_dir(&state.dir, session);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        if user.uid != 0 {
+            let _ = nix::unistd::chown(
+                &dir,
+                Some(nix::unistd::Uid::from_raw(user.uid)),
+                Some(nix::unistd::Gid::from_raw(user.gid)),
+            );
+        }
+        let owner = state::owner_token(key, &volume);
+        run_ok(&*self.exec, &crate::persist::create_argv(&volume, &dir, session, &owner))?;
+        Ok(Persisted { volume, dir, _lock: lock })
+    }
+
+    /// `--clone` into a host-side workspace; an existing, non-empty one is
+    /// the session's previous work and is kept.
+    fn clone_workspace(
+        &self,
+        c: &crate::spec::CloneSpec,
+        ws: &Path,
+        user: UserSpec,
+        warnings: &mut Vec<String>,
+    ) -> Result<()> {
+        if std::fs::read_dir(ws).map(|mut d| d.next().is_some()).unwrap_or(false) {
+            warnings.push(format!(
+                "{} already has files (an earlier sandbox's work); not cloning {}",
+                ws.display(),
+                c.url
+            ));
+            return Ok(());
+        }
+        let _ = std::fs::remove_dir(ws);
+        if let Err(e) = crate::persist::clone(c, ws) {
+            let _ = std::fs::remove_dir_all(ws);
+            return Err(e);
+        }
+        crate::persist::chown_tree(ws, user.uid, user.gid);
+        Ok(())
+    }
+
+    /// `--setup` commands, in order, in the ready sandbox. Their output goes
+    /// to stderr, so stdout stays the id alone.
+    fn run_setup(&self, id: &str, setup: &[Vec<String>]) -> Result<()> {
+        for argv in setup {
+            self.check_interrupt()?;
+            let args = crate::workbench::exec_argv(id, &crate::workbench::ExecOpts::default(), argv);
+            let out = self.exec.run(&args)?;
+            let text = format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr));
+            if !text.is_empty() {
+                eprint!("{text}");
+            }
+            if out.status != 0 {
+                let code = crate::workbench::exec_status(out.status, &text);
+                return Err(Error::SetupFailed { command: argv.join(" "), code, output: text.trim_end().to_string() });
+            }
         }
         Ok(())
     }
@@ -455,6 +537,11 @@ impl ContainerDriver {
     /// Remove sandboxes and their socket directories. Already gone is fine:
     /// scripts call this from `trap ... EXIT`, and two destroys may race.
     pub fn destroy(&self, ids: &[String]) -> Result<Destroyed> {
+        self.destroy_purging(ids, false)
+    }
+
+    /// `destroy --purge`: also the persistent volumes of their sessions.
+    pub fn destroy_purging(&self, ids: &[String], purge: bool) -> Result<Destroyed> {
         let mut ids: Vec<String> = ids.to_vec();
         ids.dedup();
         let raws = self.inspect_many(&ids)?;
@@ -472,6 +559,13 @@ impl ContainerDriver {
         let (state, _) = self.state()?;
         for id in &ids {
             state.forget(id);
+        }
+        if purge {
+            for r in &raws {
+                if let (Some(vol), Some(session)) = (r.labels.get(record::VOLUME), r.labels.get(record::SESSION)) {
+                    self.purge_volume(vol, session)?;
+                }
+            }
         }
         let already_gone: Vec<String> = ids.iter().filter(|i| !present.contains(i)).cloned().collect();
         if !already_gone.is_empty() {
@@ -677,6 +771,50 @@ impl ContainerDriver {
         Ok((at, if watched { None } else { socket }))
     }
 
+    fn purge_volume(&self, volume: &str, session: &str) -> Result<()> {
+        let (state, _) = self.state()?;
+        let _lock = crate::persist::lock(&state.dir, session)?;
+        let args = crate::persist::remove_argv(volume);
+        let out = self.exec.run(&args)?;
+        if out.status != 0
+            && !out.stderr_str().contains("No such volume")
+            && !out.stderr_str().contains("no such volume")
+        {
+            return Err(status_error(&args, &out).into());
+        }
+        let dir = crate::persist::host_dir(&state.dir, session);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(format!("removing {}", dir.display()), e)),
+        }
+    }
+
+    /// The persistent session volumes sbx made, and who uses each.
+    pub fn volumes(&self) -> Result<Vec<crate::persist::VolumeInfo>> {
+        let (state, key) = self.state()?;
+        let out = run_ok(&*self.exec, &crate::persist::list_argv())?;
+        let users = run_ok(&*self.exec, &crate::persist::users_argv(None))?;
+        let users: Vec<(String, String)> =
+            users.stdout_str().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        Ok(out
+            .stdout_str()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<(String, String, String)>(l).ok())
+            .filter(|(name, _, owner)| *owner == state::owner_token(key, name))
+            .map(|(name, session, _)| {
+                let dir = crate::persist::host_dir(&state.dir, &session);
+                crate::persist::VolumeInfo {
+                    in_use_by: users.iter().filter(|(_, v)| *v == name).map(|(c, _)| c.clone()).collect(),
+                    bytes: crate::persist::du(&dir),
+                    path: dir.display().to_string(),
+                    name,
+                    session,
+                }
+            })
+            .collect())
+    }
+
     /// Check a sandbox against the CIS runtime rules (see `audit`).
     pub fn audit(&self, id: &str) -> Result<crate::audit::AuditReport> {
         let raw = self.inspect_one(id)?;
@@ -710,6 +848,13 @@ fn status_error(args: &[std::ffi::OsString], out: &Output) -> DockerError {
 fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
     let mut seen = BTreeSet::new();
     items.filter(|n| seen.insert(n.clone())).collect()
+}
+
+/// A persistent session volume, locked for this create.
+struct Persisted {
+    volume: String,
+    dir: PathBuf,
+    _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
 /// How a sandbox's routes map onto networks.

@@ -109,6 +109,10 @@ pub enum Error {
     NoShell { id: String, tried: String },
     #[error("{command} exited with {code}{}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
     CommandFailed { command: String, code: i32, stderr: String },
+    #[error("the persistent state of session {session} is in use by running sandbox {id}")]
+    VolumeInUse { session: String, id: String },
+    #[error("setup command `{command}` failed (exit {code}){}", if output.is_empty() { String::new() } else { format!(": {output}") })]
+    SetupFailed { command: String, code: i32, output: String },
     #[error("doctor: failed checks: {}", failed.join(", "))]
     DoctorFailed { failed: Vec<String> },
     #[error("interrupted by signal {signal}; what was made has been removed")]
@@ -155,6 +159,8 @@ impl Error {
             | Error::HelperMissing { .. }
             | Error::NoShell { .. }
             | Error::CommandFailed { .. }
+            | Error::VolumeInUse { .. }
+            | Error::SetupFailed { .. }
             | Error::Io { .. } => EXIT_FAILED,
         }
     }
@@ -185,6 +191,8 @@ impl Error {
             Error::HelperMissing { .. } => "helper_missing",
             Error::NoShell { .. } => "no_shell",
             Error::CommandFailed { .. } => "command_failed",
+            Error::VolumeInUse { .. } => "volume_in_use",
+            Error::SetupFailed { .. } => "setup_failed",
             Error::Io { .. } => "io",
         }
     }
@@ -244,6 +252,8 @@ impl Error {
             Error::HelperMissing { id } => format!("recreate the sandbox with this sbx (`sbx destroy {id}`, then `sbx create ...`); build sbx where a static libc is installed (Debian: libc6-dev)"),
             Error::NoShell { id, .. } => format!("run a program directly: `sbx exec -i -t {id} -- PROGRAM`"),
             Error::CommandFailed { .. } => return None,
+            Error::VolumeInUse { id, .. } => format!("one writer at a time: `sbx destroy {id}` first (the volume stays)"),
+            Error::SetupFailed { .. } => "the sandbox was removed; fix the command and create again".into(),
             Error::AuditFailed { id, .. } => format!("`sbx destroy {id}`; a sandbox made by `sbx create` passes every rule, so look for a changed engine default"),
             Error::Io { .. } => return None,
         })

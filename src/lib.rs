@@ -16,6 +16,7 @@ pub mod error;
 pub mod gc;
 pub mod helper;
 pub mod interrupt;
+pub mod persist;
 pub mod probe;
 pub mod record;
 pub mod relay;

@@ -29,12 +29,15 @@ pub const PRIVATE_FOR: &str = "sbx.private-for";
 pub const SERVICE: &str = "sbx.service";
 /// On a sandbox: JSON {private network: service container} sbx must detach and remove.
 pub const PRIVATE: &str = "sbx.private";
+/// On a sandbox: the persistent /state volume it uses (`create --persist`).
+pub const VOLUME: &str = "sbx.volume";
 /// Expiry given at create (RFC 3339); `sbx ttl` moves it in the state dir.
 pub const EXPIRES: &str = "sbx.expires";
 
 /// Every label sbx writes, so `docker ps` can be asked for exactly these.
-pub const ALL: &[&str] =
-    &[MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION, OWNER, EXPIRES, PRIVATE];
+pub const ALL: &[&str] = &[
+    MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION, OWNER, EXPIRES, PRIVATE, VOLUME,
+];
 
 /// A container as docker reports it, before sbx interprets it.
 #[derive(Debug, Clone, Default, PartialEq)]

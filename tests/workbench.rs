@@ -278,3 +278,95 @@ fn shell_says_plainly_when_the_image_has_none() {
     assert_exit(&out, 1, "shell on an image without one");
     assert!(stderr(&out).contains("has no shell") && stderr(&out).contains("sbx exec"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_persistent_session_survives_destroy_and_recreate() {
+    let w = World::new();
+    let session = format!("{}-s", w.case);
+    let volume = format!("sbx-state-{session}");
+    let a = w.create(&["--session", &session, "--persist"]);
+    assert_success(&a.exec(&["write", "/state/kept"]), "write to the persistent /state");
+    // One writer at a time.
+    let out = w.try_create(&["--session", &session, "--persist"]);
+    assert_exit(&out, 1, "a second sandbox on a volume in use");
+    assert!(stderr(&out).contains("in use by running sandbox"), "{}", stderr(&out));
+    let vols: serde_json::Value = serde_json::from_slice(&w.sbx(&["volumes", "--json"]).stdout).unwrap();
+    let v = vols.as_array().unwrap().iter().find(|v| v["name"] == volume.as_str()).expect("volumes lists it");
+    assert_eq!(v["in_use_by"], serde_json::json!([a.id]));
+    assert_success(&w.sbx(&["destroy", &a.id]), "destroy keeps the volume");
+    assert_success(&docker(&["volume", "inspect", &volume]), "the volume outlives its sandbox");
+
+    let b = w.create(&["--session", &session, "--persist"]);
+    assert_success(&b.exec(&["exists", "/state/kept"]), "the next sandbox continues where the last left off");
+    assert_success(&w.sbx(&["destroy", "--purge", &b.id]), "destroy --purge");
+    assert!(!docker(&["volume", "inspect", &volume]).status.success(), "--purge removes the volume");
+    assert!(!w.state_dir.join("volumes").join(&session).exists(), "and its directory");
+    assert_exit(&w.sbx(&["create", "--image", &w.image, "--persist"]), 2, "--persist without --session");
+}
+
+#[test]
+fn clone_and_setup_prepare_the_workspace_and_a_failing_setup_leaves_nothing() {
+    let w = World::new();
+    let repo = std::path::PathBuf::from("/tmp").join(format!("sbxt-{}-repo", w.case));
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.email=t@t", "-c", "user.name=t", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q", repo.to_str().unwrap()]);
+    std::fs::write(repo.join("README"), b"from the repo\n").unwrap();
+    git(&["-C", repo.to_str().unwrap(), "add", "."]);
+    git(&["-C", repo.to_str().unwrap(), "commit", "-qm", "one"]);
+    git(&["-C", repo.to_str().unwrap(), "tag", "v1"]);
+    let session = format!("{}-s", w.case);
+    let url = format!("file://{}#v1", repo.display());
+    let out = w.try_create(&[
+        "--session",
+        &session,
+        "--persist",
+        "--clone",
+        &url,
+        "--setup",
+        "/bin/fixture write /state/workspace/setup-ran",
+        "--setup",
+        "/bin/fixture both",
+    ]);
+    assert_exit(&out, 1, "the second setup command exits 5");
+    assert!(stderr(&out).contains("setup command `/bin/fixture both` failed (exit 5)"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("to stderr"), "setup output is shown: {}", stderr(&out));
+    w.assert_nothing_left();
+
+    let sb = w.create(&[
+        "--session",
+        &session,
+        "--persist",
+        "--clone",
+        &url,
+        "--setup",
+        "/bin/fixture write /state/workspace/setup-ran",
+    ]);
+    assert_eq!(sb.exec(&["read", "/state/workspace/README"]).stdout, b"from the repo\n");
+    assert_success(&sb.exec(&["exists", "/state/workspace/setup-ran"]), "setup ran in the ready sandbox");
+    assert_exit(&w.sbx(&["create", "--image", &w.image, "--clone", "ext::sh -c id"]), 2, "git's ext:: transport");
+    assert_exit(&w.sbx(&["create", "--image", &w.image, "--clone", &url]), 2, "--clone without a host-backed /state");
+    assert_exit(&w.sbx(&["create", "--image", &w.image, "--setup", "unbalanced 'quote"]), 2, "bad --setup");
+    assert_success(&w.sbx(&["destroy", "--purge", &sb.id]), "purge");
+    std::fs::remove_dir_all(&repo).unwrap();
+}
+
+#[test]
+fn logs_follow_ends_when_the_process_does() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let out = w.sbx(&["exec", "-d", &sb.id, "--", "/bin/fixture", "both"]);
+    let handle = stdout(&out).trim().to_string();
+    let out = w.sbx(&["logs", "-f", &sb.id, &handle]);
+    assert_success(&out, "logs -f");
+    let text = stdout(&out);
+    assert!(text.contains("to stdout") && text.contains("to stderr"), "combined output: {text}");
+    let out = w.sbx(&["logs", "--tail", "1", &sb.id, &handle]);
+    assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+}

@@ -23,6 +23,9 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
         labels: a.labels,
         ttl: a.ttl,
         private_routes: a.private_routes,
+        persist: a.persist,
+        clone: a.clone,
+        setup: a.setup,
         command: a.command,
     };
     let spec = SandboxSpec::from_request(&req, env.docker_host.as_deref())?;

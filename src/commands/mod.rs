@@ -51,7 +51,8 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
         Command::Create(a) => done(create::exec(*a, json, env, dirs)),
         Command::Connect(a) => done(connect::exec(&a.id, env, dirs)),
         Command::Revoke(a) => done(revoke::exec(&a.id, &a.kind, json, env, dirs)),
-        Command::Destroy(a) => done(destroy::exec(&a.ids, json, env, dirs)),
+        Command::Destroy(a) => done(destroy::exec(&a.ids, a.purge, json, env, dirs)),
+        Command::Volumes => done(volumes(json, env, dirs)),
         Command::Ls => done(ls::exec(json, env, dirs)),
         Command::Inspect(a) => done(inspect::exec(&a.id, env, dirs)),
         Command::Audit(a) => done(audit::exec(&a.id, json, env, dirs)),
@@ -79,4 +80,18 @@ pub(crate) fn json_line<T: serde::Serialize>(v: &T) -> Result<()> {
 
 pub(crate) fn warn(msg: &str) {
     let _ = writeln!(std::io::stderr().lock(), "sbx: warning: {msg}");
+}
+
+/// `sbx volumes`: the persistent session volumes.
+fn volumes(json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
+    let list = crate::real_driver(env, dirs).volumes()?;
+    if json {
+        return json_line(&list);
+    }
+    let mut t = String::from("VOLUME                  SESSION         SIZE        IN USE BY\n");
+    for v in &list {
+        let users = if v.in_use_by.is_empty() { "-".to_string() } else { v.in_use_by.join(",") };
+        t.push_str(&format!("{:<23} {:<15} {:<11} {}\n", v.name, v.session, v.bytes, users));
+    }
+    out(&t)
 }

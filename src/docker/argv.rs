@@ -47,6 +47,8 @@ pub struct RunPlan<'a> {
     pub dns: Option<&'a str>,
     /// The in-sandbox helper on the host, mounted read-only (see `helper`).
     pub helper: Option<&'a Path>,
+    /// The session's persistent /state volume (`create --persist`).
+    pub volume: Option<&'a str>,
 }
 
 impl RunPlan<'_> {
@@ -70,6 +72,9 @@ impl RunPlan<'_> {
         ];
         if let Some(e) = self.expires_at {
             v.push((record::EXPIRES.to_string(), e.to_string()));
+        }
+        if let Some(vol) = self.volume {
+            v.push((record::VOLUME.to_string(), vol.to_string()));
         }
         if !self.private.is_empty() {
             let private: BTreeMap<&str, &str> = self.private.iter().map(|(n, s)| (n.as_str(), s.as_str())).collect();
@@ -124,9 +129,10 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         a.push(v.into());
     };
     push("--tmpfs", format!("/tmp:rw,exec,nosuid,size=512m,mode=1777,{own}"));
-    match &s.state_dir {
-        Some(m) => push("--mount", m.mount_arg()),
-        None => push("--tmpfs", format!("/state:rw,exec,nosuid,size=512m,mode=1777,{own}")),
+    match (plan.volume, &s.state_dir) {
+        (Some(v), _) => push("--mount", format!("type=volume,src={v},dst=/state")),
+        (None, Some(m)) => push("--mount", m.mount_arg()),
+        (None, None) => push("--tmpfs", format!("/state:rw,exec,nosuid,size=512m,mode=1777,{own}")),
     }
     push("--mount", format!("type=bind,src={},dst={SANDBOX_SOCKET_DIR}", plan.socket_dir.display()));
     if let Some(h) = plan.helper {
@@ -294,6 +300,7 @@ mod tests {
             private: &[],
             dns: None,
             helper: None,
+            volume: None,
         }
     }
 
@@ -302,7 +309,7 @@ mod tests {
         let s = spec(CreateRequest { command: vec!["serve".into(), "--x".into()], ..Default::default() });
         let got = strs(container(&plan(&s), true));
         let labels: Vec<String> = got.windows(2).filter(|w| w[0] == "--label").map(|w| w[1].clone()).collect();
-        assert_eq!(labels.len(), record::ALL.len() - 2, "every label but sbx.expires and sbx.private");
+        assert_eq!(labels.len(), record::ALL.len() - 3, "every label but sbx.expires, sbx.private and sbx.volume");
         assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
         assert!(labels.contains(&"sbx.routes={}".to_string()));
         let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();

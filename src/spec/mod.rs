@@ -44,7 +44,62 @@ pub struct SandboxSpec {
     pub ttl: Option<Duration>,
     /// Give each route its own network with only its service on it.
     pub private_routes: bool,
+    /// Keep /state in the session's named volume across sandboxes.
+    pub persist: bool,
+    /// Clone into /state/workspace on the host before the sandbox starts.
+    pub clone: Option<CloneSpec>,
+    /// Commands run, in order, in the ready sandbox; argv each.
+    pub setup: Vec<Vec<String>>,
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloneSpec {
+    pub url: String,
+    pub reference: Option<String>,
+}
+
+impl CloneSpec {
+    /// `URL[#REF]`. The URL reaches `git clone` after `--`, and git's
+    /// command-running transports (`ext::`, `fd::`) are refused here and
+    /// disabled by GIT_ALLOW_PROTOCOL when git runs.
+    pub fn parse(s: &str) -> Result<Self, Invalid> {
+        let bad = |r: &str| {
+            Invalid::new("--clone", s, r)
+                .hint("write --clone URL[#REF], e.g. https://host/repo.git#v1.2 or file:///srv/repo")
+        };
+        let (url, reference) = match s.rsplit_once('#') {
+            Some((u, r)) => (u, Some(r)),
+            None => (s, None),
+        };
+        if url.is_empty() || url.starts_with('-') || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(bad("the URL is empty, starts with '-', or contains spaces or control characters"));
+        }
+        let lower = url.to_ascii_lowercase();
+        if lower.starts_with("ext::") || lower.starts_with("fd::") {
+            return Err(bad("git's ext:: and fd:: transports run commands on the host"));
+        }
+        if let Some(r) = reference {
+            let ok = !r.is_empty()
+                && !r.starts_with('-')
+                && !r.contains("..")
+                && r.bytes().all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b));
+            if !ok {
+                return Err(bad("the REF must be a branch, tag or commit: letters, digits, '.', '_', '/', '-'"));
+            }
+        }
+        Ok(CloneSpec { url: url.to_string(), reference: reference.map(str::to_string) })
+    }
+}
+
+/// A `--setup` command line split into argv like a shell would split words,
+/// without expanding anything: no shell ever sees it.
+pub fn parse_setup(s: &str) -> Result<Vec<String>, Invalid> {
+    match shlex::split(s) {
+        Some(v) if !v.is_empty() => Ok(v),
+        _ => Err(Invalid::new("--setup", s, "empty, or unbalanced quotes")
+            .hint("e.g. --setup 'make deps' --setup \"python -m pip install -r req.txt\"")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,6 +239,9 @@ pub struct CreateRequest {
     pub labels: Vec<String>,
     pub ttl: Option<String>,
     pub private_routes: bool,
+    pub persist: bool,
+    pub clone: Option<String>,
+    pub setup: Vec<String>,
     pub command: Vec<String>,
 }
 
@@ -239,6 +297,28 @@ impl SandboxSpec {
         };
         let labels = req.labels.iter().map(|l| parse_label(l)).collect::<Result<_, _>>()?;
         let ttl = req.ttl.as_deref().map(parse_ttl).transpose()?;
+        if req.persist && session.is_none() {
+            return Err(
+                Invalid::new("--persist", "", "a persistent /state belongs to a session").hint("add --session KEY")
+            );
+        }
+        if req.persist && state_dir.is_some() {
+            return Err(Invalid::new(
+                "--persist",
+                "",
+                "--persist and --state-dir both choose what /state is; pick one",
+            ));
+        }
+        let clone = req.clone.as_deref().map(CloneSpec::parse).transpose()?;
+        if clone.is_some() && !req.persist && state_dir.is_none() {
+            return Err(Invalid::new(
+                "--clone",
+                req.clone.clone().unwrap_or_default(),
+                "the workspace must be on the host to be filled before the sandbox starts",
+            )
+            .hint("add --persist (with --session) or --state-dir DIR"));
+        }
+        let setup = req.setup.iter().map(|c| parse_setup(c)).collect::<Result<_, _>>()?;
         Ok(SandboxSpec {
             image,
             session,
@@ -255,6 +335,9 @@ impl SandboxSpec {
             labels,
             ttl,
             private_routes: req.private_routes,
+            persist: req.persist,
+            clone,
+            setup,
             command: req.command.clone(),
         })
     }
@@ -354,6 +437,36 @@ mod tests {
         for bad in ["0", "-1", "nan", "inf", "1e3", "x"] {
             assert!(parse_cpus(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn persist_clone_and_setup() {
+        let r = CreateRequest { persist: true, ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap_err().hint.unwrap().contains("--session"));
+        let r = CreateRequest {
+            persist: true,
+            session: Some("s".into()),
+            clone: Some("file:///srv/repo#main".into()),
+            ..req()
+        };
+        let s = SandboxSpec::from_request(&r, None).unwrap();
+        assert_eq!(s.clone, Some(CloneSpec { url: "file:///srv/repo".into(), reference: Some("main".into()) }));
+        let r = CreateRequest { clone: Some("file:///srv/repo".into()), ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap_err().hint.unwrap().contains("--persist"));
+        for bad in [
+            "ext::sh -c touch% /tmp/pwned",
+            "-uhttp://x",
+            "http://x#--upload-pack=x",
+            "http://x#a..b",
+            "",
+            "http://a b",
+        ] {
+            assert!(CloneSpec::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_setup("make 'a b' \"c d\" e\\ f").unwrap(), ["make", "a b", "c d", "e f"]);
+        assert_eq!(parse_setup("echo $(reboot); rm -rf /").unwrap(), ["echo", "$(reboot);", "rm", "-rf", "/"]);
+        assert!(parse_setup("unbalanced 'quote").is_err());
+        assert!(parse_setup("   ").is_err());
     }
 
     #[test]

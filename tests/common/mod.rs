@@ -232,6 +232,11 @@ impl Drop for World {
                 let _ = docker(&["network", "rm", net]);
             }
         }
+        // Persistent session volumes of this test (sessions are named after the case).
+        let vols = docker_ok(&["volume", "ls", "-q", "--filter", &format!("name=sbx-state-{}", self.case)]);
+        for v in vols.lines() {
+            let _ = docker(&["volume", "rm", v]);
+        }
         let _ = std::fs::remove_dir_all(&self.socket_root);
         let _ = std::fs::remove_dir_all(&self.state_dir);
     }
