@@ -370,3 +370,44 @@ fn logs_follow_ends_when_the_process_does() {
     let out = w.sbx(&["logs", "--tail", "1", &sb.id, &handle]);
     assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
 }
+
+#[test]
+fn shell_uses_the_image_shell_and_exec_t_gets_a_terminal() {
+    let w = World::new();
+    // An image whose /bin/sh is the fixture acting as a shell.
+    let ctx = std::path::PathBuf::from("/tmp").join(format!("sbxt-{}-ctx", w.case));
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::copy(fixture_binary(), ctx.join("sh")).unwrap();
+    std::fs::write(ctx.join("Dockerfile"), format!("FROM {}\nCOPY sh /bin/sh\nLABEL {}\n", w.image, w.case_label()))
+        .unwrap();
+    let out = Command::new("docker").args(["build", "-q", ctx.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let image = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    std::fs::remove_dir_all(&ctx).unwrap();
+    let label = w.case_label();
+    let out = w.sbx(&["create", "--image", &image, "--label", &label]);
+    assert_success(&out, "create from the image with a shell");
+    let sb = w.adopt(stdout(&out).trim());
+
+    let out = sbx_in(&w, &["shell", &sb.id], b"echo hi\n");
+    assert_success(&out, "sbx shell");
+    assert_eq!(stdout(&out), "fixture-shell tty=false\necho hi\n");
+
+    // exec -t under a real terminal (script(1) provides one).
+    let cmd = format!(
+        "{SBX} --socket-dir {} --data-dir {} exec -t {} -- /bin/fixture tty",
+        w.socket_root.display(),
+        w.state_dir.display(),
+        sb.id
+    );
+    let out = Command::new("timeout")
+        .args(["30", "script", "-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tty=true"), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = w.sbx(&["exec", &sb.id, "--", "/bin/fixture", "tty"]);
+    assert_eq!(stdout(&out), "tty=false\n", "no terminal without -t");
+    drop(sb);
+    let _ = docker(&["rmi", &image]);
+}
