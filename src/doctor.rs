@@ -219,7 +219,18 @@ impl Doctor<'_> {
             }
             .into());
         }
-        Ok(out.stdout_str().trim().to_string())
+        let id = out.stdout_str().trim().to_string();
+        // Probe images of other sbx builds are dead weight: drop them (an
+        // image still in use is refused by docker and stays).
+        if let Ok(all) = crate::docker::run_ok(self.exec, &crate::docker::argv::images_labelled("sbx-probe.hash")) {
+            let stale: Vec<String> = all.stdout_str().lines().filter(|l| *l != id).map(str::to_string).collect();
+            if !stale.is_empty() {
+                let mut args = vec![std::ffi::OsString::from("rmi"), "--".into()];
+                args.extend(stale.iter().map(std::ffi::OsString::from));
+                let _ = self.exec.run(&args);
+            }
+        }
+        Ok(id)
     }
 
     fn probe(&self, routes: &[Route], checks: &mut Vec<Check>) {

@@ -88,6 +88,11 @@ fn build_fixture() -> String {
     if let Some(id) = cached.lines().next() {
         return id.to_string();
     }
+    // Fixture images of older fixture sources: remove (in-use ones stay).
+    let stale = docker_ok(&["images", "-q", "--no-trunc", "--filter", &format!("label={TEST_LABEL}.fixture")]);
+    for old in stale.lines() {
+        let _ = docker(&["rmi", old]);
+    }
     let tar = dir.join("fixture.tar");
     let st = Command::new("tar")
         .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
