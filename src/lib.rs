@@ -84,12 +84,22 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     };
     init_tracing(cli.verbose);
     let json = cli.json;
-    match commands::dispatch(cli, &env) {
+    let code = match commands::dispatch(cli, &env) {
         Ok(code) => code,
         Err(e) => {
             report(&e, json);
             e.exit_code()
         }
+    };
+    log_own_cpu();
+    code
+}
+
+/// sbx's own CPU time, docker children excluded (`-v`; the benchmark reads it).
+fn log_own_cpu() {
+    if let Ok(u) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
+        let ms = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e3 + t.tv_usec() as f64 / 1e3;
+        tracing::debug!(user_ms = ms(u.user_time()), sys_ms = ms(u.system_time()), "sbx cpu");
     }
 }
 
@@ -121,8 +131,14 @@ fn init_tracing(verbose: u8) {
         1 => EnvFilter::new("sbx=debug"),
         _ => EnvFilter::new("sbx=trace"),
     };
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    // Colour only when stderr is a terminal.
+    let ansi = nix::unistd::isatty(2).unwrap_or(false);
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(ansi)
+        .try_init();
 }
 
 /// Where sbx keeps things on the host, as the global options say.

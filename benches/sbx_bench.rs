@@ -1,0 +1,579 @@
+//! sbx beside bare docker, in one run, on this machine's engine.
+//!
+//!     cargo bench --bench sbx_bench               # full run, rewrites BENCHMARKS.md
+//!     cargo bench --bench sbx_bench -- --quick    # fewer repetitions
+//!     cargo bench --bench sbx_bench -- --json     # also one JSON object on stdout
+//!
+//! Every comparison is a ratio of medians measured interleaved in the same
+//! run (sbx, bare, sbx, bare, ...): absolute times drift on a shared
+//! machine, same-run ratios hold. The bare baseline is the shortest docker
+//! sequence that gives the same sandbox: the same `docker run` argv (built
+//! by sbx's own argv builder), waiting for the socket, `docker rm -f`.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{docker, docker_ok, fixture_image, SBX};
+
+const LABEL: &str = "sbx-bench=1";
+
+struct Bench {
+    image: String,
+    root: PathBuf,
+    data: PathBuf,
+    shim_log: PathBuf,
+    shim: PathBuf,
+    helper: Option<PathBuf>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn percentile(v: &[f64], p: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((s.len() - 1) as f64 * p).round() as usize;
+    s[i]
+}
+
+#[derive(Default, serde::Serialize)]
+struct Case {
+    name: String,
+    sbx_ms: Vec<f64>,
+    bare_ms: Vec<f64>,
+    target: Option<f64>,
+}
+
+impl Case {
+    fn ratio(&self) -> f64 {
+        percentile(&self.sbx_ms, 0.5) / percentile(&self.bare_ms, 0.5)
+    }
+}
+
+impl Bench {
+    fn new() -> Self {
+        let image = fixture_image();
+        let tag = format!("{:08x}", rand::random::<u32>());
+        let root = PathBuf::from(format!("/tmp/sbxb-{tag}"));
+        let data = PathBuf::from(format!("/tmp/sbxb-{tag}-data"));
+        std::fs::create_dir_all(&root).unwrap();
+        let shim_log = PathBuf::from(format!("/tmp/sbxb-{tag}-calls"));
+        let shim = PathBuf::from(format!("/tmp/sbxb-{tag}-docker"));
+        std::fs::write(
+            &shim,
+            format!("#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\nexec docker \"$@\"\n", shim_log.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        // The same read-only helper mount sbx gives every sandbox.
+        let helper = sbx::helper::install(&data).unwrap();
+        Bench { image, root, data, shim_log, shim, helper }
+    }
+
+    fn sbx_cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(SBX);
+        c.arg("--socket-dir").arg(&self.root).arg("--data-dir").arg(&self.data).args(args).stdin(Stdio::null());
+        c
+    }
+
+    fn sbx(&self, args: &[&str]) -> Output {
+        let out = self.sbx_cmd(args).output().unwrap();
+        assert!(out.status.success(), "sbx {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out
+    }
+
+    fn create(&self, extra: &[&str]) -> String {
+        let mut args = vec!["create", "--image", &self.image, "--label", LABEL];
+        args.extend_from_slice(extra);
+        String::from_utf8(self.sbx(&args).stdout).unwrap().trim().to_string()
+    }
+
+    /// The docker argv sbx itself would run for this sandbox, from sbx's own builder.
+    fn bare_argv(&self, name: &str, dir: &Path, networks: &[(String, String)], detach_run: bool) -> Vec<String> {
+        let req =
+            sbx::spec::CreateRequest { image: self.image.clone(), labels: vec![LABEL.into()], ..Default::default() };
+        let spec = sbx::spec::SandboxSpec::from_request(&req, None).unwrap();
+        let sock = dir.join("sandbox.sock");
+        let plan = sbx::docker::argv::RunPlan {
+            id: name,
+            spec: &spec,
+            uid: 65534,
+            gid: 65534,
+            tier: 2,
+            socket_dir: dir,
+            socket_path: &sock,
+            created_at: "2026-01-01T00:00:00Z",
+            owner: "bench",
+            expires_at: None,
+            networks,
+            private: &[],
+            dns: None,
+            helper: self.helper.as_deref(),
+            volume: None,
+        };
+        sbx::docker::argv::container(&plan, detach_run).into_iter().map(|s| s.into_string().unwrap()).collect()
+    }
+
+    fn bare_dir(&self, name: &str) -> PathBuf {
+        let d = self.root.join(format!("bare-{name}"));
+        std::fs::create_dir_all(&d).unwrap();
+        nix::unistd::chown(&d, Some(nix::unistd::Uid::from_raw(65534)), Some(nix::unistd::Gid::from_raw(65534)))
+            .unwrap();
+        d
+    }
+
+    /// Bare: run (or create, connect, start) and wait for the socket.
+    fn bare_create(&self, networks: &[(String, String)]) -> (String, PathBuf) {
+        let name = format!("sbxb-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
+        let dir = self.bare_dir(&name);
+        if networks.len() <= 1 {
+            let argv = self.bare_argv(&name, &dir, networks, true);
+            docker_ok(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+        } else {
+            let argv = self.bare_argv(&name, &dir, networks, false);
+            docker_ok(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+            for (_, n) in &networks[1..] {
+                docker_ok(&["network", "connect", n, &name]);
+            }
+            docker_ok(&["start", &name]);
+        }
+        wait_for(&dir.join("sandbox.sock"));
+        (name, dir)
+    }
+
+    fn bare_destroy(&self, name: &str, dir: &Path) {
+        docker_ok(&["rm", "-f", "-v", name]);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn calls(&self, args: &[&str]) -> usize {
+        let _ = std::fs::remove_file(&self.shim_log);
+        let out = self.sbx_cmd(args).env("SBX_DOCKER", &self.shim).output().unwrap();
+        assert!(out.status.success(), "sbx {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(&self.shim_log).map(|s| s.lines().count()).unwrap_or(0)
+    }
+
+    fn cpu_ms(&self, args: &[&str]) -> f64 {
+        let out = self.sbx_cmd(args).env("RUST_LOG", "sbx=debug").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err.lines().rev().find(|l| l.contains("sbx cpu")).unwrap_or_default().to_string();
+        let num = |k: &str| {
+            line.split(k)
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        num("user_ms=") + num("sys_ms=")
+    }
+
+    fn cleanup(&self) {
+        let ids = docker_ok(&["ps", "-aq", "--filter", &format!("label={LABEL}")]);
+        if !ids.is_empty() {
+            let mut a = vec!["rm", "-f", "-v"];
+            a.extend(ids.lines());
+            let _ = docker(&a);
+        }
+        for id in docker_ok(&["ps", "-aq", "--filter", "name=sbxb-"]).lines() {
+            let _ = docker(&["rm", "-f", id]);
+        }
+        for net in docker_ok(&["network", "ls", "-q", "--filter", &format!("label={LABEL}")]).lines() {
+            let _ = docker(&["network", "rm", net]);
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+        let _ = std::fs::remove_dir_all(&self.data);
+        let _ = std::fs::remove_file(&self.shim);
+        let _ = std::fs::remove_file(&self.shim_log);
+    }
+}
+
+/// Poll for the socket as sbx does (2 ms, backing off to 20 ms).
+fn wait_for(p: &Path) {
+    let start = Instant::now();
+    let mut delay = Duration::from_millis(2);
+    while std::fs::symlink_metadata(p).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(60), "{} never appeared", p.display());
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(Duration::from_millis(20));
+    }
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let t = Instant::now();
+    let v = f();
+    (v, ms(t.elapsed()))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let json = args.iter().any(|a| a == "--json");
+    // `cargo bench` passes --bench; anything else unknown is a mistake.
+    let reps = |full: usize| if quick { (full / 3).max(2) } else { full };
+    let b = Bench::new();
+    let mut cases: Vec<Case> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&b, &reps, &mut cases, &mut notes)));
+    b.cleanup();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    let (calls, cpu) = notes_split(&notes);
+    write_report(&cases, &calls, &cpu, quick);
+    if json {
+        let v = serde_json::json!({
+            "cases": cases.iter().map(|c| serde_json::json!({
+                "name": c.name,
+                "sbx_median_ms": percentile(&c.sbx_ms, 0.5),
+                "sbx_p95_ms": percentile(&c.sbx_ms, 0.95),
+                "bare_median_ms": percentile(&c.bare_ms, 0.5),
+                "bare_p95_ms": percentile(&c.bare_ms, 0.95),
+                "ratio": c.ratio(),
+                "target": c.target,
+                "runs": c.sbx_ms.len(),
+            })).collect::<Vec<_>>(),
+            "docker_calls": calls,
+            "cpu_ms": cpu,
+        });
+        println!("{v}");
+    }
+}
+
+fn notes_split(notes: &[String]) -> (BTreeMap<String, usize>, BTreeMap<String, f64>) {
+    let mut calls = BTreeMap::new();
+    let mut cpu = BTreeMap::new();
+    for n in notes {
+        let parts: Vec<&str> = n.splitn(3, '\t').collect();
+        match parts.as_slice() {
+            ["calls", k, v] => {
+                calls.insert(k.to_string(), v.parse().unwrap());
+            }
+            ["cpu", k, v] => {
+                cpu.insert(k.to_string(), v.parse().unwrap());
+            }
+            _ => {}
+        }
+    }
+    (calls, cpu)
+}
+
+fn run(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>, notes: &mut Vec<String>) {
+    // Warm up both paths (image cache, helper install, key).
+    let id = b.create(&[]);
+    b.sbx(&["destroy", &id]);
+    let (n, d) = b.bare_create(&[]);
+    b.bare_destroy(&n, &d);
+
+    // 1. create-to-ready and destroy, no route.
+    let mut create = Case { name: "create-to-ready, no route".into(), target: Some(1.10), ..Default::default() };
+    let mut destroy = Case { name: "destroy".into(), target: Some(1.10), ..Default::default() };
+    for i in 0..reps(15) {
+        let sbx_first = i % 2 == 0;
+        for which in [sbx_first, !sbx_first] {
+            if which {
+                let (id, t) = timed(|| b.create(&[]));
+                create.sbx_ms.push(t);
+                let (_, t) = timed(|| b.sbx(&["destroy", &id]));
+                destroy.sbx_ms.push(t);
+            } else {
+                let ((n, d), t) = timed(|| b.bare_create(&[]));
+                create.bare_ms.push(t);
+                let (_, t) = timed(|| b.bare_destroy(&n, &d));
+                destroy.bare_ms.push(t);
+            }
+        }
+        eprint!(".");
+    }
+    cases.push(create);
+    cases.push(destroy);
+
+    // 2. the same with two routes.
+    let hosts = [
+        format!("bench{:06x}a", rand::random::<u32>() & 0xffffff),
+        format!("bench{:06x}b", rand::random::<u32>() & 0xffffff),
+    ];
+    for h in &hosts {
+        docker_ok(&[
+            "network",
+            "create",
+            "--internal",
+            "-o",
+            "com.docker.network.bridge.inhibit_ipv4=true",
+            "--label",
+            LABEL,
+            &format!("sbx-{h}"),
+        ]);
+    }
+    let nets: Vec<(String, String)> =
+        hosts.iter().enumerate().map(|(i, h)| (format!("r{i}"), format!("sbx-{h}"))).collect();
+    let r0 = format!("r0:{}:80", hosts[0]);
+    let r1 = format!("r1:{}:80", hosts[1]);
+    let mut routed = Case { name: "create-to-ready, two routes".into(), target: None, ..Default::default() };
+    for i in 0..reps(10) {
+        let sbx_first = i % 2 == 0;
+        for which in [sbx_first, !sbx_first] {
+            if which {
+                let (id, t) = timed(|| b.create(&["--route", &r0, "--route", &r1]));
+                routed.sbx_ms.push(t);
+                b.sbx(&["destroy", &id]);
+            } else {
+                let ((n, d), t) = timed(|| b.bare_create(&nets));
+                routed.bare_ms.push(t);
+                b.bare_destroy(&n, &d);
+            }
+        }
+        eprint!(".");
+    }
+    cases.push(routed);
+    notes.push(format!(
+        "calls\tcreate, two routes\t{}",
+        b.calls(&["create", "--image", &b.image, "--label", LABEL, "--route", &r0, "--route", &r1])
+    ));
+
+    // 3. exec.
+    let id = b.create(&[]);
+    let mut exec = Case { name: "exec".into(), target: Some(1.05), ..Default::default() };
+    for i in 0..reps(30) {
+        let sbx_first = i % 2 == 0;
+        for which in [sbx_first, !sbx_first] {
+            if which {
+                let (_, t) = timed(|| b.sbx(&["exec", &id, "--", "/bin/fixture", "exists", "/"]));
+                exec.sbx_ms.push(t);
+            } else {
+                let (_, t) = timed(|| docker_ok(&["exec", &id, "/bin/fixture", "exists", "/"]));
+                exec.bare_ms.push(t);
+            }
+        }
+    }
+    eprint!(".");
+    cases.push(exec);
+    notes.push(format!("calls\tcreate, no route\t{}", b.calls(&["create", "--image", &b.image, "--label", LABEL])));
+    notes.push(format!("calls\texec\t{}", b.calls(&["exec", &id, "--", "/bin/fixture", "exists", "/"])));
+    notes.push(format!("calls\tinspect\t{}", b.calls(&["inspect", &id])));
+    notes.push(format!("calls\tconnect\t{}", b.calls(&["connect", &id])));
+    for (k, args) in [
+        ("create, no route", vec!["create", "--image", b.image.as_str(), "--label", LABEL]),
+        ("exec", vec!["exec", id.as_str(), "--", "/bin/fixture", "exists", "/"]),
+        ("inspect", vec!["inspect", id.as_str()]),
+        ("ls", vec!["ls"]),
+    ] {
+        let runs: Vec<f64> = (0..5).map(|_| b.cpu_ms(&args)).collect();
+        notes.push(format!("cpu\t{k}\t{}", percentile(&runs, 0.5)));
+    }
+    notes.push(format!("calls\tdestroy\t{}", b.calls(&["destroy", &id])));
+
+    // 4. ls with 0, 50 and 200 sandboxes, against one `docker ps`.
+    let mut have: Vec<String> = Vec::new();
+    for target in [0usize, 50, 200] {
+        let need = target - have.len();
+        let made: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|t| {
+                    let n = need / 4 + usize::from(t < need % 4);
+                    s.spawn(move || {
+                        (0..n).map(|_| b.create(&["--socket-wait", "0", "--", "sleep"])).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        have.extend(made);
+        let mut ls = Case { name: format!("ls, {target} sandboxes"), target: Some(1.2), ..Default::default() };
+        for i in 0..reps(15) {
+            let sbx_first = i % 2 == 0;
+            for which in [sbx_first, !sbx_first] {
+                if which {
+                    let (_, t) = timed(|| b.sbx(&["ls"]));
+                    ls.sbx_ms.push(t);
+                } else {
+                    let (_, t) = timed(|| docker_ok(&["ps", "-a", "--no-trunc", "--filter", "label=sbx.managed=1"]));
+                    ls.bare_ms.push(t);
+                }
+            }
+        }
+        notes.push(format!("calls\tls, {target} sandboxes\t{}", b.calls(&["ls"])));
+        cases.push(ls);
+        eprint!(".");
+    }
+    // Tear the 200 down in one batched destroy (not timed).
+    for chunk in have.chunks(50) {
+        let mut a = vec!["destroy"];
+        a.extend(chunk.iter().map(String::as_str));
+        b.sbx(&a);
+    }
+
+    // 5. gc reaping 100 expired sandboxes, against one `docker rm -f` of 100.
+    let mut gc = Case { name: "gc of 100 expired".into(), target: Some(1.2), ..Default::default() };
+    let state = sbx::state::State::at(b.data.clone());
+    for _ in 0..reps(3).min(3) {
+        let ids: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..25)
+                            .map(|_| b.create(&["--ttl", "1h", "--socket-wait", "0", "--", "sleep"]))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        // Expire them without their watchdogs: as after a reboot.
+        for id in &ids {
+            if let Some(w) = state.watchdog(id) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(w.pid), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        for id in &ids {
+            state.set_expiry(id, std::time::SystemTime::now() - Duration::from_secs(1)).unwrap();
+        }
+        let bare: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..25)
+                            .map(|_| {
+                                let name = format!("sbxb-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
+                                docker_ok(&["run", "-d", "--name", &name, "--network", "none", &b.image, "sleep"]);
+                                name
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let (out, t) = timed(|| b.sbx(&["gc"]));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("expired")).count(), 100);
+        gc.sbx_ms.push(t);
+        let mut rm = vec!["rm", "-f"];
+        rm.extend(bare.iter().map(String::as_str));
+        let (_, t) = timed(|| docker_ok(&rm));
+        gc.bare_ms.push(t);
+        eprint!(".");
+    }
+    cases.push(gc);
+
+    // 6. 20 parallel creates, wall time.
+    let mut par = Case { name: "20 parallel creates (wall)".into(), target: None, ..Default::default() };
+    for i in 0..reps(3).min(3) {
+        let sbx_first = i % 2 == 0;
+        for which in [sbx_first, !sbx_first] {
+            if which {
+                let (ids, t) = timed(|| {
+                    std::thread::scope(|s| {
+                        let hs: Vec<_> = (0..20).map(|_| s.spawn(|| b.create(&[]))).collect();
+                        hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+                    })
+                });
+                par.sbx_ms.push(t);
+                let mut a = vec!["destroy"];
+                a.extend(ids.iter().map(String::as_str));
+                b.sbx(&a);
+            } else {
+                let (made, t) = timed(|| {
+                    std::thread::scope(|s| {
+                        let hs: Vec<_> = (0..20).map(|_| s.spawn(|| b.bare_create(&[]))).collect();
+                        hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+                    })
+                });
+                par.bare_ms.push(t);
+                for (n, d) in made {
+                    b.bare_destroy(&n, &d);
+                }
+            }
+        }
+        eprint!(".");
+    }
+    cases.push(par);
+    let gc_calls = b.calls(&["gc"]);
+    notes.push(format!("calls\tgc (nothing to do)\t{gc_calls}"));
+    eprintln!();
+}
+
+fn write_report(cases: &[Case], calls: &BTreeMap<String, usize>, cpu: &BTreeMap<String, f64>, quick: bool) {
+    let engine = docker_ok(&[
+        "version",
+        "--format",
+        "{{.Server.Version}} (API {{.Server.APIVersion}}), CLI {{.Client.Version}}",
+    ]);
+    let kernel = String::from_utf8_lossy(&Command::new("uname").arg("-r").output().unwrap().stdout).trim().to_string();
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .nth(1)
+        .and_then(|k| k.parse::<u64>().ok())
+        .unwrap_or(0)
+        / 1024
+        / 1024;
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+    let mut t = String::new();
+    t.push_str("# sbx benchmarks\n\n");
+    t.push_str(
+        "sbx beside bare docker, measured interleaved in one run on this project's machine kind. Regenerate with:\n\n",
+    );
+    t.push_str("```sh\ncargo bench --bench sbx_bench            # add `-- --quick` for fewer repetitions, `-- --json` for JSON on stdout\n```\n\n");
+    t.push_str(&format!(
+        "Run: {date}{}. Engine {engine}. Machine: {cpus} cores, {mem} GiB, Linux {kernel}.\n\n",
+        if quick { " (--quick)" } else { "" }
+    ));
+    t.push_str("## Time\n\nMedians and p95 in milliseconds over the runs; the ratio is sbx's median over bare docker's median from the same run.\n\n");
+    t.push_str("| case | runs | sbx median | sbx p95 | bare median | bare p95 | ratio | target | met |\n|---|---|---|---|---|---|---|---|---|\n");
+    for c in cases {
+        let r = c.ratio();
+        let (target, met) = match c.target {
+            Some(x) => (format!("≤ {x:.2}x"), if r <= x { "yes" } else { "no" }.to_string()),
+            None => ("-".into(), "-".into()),
+        };
+        t.push_str(&format!(
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2}x | {} | {} |\n",
+            c.name,
+            c.sbx_ms.len(),
+            percentile(&c.sbx_ms, 0.5),
+            percentile(&c.sbx_ms, 0.95),
+            percentile(&c.bare_ms, 0.5),
+            percentile(&c.bare_ms, 0.95),
+            r,
+            target,
+            met
+        ));
+    }
+    t.push_str("\n## Docker calls per command\n\nCounted with a logging `docker` shim (`SBX_DOCKER`). Targets: create with no route ≤ 3, with N routes ≤ 3 + N; `ls` must not grow with the number of sandboxes.\n\n| command | docker calls |\n|---|---|\n");
+    for (k, v) in calls {
+        t.push_str(&format!("| {k} | {v} |\n"));
+    }
+    t.push_str("\n## sbx's own CPU time\n\nuser+sys of the sbx process alone (docker children excluded), median of 5, from its `-v` diagnostics. Target ≤ 5 ms.\n\n| command | CPU ms |\n|---|---|\n");
+    for (k, v) in cpu {
+        t.push_str(&format!("| {k} | {v:.2} |\n"));
+    }
+    t.push_str(CASES_DOC);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
+    std::fs::write(&path, t).unwrap();
+    eprintln!("wrote {}", path.display());
+}
+
+const CASES_DOC: &str = "
+## What each case measures
+
+1. **create-to-ready, no route**: `sbx create` (returns once the sandbox has bound its socket) against the same `docker run -d` argv (built by sbx's own argv builder) plus waiting for the socket the same way. **destroy**: `sbx destroy` against `docker rm -f -v` plus removing the socket directory.
+2. **two routes**: `sbx create --route ... --route ...` on two internal networks against `docker create` + `docker network connect` + `docker start` + the socket wait.
+3. **exec**: `sbx exec ID -- /bin/fixture exists /` against `docker exec ID /bin/fixture exists /` (the fixture image has no `true`).
+4. **ls**: `sbx ls` with 0, 50 and 200 sandboxes on the host against one `docker ps -a --filter label=sbx.managed=1`.
+5. **gc of 100 expired**: `sbx gc` reaping 100 sandboxes past their expiry (watchdogs killed, as after a reboot) against one `docker rm -f` of 100 plain containers.
+6. **20 parallel creates**: wall time of 20 concurrent `sbx create` against 20 concurrent bare run + socket wait.
+7. Docker calls per command and sbx's own CPU time, above.
+";
