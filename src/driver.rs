@@ -132,9 +132,11 @@ impl ContainerDriver {
         self.check_interrupt()?;
 
         let mut warnings = Vec::new();
-        let image_user = self.image_user(spec.image.as_str())?;
-        let user = choose_user(spec.user, &image_user, &mut warnings);
+        // The image and the routes are independent look-ups: ask both at once.
+        let image_job = self.exec.spawn(&argv::image_user(spec.image.as_str()))?;
         let routes = self.route_networks(&id, spec)?;
+        let image_user = self.image_user(spec.image.as_str(), image_job.wait()?)?;
+        let user = choose_user(spec.user, &image_user, &mut warnings);
         let gaps = boundary::assess(&id, &spec.routes, &routes.networks, &routes.info);
         if spec.strict_egress && !gaps.is_empty() {
             return Err(Error::NotContained { gaps });
@@ -204,10 +206,23 @@ impl ContainerDriver {
                 helper: helper.as_deref(),
                 volume: persist.as_ref().map(|p| p.volume.as_str()),
             };
-            self.make_private(&id, &owner, &routes.private)
+            let cid = self
+                .make_private(&id, &owner, &routes.private)
                 .and_then(|()| self.start_and_wait(&plan))
-                .and_then(|()| self.run_setup(&id, &spec.setup))
-                .map_err(|e| (e, self.teardown(&id, &dir, &routes.private)))
+                .and_then(|cid| self.run_setup(&id, &spec.setup).map(|()| cid))
+                .map_err(|e| (e, self.teardown(&id, &dir, &routes.private)))?;
+            let record = state::SandboxRecord {
+                container: cid,
+                socket_dir: dir.clone(),
+                private: routes.private.clone(),
+                volume: persist.as_ref().map(|p| p.volume.clone()),
+                session: spec.session.clone(),
+            };
+            // Without it destroy still works, through an inspect.
+            if let Err(e) = state.set_record(&id, &record) {
+                tracing::warn!(%e, "could not write the sandbox record");
+            }
+            Ok(())
         })();
         match made {
             Ok(()) => state.end_create(&id),
@@ -233,8 +248,7 @@ impl ContainerDriver {
         })
     }
 
-    fn image_user(&self, image: &str) -> Result<String> {
-        let out = self.exec.run(&argv::image_user(image))?;
+    fn image_user(&self, image: &str, out: Output) -> Result<String> {
         if out.status != 0 {
             if parse::no_such_image(&out.stderr_str()) {
                 return Err(Error::ImageMissing { image: image.to_string() });
@@ -405,47 +419,56 @@ impl ContainerDriver {
         Ok(())
     }
 
-    fn start_and_wait(&self, plan: &argv::RunPlan) -> Result<()> {
+    /// Start the sandbox and wait for its socket; returns the container id.
+    fn start_and_wait(&self, plan: &argv::RunPlan) -> Result<String> {
         self.check_interrupt()?;
         let nets = unique(plan.networks.iter().map(|(_, n)| n.clone()));
-        if nets.len() <= 1 {
-            run_ok(&*self.exec, &argv::container(plan, true))?;
+        let cid = if nets.len() <= 1 {
+            run_ok(&*self.exec, &argv::container(plan, true))?.stdout_str().trim().to_string()
         } else {
-            run_ok(&*self.exec, &argv::container(plan, false))?;
+            let cid = run_ok(&*self.exec, &argv::container(plan, false))?.stdout_str().trim().to_string();
             for net in &nets[1..] {
                 self.check_interrupt()?;
                 run_ok(&*self.exec, &argv::network_connect(net, plan.id))?;
             }
             self.check_interrupt()?;
             run_ok(&*self.exec, &argv::start(plan.id))?;
-        }
+            cid
+        };
         if plan.spec.socket_wait.is_zero() {
-            return self.check_interrupt();
+            self.check_interrupt()?;
+        } else {
+            self.wait_for_socket(plan)?;
         }
-        self.wait_for_socket(plan)
+        Ok(cid)
     }
 
-    /// Poll for the socket (2 ms, backing off to 20 ms) while `docker wait`
-    /// watches for the container dying, so a boot crash is reported at once
-    /// instead of after the whole timeout.
+    /// Poll for the socket (2 ms, backing off to 20 ms). Most sandboxes bind
+    /// within a few hundred ms, so the container's state is asked only from
+    /// 250 ms on, every 500 ms: a boot crash is still reported within half a
+    /// second, without a `docker wait` process competing with the engine
+    /// during every start.
     fn wait_for_socket(&self, plan: &argv::RunPlan) -> Result<()> {
         let owners = socket::allowed_owners(Some(plan.uid));
-        let mut watcher = Some(self.exec.spawn(&argv::wait(plan.id))?);
         let started = Instant::now();
+        let mut next_check = Duration::from_millis(250);
         let mut delay = Duration::from_millis(2);
         loop {
             self.check_interrupt()?;
             if socket::open_checked(plan.socket_path, &owners)?.is_some() {
                 return Ok(());
             }
-            if let Some(out) = watcher.as_mut().and_then(|w| w.try_wait()) {
-                if out.status == 0 {
-                    let code = out.stdout_str().trim().parse().unwrap_or(-1);
-                    return Err(Error::DiedAtBoot { id: plan.id.to_string(), code, logs: self.logs(plan.id) });
+            if started.elapsed() >= next_check {
+                next_check += Duration::from_millis(500);
+                let out = self.exec.run(&argv::state(plan.id))?;
+                let text = out.stdout_str();
+                let mut words = text.split_whitespace();
+                if let (Some(status), Some(code)) = (words.next(), words.next()) {
+                    if status != "running" && status != "created" {
+                        let code = code.parse().unwrap_or(-1);
+                        return Err(Error::DiedAtBoot { id: plan.id.to_string(), code, logs: self.logs(plan.id) });
+                    }
                 }
-                // The watch itself failed: keep polling until the deadline.
-                tracing::debug!(stderr = %out.stderr_str(), "docker wait failed");
-                watcher = None;
             }
             if started.elapsed() >= plan.spec.socket_wait {
                 return Err(Error::SocketTimeout {
@@ -528,9 +551,14 @@ impl ContainerDriver {
 
     pub fn list(&self) -> Result<Vec<Record>> {
         let args = argv::list();
-        let out = run_ok(&*self.exec, &args)?;
-        let raws = record::parse_ps(&out.stdout_str(), "docker ps")?;
+        // docker answers while sbx reads its key.
+        let job = self.exec.spawn(&args)?;
         let (_, key) = self.state()?;
+        let out = job.wait()?;
+        if out.status != 0 {
+            return Err(status_error(&args, &out).into());
+        }
+        let raws = record::parse_ps(&out.stdout_str(), "docker ps")?;
         Ok(raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect())
     }
 
@@ -544,6 +572,40 @@ impl ContainerDriver {
     pub fn destroy_purging(&self, ids: &[String], purge: bool) -> Result<Destroyed> {
         let mut ids: Vec<String> = ids.to_vec();
         ids.dedup();
+        // Sandboxes this host recorded go in one `docker rm` by container id;
+        // the rest are inspected first to prove they are sbx's.
+        let (state, _) = self.state()?;
+        let (recorded, ids): (Vec<_>, Vec<_>) =
+            ids.into_iter().map(|id| (state.record(&id), id)).partition(|(r, _)| r.is_some());
+        let ids: Vec<String> = ids.into_iter().map(|(_, id)| id).collect();
+        let mut removed = Vec::new();
+        if !recorded.is_empty() {
+            let cids: Vec<String> =
+                recorded.iter().filter_map(|(r, _)| r.as_ref().map(|r| r.container.clone())).collect();
+            self.remove_tolerant(&cids)?;
+            for (r, id) in &recorded {
+                let Some(r) = r else { continue };
+                self.remove_private(&r.private)?;
+                socket::remove_dir(&r.socket_dir, id)?;
+                if purge {
+                    if let (Some(vol), Some(session)) = (&r.volume, &r.session) {
+                        self.purge_volume(vol, session)?;
+                    }
+                }
+                state.forget(id);
+                removed.push(id.clone());
+            }
+        }
+        if ids.is_empty() {
+            return Ok(Destroyed { removed, already_gone: Vec::new() });
+        }
+        let mut rest = self.destroy_inspected(&ids, purge)?;
+        rest.removed.splice(0..0, removed);
+        Ok(rest)
+    }
+
+    fn destroy_inspected(&self, ids: &[String], purge: bool) -> Result<Destroyed> {
+        let ids = ids.to_vec();
         let raws = self.inspect_many(&ids)?;
         let present: Vec<String> = raws.iter().map(|r| r.name.clone()).collect();
         if !present.is_empty() {
@@ -747,12 +809,9 @@ impl ContainerDriver {
             match expiry.duration_since(now) {
                 Ok(left) if !left.is_zero() => std::thread::sleep(left.min(Duration::from_secs(1))),
                 _ => {
-                    // Ownership was checked when this watchdog was started;
-                    // one `docker rm` keeps the removal close to the expiry.
+                    // The sandbox record makes this one `docker rm`, close to the expiry.
                     tracing::info!(id, "TTL expired; destroying");
-                    self.remove_tolerant(&[id.to_string()])?;
-                    socket::remove_dir(socket_dir, id)?;
-                    state.forget(id);
+                    self.destroy(&[id.to_string()])?;
                     return Ok(());
                 }
             }

@@ -11,6 +11,7 @@
 //! expires/<id>        RFC 3339 expiry, rewritten atomically by `sbx ttl`
 //! creating/<id>       "<pid> <starttime>" of a create still running
 //! watchdog/<id>       "<pid> <starttime>" of the TTL watchdog
+//! records/<id>        what `destroy` needs (see `SandboxRecord`), written once the sandbox runs
 //! ```
 
 use std::io::{ErrorKind, Write};
@@ -117,7 +118,22 @@ pub struct State {
     pub dir: PathBuf,
 }
 
-const KINDS: &[&str] = &["expires", "creating", "watchdog"];
+const KINDS: &[&str] = &["expires", "creating", "watchdog", "records"];
+
+/// What sbx made for a sandbox, so `destroy` can remove it with one docker
+/// call: the full container id is unforgeable proof of ownership (no other
+/// container can ever have it), where a name alone would need an inspect.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SandboxRecord {
+    pub container: String,
+    pub socket_dir: PathBuf,
+    #[serde(default)]
+    pub private: Vec<(String, String)>,
+    #[serde(default)]
+    pub volume: Option<String>,
+    #[serde(default)]
+    pub session: Option<String>,
+}
 
 impl State {
     pub fn at(dir: PathBuf) -> Self {
@@ -224,6 +240,20 @@ impl State {
 
     pub fn watchdog(&self, id: &str) -> Option<ProcId> {
         ProcId::parse(&self.get("watchdog", id)?)
+    }
+
+    pub fn set_record(&self, id: &str, r: &SandboxRecord) -> Result<()> {
+        let text = serde_json::to_string(r).map_err(|e| Error::io("encoding the sandbox record", e.into()))?;
+        self.put("records", id, &text)
+    }
+
+    /// The record of a sandbox, if one was written and still parses.
+    pub fn record(&self, id: &str) -> Option<SandboxRecord> {
+        let r: SandboxRecord = serde_json::from_str(&self.get("records", id)?).ok()?;
+        // A container id is 64 lowercase hex digits; anything else is not ours.
+        let ok =
+            r.container.len() == 64 && r.container.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        ok.then_some(r)
     }
 
     /// Forget everything about a sandbox that is gone.

@@ -221,8 +221,9 @@ pub fn start(id: &str) -> Vec<OsString> {
     os(&["start", "--", id])
 }
 
-pub fn wait(id: &str) -> Vec<OsString> {
-    os(&["wait", "--", id])
+/// `STATUS EXITCODE`, e.g. `running 0` or `exited 3`.
+pub fn state(id: &str) -> Vec<OsString> {
+    os(&["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", "--", id])
 }
 
 pub fn logs_tail(id: &str) -> Vec<OsString> {

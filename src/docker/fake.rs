@@ -18,19 +18,9 @@ enum Answer {
     SpawnFails,
 }
 
-/// How a scripted background process behaves.
-#[derive(Debug, Clone)]
-pub enum FakeBackground {
-    /// Never exits while polled.
-    Runs,
-    /// Exits with this output after being polled `polls` times.
-    ExitsAfter { polls: u32, output: Output },
-}
-
 #[derive(Default)]
 struct State {
     answers: VecDeque<Answer>,
-    backgrounds: VecDeque<FakeBackground>,
     calls: Vec<Vec<String>>,
     inputs: Vec<(usize, Vec<u8>)>,
 }
@@ -60,11 +50,6 @@ impl FakeDocker {
     /// The next call fails to spawn, as when docker is not installed.
     pub fn push_spawn_failure(&self) -> &Self {
         self.state.lock().unwrap().answers.push_back(Answer::SpawnFails);
-        self
-    }
-
-    pub fn push_background(&self, bg: FakeBackground) -> &Self {
-        self.state.lock().unwrap().backgrounds.push_back(bg);
         self
     }
 
@@ -139,26 +124,17 @@ impl DockerExec for FakeDocker {
         Ok((out.status, out.stderr_str()))
     }
 
+    /// Background calls take the next scripted answer too, in call order.
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
-        let argv = strings(args);
-        let mut st = self.state.lock().unwrap();
-        st.calls.push(argv.clone());
-        let bg = st.backgrounds.pop_front().unwrap_or_else(|| panic!("unscripted background docker call: {argv:?}"));
-        Ok(Box::new(Scripted(bg)))
+        let out = self.run(args);
+        Ok(Box::new(Scripted(Some(out))))
     }
 }
 
-struct Scripted(FakeBackground);
+struct Scripted(Option<Result<Output, DockerError>>);
 
 impl Background for Scripted {
-    fn try_wait(&mut self) -> Option<Output> {
-        match &mut self.0 {
-            FakeBackground::Runs => None,
-            FakeBackground::ExitsAfter { polls: 0, output } => Some(output.clone()),
-            FakeBackground::ExitsAfter { polls, .. } => {
-                *polls -= 1;
-                None
-            }
-        }
+    fn wait(mut self: Box<Self>) -> Result<Output, DockerError> {
+        self.0.take().expect("waited once")
     }
 }

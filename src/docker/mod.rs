@@ -53,10 +53,11 @@ pub struct Attach {
     pub capture_stderr: bool,
 }
 
-/// A docker process left running while sbx does other work (`docker wait`).
+/// A docker process left running while sbx does other work (two
+/// independent look-ups at once). Dropping the handle kills it.
 pub trait Background: Send {
-    /// `Some` once the process has exited. Dropping the handle kills it.
-    fn try_wait(&mut self) -> Option<Output>;
+    /// Wait for it to finish.
+    fn wait(self: Box<Self>) -> Result<Output, DockerError>;
 }
 
 pub trait DockerExec: Send + Sync {
@@ -190,7 +191,10 @@ impl DockerExec for RealDocker {
         tracing::debug!(command = %render(args), "docker (background)");
         let child =
             self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
-        Ok(Box::new(RealBackground { child }))
+        Ok(Box::new(RealBackground {
+            child: Some(child),
+            program: OsStr::new(&self.program).to_string_lossy().into_owned(),
+        }))
     }
 }
 
@@ -222,32 +226,29 @@ where
 }
 
 struct RealBackground {
-    child: Child,
+    child: Option<Child>,
+    program: String,
 }
 
 impl Background for RealBackground {
-    fn try_wait(&mut self) -> Option<Output> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => {
-                let mut out = Output { status: status.code().unwrap_or(-1), ..Default::default() };
-                if let Some(s) = self.child.stdout.as_mut() {
-                    let _ = s.read_to_end(&mut out.stdout);
-                }
-                if let Some(s) = self.child.stderr.as_mut() {
-                    let _ = s.read_to_end(&mut out.stderr);
-                }
-                Some(out)
-            }
-            Ok(None) => None,
-            Err(_) => Some(Output { status: -1, ..Default::default() }),
-        }
+    fn wait(mut self: Box<Self>) -> Result<Output, DockerError> {
+        let child = self.child.take().expect("waited once");
+        let out =
+            child.wait_with_output().map_err(|source| DockerError::Spawn { program: self.program.clone(), source })?;
+        let status = out
+            .status
+            .code()
+            .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&out.status).unwrap_or(0));
+        Ok(Output { status, stdout: out.stdout, stderr: out.stderr })
     }
 }
 
 impl Drop for RealBackground {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 

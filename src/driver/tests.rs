@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::*;
-use crate::docker::fake::{FakeBackground, FakeDocker};
+use crate::docker::fake::FakeDocker;
 use crate::error::SocketError;
 use crate::spec::CreateRequest;
 use crate::state::{self, State};
@@ -88,7 +88,6 @@ impl Rig {
             let l = UnixListener::bind(dir.join("sandbox.sock")).unwrap();
             std::mem::forget(l);
         });
-        self.fake.push_background(FakeBackground::Runs);
     }
 
     fn removed(&self) {
@@ -117,10 +116,9 @@ fn create_without_routes_is_three_calls() {
     rig.image("");
     rig.starts_and_binds();
     let c = rig.driver().create(&spec(CreateRequest::default())).unwrap();
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run"]);
     let calls = rig.fake.calls();
     assert_eq!(calls[0], ["image", "inspect", "--format", "{{json .Config.User}}", "--", IMG]);
-    assert_eq!(calls[2], ["wait", "--", ID]);
     assert_eq!((c.id.as_str(), c.tier, c.user.as_str()), (ID, 2, "65534:65534"));
     assert_eq!(c.socket, rig.sock_dir().join("sandbox.sock").display().to_string());
     assert!(c.warnings.is_empty());
@@ -138,7 +136,7 @@ fn create_with_routes_attaches_the_rest_before_start() {
     rig.starts_and_binds();
     let s = spec(routes(&["inference:proxy:8080", "tools:tools:9000", "more:proxy:8081"]));
     let c = rig.driver().create(&s).unwrap();
-    assert_eq!(rig.fake.verbs(), ["image inspect", "network inspect", "create", "network connect", "start", "wait"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "network inspect", "create", "network connect", "start"]);
     let calls = rig.fake.calls();
     assert_eq!(calls[1][5..], ["sbx-proxy", "sbx-tools"]);
     assert_eq!(calls[3], ["network", "connect", "--", "sbx-tools", ID]);
@@ -256,7 +254,7 @@ fn death_at_boot_reports_logs_and_cleans_up() {
     let rig = Rig::new();
     rig.image("");
     rig.fake.push(Output::ok("deadbeef\n"));
-    rig.fake.push_background(FakeBackground::ExitsAfter { polls: 1, output: Output::ok("3\n") });
+    rig.fake.push(Output::ok("exited 3\n"));
     rig.fake.push(Output { status: 0, stdout: b"starting\n".to_vec(), stderr: b"panic: no config\n".to_vec() });
     rig.removed();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
@@ -268,7 +266,11 @@ fn death_at_boot_reports_logs_and_cleans_up() {
         other => panic!("{other:?}"),
     }
     assert!(err.to_string().contains("panic: no config"));
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait", "logs", "rm"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "logs", "rm"]);
+    assert_eq!(
+        rig.fake.calls()[2],
+        ["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", "--", ID]
+    );
     assert_eq!(rig.fake.calls()[3], ["logs", "--tail", "20", "--", ID]);
     assert!(!rig.sock_dir().exists());
 }
@@ -278,14 +280,13 @@ fn socket_timeout_reports_logs_and_cleans_up() {
     let rig = Rig::new();
     rig.image("");
     rig.fake.push(Output::ok("deadbeef\n"));
-    rig.fake.push_background(FakeBackground::Runs);
     rig.fake.push(Output::ok(""));
     rig.removed();
     let s = spec(CreateRequest { socket_wait: Some("60ms".into()), ..Default::default() });
     let err = rig.driver().create(&s).unwrap_err();
     assert!(matches!(err, Error::SocketTimeout { ref waited, .. } if waited == "60ms"), "{err:?}");
     assert!(err.to_string().contains("logged nothing"));
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait", "logs", "rm"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "logs", "rm"]);
     assert!(!rig.sock_dir().exists());
 }
 
@@ -307,14 +308,13 @@ fn hostile_socket_fails_the_create() {
     rig.fake.push_with(Output::ok("x\n"), move |_| {
         std::os::unix::fs::symlink("/var/run/docker.sock", dir.join("sandbox.sock")).unwrap();
     });
-    rig.fake.push_background(FakeBackground::Runs);
     rig.removed();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     assert!(
         matches!(err, Error::Socket(SocketError::Hostile { ref reason, .. }) if reason.contains("symlink")),
         "{err:?}"
     );
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait", "rm"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "rm"]);
     assert!(!rig.sock_dir().exists());
 }
 
@@ -323,7 +323,6 @@ fn interrupt_during_wait_tears_down_and_exits_128_plus_signal() {
     let rig = Rig::new();
     rig.image("");
     rig.fake.push(Output::ok("x\n"));
-    rig.fake.push_background(FakeBackground::Runs);
     rig.removed();
     let polls = Arc::new(AtomicUsize::new(0));
     let p = polls.clone();
@@ -332,7 +331,7 @@ fn interrupt_during_wait_tears_down_and_exits_128_plus_signal() {
     let err = driver.create(&spec(CreateRequest::default())).unwrap_err();
     assert!(matches!(err, Error::Interrupted { signal: 2 }));
     assert_eq!(err.exit_code(), 130);
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "wait", "rm"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "rm"]);
     assert!(!rig.sock_dir().exists());
 }
 
@@ -549,10 +548,7 @@ fn private_routes_make_a_network_per_sandbox_and_reach_tier_2() {
     rig.starts_and_binds();
     let s = spec(CreateRequest { private_routes: true, ..routes(&["inference:proxy:8080", "more:proxy:9"]) });
     let c = rig.driver().create(&s).unwrap();
-    assert_eq!(
-        rig.fake.verbs(),
-        ["image inspect", "container inspect", "network create", "network connect", "run", "wait"]
-    );
+    assert_eq!(rig.fake.verbs(), ["image inspect", "container inspect", "network create", "network connect", "run"]);
     let calls = rig.fake.calls();
     let net = format!("{ID}-inference");
     assert_eq!(calls[1][5..], ["proxy"]);
@@ -617,4 +613,28 @@ fn private_routes_need_running_services_and_are_torn_down_on_failure() {
     );
     assert_eq!(rig.fake.calls()[7], ["network", "rm", "--", &net]);
     assert!(!rig.sock_dir().exists());
+}
+
+#[test]
+fn a_recorded_sandbox_is_destroyed_with_one_docker_call() {
+    let rig = Rig::new();
+    rig.image("");
+    let cid = "c".repeat(64);
+    let dir = rig.sock_dir();
+    rig.fake.push_with(Output::ok(&format!("{cid}\n")), move |_| {
+        std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap());
+    });
+    rig.driver().create(&spec(CreateRequest::default())).unwrap();
+    let rec = rig.state().record(ID).expect("create writes a record");
+    assert_eq!(rec.container, cid);
+    rig.fake.push(Output::ok(&format!("{cid}\n")));
+    let d = rig.driver().destroy(&[ID.to_string()]).unwrap();
+    assert_eq!(d.removed, [ID]);
+    assert_eq!(rig.fake.calls().last().unwrap(), &["rm", "-f", "-v", "--", cid.as_str()]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "rm"], "no inspect: the container id proves ownership");
+    assert!(!rig.sock_dir().exists() && rig.state().record(ID).is_none());
+    // A record that is not a container id is ignored (the inspect path runs).
+    std::fs::create_dir_all(rig.state.join("records")).unwrap();
+    std::fs::write(rig.state.join("records").join(ID), r#"{"container":"../x","socket_dir":"/tmp"}"#).unwrap();
+    assert!(rig.state().record(ID).is_none());
 }
