@@ -437,18 +437,11 @@ fn run(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>, notes: &
         for id in &ids {
             state.set_expiry(id, std::time::SystemTime::now() - Duration::from_secs(1)).unwrap();
         }
+        // The baseline removes the same kind of containers: sandboxes made by sbx.
         let bare: Vec<String> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4)
                 .map(|_| {
-                    s.spawn(|| {
-                        (0..25)
-                            .map(|_| {
-                                let name = format!("sbxb-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
-                                docker_ok(&["run", "-d", "--name", &name, "--network", "none", &b.image, "sleep"]);
-                                name
-                            })
-                            .collect::<Vec<_>>()
-                    })
+                    s.spawn(|| (0..25).map(|_| b.create(&["--socket-wait", "0", "--", "sleep"])).collect::<Vec<_>>())
                 })
                 .collect();
             hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
@@ -456,10 +449,14 @@ fn run(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>, notes: &
         let (out, t) = timed(|| b.sbx(&["gc"]));
         assert_eq!(String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("expired")).count(), 100);
         gc.sbx_ms.push(t);
-        let mut rm = vec!["rm", "-f"];
+        let mut rm = vec!["rm", "-f", "-v"];
         rm.extend(bare.iter().map(String::as_str));
         let (_, t) = timed(|| docker_ok(&rm));
         gc.bare_ms.push(t);
+        // Their socket directories and records (not timed).
+        let mut a = vec!["destroy"];
+        a.extend(bare.iter().map(String::as_str));
+        b.sbx(&a);
         eprint!(".");
     }
     cases.push(gc);
@@ -573,7 +570,7 @@ const CASES_DOC: &str = "
 2. **two routes**: `sbx create --route ... --route ...` on two internal networks against `docker create` + `docker network connect` + `docker start` + the socket wait.
 3. **exec**: `sbx exec ID -- /bin/fixture exists /` against `docker exec ID /bin/fixture exists /` (the fixture image has no `true`).
 4. **ls**: `sbx ls` with 0, 50 and 200 sandboxes on the host against one `docker ps -a --filter label=sbx.managed=1`.
-5. **gc of 100 expired**: `sbx gc` reaping 100 sandboxes past their expiry (watchdogs killed, as after a reboot) against one `docker rm -f` of 100 plain containers.
+5. **gc of 100 expired**: `sbx gc` reaping 100 sandboxes past their expiry (watchdogs killed, as after a reboot) against one `docker rm -f -v` of 100 other sandboxes made the same way.
 6. **20 parallel creates**: wall time of 20 concurrent `sbx create` against 20 concurrent bare run + socket wait.
 7. Docker calls per command and sbx's own CPU time, above.
 ";

@@ -132,10 +132,24 @@ impl ContainerDriver {
         self.check_interrupt()?;
 
         let mut warnings = Vec::new();
-        // The image and the routes are independent look-ups: ask both at once.
-        let image_job = self.exec.spawn(&argv::image_user(spec.image.as_str()))?;
+        // The image's user: cached per digest (the content cannot change), or
+        // asked while the routes are looked up.
+        let img = spec.image.as_str();
+        let cached = state.image_user(img);
+        let image_job = match cached {
+            Some(_) => None,
+            None => Some(self.exec.spawn(&argv::image_user(img))?),
+        };
         let routes = self.route_networks(&id, spec)?;
-        let image_user = self.image_user(spec.image.as_str(), image_job.wait()?)?;
+        let image_user = match (cached, image_job) {
+            (Some(u), _) => u,
+            (None, Some(job)) => {
+                let u = self.image_user(img, job.wait()?)?;
+                state.set_image_user(img, &u);
+                u
+            }
+            (None, None) => unreachable!("a job is started whenever nothing is cached"),
+        };
         let user = choose_user(spec.user, &image_user, &mut warnings);
         let gaps = boundary::assess(&id, &spec.routes, &routes.networks, &routes.info);
         if spec.strict_egress && !gaps.is_empty() {
@@ -423,10 +437,20 @@ impl ContainerDriver {
     fn start_and_wait(&self, plan: &argv::RunPlan) -> Result<String> {
         self.check_interrupt()?;
         let nets = unique(plan.networks.iter().map(|(_, n)| n.clone()));
+        // The image was seen before (its user is cached) but may be gone since.
+        let missing = |e: DockerError| match &e {
+            DockerError::Status { stderr, .. }
+                if stderr.contains("Unable to find image") || parse::no_such_image(stderr) =>
+            {
+                Error::ImageMissing { image: plan.spec.image.as_str().to_string() }
+            }
+            _ => e.into(),
+        };
         let cid = if nets.len() <= 1 {
-            run_ok(&*self.exec, &argv::container(plan, true))?.stdout_str().trim().to_string()
+            run_ok(&*self.exec, &argv::container(plan, true)).map_err(missing)?.stdout_str().trim().to_string()
         } else {
-            let cid = run_ok(&*self.exec, &argv::container(plan, false))?.stdout_str().trim().to_string();
+            let cid =
+                run_ok(&*self.exec, &argv::container(plan, false)).map_err(missing)?.stdout_str().trim().to_string();
             for net in &nets[1..] {
                 self.check_interrupt()?;
                 run_ok(&*self.exec, &argv::network_connect(net, plan.id))?;

@@ -162,7 +162,7 @@ impl State {
         }
         let key: [u8; 32] = rand::random();
         let tmp = self.dir.join(format!("key.{}.{:x}", std::process::id(), rand::random::<u32>()));
-        write_private(&tmp, &key)?;
+        write_private(&tmp, &key, true)?;
         let linked = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);
         match linked {
@@ -174,6 +174,8 @@ impl State {
         }
     }
 
+    /// Write atomically (temp file and rename). Not fsynced: these files only
+    /// matter while this host stays up, or can be found again; the key is.
     fn put(&self, kind: &str, id: &str, text: &str) -> Result<()> {
         let dir = self.dir.join(kind);
         std::fs::DirBuilder::new()
@@ -182,7 +184,7 @@ impl State {
             .create(&dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let tmp = dir.join(format!(".{id}.{}.{:x}", std::process::id(), rand::random::<u32>()));
-        write_private(&tmp, text.as_bytes())?;
+        write_private(&tmp, text.as_bytes(), false)?;
         let dst = self.file(kind, id);
         std::fs::rename(&tmp, &dst).map_err(|e| Error::io(format!("writing {}", dst.display()), e))
     }
@@ -256,6 +258,18 @@ impl State {
         ok.then_some(r)
     }
 
+    /// The `Config.User` of a content-addressed image, as cached earlier: an
+    /// image id or digest names immutable content, so its user never changes.
+    pub fn image_user(&self, image: &str) -> Option<String> {
+        self.get("images", &image_key(image)?)
+    }
+
+    pub fn set_image_user(&self, image: &str, user: &str) {
+        if let Some(k) = image_key(image) {
+            let _ = self.put("images", &k, user);
+        }
+    }
+
     /// Forget everything about a sandbox that is gone.
     pub fn forget(&self, id: &str) {
         for k in KINDS {
@@ -264,14 +278,23 @@ impl State {
     }
 }
 
-fn write_private(path: &Path, data: &[u8]) -> Result<()> {
+/// The digest of a pinned image reference, as a file name.
+fn image_key(image: &str) -> Option<String> {
+    let hex = image.rsplit_once("sha256:")?.1;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| format!("{}-{hex}", if image.contains('@') { "d" } else { "i" }))
+}
+
+fn write_private(path: &Path, data: &[u8], durable: bool) -> Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
         .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-    f.write_all(data).and_then(|()| f.sync_all()).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+    f.write_all(data)
+        .and_then(|()| if durable { f.sync_all() } else { Ok(()) })
+        .map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
 /// The ownership token written as a label: HMAC-SHA256(key, id). An image

@@ -638,3 +638,23 @@ fn a_recorded_sandbox_is_destroyed_with_one_docker_call() {
     std::fs::write(rig.state.join("records").join(ID), r#"{"container":"../x","socket_dir":"/tmp"}"#).unwrap();
     assert!(rig.state().record(ID).is_none());
 }
+
+#[test]
+fn the_image_user_is_cached_by_digest() {
+    let rig = Rig::new();
+    rig.image("1000");
+    rig.starts_and_binds();
+    rig.driver().create(&spec(CreateRequest::default())).unwrap();
+    std::fs::remove_dir_all(rig.sock_dir()).unwrap();
+    // Second create of the same image: docker run only.
+    rig.starts_and_binds();
+    rig.driver().create(&spec(CreateRequest::default())).unwrap();
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "run"]);
+    assert!(rig.fake.calls()[2].windows(2).any(|w| w[0] == "--user" && w[1] == "1000:1000"), "the cached user is used");
+    // The image removed since: docker run says so, sbx says what to do.
+    std::fs::remove_dir_all(rig.sock_dir()).unwrap();
+    rig.fake.push(Output::fail(125, &format!("Unable to find image '{IMG}' locally")));
+    rig.removed();
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(err, Error::ImageMissing { .. }), "{err:?}");
+}
