@@ -429,9 +429,16 @@ fn run(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>, notes: &
         });
         // Expire them without their watchdogs: as after a reboot.
         for id in &ids {
-            if let Some(w) = state.watchdog(id) {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(w.pid), nix::sys::signal::Signal::SIGKILL);
-            }
+            // The watchdog records itself once it runs; wait for that before killing it.
+            let start = Instant::now();
+            let w = loop {
+                match state.watchdog(id) {
+                    Some(w) => break w,
+                    None if start.elapsed() < Duration::from_secs(10) => std::thread::sleep(Duration::from_millis(10)),
+                    None => panic!("the watchdog of {id} never started"),
+                }
+            };
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(w.pid), nix::sys::signal::Signal::SIGKILL);
         }
         std::thread::sleep(Duration::from_millis(200));
         for id in &ids {
