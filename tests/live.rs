@@ -3,28 +3,12 @@
 
 mod common;
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 
 use common::*;
 
 fn connect(w: &World, id: &str, input: &[u8]) -> std::process::Output {
-    let mut child = Command::new(SBX)
-        .args(w.dir_args())
-        .args(["connect", id])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let data = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        stdin.write_all(&data).unwrap();
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
+    w.sbx_stdin(&["connect", id], input)
 }
 
 #[test]

@@ -73,7 +73,12 @@ fn spell(addr: u32, parts: usize, bases: &[u8]) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    // A fixed seed keeps CI deterministic; the regression file keeps what earlier runs found.
+    #![proptest_config(ProptestConfig {
+        cases: 2000,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x5b0c_2026),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn loopback_in_any_spelling_is_refused(low in 0u32..(1 << 24), parts in 1usize..=4, bases in proptest::collection::vec(0u8..3, 4)) {
@@ -127,7 +132,9 @@ proptest! {
             let arg = m.mount_arg();
             prop_assert_eq!(arg.matches(',').count(), 3, "{}", arg);
             prop_assert!(!arg.contains('"') && !arg.contains('\n'));
-            prop_assert!(m.sandbox.starts_with('/') && !m.sandbox.contains(".."));
+            // "..0" is a fine name; a ".." component is not.
+            prop_assert!(m.sandbox.starts_with('/'));
+            prop_assert!(std::path::Path::new(&m.sandbox).components().all(|c| !matches!(c, std::path::Component::ParentDir)));
             for forbidden in ["/proc", "/sys", "/dev", "/run/sandbox"] {
                 prop_assert!(!std::path::Path::new(&m.sandbox).starts_with(forbidden));
             }

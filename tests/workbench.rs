@@ -10,22 +10,7 @@ use std::process::{Command, Output, Stdio};
 use common::*;
 
 fn sbx_in(w: &World, args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(SBX)
-        .args(w.dir_args())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let data = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
+    w.sbx_stdin(args, input)
 }
 
 fn blob(n: usize) -> Vec<u8> {

@@ -169,6 +169,27 @@ impl World {
         cmd.output().expect("spawn sbx")
     }
 
+    /// Run sbx with `input` on its stdin (written from a thread, so a large
+    /// input cannot deadlock against sbx's output).
+    pub fn sbx_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        let mut child = Command::new(SBX)
+            .args(self.dir_args())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sbx");
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        let data = input.to_vec();
+        let feeder = std::thread::spawn(move || {
+            let _ = std::io::Write::write_all(&mut stdin, &data);
+        });
+        let out = child.wait_with_output().expect("wait for sbx");
+        feeder.join().expect("stdin feeder");
+        out
+    }
+
     pub fn dir_args(&self) -> Vec<std::ffi::OsString> {
         vec!["--socket-dir".into(), self.socket_root.clone().into(), "--data-dir".into(), self.state_dir.clone().into()]
     }
