@@ -16,6 +16,7 @@
 //!   get PATH                   write PATH (file, directory or symlink, never followed) as a record stream
 //!   put DEST [--replace]       read a record stream into DEST
 //!   find-shell                 print the first shell the image has
+//!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
 //!
 //! Record stream: per entry a type byte (b'F' file, b'D' directory, b'L'
 //! symlink, b'E' end), mode (u32 BE), path length (u16 BE), the relative
@@ -49,6 +50,7 @@ fn main() {
         "get" => report(get(Path::new(&arg(2)))),
         "put" => report(put(Path::new(&arg(2)), args.iter().any(|a| a == "--replace"))),
         "find-shell" => find_shell(),
+        "which" => which(&arg(2)),
         other => {
             eprintln!("sbx-helper: unknown command {other:?}");
             64
@@ -486,4 +488,16 @@ fn find_shell() -> i32 {
         }
     }
     1
+}
+
+fn which(cmd: &str) -> i32 {
+    if cmd.contains('/') {
+        return if Path::new(cmd).exists() { 0 } else { 1 };
+    }
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    if path.split(':').any(|d| !d.is_empty() && Path::new(d).join(cmd).exists()) {
+        0
+    } else {
+        1
+    }
 }

@@ -102,14 +102,31 @@ fn helper(exec: &dyn DockerExec, id: &str, args: &[&str]) -> Result<Output> {
     Ok(out)
 }
 
-/// `sbx exec` in the foreground: the command's exit code.
+/// `sbx exec` in the foreground: the command's exit code. Its output goes
+/// straight to sbx's own stdout and stderr (no copy through sbx). docker
+/// answers 126 both for "cannot run" and "not found"; only then does sbx ask
+/// the helper, with the same environment, whether the command exists (127).
 pub fn exec(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String]) -> Result<i32> {
     let argv = exec_argv(id, o, cmd);
-    let (code, stderr) = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: !o.tty })?;
-    if code != 0 && crate::docker::parse::no_such_container(&stderr) {
-        return Err(Error::NotFound { id: id.to_string() });
+    let (code, _) = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: false })?;
+    if code != 126 || cmd.is_empty() {
+        if code == 1 && !container_exists(exec, id)? {
+            return Err(Error::NotFound { id: id.to_string() });
+        }
+        return Ok(code);
     }
-    Ok(exec_status(code, &stderr))
+    let check = ExecOpts { interactive: false, tty: false, ..o.clone() };
+    let probe = exec_argv(id, &check, &[HELPER.to_string(), "which".into(), cmd[0].clone()]);
+    match exec.run(&probe) {
+        Ok(out) if out.status == 1 && out.stderr.is_empty() => Ok(127),
+        _ => Ok(126),
+    }
+}
+
+/// Whether docker knows the container (after a failed exec: "no such container" or the command's own 1?).
+fn container_exists(exec: &dyn DockerExec, id: &str) -> Result<bool> {
+    let out = exec.run(&crate::docker::argv::state(id))?;
+    Ok(!(out.status != 0 && crate::docker::parse::no_such_container(&out.stderr_str())))
 }
 
 pub fn new_handle() -> String {
@@ -505,17 +522,27 @@ mod tests {
     #[test]
     fn exec_through_the_fake() {
         let f = FakeDocker::new();
-        f.push(Output {
-            status: 126,
-            stdout: vec![],
-            stderr: b"OCI runtime exec failed: exec failed: executable file not found in $PATH".to_vec(),
-        });
-        assert_eq!(exec(&f, "sbx-0123456789ab", &ExecOpts::default(), &["nope".into()]).unwrap(), 127);
+        let id = "sbx-0123456789ab";
+        // Not found: docker says 126, the helper finds no such command.
+        f.push(Output::fail(126, ""));
+        f.push(Output { status: 1, stdout: vec![], stderr: vec![] });
+        assert_eq!(exec(&f, id, &ExecOpts::default(), &["nope".into()]).unwrap(), 127);
+        assert_eq!(f.calls()[1], ["exec", "--", id, "/run/sbx/helper", "which", "nope"]);
+        // Exists but cannot run: 126 stays.
+        f.push(Output::fail(126, ""));
+        f.push(Output::ok(""));
+        assert_eq!(exec(&f, id, &ExecOpts::default(), &["/tmp".into()]).unwrap(), 126);
+        // The command's own codes pass straight through, with one docker call.
+        f.push(Output::fail(3, ""));
+        assert_eq!(exec(&f, id, &ExecOpts::default(), &["x".into()]).unwrap(), 3);
+        assert_eq!(f.calls().len(), 5);
+        // Exit 1: the command's, or docker's "no such container"?
+        f.push(Output::fail(1, ""));
         f.push(Output::fail(1, "Error: No such container: sbx-0123456789ab"));
-        assert!(matches!(
-            exec(&f, "sbx-0123456789ab", &ExecOpts::default(), &["x".into()]),
-            Err(Error::NotFound { .. })
-        ));
+        assert!(matches!(exec(&f, id, &ExecOpts::default(), &["x".into()]), Err(Error::NotFound { .. })));
+        f.push(Output::fail(1, ""));
+        f.push(Output::ok("running 0"));
+        assert_eq!(exec(&f, id, &ExecOpts::default(), &["x".into()]).unwrap(), 1);
     }
 
     #[test]
