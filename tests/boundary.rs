@@ -9,10 +9,6 @@ use std::process::Command;
 
 use common::*;
 
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
-}
-
 fn ip_on(container: &str, network: &str) -> String {
     docker_ok(&[
         "inspect",

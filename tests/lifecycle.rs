@@ -27,10 +27,6 @@ fn until(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Instant> {
 /// machine's docker is not saturated while a deadline is measured.
 static ENGINE_LOAD: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
-}
-
 fn expires_at(w: &World, id: &str) -> SystemTime {
     let rec = json(&w.sbx(&["inspect", id]));
     humantime::parse_rfc3339(rec["expires_at"].as_str().expect("expires_at")).unwrap()
