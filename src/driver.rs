@@ -426,7 +426,7 @@ impl ContainerDriver {
         let nets: Vec<String> = private.iter().map(|(n, _)| n.clone()).collect();
         let args = argv::network_remove(&nets);
         let out = self.exec.run(&args)?;
-        let real = out.stderr_str().lines().any(|l| !l.trim().is_empty() && !parse::no_such_network(l));
+        let real = out.stderr_str().lines().any(|l| !parse::is_trailer(l) && !parse::no_such_network(l));
         if out.status != 0 && real {
             return Err(status_error(&args, &out).into());
         }
@@ -791,7 +791,7 @@ impl ContainerDriver {
         }
         let stderr = out.stderr_str();
         let mut racing = Vec::new();
-        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        for line in stderr.lines().filter(|l| !parse::is_trailer(l)) {
             if parse::no_such_container(line) {
                 continue;
             }

@@ -227,7 +227,15 @@ impl Error {
             Error::NetworkMissing { networks } => {
                 let cmds: Vec<String> =
                     networks.iter().map(|n| format!("`docker network create --internal {n}`")).collect();
-                format!("create it with {} and attach the destination service to it", cmds.join(" and "))
+                let attach: Vec<String> = networks
+                    .iter()
+                    .map(|n| format!("`docker network connect --alias {} {n} SERVICE`", n.trim_start_matches("sbx-")))
+                    .collect();
+                format!(
+                    "create it with {} (add `-o com.docker.network.bridge.inhibit_ipv4=true` to keep the host out of reach) and attach the service with {}; or create the sandbox with --private-routes",
+                    cmds.join(" and "),
+                    attach.join(" and ")
+                )
             }
             Error::NotContained { gaps } => {
                 let mut fixes: Vec<String> = gaps.iter().map(|g| format!("{}: {}", g.network, g.fix)).collect();

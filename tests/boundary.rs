@@ -91,6 +91,7 @@ fn shared_route_leaks_are_reported_and_private_routes_close_them() {
         "revoked private network removed"
     );
     assert_exit(&q.exec(&["dial", &format!("{svc_ip}:8080")]), 1, "after revoke");
+    assert_success(&w.sbx(&["destroy", &q.id]), "destroy after its private route was revoked");
     assert_success(&w.sbx(&["destroy", &p_id]), "destroy");
     assert!(
         docker(&["network", "inspect", &private_net]).status.code() != Some(0),

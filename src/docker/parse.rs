@@ -67,6 +67,12 @@ pub fn no_such_container(stderr: &str) -> bool {
     stderr.contains("No such container") || stderr.contains("No such object")
 }
 
+/// The CLI's own trailer after a daemon error (CLI 28 prints `exit status 1`).
+pub fn is_trailer(line: &str) -> bool {
+    let l = line.trim();
+    l.is_empty() || l.starts_with("exit status ")
+}
+
 pub fn no_such_network(line: &str) -> bool {
     line.contains("No such network") || (line.contains("network ") && line.contains(" not found"))
 }
@@ -123,6 +129,8 @@ mod tests {
         let asked = vec!["sbx-000000000001".to_string(), "sbx-000000000002".to_string()];
         let stderr = "Error: No such container: sbx-000000000002\n";
         assert_eq!(missing_containers(&asked, stderr), vec!["sbx-000000000002"]);
+        assert!(no_such_network("Error response from daemon: network sbx-0123456789ab-inference not found"));
+        assert!(is_trailer("exit status 1") && is_trailer("  ") && !is_trailer("Error: x"));
         let racing = "Error response from daemon: removal of container sbx-000000000001 is already in progress";
         assert!(removal_in_progress(racing, "sbx-000000000001"));
         assert!(!removal_in_progress(racing, "sbx-000000000002"));

@@ -658,3 +658,19 @@ fn the_image_user_is_cached_by_digest() {
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     assert!(matches!(err, Error::ImageMissing { .. }), "{err:?}");
 }
+
+#[test]
+fn a_private_network_already_gone_does_not_fail_the_destroy() {
+    let rig = Rig::new();
+    let private = vec![(format!("{ID}-inference"), "proxy".to_string())];
+    rig.fake.push(Output::fail(1, "Error: No such container: proxy"));
+    rig.fake
+        .push(Output::fail(1, &format!("Error response from daemon: network {ID}-inference not found\nexit status 1")));
+    rig.driver().remove_private(&private).unwrap();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::fail(
+        1,
+        "Error response from daemon: error while removing network: network has active endpoints\nexit status 1",
+    ));
+    assert!(rig.driver().remove_private(&private).is_err(), "a real failure still fails");
+}
