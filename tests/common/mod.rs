@@ -287,9 +287,20 @@ impl Sandbox {
 }
 
 impl Drop for Sandbox {
+    /// Every test ends by destroying its sandboxes with sbx, and that must
+    /// work (unless the test already failed: then only clean up).
     fn drop(&mut self) {
-        let _ = Command::new(SBX).args(&self.dir_args).args(["destroy", &self.id]).output();
+        let out = Command::new(SBX).args(&self.dir_args).args(["destroy", &self.id]).output();
         let _ = docker(&["rm", "-f", "-v", &self.id]);
+        if !std::thread::panicking() {
+            let out = out.expect("spawn sbx destroy");
+            assert!(
+                out.status.success(),
+                "sbx destroy {} at the end of the test failed: {}",
+                self.id,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 }
 
