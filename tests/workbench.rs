@@ -396,3 +396,24 @@ fn shell_uses_the_image_shell_and_exec_t_gets_a_terminal() {
     drop(sb);
     let _ = docker(&["rmi", &image]);
 }
+
+#[test]
+fn stats_watch_refreshes_until_ctrl_c() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let mut child = Command::new(SBX)
+        .args(w.dir_args())
+        .args(["stats", "--watch", "--json", &sb.id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    for _ in 0..2 {
+        let line = lines.next().unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v[0]["id"], sb.id.as_str());
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "ends cleanly on Ctrl-C");
+}
