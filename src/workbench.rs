@@ -77,28 +77,20 @@ pub fn exec_status(code: i32, docker_stderr: &str) -> i32 {
     }
 }
 
-fn helper_missing(id: &str, out_stderr: &str) -> Option<Error> {
-    (out_stderr.contains(HELPER) && (out_stderr.contains("no such file") || out_stderr.contains("not found")))
-        .then(|| crate::helper::missing(id))
+/// What a failed `docker exec` said about the sandbox itself: no helper in
+/// it, or no such sandbox. `None`: the command itself failed.
+fn sandbox_error(id: &str, stderr: &str) -> Option<Error> {
+    if stderr.contains(HELPER) && (stderr.contains("no such file") || stderr.contains("not found")) {
+        return Some(crate::helper::missing(id));
+    }
+    crate::docker::parse::no_such_container(stderr).then(|| Error::NotFound { id: id.to_string() })
 }
 
 /// Run a helper command and require success.
 fn helper(exec: &dyn DockerExec, id: &str, args: &[&str]) -> Result<Output> {
     let argv = helper_argv(id, false, args);
     let out = exec.run(&argv)?;
-    if out.status != 0 {
-        if let Some(e) = helper_missing(id, &out.stderr_str()) {
-            return Err(e);
-        }
-        if crate::docker::parse::no_such_container(&out.stderr_str()) {
-            return Err(Error::NotFound { id: id.to_string() });
-        }
-        return Err(Error::CommandFailed {
-            command: crate::docker::render(&argv),
-            code: out.status,
-            stderr: out.stderr_str(),
-        });
-    }
+    check_helper(id, &argv, &out)?;
     Ok(out)
 }
 
@@ -146,7 +138,7 @@ pub fn exec_detached(
     let argv = exec_argv(id, &ExecOpts { interactive: false, tty: false, ..o.clone() }, &inner);
     let out = exec.run(&argv)?;
     if out.status != 0 {
-        if let Some(e) = helper_missing(id, &out.stderr_str()) {
+        if let Some(e) = sandbox_error(id, &out.stderr_str()) {
             return Err(e);
         }
         return Err(Error::CommandFailed { command: cmd.join(" "), code: out.status, stderr: out.stderr_str() });
@@ -245,11 +237,8 @@ pub fn logs(exec: &dyn DockerExec, id: &str, handle: Option<&str>, follow: bool,
     };
     let (code, stderr) = exec.run_attached(&argv, Attach { stdin: false, capture_stderr: true })?;
     if code != 0 {
-        if let Some(e) = helper_missing(id, &stderr) {
+        if let Some(e) = sandbox_error(id, &stderr) {
             return Err(e);
-        }
-        if crate::docker::parse::no_such_container(&stderr) {
-            return Err(Error::NotFound { id: id.to_string() });
         }
     }
     Ok(code)
@@ -258,11 +247,8 @@ pub fn logs(exec: &dyn DockerExec, id: &str, handle: Option<&str>, follow: bool,
 /// An interactive terminal with the image's own shell.
 pub fn shell(exec: &dyn DockerExec, id: &str, tty: bool) -> Result<i32> {
     let out = exec.run(&helper_argv(id, false, &["find-shell"]))?;
-    if let Some(e) = helper_missing(id, &out.stderr_str()) {
+    if let Some(e) = sandbox_error(id, &out.stderr_str()) {
         return Err(e);
-    }
-    if crate::docker::parse::no_such_container(&out.stderr_str()) {
-        return Err(Error::NotFound { id: id.to_string() });
     }
     let sh = out.stdout_str().trim().to_string();
     if out.status != 0 || sh.is_empty() {
@@ -340,11 +326,8 @@ fn check_helper(id: &str, argv: &[OsString], out: &Output) -> Result<()> {
     if out.status == 0 {
         return Ok(());
     }
-    if let Some(e) = helper_missing(id, &out.stderr_str()) {
+    if let Some(e) = sandbox_error(id, &out.stderr_str()) {
         return Err(e);
-    }
-    if crate::docker::parse::no_such_container(&out.stderr_str()) {
-        return Err(Error::NotFound { id: id.to_string() });
     }
     Err(Error::CommandFailed { command: crate::docker::render(argv), code: out.status, stderr: out.stderr_str() })
 }
