@@ -212,12 +212,7 @@ impl Doctor<'_> {
         let args = crate::docker::argv::import(&label);
         let out = self.exec.run_input(&args, &tar)?;
         if out.status != 0 {
-            return Err(crate::error::DockerError::Status {
-                command: crate::docker::render(&args),
-                status: out.status,
-                stderr: out.stderr_str(),
-            }
-            .into());
+            return Err(crate::docker::status_error(&args, &out).into());
         }
         let id = out.stdout_str().trim().to_string();
         // Probe images of other sbx builds are dead weight: drop them (an

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::boundary::{self, Gap};
 use crate::docker::parse::NetInfo;
-use crate::docker::{argv, parse, run_ok, DockerExec, Output};
+use crate::docker::{argv, parse, run_ok, status_error, DockerExec, Output};
 use crate::error::{DockerError, Error, Result};
 use crate::record::{self, RawContainer, Record};
 use crate::socket::{self, RootChoice};
@@ -323,7 +323,7 @@ impl ContainerDriver {
     fn check_services(&self, hosts: &[String]) -> Result<()> {
         let args = argv::inspect(hosts);
         let out = self.exec.run(&args)?;
-        let found = record::parse_inspect(&out.stdout_str(), &argv_display(&args))?;
+        let found = record::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
         let missing: Vec<String> =
             hosts.iter().filter(|h| !found.iter().any(|c| &c.name == *h && c.state == "running")).cloned().collect();
         if !missing.is_empty() {
@@ -545,7 +545,7 @@ impl ContainerDriver {
     fn inspect_many(&self, ids: &[String]) -> Result<Vec<RawContainer>> {
         let args = argv::inspect(ids);
         let out = self.exec.run(&args)?;
-        let raws = record::parse_inspect(&out.stdout_str(), &argv_display(&args))?;
+        let raws = record::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
         if out.status != 0 {
             let missing = parse::missing_containers(ids, &out.stderr_str());
             if missing.len() + raws.len() != ids.len() {
@@ -917,14 +917,6 @@ impl ContainerDriver {
         let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());
         Ok((PathBuf::from(rec.socket), socket::allowed_owners(uid)))
     }
-}
-
-fn argv_display(args: &[std::ffi::OsString]) -> String {
-    crate::docker::render(args)
-}
-
-fn status_error(args: &[std::ffi::OsString], out: &Output) -> DockerError {
-    DockerError::Status { command: argv_display(args), status: out.status, stderr: out.stderr_str() }
 }
 
 /// Items in order, each once.

@@ -78,9 +78,14 @@ pub trait DockerExec: Send + Sync {
 pub fn run_ok(exec: &dyn DockerExec, args: &[OsString]) -> Result<Output, DockerError> {
     let out = exec.run(args)?;
     if out.status != 0 {
-        return Err(DockerError::Status { command: render(args), status: out.status, stderr: out.stderr_str() });
+        return Err(status_error(args, &out));
     }
     Ok(out)
+}
+
+/// The error for `docker ARGS` that ran and exited non-zero.
+pub fn status_error(args: &[OsString], out: &Output) -> DockerError {
+    DockerError::Status { command: render(args), status: out.status, stderr: out.stderr_str() }
 }
 
 /// `docker ARGS` quoted for messages only; never executed.
