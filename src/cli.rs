@@ -10,7 +10,8 @@ Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was crea
 130/143 interrupted by SIGINT/SIGTERM (after removing what was made).
 
 Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRESS=1 (as --strict-egress),
-SBX_DOCKER (docker CLI to run), DOCKER_HOST (passed to docker), RUST_LOG (tracing).";
+SBX_DOCKER (docker CLI to run), SBX_DOCKER_TIMEOUT (how long a docker look-up may take, default 30s;
+changes get 4x), DOCKER_HOST (passed to docker), RUST_LOG (tracing).";
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
 ///

@@ -139,9 +139,21 @@ impl Doctor<'_> {
             .and_then(|c| c["Version"].as_str());
         checks.push(runc_check(runc));
         checks.push(engine_dns_check(&server));
-        let os = self
-            .exec
-            .run(&crate::docker::argv::info_os())
+        // A hung engine (20.10's network-controller deadlock) still answers
+        // `version`, which the daemon serves without taking its locks, but
+        // not `info` or `ps`: that is the state to report here.
+        let info = self.exec.run(&crate::docker::argv::info_os());
+        let ps = self.exec.run(&crate::docker::argv::ps_quiet());
+        if let Some(e) = [&info, &ps].into_iter().find_map(|r| r.as_ref().err()) {
+            checks.push(check(
+                "engine",
+                Status::Fail,
+                format!("the engine answers `docker version` but is hung: {e}"),
+                Some("restart dockerd (`systemctl restart docker`); engine 20.10 can deadlock when many containers are removed at once".into()),
+            ));
+            return false;
+        }
+        let os = info
             .ok()
             .filter(|o| o.status == 0)
             .map(|o| o.stdout_str().trim().trim_matches('"').to_string())

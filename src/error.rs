@@ -52,6 +52,9 @@ pub enum DockerError {
     Status { command: String, status: i32, stderr: String },
     #[error("could not parse the output of `{command}`: {reason}")]
     Parse { command: String, reason: String },
+    /// The engine took longer than the call's deadline; sbx killed the CLI.
+    #[error("the Docker engine did not answer `{command}` within {}", humantime::format_duration(*after))]
+    Timeout { command: String, after: std::time::Duration },
 }
 
 /// Failures of the host side of the socket channel.
@@ -172,6 +175,7 @@ impl Error {
             Error::Docker(DockerError::Spawn { .. }) => "docker_missing",
             Error::Docker(DockerError::Status { .. }) => "docker_failed",
             Error::Docker(DockerError::Parse { .. }) => "docker_output",
+            Error::Docker(DockerError::Timeout { .. }) => "engine_timeout",
             Error::Socket(SocketError::Hostile { .. }) => "hostile_socket",
             Error::Socket(SocketError::PathTooLong { .. }) => "socket_path_too_long",
             Error::Socket(_) => "socket",
@@ -207,6 +211,9 @@ impl Error {
             Error::Docker(DockerError::Status { stderr, .. }) if is_daemon_down(stderr) => {
                 "start the docker daemon, or point DOCKER_HOST at one that runs; `docker version` must answer".into()
             }
+            Error::Docker(DockerError::Timeout { .. }) => {
+                "check the engine with `docker info` (engine 20.10 can deadlock in its network controller when many containers go at once; only restarting dockerd clears that), then retry; a slow but healthy engine: raise SBX_DOCKER_TIMEOUT (e.g. 2m)".into()
+            }
             Error::Docker(_) => return None,
             Error::Socket(SocketError::NoRoot { .. }) => {
                 "pass --socket-dir DIR (or SBX_SOCKET_DIR) naming a writable directory".into()
@@ -221,6 +228,10 @@ impl Error {
                 "the sandbox must bind a unix socket itself at /run/sandbox/sandbox.sock; sbx never follows links there".into()
             }
             Error::Socket(SocketError::Io { .. }) => return None,
+            // An image id names content on one engine only: it cannot be pulled.
+            Error::ImageMissing { image } if image.starts_with("sha256:") => {
+                "an image id names an image on one engine only: build or load it here (`docker load -i IMAGE.tar`, `docker import`), then pass the id that engine reports".into()
+            }
             Error::ImageMissing { image } => {
                 format!("load it first (`docker pull {image}` or `docker load`), then retry")
             }

@@ -43,6 +43,8 @@ pub struct Env {
     pub xdg_runtime_dir: Option<std::path::PathBuf>,
     pub xdg_state_home: Option<std::path::PathBuf>,
     pub home: Option<std::path::PathBuf>,
+    /// `SBX_DOCKER_TIMEOUT` as given; checked by `run` (see `docker::Deadlines`).
+    pub docker_timeout: Option<String>,
 }
 
 impl Env {
@@ -56,6 +58,7 @@ impl Env {
             xdg_runtime_dir: std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()).map(Into::into),
             xdg_state_home: std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(Into::into),
             home: std::env::var_os("HOME").filter(|v| !v.is_empty()).map(Into::into),
+            docker_timeout: std::env::var("SBX_DOCKER_TIMEOUT").ok().filter(|v| !v.is_empty()),
         }
     }
 }
@@ -84,6 +87,11 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     };
     init_tracing(cli.verbose);
     let json = cli.json;
+    if let Err(e) = docker::Deadlines::from_env(env.docker_timeout.as_deref()) {
+        let e = Error::from(e);
+        report(&e, json);
+        return e.exit_code();
+    }
     let code = match commands::dispatch(cli, &env) {
         Ok(code) => code,
         Err(e) => {
@@ -148,6 +156,13 @@ pub struct Dirs {
     pub state_dir: Option<std::path::PathBuf>,
 }
 
+/// The real docker CLI as the environment configures it (`run` has already
+/// refused a malformed `SBX_DOCKER_TIMEOUT`).
+pub fn real_docker(env: &Env) -> docker::RealDocker {
+    let deadlines = docker::Deadlines::from_env(env.docker_timeout.as_deref()).unwrap_or_default();
+    docker::RealDocker::new(env.docker.clone()).with_deadlines(deadlines)
+}
+
 /// The production driver: the real docker CLI and the process's signals.
 pub fn real_driver(env: &Env, dirs: &Dirs) -> driver::ContainerDriver {
     let euid = nix::unistd::geteuid().as_raw();
@@ -163,6 +178,6 @@ pub fn real_driver(env: &Env, dirs: &Dirs) -> driver::ContainerDriver {
         home: env.home.clone(),
         euid,
     };
-    driver::ContainerDriver::new(Arc::new(docker::RealDocker::new(env.docker.clone())), roots, states)
+    driver::ContainerDriver::new(Arc::new(real_docker(env)), roots, states)
         .with_interrupts(Arc::new(interrupt::pending))
 }

@@ -386,3 +386,41 @@ fn doctor_fails_clearly_without_a_daemon() {
     assert!(text.contains("FAIL  docker") && text.contains("does not answer"), "{text}");
     assert!(text.contains("fix: start dockerd"), "{text}");
 }
+
+#[test]
+fn a_hung_engine_gets_a_clear_error_at_the_deadline_never_a_hang() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    // (command, the docker verb that hangs, what the error names)
+    let cases: [(&[&str], &str, &str); 4] = [
+        (&["ls"], "ps", "docker ps"),
+        (&["--json", "ls"], "ps", "docker ps"),
+        (&["destroy", &sb.id], "rm", "docker rm"),
+        (&["doctor"], "info", "docker info"),
+    ];
+    for (args, verb, names) in cases {
+        let shim = Shim::new(&w, verb, false);
+        let shim_path = shim.path();
+        let started = Instant::now();
+        let out = w.sbx_env(args, &[("SBX_DOCKER", shim_path.to_str().unwrap()), ("SBX_DOCKER_TIMEOUT", "1s")]);
+        let took = started.elapsed();
+        assert!(shim.reached(), "{args:?}: the shim was never asked for {verb}");
+        assert_exit(&out, 1, &format!("{args:?} on an engine that hangs at {verb}"));
+        // The deadline is 1 s for look-ups and 4 s for changes; generous
+        // headroom, but far from the shim's forever.
+        assert!(took < Duration::from_secs(30), "{args:?} took {took:?}");
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(text.contains(&format!("did not answer `{names}` within")), "{args:?}: {text}");
+        if args[0] == "--json" {
+            let line = stderr(&out);
+            let v: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON error object");
+            assert_eq!(v["error"]["kind"], "engine_timeout", "{v}");
+        }
+        if args[0] == "doctor" {
+            assert!(stdout(&out).contains("FAIL  engine"), "{}", stdout(&out));
+        }
+    }
+    // The engine answers again: the sandbox the hung destroy could not remove goes now.
+    assert_success(&w.sbx(&["destroy", &sb.id]), "destroy once the engine answers");
+    w.assert_nothing_left();
+}

@@ -243,6 +243,11 @@ pub fn version() -> Vec<OsString> {
     os(&["version", "--format", "{{json .}}"])
 }
 
+/// The cheapest call that needs the engine's container store: doctor's hang check.
+pub fn ps_quiet() -> Vec<OsString> {
+    os(&["ps", "-q", "--last", "1"])
+}
+
 pub fn info_os() -> Vec<OsString> {
     os(&["info", "--format", "{{json .OperatingSystem}}"])
 }

@@ -14,6 +14,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use crate::error::DockerError;
 
@@ -105,14 +106,78 @@ pub fn render(args: &[OsString]) -> String {
     s
 }
 
+/// How long a docker call may take before sbx stops waiting for the engine.
+///
+/// Engine 20.10's network controller can deadlock when many containers go
+/// at once (libnetwork's controller and datastore locks taken in opposite
+/// orders); every later `docker rm`, `ps` or `info` then hangs until dockerd
+/// restarts. A script or cron job must get an error instead of hanging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// Look-ups that should answer at once: version, info, inspect, ps, ls.
+    pub quick: Duration,
+    /// Calls that change the engine: run, create, start, rm, network and
+    /// volume changes, import (4x quick).
+    pub change: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines::scaled(Duration::from_secs(30))
+    }
+}
+
+impl Deadlines {
+    fn scaled(quick: Duration) -> Self {
+        Deadlines { quick, change: quick * 4 }
+    }
+
+    /// From `SBX_DOCKER_TIMEOUT` (a duration such as `30s` or `2m`: the
+    /// look-ups' deadline; changes get four times as long).
+    pub fn from_env(value: Option<&str>) -> Result<Self, crate::error::Invalid> {
+        let Some(v) = value else { return Ok(Deadlines::default()) };
+        match humantime::parse_duration(v.trim()) {
+            Ok(d) if d >= Duration::from_millis(100) => Ok(Deadlines::scaled(d)),
+            _ => Err(crate::error::Invalid::new("SBX_DOCKER_TIMEOUT", v, "it must be a duration of at least 100ms")
+                .hint("e.g. SBX_DOCKER_TIMEOUT=30s (look-ups; engine changes get 4x that)")),
+        }
+    }
+
+    /// The deadline of `docker ARGS`, or None for calls that stream or run
+    /// for as long as their user wants (exec, logs, cp, stats, events, wait).
+    pub fn of(&self, args: &[OsString]) -> Option<Duration> {
+        let word = |i: usize| args.get(i).and_then(|a| a.to_str()).unwrap_or("");
+        let (verb, sub) = match word(0) {
+            "container" | "image" | "network" | "volume" | "system" => (word(1), word(0)),
+            v => (v, ""),
+        };
+        match verb {
+            "exec" | "logs" | "attach" | "cp" | "stats" | "events" | "wait" | "pull" | "push" | "load" | "save"
+            | "export" | "build" | "prune" => None,
+            "run" | "create" | "start" | "stop" | "restart" | "rm" | "kill" | "pause" | "unpause" | "import"
+            | "connect" | "disconnect" | "rmi" | "update" => Some(self.change),
+            _ if sub == "network" || sub == "volume" => {
+                Some(if verb == "inspect" || verb == "ls" { self.quick } else { self.change })
+            }
+            _ => Some(self.quick),
+        }
+    }
+}
+
 /// Spawns the real docker CLI (`$SBX_DOCKER` or `docker` on PATH).
 pub struct RealDocker {
     program: OsString,
+    deadlines: Deadlines,
 }
 
 impl RealDocker {
     pub fn new(program: Option<OsString>) -> Self {
-        RealDocker { program: program.unwrap_or_else(|| OsString::from("docker")) }
+        RealDocker { program: program.unwrap_or_else(|| OsString::from("docker")), deadlines: Deadlines::default() }
+    }
+
+    pub fn with_deadlines(mut self, deadlines: Deadlines) -> Self {
+        self.deadlines = deadlines;
+        self
     }
 
     /// A docker command with piped stdio, for relays that manage the process themselves.
@@ -120,6 +185,14 @@ impl RealDocker {
         let mut cmd = self.command(args);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd
+    }
+
+    fn finish(&self, args: &[OsString], child: Child) -> Result<std::process::Output, DockerError> {
+        finish(&self.program_name(), args, self.deadlines.of(args), child)
+    }
+
+    fn program_name(&self) -> String {
+        OsStr::new(&self.program).to_string_lossy().into_owned()
     }
 
     fn command(&self, args: &[OsString]) -> Command {
@@ -140,7 +213,9 @@ impl RealDocker {
 impl DockerExec for RealDocker {
     fn run(&self, args: &[OsString]) -> Result<Output, DockerError> {
         tracing::debug!(command = %render(args), "docker");
-        let out = self.command(args).output().map_err(|e| self.spawn_err(e))?;
+        let child =
+            self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
+        let out = self.finish(args, child)?;
         let status = out
             .status
             .code()
@@ -163,7 +238,7 @@ impl DockerExec for RealDocker {
         let data = input.to_vec();
         // Write from a thread: docker may fill its output pipes before it has read all input.
         let writer = std::thread::spawn(move || stdin.write_all(&data));
-        let out = child.wait_with_output().map_err(|e| self.spawn_err(e))?;
+        let out = self.finish(args, child)?;
         let _ = writer.join();
         let status = out.status.code().unwrap_or(-1);
         Ok(Output { status, stdout: out.stdout, stderr: out.stderr })
@@ -198,8 +273,51 @@ impl DockerExec for RealDocker {
             self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
         Ok(Box::new(RealBackground {
             child: Some(child),
-            program: OsStr::new(&self.program).to_string_lossy().into_owned(),
+            program: self.program_name(),
+            args: args.to_vec(),
+            limit: self.deadlines.of(args),
         }))
+    }
+}
+
+/// `docker ps`, `docker network rm`: what a call is, for messages that must
+/// not drown the reader in its whole argv (that is under `-v`).
+fn verb(args: &[OsString]) -> String {
+    let words: Vec<String> =
+        args.iter().map(|a| a.to_string_lossy().into_owned()).take_while(|a| !a.starts_with('-')).take(2).collect();
+    let words = if matches!(words.first().map(String::as_str), Some("container" | "image" | "network" | "volume")) {
+        words
+    } else {
+        words.into_iter().take(1).collect()
+    };
+    format!("docker {}", words.join(" "))
+}
+
+/// Wait for a spawned call within its deadline; past it, kill the CLI's
+/// process group and report the engine as not answering.
+fn finish(
+    program: &str,
+    args: &[OsString],
+    limit: Option<Duration>,
+    child: Child,
+) -> Result<std::process::Output, DockerError> {
+    let spawn_err = |source| DockerError::Spawn { program: program.to_string(), source };
+    let Some(limit) = limit else {
+        return child.wait_with_output().map_err(spawn_err);
+    };
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.map_err(spawn_err),
+        Err(_) => {
+            // Its own process group (see `RealDocker::command`): the CLI and anything it started.
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            tracing::debug!(command = %render(args), "docker call past its deadline, killed");
+            Err(DockerError::Timeout { command: verb(args), after: limit })
+        }
     }
 }
 
@@ -233,13 +351,14 @@ where
 struct RealBackground {
     child: Option<Child>,
     program: String,
+    args: Vec<OsString>,
+    limit: Option<Duration>,
 }
 
 impl Background for RealBackground {
     fn wait(mut self: Box<Self>) -> Result<Output, DockerError> {
         let child = self.child.take().expect("waited once");
-        let out =
-            child.wait_with_output().map_err(|source| DockerError::Spawn { program: self.program.clone(), source })?;
+        let out = finish(&self.program, &self.args, self.limit, child)?;
         let status = out
             .status
             .code()
@@ -265,6 +384,44 @@ mod tests {
     fn display_quotes_only_for_humans() {
         let args: Vec<OsString> = ["rm", "-f", "a b", "it's"].iter().map(OsString::from).collect();
         assert_eq!(render(&args), "docker rm -f 'a b' 'it'\\''s'");
+    }
+
+    fn argv(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn every_prompt_call_has_a_deadline_and_streams_have_none() {
+        let d = Deadlines::from_env(Some("5s")).unwrap();
+        assert_eq!(d.of(&argv(&["ps", "-a"])), Some(Duration::from_secs(5)));
+        assert_eq!(d.of(&argv(&["container", "inspect", "x"])), Some(Duration::from_secs(5)));
+        assert_eq!(d.of(&argv(&["network", "ls"])), Some(Duration::from_secs(5)));
+        assert_eq!(d.of(&argv(&["rm", "-f", "x"])), Some(Duration::from_secs(20)));
+        assert_eq!(d.of(&argv(&["network", "rm", "x"])), Some(Duration::from_secs(20)));
+        assert_eq!(d.of(&argv(&["run", "-d", "x"])), Some(Duration::from_secs(20)));
+        assert_eq!(d.of(&argv(&["exec", "-i", "x"])), None);
+        assert_eq!(d.of(&argv(&["logs", "-f", "x"])), None);
+        assert_eq!(Deadlines::from_env(None).unwrap(), Deadlines::default());
+        assert!(Deadlines::from_env(Some("soon")).is_err());
+        assert!(Deadlines::from_env(Some("0s")).is_err());
+    }
+
+    #[test]
+    fn an_engine_that_never_answers_is_cut_off_at_the_deadline() {
+        // A stand-in CLI that hangs like `docker ps` on a deadlocked engine.
+        let d = RealDocker::new(Some("sleep".into()))
+            .with_deadlines(Deadlines { quick: Duration::from_millis(300), change: Duration::from_millis(300) });
+        let started = std::time::Instant::now();
+        match d.run(&argv(&["30"])) {
+            Err(DockerError::Timeout { command, after }) => {
+                assert_eq!(command, "docker 30");
+                assert_eq!(verb(&argv(&["network", "rm", "--", "x"])), "docker network rm");
+                assert_eq!(verb(&argv(&["ps", "-a", "--no-trunc"])), "docker ps");
+                assert_eq!(after, Duration::from_millis(300));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "returned at the deadline, not when sleep ended");
     }
 
     #[test]
