@@ -649,6 +649,32 @@ mod tests {
         assert!(parse_cp_side("sbx-01:/tmp").is_err());
     }
 
+    /// Issue 9 finding 1b through the seam: the helper's answer names a
+    /// sibling of what was asked for; issue 10 item 2: restore of nothing.
+    #[test]
+    fn cp_out_refuses_a_hostile_stream_and_restore_refuses_no_archive() {
+        let f = FakeDocker::new();
+        let dst = std::env::temp_dir().join(format!("sbx-wb-cp-{}-{:x}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&dst).unwrap();
+        let mut s = transfer::Encoder::new(Vec::new()).unwrap();
+        for (p, d) in [("report.txt", &b"ok"[..]), ("sibling.txt", b"x")] {
+            s.file(p, 0o644, d.len() as u64).unwrap();
+            s.segment(0, d.len() as u64, &mut &d[..]).unwrap();
+            s.end_file().unwrap();
+        }
+        f.push(Output { status: 0, stdout: s.end().unwrap(), stderr: vec![] });
+        let src = CpSide::Sandbox { id: "sbx-0123456789ab".into(), path: "/tmp/report.txt".into() };
+        let err = cp(&f, &src, &CpSide::Host(dst.clone()), &Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("refusing entry \"sibling.txt\""), "{err}");
+        assert_eq!(f.calls()[0], ["exec", "--", "sbx-0123456789ab", "/run/sbx/helper", "send", "/tmp/report.txt"]);
+        assert!(!dst.join("sibling.txt").exists());
+        std::fs::remove_dir_all(&dst).unwrap();
+        // No docker call at all: the fake panics on an unscripted one.
+        let err = restore(&f, "sbx-0123456789ab", &b""[..], &Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("stdin is not a tar archive (0 bytes)"), "{err}");
+        assert_eq!(f.calls().len(), 1);
+    }
+
     #[test]
     fn stats_from_captured_output() {
         // Captured from `docker stats --no-stream --format '{{json .}}'` on engine 20.10.

@@ -12,6 +12,8 @@ use std::process::{Command, Output, Stdio};
 use common::*;
 
 /// Run sbx and report its peak RSS in KiB (wait4's rusage of that child alone).
+// Reaped by wait4, which clippy does not see.
+#[allow(clippy::zombie_processes)]
 fn sbx_rss(w: &World, args: &[&str]) -> (Output, i64) {
     let mut child = Command::new(SBX)
         .args(w.dir_args())
