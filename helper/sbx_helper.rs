@@ -13,14 +13,19 @@
 //!   logs HANDLE [-f] [TAIL]    combined output of HANDLE (TAIL lines, or all: -1)
 //!   wait-port PORT MILLIS      exit 0 once something listens on PORT, 1 on timeout
 //!   relay PORT                 relay stdin/stdout to 127.0.0.1:PORT (or [::1]:PORT)
-//!   get PATH                   write PATH (file, directory or symlink, never followed) as a record stream
-//!   put DEST [--replace]       read a record stream into DEST
+//!   send PATH                  write PATH (file, directory or symlink, never followed) as a record stream
+//!   receive DEST [--replace]   read a record stream into DEST
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
 //!
-//! Record stream: per entry a type byte (b'F' file, b'D' directory, b'L'
-//! symlink, b'E' end), mode (u32 BE), path length (u16 BE), the relative
-//! path, data length (u64 BE), data (file content or link target).
+//! Record stream, version 2 (the host's side and its full description are
+//! in src/transfer.rs; both must agree): the magic "SBXREC\0\x02", then per
+//! entry a type byte (b'F' file, b'D' directory, b'L' symlink, b'E' end),
+//! mode (u32 BE), path length (u16 BE), the relative path, a length (u64 BE:
+//! a file's size, a link target's length, else 0), then for a link its
+//! target and for a file its data segments (offset u64, length u64, bytes;
+//! holes are not sent) ended by a zero-length segment. The commands were
+//! get/put with version 1: a helper of the other version fails clearly.
 
 use std::io::{self, BufWriter, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -34,7 +39,12 @@ const BG: &str = "/tmp/.sbx-bg";
 
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
+    fn lseek(fd: i32, offset: i64, whence: i32) -> i64;
 }
+
+const MAGIC: &[u8; 8] = b"SBXREC\x00\x02";
+const SEEK_DATA: i32 = 3;
+const SEEK_HOLE: i32 = 4;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -47,8 +57,8 @@ fn main() {
         "logs" => logs(&arg(2), args.iter().any(|a| a == "-f"), args.last().and_then(|t| t.parse().ok()).unwrap_or(-1)),
         "wait-port" => wait_port(arg(2).parse().unwrap_or(0), arg(3).parse().unwrap_or(0)),
         "relay" => relay(arg(2).parse().unwrap_or(0)),
-        "get" => report(get(Path::new(&arg(2)))),
-        "put" => report(put(Path::new(&arg(2)), args.iter().any(|a| a == "--replace"))),
+        "send" => report(send(Path::new(&arg(2)))),
+        "receive" => report(receive(Path::new(&arg(2)), args.iter().any(|a| a == "--replace"))),
         "find-shell" => find_shell(),
         "which" => which(&arg(2)),
         other => {
@@ -340,20 +350,20 @@ fn relay(port: u16) -> i32 {
     0
 }
 
-fn put_record(w: &mut impl Write, kind: u8, mode: u32, path: &str, data: &[u8]) -> io::Result<()> {
+fn put_record(w: &mut impl Write, kind: u8, mode: u32, path: &str, len: u64) -> io::Result<()> {
     w.write_all(&[kind])?;
     w.write_all(&mode.to_be_bytes())?;
     w.write_all(&(path.len() as u16).to_be_bytes())?;
     w.write_all(path.as_bytes())?;
-    w.write_all(&(data.len() as u64).to_be_bytes())?;
-    w.write_all(data)
+    w.write_all(&len.to_be_bytes())
 }
 
-fn get(src: &Path) -> io::Result<()> {
+fn send(src: &Path) -> io::Result<()> {
     let name = src.file_name().and_then(|n| n.to_str()).filter(|n| !n.is_empty()).unwrap_or(".").to_string();
     let mut w = BufWriter::new(io::stdout().lock());
+    w.write_all(MAGIC)?;
     walk(src, &name, &mut w)?;
-    put_record(&mut w, b'E', 0, "", &[])?;
+    put_record(&mut w, b'E', 0, "", 0)?;
     w.flush()
 }
 
@@ -363,9 +373,11 @@ fn walk(path: &Path, rel: &str, w: &mut impl Write) -> io::Result<()> {
     let mode = md.mode() & 0o7777;
     if md.file_type().is_symlink() {
         let target = std::fs::read_link(path)?;
-        put_record(w, b'L', mode, rel, target.as_os_str().as_encoded_bytes())
+        let t = target.as_os_str().as_encoded_bytes();
+        put_record(w, b'L', mode, rel, t.len() as u64)?;
+        w.write_all(t)
     } else if md.is_dir() {
-        put_record(w, b'D', mode, rel, &[])?;
+        put_record(w, b'D', mode, rel, 0)?;
         let mut names: Vec<_> = std::fs::read_dir(path)?.flatten().map(|e| e.file_name()).collect();
         names.sort();
         for n in names {
@@ -374,10 +386,67 @@ fn walk(path: &Path, rel: &str, w: &mut impl Write) -> io::Result<()> {
         }
         Ok(())
     } else if md.is_file() {
-        let data = std::fs::read(path)?;
-        put_record(w, b'F', mode, rel, &data)
+        send_file(path, rel, mode, w)
     } else {
         Ok(())
+    }
+}
+
+/// Only the data segments (SEEK_DATA/SEEK_HOLE), streamed: a sparse file
+/// costs what it holds, not its size.
+fn send_file(path: &Path, rel: &str, mode: u32, w: &mut impl Write) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags_nofollow().open(path)?;
+    let size = f.metadata()?.len();
+    put_record(w, b'F', mode, rel, size)?;
+    let fd = f.as_raw_fd();
+    let mut pos = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    while pos < size {
+        let start = unsafe { lseek(fd, pos as i64, SEEK_DATA) };
+        let start = if start < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(6) => break, // ENXIO: no data after pos
+                _ => pos,         // no hole support: the rest is data
+            }
+        } else {
+            start as u64
+        };
+        if start >= size {
+            break;
+        }
+        let hole = unsafe { lseek(fd, start as i64, SEEK_HOLE) };
+        let end = if hole < 0 { size } else { (hole as u64).min(size) };
+        w.write_all(&start.to_be_bytes())?;
+        w.write_all(&(end - start).to_be_bytes())?;
+        let mut at = start;
+        while at < end {
+            let want = buf.len().min((end - at) as usize);
+            let n = f.read_at(&mut buf[..want], at)?;
+            if n == 0 {
+                // Shrunk while read: pad, so the stream stays whole.
+                buf[..want].fill(0);
+                w.write_all(&buf[..want])?;
+                at += want as u64;
+                continue;
+            }
+            w.write_all(&buf[..n])?;
+            at += n as u64;
+        }
+        pos = end;
+    }
+    w.write_all(&[0u8; 16])
+}
+
+trait NoFollow {
+    fn custom_flags_nofollow(&mut self) -> &mut Self;
+}
+
+impl NoFollow for std::fs::OpenOptions {
+    fn custom_flags_nofollow(&mut self) -> &mut Self {
+        // O_NOFOLLOW on Linux (all architectures sbx builds for).
+        std::os::unix::fs::OpenOptionsExt::custom_flags(self, 0o400000)
     }
 }
 
@@ -385,6 +454,12 @@ fn read_exact_vec(r: &mut impl Read, n: usize) -> io::Result<Vec<u8>> {
     let mut v = vec![0u8; n];
     r.read_exact(&mut v)?;
     Ok(v)
+}
+
+fn read_u64(r: &mut impl Read) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(u64::from_be_bytes(b))
 }
 
 fn bad(msg: String) -> io::Error {
@@ -406,7 +481,14 @@ fn no_symlinks(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn put(dest: &Path, replace: bool) -> io::Result<()> {
+fn receive(dest: &Path, replace: bool) -> io::Result<()> {
+    let mut r = io::BufReader::new(io::stdin().lock());
+    // Before anything changes: a stream of another version is refused.
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic).map_err(|_| bad("no record stream on stdin".into()))?;
+    if &magic != MAGIC {
+        return Err(bad("stdin is not sbx's record stream version 2".into()));
+    }
     no_symlinks(dest)?;
     let into_dir = std::fs::symlink_metadata(dest).map(|m| m.is_dir()).unwrap_or(false);
     if replace && !into_dir {
@@ -422,7 +504,6 @@ fn put(dest: &Path, replace: bool) -> io::Result<()> {
             }
         }
     }
-    let mut r = io::BufReader::new(io::stdin().lock());
     let mut dirs: Vec<(PathBuf, u32)> = Vec::new();
     loop {
         let mut head = [0u8; 7];
@@ -431,9 +512,7 @@ fn put(dest: &Path, replace: bool) -> io::Result<()> {
         let mode = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) & 0o7777;
         let plen = u16::from_be_bytes([head[5], head[6]]) as usize;
         let rel = String::from_utf8(read_exact_vec(&mut r, plen)?).map_err(|_| bad("path is not UTF-8".into()))?;
-        let mut len = [0u8; 8];
-        r.read_exact(&mut len)?;
-        let len = u64::from_be_bytes(len) as usize;
+        let len = read_u64(&mut r)?;
         if kind == b'E' {
             break;
         }
@@ -451,7 +530,6 @@ fn put(dest: &Path, replace: bool) -> io::Result<()> {
             (false, _) => dest.join(rel_path),
         };
         no_symlinks(target.parent().unwrap_or(dest))?;
-        let data = read_exact_vec(&mut r, len)?;
         match kind {
             b'D' => {
                 if !target.is_dir() {
@@ -463,10 +541,14 @@ fn put(dest: &Path, replace: bool) -> io::Result<()> {
                 if std::fs::symlink_metadata(&target).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
                     std::fs::remove_file(&target)?;
                 }
-                std::fs::write(&target, &data)?;
+                receive_file(&mut r, &target, len)?;
                 std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
             }
             b'L' => {
+                if len > 4096 {
+                    return Err(bad(format!("symlink {rel:?} has a {len}-byte target")));
+                }
+                let data = read_exact_vec(&mut r, len as usize)?;
                 let _ = std::fs::remove_file(&target);
                 std::os::unix::fs::symlink(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&data), &target)?;
             }
@@ -478,6 +560,32 @@ fn put(dest: &Path, replace: bool) -> io::Result<()> {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))?;
     }
     Ok(())
+}
+
+/// A file's size first, then its segments where they belong: holes stay holes.
+fn receive_file(r: &mut impl Read, target: &Path, size: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags_nofollow().open(target)?;
+    f.set_len(size)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let off = read_u64(r)?;
+        let len = read_u64(r)?;
+        if len == 0 {
+            return Ok(());
+        }
+        if off.checked_add(len).map_or(true, |e| e > size) {
+            return Err(bad(format!("a data segment lies outside {}", target.display())));
+        }
+        let mut at = off;
+        let end = off + len;
+        while at < end {
+            let want = buf.len().min((end - at) as usize);
+            r.read_exact(&mut buf[..want])?;
+            f.write_all_at(&buf[..want], at)?;
+            at += want as u64;
+        }
+    }
 }
 
 fn find_shell() -> i32 {

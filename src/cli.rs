@@ -72,9 +72,9 @@ pub enum Command {
     /// Wait until something in the sandbox listens on PORT.
     WaitPort(WaitPortArgs),
     /// Write the sandbox's /state/workspace as a tar stream to stdout.
-    Backup(IdArg),
+    Backup(BackupArgs),
     /// Replace the sandbox's /state/workspace with a tar stream from stdin.
-    Restore(IdArg),
+    Restore(BackupArgs),
     /// Check a sandbox against the CIS Docker Benchmark runtime rules; exit 1 on any failure.
     Audit(IdArg),
     /// List the persistent session volumes (`create --persist`).
@@ -277,6 +277,20 @@ pub struct CpArgs {
     pub src: String,
     /// Destination: a host path or ID:/path.
     pub dst: String,
+    /// Refuse a copy out of a sandbox whose files add up to more than this
+    /// (sizes as files claim them, holes included), e.g. 512M, 4GiB.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub max_bytes: String,
+}
+
+/// `backup` and `restore`.
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// Sandbox id.
+    pub id: String,
+    /// Refuse a workspace (backup) or an archive (restore) larger than this, e.g. 512M, 4GiB.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub max_bytes: String,
 }
 
 #[derive(Debug, Args)]

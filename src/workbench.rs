@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::docker::{run_ok, Attach, DockerExec, Output};
 use crate::error::{Error, Invalid, Result};
 use crate::helper::SANDBOX_PATH as HELPER;
+use crate::transfer::{self, Limits};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecOpts {
@@ -295,31 +296,80 @@ pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
     Ok(CpSide::Host(s.into()))
 }
 
-/// Copy host -> sandbox or sandbox -> host.
-pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide) -> Result<()> {
+/// Copy host -> sandbox or sandbox -> host, streamed both ways. What comes
+/// out of the sandbox is hostile (issue 9): only the named source's own
+/// name and what is below it is accepted, within `limits`.
+pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) -> Result<()> {
     match (src, dst) {
         (CpSide::Host(from), CpSide::Sandbox { id, path }) => {
-            let entries =
-                crate::transfer::read_host(from).map_err(|e| Error::io(format!("reading {}", from.display()), e))?;
-            let mut buf = Vec::new();
-            crate::transfer::encode(&entries, &mut buf).map_err(|e| Error::io("encoding", e))?;
-            let argv = helper_argv(id, true, &["put", path]);
-            let out = exec.run_input(&argv, &buf)?;
-            check_helper(id, &argv, &out)
+            let argv = helper_argv(id, true, &["receive", path]);
+            let mut input = |w: &mut dyn std::io::Write| {
+                let mut enc = transfer::Encoder::new(std::io::BufWriter::new(w))?;
+                transfer::host::send_host(from, &mut enc)?;
+                enc.end().map(drop)
+            };
+            let mut r = exec.run_stream(&argv, Some(&mut input), &mut drain)?;
+            match std::mem::replace(&mut r.input, Ok(())) {
+                // A host-side failure (missing source...) is the real reason the helper failed.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe || r.status == 0 => {
+                    Err(Error::io(format!("reading {}", from.display()), e))
+                }
+                _ => streamed(id, &argv, r, || format!("copying into {id}:{path}")),
+            }
         }
         (CpSide::Sandbox { id, path }, CpSide::Host(to)) => {
-            let argv = helper_argv(id, false, &["get", path]);
-            let out = exec.run(&argv)?;
-            check_helper(id, &argv, &out)?;
-            let entries = crate::transfer::decode(out.stdout.as_slice())
-                .map_err(|e| Error::io(format!("reading {id}:{path}"), e))?;
-            crate::transfer::write_host(&entries, to).map_err(|e| Error::io(format!("writing {}", to.display()), e))
+            let root = transfer::root_name(path).ok_or_else(|| {
+                Invalid::new("cp path", format!("{id}:{path}"), "name a file or directory, not the sandbox's /")
+            })?;
+            let mut w = transfer::host::HostWriter::new(to, &root)
+                .map_err(|e| Error::io(format!("opening the destination {}", to.display()), e))?;
+            let argv = helper_argv(id, false, &["send", path]);
+            let mut output = |r: &mut dyn std::io::Read| {
+                let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
+                w.write_from(&mut dec)
+            };
+            let r = exec.run_stream(&argv, None, &mut output)?;
+            streamed(id, &argv, r, || format!("copying {id}:{path} to {}", to.display()))
         }
         _ => {
             Err(Invalid::new("cp", "", "exactly one side must be a sandbox path (ID:/path) and the other a host path")
                 .into())
         }
     }
+}
+
+/// Read and drop a helper's stdout (it prints nothing on success).
+fn drain(r: &mut dyn std::io::Read) -> std::io::Result<()> {
+    std::io::copy(&mut std::io::Read::take(r, 1 << 20), &mut std::io::sink()).map(drop)
+}
+
+/// The outcome of a streamed helper call: the sandbox's own failure first
+/// (no helper, no sandbox), then what sbx refused in the stream, then the
+/// helper's exit status.
+fn streamed(id: &str, argv: &[OsString], r: crate::docker::Streamed, what: impl Fn() -> String) -> Result<()> {
+    let stderr = r.stderr_str();
+    if r.status != 0 {
+        if let Some(e) = sandbox_error(id, &stderr) {
+            return Err(e);
+        }
+    }
+    if let Err(e) = r.output {
+        // A stream cut short is the helper's failure when it says so.
+        if !(e.kind() == std::io::ErrorKind::UnexpectedEof && r.status != 0) {
+            return Err(Error::io(what(), e));
+        }
+    }
+    if r.status == 64 && stderr.contains("unknown command") {
+        return Err(Error::CommandFailed {
+            command: crate::docker::render(argv),
+            code: r.status,
+            stderr: format!("{stderr} (the sandbox's helper is from another sbx version; recreate the sandbox)"),
+        });
+    }
+    if r.status != 0 {
+        return Err(Error::CommandFailed { command: crate::docker::render(argv), code: r.status, stderr });
+    }
+    Ok(())
 }
 
 fn check_helper(id: &str, argv: &[OsString], out: &Output) -> Result<()> {
@@ -332,29 +382,48 @@ fn check_helper(id: &str, argv: &[OsString], out: &Output) -> Result<()> {
     Err(Error::CommandFailed { command: crate::docker::render(argv), code: out.status, stderr: out.stderr_str() })
 }
 
-/// The sandbox's `/state/workspace` as a tar stream.
-pub fn backup(exec: &dyn DockerExec, id: &str, out: impl std::io::Write) -> Result<()> {
-    let argv = helper_argv(id, false, &["get", WORKSPACE]);
-    let o = exec.run(&argv)?;
-    check_helper(id, &argv, &o)?;
-    let entries = crate::transfer::decode(o.stdout.as_slice()).map_err(|e| Error::io("reading the workspace", e))?;
-    crate::transfer::to_tar(&entries, out).map_err(|e| Error::io("writing the tar stream", e))
+/// The sandbox's `/state/workspace` as a tar stream, converted as it
+/// arrives (holes become zeros in tar), within `limits`.
+pub fn backup(exec: &dyn DockerExec, id: &str, out: impl std::io::Write, limits: &Limits) -> Result<()> {
+    let argv = helper_argv(id, false, &["send", WORKSPACE]);
+    let mut out = Some(out);
+    let mut output = |r: &mut dyn std::io::Read| {
+        let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), "workspace", *limits)?;
+        transfer::archive::to_tar(&mut dec, out.take().expect("read once"))
+    };
+    let r = exec.run_stream(&argv, None, &mut output)?;
+    streamed(id, &argv, r, || format!("backing up {id}:{WORKSPACE}"))
 }
 
 pub const WORKSPACE: &str = "/state/workspace";
 
-/// Replace the sandbox's `/state/workspace` with a tar stream. Every entry
-/// is checked before anything in the sandbox changes.
-pub fn restore(exec: &dyn DockerExec, id: &str, input: impl std::io::Read) -> Result<()> {
-    let entries = crate::transfer::from_tar(input, "workspace").map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidData => Error::Invalid(Invalid::new("archive", "stdin", e.to_string())),
-        _ => Error::io("reading the tar stream", e),
-    })?;
-    let mut buf = Vec::new();
-    crate::transfer::encode(&entries, &mut buf).map_err(|e| Error::io("encoding", e))?;
-    let argv = helper_argv(id, true, &["put", WORKSPACE, "--replace"]);
-    let out = exec.run_input(&argv, &buf)?;
-    check_helper(id, &argv, &out)
+/// Replace the sandbox's `/state/workspace` with a tar stream. The whole
+/// archive is read (to an unnamed temporary file, at most `limits.max_bytes`)
+/// and checked before anything in the sandbox changes: an empty, truncated
+/// or non-tar input fails (exit 1), an entry that would escape is refused
+/// (exit 2).
+pub fn restore(exec: &dyn DockerExec, id: &str, input: impl std::io::Read, limits: &Limits) -> Result<()> {
+    use transfer::archive::Problem;
+    let problem = |p: Problem| match p {
+        Problem::NotTar(m) => Error::io("restore", std::io::Error::new(std::io::ErrorKind::InvalidData, m)),
+        Problem::Refused(m) => Error::Invalid(Invalid::new("archive", "stdin", format!("refusing the archive: {m}"))),
+        Problem::Io(e) => Error::io("reading the tar stream", e),
+    };
+    let mut file = transfer::archive::spool(input, limits.max_bytes).map_err(problem)?;
+    transfer::archive::check(&mut file).map_err(problem)?;
+    let argv = helper_argv(id, true, &["receive", WORKSPACE, "--replace"]);
+    let mut input = |w: &mut dyn std::io::Write| {
+        let mut enc = transfer::Encoder::new(std::io::BufWriter::new(w))?;
+        transfer::archive::send_tar(&mut file, "workspace", &mut enc)?;
+        enc.end().map(drop)
+    };
+    let mut r = exec.run_stream(&argv, Some(&mut input), &mut drain)?;
+    if let Err(e) = std::mem::replace(&mut r.input, Ok(())) {
+        if r.status == 0 {
+            return Err(Error::io("sending the archive", e));
+        }
+    }
+    streamed(id, &argv, r, || format!("restoring {id}:{WORKSPACE}"))
 }
 
 pub fn wait_port(exec: &dyn DockerExec, id: &str, port: u16, timeout: std::time::Duration) -> Result<bool> {
@@ -578,6 +647,32 @@ mod tests {
         assert!(parse_cp_side("sbx-0123456789ab:tmp").is_err());
         assert!(parse_cp_side("sbx-0123456789ab:/a/../etc").is_err());
         assert!(parse_cp_side("sbx-01:/tmp").is_err());
+    }
+
+    /// Issue 9 finding 1b through the seam: the helper's answer names a
+    /// sibling of what was asked for; issue 10 item 2: restore of nothing.
+    #[test]
+    fn cp_out_refuses_a_hostile_stream_and_restore_refuses_no_archive() {
+        let f = FakeDocker::new();
+        let dst = std::env::temp_dir().join(format!("sbx-wb-cp-{}-{:x}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&dst).unwrap();
+        let mut s = transfer::Encoder::new(Vec::new()).unwrap();
+        for (p, d) in [("report.txt", &b"ok"[..]), ("sibling.txt", b"x")] {
+            s.file(p, 0o644, d.len() as u64).unwrap();
+            s.segment(0, d.len() as u64, &mut &d[..]).unwrap();
+            s.end_file().unwrap();
+        }
+        f.push(Output { status: 0, stdout: s.end().unwrap(), stderr: vec![] });
+        let src = CpSide::Sandbox { id: "sbx-0123456789ab".into(), path: "/tmp/report.txt".into() };
+        let err = cp(&f, &src, &CpSide::Host(dst.clone()), &Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("refusing entry \"sibling.txt\""), "{err}");
+        assert_eq!(f.calls()[0], ["exec", "--", "sbx-0123456789ab", "/run/sbx/helper", "send", "/tmp/report.txt"]);
+        assert!(!dst.join("sibling.txt").exists());
+        std::fs::remove_dir_all(&dst).unwrap();
+        // No docker call at all: the fake panics on an unscripted one.
+        let err = restore(&f, "sbx-0123456789ab", &b""[..], &Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("stdin is not a tar archive (0 bytes)"), "{err}");
+        assert_eq!(f.calls().len(), 1);
     }
 
     #[test]

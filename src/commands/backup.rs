@@ -2,27 +2,30 @@
 
 use crate::error::{Error, Invalid, Result};
 use crate::spec::parse_id;
+use crate::transfer::{parse_max_bytes, Limits};
 use crate::workbench;
 use crate::{Dirs, Env};
 
-pub fn backup(id: &str, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn backup(id: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {
     let id = parse_id(id)?;
+    let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
     if nix::unistd::isatty(1).unwrap_or(false) {
         return Err(Invalid::new("stdout", "a terminal", "a tar stream would go to the terminal")
             .hint(format!("redirect it: sbx backup {id} > state.tar"))
             .into());
     }
     let mut out = std::io::stdout().lock();
-    workbench::backup(crate::real_driver(env, dirs).docker(), &id, &mut out)?;
+    workbench::backup(crate::real_driver(env, dirs).docker(), &id, &mut out, &limits)?;
     std::io::Write::flush(&mut out).map_err(|e| Error::io("writing stdout", e))
 }
 
-pub fn restore(id: &str, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn restore(id: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {
     let id = parse_id(id)?;
+    let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
     if nix::unistd::isatty(0).unwrap_or(false) {
         return Err(Invalid::new("stdin", "a terminal", "restore reads a tar stream")
             .hint(format!("sbx restore {id} < state.tar"))
             .into());
     }
-    workbench::restore(crate::real_driver(env, dirs).docker(), &id, std::io::stdin().lock())
+    workbench::restore(crate::real_driver(env, dirs).docker(), &id, std::io::stdin().lock(), &limits)
 }

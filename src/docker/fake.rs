@@ -124,6 +124,26 @@ impl DockerExec for FakeDocker {
         Ok((out.status, out.stderr_str()))
     }
 
+    /// Streams the scripted stdout to `output`; what `input` writes is
+    /// recorded like `run_input`'s.
+    fn run_stream(
+        &self,
+        args: &[OsString],
+        input: Option<&mut super::StreamIn<'_>>,
+        output: &mut super::StreamOut<'_>,
+    ) -> Result<super::Streamed, DockerError> {
+        let mut written = Vec::new();
+        let input_r = input.map(|f| f(&mut written)).unwrap_or(Ok(()));
+        {
+            let mut st = self.state.lock().unwrap();
+            let at = st.calls.len();
+            st.inputs.push((at, written));
+        }
+        let out = self.run(args)?;
+        let output_r = output(&mut out.stdout.as_slice());
+        Ok(super::Streamed { status: out.status, stderr: out.stderr, input: input_r, output: output_r })
+    }
+
     /// Background calls take the next scripted answer too, in call order.
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
         let out = self.run(args);

@@ -73,6 +73,38 @@ pub trait DockerExec: Send + Sync {
     /// own process group so a TTY works; returns the exit status and the
     /// first bytes of stderr when captured.
     fn run_attached(&self, args: &[OsString], attach: Attach) -> Result<(i32, String), DockerError>;
+    /// Run with `input` (if any) writing docker's stdin from a thread and
+    /// `output` reading its stdout as it comes: nothing is held whole (a
+    /// sandbox can send far more than fits in memory, issue 9 finding 6).
+    /// When `output` fails, docker is killed.
+    fn run_stream(
+        &self,
+        args: &[OsString],
+        input: Option<&mut StreamIn<'_>>,
+        output: &mut StreamOut<'_>,
+    ) -> Result<Streamed, DockerError>;
+}
+
+/// Writes a streamed command's stdin.
+pub type StreamIn<'a> = dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()> + Send + 'a;
+/// Reads a streamed command's stdout.
+pub type StreamOut<'a> = dyn FnMut(&mut dyn Read) -> std::io::Result<()> + 'a;
+
+/// How a streamed command ended.
+#[derive(Debug)]
+pub struct Streamed {
+    pub status: i32,
+    /// Its first 64 KiB.
+    pub stderr: Vec<u8>,
+    /// What the input writer returned (Ok without one).
+    pub input: std::io::Result<()>,
+    pub output: std::io::Result<()>,
+}
+
+impl Streamed {
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).trim().to_string()
+    }
 }
 
 /// Run and require exit 0.
@@ -265,6 +297,46 @@ impl DockerExec for RealDocker {
         let code =
             status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
         Ok((code, head))
+    }
+
+    fn run_stream(
+        &self,
+        args: &[OsString],
+        input: Option<&mut StreamIn<'_>>,
+        output: &mut StreamOut<'_>,
+    ) -> Result<Streamed, DockerError> {
+        tracing::debug!(command = %render(args), "docker (streamed)");
+        let mut cmd = self.command(args);
+        cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let (input_r, output_r, err, status) = std::thread::scope(|s| {
+            let err = s.spawn(move || {
+                let mut head = Vec::new();
+                let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut head);
+                let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+                head
+            });
+            let writer = match (input, stdin) {
+                (Some(f), Some(mut w)) => Some(s.spawn(move || f(&mut w))),
+                _ => None,
+            };
+            let output_r = output(&mut stdout);
+            if output_r.is_err() {
+                let _ = child.kill();
+            }
+            drop(stdout);
+            let status = child.wait();
+            let input_r = writer.map(|t| t.join().unwrap_or_else(|_| Err(std::io::Error::other("writer panicked"))));
+            (input_r.unwrap_or(Ok(())), output_r, err.join().unwrap_or_default(), status)
+        });
+        let status = status.map_err(|e| self.spawn_err(e))?;
+        let status =
+            status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
+        tracing::debug!(status, "docker done");
+        Ok(Streamed { status, stderr: err, input: input_r, output: output_r })
     }
 
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {

@@ -1,0 +1,599 @@
+//! Host trees read and written through directory descriptors.
+//!
+//! Issue 9 finding 4: `cp` into a directory the sandbox can also write (a
+//! `--rw` mount) was raced by swapping a directory for a symlink between the
+//! link check and the open. Here the destination is opened once and every
+//! entry is created relative to a descriptor of its parent, resolved with
+//! openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS) or,
+//! where the kernel lacks it, component by component with
+//! O_NOFOLLOW|O_DIRECTORY. Nothing is checked by path and then opened.
+//!
+//! Overwrite rules: an existing directory of the same name is merged into;
+//! an existing file or symlink of the same name is unlinked and created
+//! anew (O_EXCL|O_NOFOLLOW: never opened, never followed); anything else
+//! refuses the entry. Files are created 0600 and get their mode by fchmod,
+//! setuid/setgid dropped (sbx often runs as root).
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, SeekFrom};
+use rustix::io::Errno;
+
+use super::{root_name, Decoder, Encoder, Kind};
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+fn open_dir(path: &Path, nofollow: bool) -> io::Result<OwnedFd> {
+    let mut flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+    if nofollow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    rustix::fs::open(path, flags, Mode::empty()).map_err(|e| {
+        if e == Errno::LOOP {
+            invalid(format!("{} is a symlink; name the directory itself", path.display()))
+        } else {
+            io::Error::new(io::Error::from(e).kind(), format!("{}: {e}", path.display()))
+        }
+    })
+}
+
+/// How directories below the destination are opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolve {
+    /// openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS.
+    Openat2,
+    /// openat per component with O_NOFOLLOW|O_DIRECTORY (kernels before 5.6).
+    Walk,
+}
+
+type Hook<'h> = Box<dyn FnMut(&str) + 'h>;
+
+/// Writes a record stream under a host destination, as `cp` does: into
+/// `dst` when it is an existing directory, otherwise as `dst` itself.
+pub struct HostWriter<'h> {
+    base: OwnedFd,
+    shown: PathBuf,
+    /// The name the stream's root gets under `base`.
+    top: String,
+    resolve: Resolve,
+    parent: Option<(String, OwnedFd)>,
+    /// Directories whose final mode denies their owner: set last.
+    fix_modes: Vec<(String, u32)>,
+    created: u64,
+    /// Test hook: runs after an entry's parent is resolved and before the
+    /// entry is created, the window finding 4's racer used.
+    pub(crate) between: Option<Hook<'h>>,
+}
+
+impl<'h> HostWriter<'h> {
+    /// `root` is the name the stream's entries start with.
+    pub fn new(dst: &Path, root: &str) -> io::Result<Self> {
+        let (base, shown, top) = match std::fs::symlink_metadata(dst) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(invalid(format!("{} is a symlink; name the directory it points to", dst.display())))
+            }
+            // O_NOFOLLOW: it cannot have become a link since.
+            Ok(m) if m.is_dir() => (open_dir(dst, true)?, dst.to_path_buf(), root.to_string()),
+            Ok(_) => Self::as_new_name(dst)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Self::as_new_name(dst)?,
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dst.display()))),
+        };
+        Ok(HostWriter {
+            base,
+            shown,
+            top,
+            resolve: Resolve::Openat2,
+            parent: None,
+            fix_modes: Vec::new(),
+            created: 0,
+            between: None,
+        })
+    }
+
+    fn as_new_name(dst: &Path) -> io::Result<(OwnedFd, PathBuf, String)> {
+        let name = dst
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| invalid(format!("{} has no usable file name", dst.display())))?;
+        let parent = dst.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        // The operator's own path up to the parent; below it, nothing is followed.
+        Ok((open_dir(parent, false)?, parent.to_path_buf(), name.to_string()))
+    }
+
+    /// Use the component-by-component walk (for tests of the fallback).
+    pub fn with_resolve(mut self, r: Resolve) -> Self {
+        self.resolve = r;
+        self
+    }
+
+    /// Where the copy lands, for messages.
+    pub fn target(&self) -> PathBuf {
+        self.shown.join(&self.top)
+    }
+
+    /// Write every entry of `dec`. On failure the error says what was left.
+    pub fn write_from<R: Read>(&mut self, dec: &mut Decoder<R>) -> io::Result<()> {
+        let r = self.write_all(dec);
+        match r {
+            Err(e) if self.created > 0 => Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}; stopped after {} entries, so the copy at {} is incomplete (remove it)",
+                    self.created,
+                    self.target().display()
+                ),
+            )),
+            r => r,
+        }
+    }
+
+    fn write_all<R: Read>(&mut self, dec: &mut Decoder<R>) -> io::Result<()> {
+        while let Some(rec) = dec.next_record()? {
+            // Decoder checked: the path is the root or below it.
+            let rest = rec.path.split_once('/').map(|(_, r)| r);
+            let rel = match rest {
+                Some(r) => format!("{}/{r}", self.top),
+                None => self.top.clone(),
+            };
+            let (parent, name) = rel.rsplit_once('/').unwrap_or(("", &rel));
+            let pfd = self.parent_fd(parent)?;
+            if let Some(h) = self.between.as_mut() {
+                h(&rel);
+            }
+            // No setuid/setgid from a sandbox onto the host.
+            let mode = rec.mode & 0o1777;
+            match rec.kind {
+                Kind::Dir => {
+                    match rustix::fs::mkdirat(&pfd, name, Mode::from_raw_mode(0o700)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(at(&rel, e)),
+                    }
+                    let d = rustix::fs::openat(
+                        &pfd,
+                        name,
+                        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    )
+                    .map_err(|e| refused(&rel, e))?;
+                    // Keep it fillable until the end.
+                    rustix::fs::fchmod(&d, Mode::from_raw_mode(mode | 0o700)).map_err(|e| at(&rel, e))?;
+                    if mode & 0o700 != 0o700 {
+                        self.fix_modes.push((rel.clone(), mode));
+                    }
+                }
+                Kind::Symlink { target } => {
+                    replace(&pfd, name, &rel, || rustix::fs::symlinkat(target.as_slice(), &pfd, name))?;
+                }
+                Kind::File { size } => {
+                    let fd = replace(&pfd, name, &rel, || {
+                        rustix::fs::openat(
+                            &pfd,
+                            name,
+                            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                            Mode::from_raw_mode(0o600),
+                        )
+                    })?;
+                    let f = File::from(fd);
+                    if let Err(e) =
+                        fill(&f, size, dec).and_then(|()| Ok(rustix::fs::fchmod(&f, Mode::from_raw_mode(mode))?))
+                    {
+                        // Created by us with O_EXCL: an incomplete file goes.
+                        let _ = rustix::fs::unlinkat(&pfd, name, AtFlags::empty());
+                        return Err(e);
+                    }
+                }
+            }
+            self.created += 1;
+        }
+        for (rel, mode) in std::mem::take(&mut self.fix_modes).into_iter().rev() {
+            let d = self.open_beneath(&rel)?;
+            rustix::fs::fchmod(&d, Mode::from_raw_mode(mode)).map_err(|e| at(&rel, e))?;
+        }
+        Ok(())
+    }
+
+    /// The parent directory's descriptor; the last one is kept (a stream
+    /// lists a directory's entries together).
+    fn parent_fd(&mut self, parent: &str) -> io::Result<OwnedFd> {
+        if let Some((p, fd)) = &self.parent {
+            if p == parent {
+                return fd.try_clone();
+            }
+        }
+        let fd = self.open_beneath(parent)?;
+        self.parent = Some((parent.to_string(), fd.try_clone()?));
+        Ok(fd)
+    }
+
+    /// A directory below the destination, never through a symlink.
+    fn open_beneath(&mut self, rel: &str) -> io::Result<OwnedFd> {
+        if rel.is_empty() {
+            return self.base.try_clone();
+        }
+        let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
+        if self.resolve == Resolve::Openat2 {
+            let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+            let mut tries = 0;
+            loop {
+                match rustix::fs::openat2(&self.base, rel, flags, Mode::empty(), how) {
+                    Err(Errno::NOSYS) => {
+                        self.resolve = Resolve::Walk;
+                        break;
+                    }
+                    // A rename elsewhere during the lookup: the kernel asks to retry.
+                    Err(Errno::AGAIN) if tries < 16 => tries += 1,
+                    r => return r.map_err(|e| refused(rel, e)),
+                }
+            }
+        }
+        let mut cur = self.base.try_clone()?;
+        for c in rel.split('/') {
+            cur = rustix::fs::openat(&cur, c, flags, Mode::empty()).map_err(|e| refused(rel, e))?;
+        }
+        Ok(cur)
+    }
+}
+
+fn at(rel: &str, e: Errno) -> io::Error {
+    io::Error::new(io::Error::from(e).kind(), format!("{rel}: {e}"))
+}
+
+/// A lookup that met a symlink (or a non-directory) below the destination.
+fn refused(rel: &str, e: Errno) -> io::Error {
+    match e {
+        Errno::LOOP | Errno::NOTDIR | Errno::XDEV => {
+            invalid(format!("{rel}: a symlink or not a directory on the way; refusing to write through it"))
+        }
+        e => at(rel, e),
+    }
+}
+
+/// Create with `make`; if the name exists and is not a directory, unlink it
+/// (never open it) and create again.
+fn replace<T>(pfd: &OwnedFd, name: &str, rel: &str, make: impl Fn() -> rustix::io::Result<T>) -> io::Result<T> {
+    match make() {
+        Err(Errno::EXIST) => {
+            let st = rustix::fs::statat(pfd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| at(rel, e))?;
+            if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+                return Err(invalid(format!("{rel}: a directory is in the way of a file or link")));
+            }
+            rustix::fs::unlinkat(pfd, name, AtFlags::empty()).map_err(|e| at(rel, e))?;
+            make().map_err(|e| at(rel, e))
+        }
+        r => r.map_err(|e| at(rel, e)),
+    }
+}
+
+/// A file's data: its size first (holes stay holes), then each segment.
+fn fill<R: Read>(f: &File, size: u64, dec: &mut Decoder<R>) -> io::Result<()> {
+    f.set_len(size)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Some((mut off, _)) = dec.next_segment()? {
+        loop {
+            let n = dec.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            f.write_all_at(&buf[..n], off)?;
+            off += n as u64;
+        }
+    }
+    Ok(())
+}
+
+/// Read a host path into a record stream, never following a symlink below
+/// it (a link is sent as a link; a tree in a `--rw` mount can change while
+/// it is read, so everything is opened with O_NOFOLLOW relative to its
+/// parent's descriptor). Devices, fifos and sockets are skipped.
+pub fn send_host<W: Write>(src: &Path, enc: &mut Encoder<W>) -> io::Result<()> {
+    let name = src
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| invalid(format!("{} has no usable name", src.display())))?;
+    debug_assert_eq!(root_name(&src.to_string_lossy()).as_deref(), Some(name));
+    let parent = src.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let pfd = open_dir(parent, false)?;
+    send_at(pfd.as_fd(), name, name, enc).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", src.display())))
+}
+
+fn send_at<W: Write>(dir: BorrowedFd, name: &str, rel: &str, enc: &mut Encoder<W>) -> io::Result<()> {
+    let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    let mode = st.st_mode & 0o7777;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Symlink => {
+            let t = rustix::fs::readlinkat(dir, name, Vec::new())?;
+            enc.symlink(rel, mode, t.as_bytes())
+        }
+        FileType::Directory | FileType::RegularFile => {
+            let fd = rustix::fs::openat(
+                dir,
+                name,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| at(rel, e))?;
+            let st = rustix::fs::fstat(&fd)?;
+            let mode = st.st_mode & 0o7777;
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => {
+                    enc.dir(rel, mode)?;
+                    let mut names = Vec::new();
+                    for e in rustix::fs::Dir::read_from(&fd)? {
+                        let e = e?;
+                        let n = e.file_name().to_bytes();
+                        if n == b"." || n == b".." {
+                            continue;
+                        }
+                        if let Ok(s) = std::str::from_utf8(n) {
+                            names.push(s.to_string());
+                        }
+                    }
+                    names.sort();
+                    for n in names {
+                        send_at(fd.as_fd(), &n, &format!("{rel}/{n}"), enc)?;
+                    }
+                    Ok(())
+                }
+                FileType::RegularFile => send_file(File::from(fd), rel, mode, st.st_size as u64, enc),
+                _ => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+struct ReadAt<'a> {
+    f: &'a File,
+    pos: u64,
+}
+
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.f.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// Data segments only (SEEK_DATA/SEEK_HOLE): a sparse file stays sparse.
+fn send_file<W: Write>(f: File, rel: &str, mode: u32, size: u64, enc: &mut Encoder<W>) -> io::Result<()> {
+    enc.file(rel, mode, size)?;
+    let mut pos = 0;
+    while pos < size {
+        let start = match rustix::fs::seek(&f, SeekFrom::Data(pos)) {
+            Ok(s) => s,
+            Err(Errno::NXIO) => break,
+            // No hole support on this filesystem: all of it is data.
+            Err(Errno::INVAL) | Err(Errno::OPNOTSUPP) => pos,
+            Err(e) => return Err(e.into()),
+        };
+        if start >= size {
+            break;
+        }
+        let end = rustix::fs::seek(&f, SeekFrom::Hole(start)).map(|e| e.min(size)).unwrap_or(size);
+        enc.segment(start, end - start, &mut ReadAt { f: &f, pos: start })?;
+        pos = end;
+    }
+    enc.end_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transfer::{Limits, MAGIC};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sbx-xfer-{tag}-{}-{:x}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn stream_of(src: &Path) -> Vec<u8> {
+        let mut enc = Encoder::new(Vec::new()).unwrap();
+        send_host(src, &mut enc).unwrap();
+        enc.end().unwrap()
+    }
+
+    fn write(stream: &[u8], root: &str, dst: &Path) -> io::Result<()> {
+        let mut dec = Decoder::new(stream, root, Limits::default())?;
+        HostWriter::new(dst, root)?.write_from(&mut dec)
+    }
+
+    use crate::transfer::tests::raw;
+
+    #[test]
+    fn round_trip_through_the_stream_and_the_host() {
+        let src = tmp("src");
+        let tree = src.join("tree");
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        std::fs::write(tree.join("sub/a.bin"), [0u8, 1, 2, 255]).unwrap();
+        std::fs::set_permissions(tree.join("sub/a.bin"), std::fs::Permissions::from_mode(0o751)).unwrap();
+        std::os::unix::fs::symlink("sub/a.bin", tree.join("link")).unwrap();
+        let s = stream_of(&tree);
+        assert_eq!(&s[..8], MAGIC);
+        let dst = tmp("dst");
+        write(&s, "tree", &dst).unwrap();
+        assert_eq!(std::fs::read(dst.join("tree/sub/a.bin")).unwrap(), [0u8, 1, 2, 255]);
+        assert_eq!(std::fs::metadata(dst.join("tree/sub/a.bin")).unwrap().mode() & 0o7777, 0o751);
+        assert_eq!(std::fs::read_link(dst.join("tree/link")).unwrap(), PathBuf::from("sub/a.bin"));
+        // To a new name instead of into a directory; a single file too.
+        write(&s, "tree", &dst.join("renamed")).unwrap();
+        assert!(dst.join("renamed/sub/a.bin").exists());
+        write(&raw(&[(b'F', 0o600, "one", b"1")]), "one", &dst.join("other-name")).unwrap();
+        assert_eq!(std::fs::read(dst.join("other-name")).unwrap(), b"1");
+        // Again over what is there: files replaced, directories merged.
+        write(&raw(&[(b'F', 0o600, "one", b"22")]), "one", &dst.join("other-name")).unwrap();
+        assert_eq!(std::fs::read(dst.join("other-name")).unwrap(), b"22");
+        write(&s, "tree", &dst).unwrap();
+        std::fs::remove_dir_all(src).unwrap();
+        std::fs::remove_dir_all(dst).unwrap();
+    }
+
+    #[test]
+    fn sparse_files_stay_sparse_both_ways() {
+        let src = tmp("sparse");
+        let f = File::create(src.join("big")).unwrap();
+        f.set_len(1 << 30).unwrap();
+        f.write_all_at(b"middle", 512 << 20).unwrap();
+        drop(f);
+        let s = stream_of(&src.join("big"));
+        assert!(s.len() < 1 << 20, "the stream carries the data, not the holes: {} bytes", s.len());
+        let dst = tmp("sparse-dst");
+        let mut dec = Decoder::new(s.as_slice(), "big", Limits { max_bytes: 2 << 30, ..Limits::default() }).unwrap();
+        HostWriter::new(&dst, "big").unwrap().write_from(&mut dec).unwrap();
+        let md = std::fs::metadata(dst.join("big")).unwrap();
+        assert_eq!(md.len(), 1 << 30);
+        assert!(md.blocks() * 512 < 4 << 20, "{} blocks allocated", md.blocks());
+        let mut got = [0u8; 6];
+        File::open(dst.join("big")).unwrap().read_exact_at(&mut got, 512 << 20).unwrap();
+        assert_eq!(&got, b"middle");
+        std::fs::remove_dir_all(src).unwrap();
+        std::fs::remove_dir_all(dst).unwrap();
+    }
+
+    /// Issue 9 finding 1b: a replaced helper answered `cp ID:/tmp/report.txt .`
+    /// in a git checkout with a sibling and `.git/hooks/pre-commit`.
+    #[test]
+    fn a_stream_naming_siblings_or_git_hooks_writes_nothing_outside() {
+        let dst = tmp("hostile");
+        std::fs::create_dir_all(dst.join(".git/hooks")).unwrap();
+        let s = raw(&[
+            (b'F', 0o644, "report.txt", b"the report"),
+            (b'F', 0o644, "sibling.txt", b"x"),
+            (b'F', 0o755, ".git/hooks/pre-commit", b"#!/bin/sh\n"),
+        ]);
+        let err = write(&s, "report.txt", &dst).unwrap_err();
+        assert!(err.to_string().contains("refusing entry \"sibling.txt\""), "{err}");
+        assert!(err.to_string().contains("incomplete"), "says what was left: {err}");
+        assert!(!dst.join("sibling.txt").exists());
+        assert!(!dst.join(".git/hooks/pre-commit").exists());
+        for bad in ["../x", "/etc/x", "report.txt/../../x", ""] {
+            let err = write(&raw(&[(b'F', 0o644, bad, b"x")]), "report.txt", &dst).unwrap_err();
+            assert!(err.to_string().contains("refusing"), "{bad}: {err}");
+        }
+        std::fs::remove_dir_all(dst).unwrap();
+    }
+
+    #[test]
+    fn a_hostile_stream_cannot_leave_the_destination() {
+        for how in [Resolve::Openat2, Resolve::Walk] {
+            let dst = tmp("hostile");
+            let outside = tmp("outside");
+            // A symlink planted first, then a file "inside" it.
+            let s = raw(&[
+                (b'D', 0o755, "t", b""),
+                (b'L', 0o777, "t/escape", outside.to_str().unwrap().as_bytes()),
+                (b'F', 0o644, "t/escape/pwned", b"x"),
+            ]);
+            let mut dec = Decoder::new(s.as_slice(), "t", Limits::default()).unwrap();
+            let err = HostWriter::new(&dst, "t").unwrap().with_resolve(how).write_from(&mut dec).unwrap_err();
+            assert!(err.to_string().contains("symlink"), "{how:?}: {err}");
+            assert!(!outside.join("pwned").exists());
+            // A file over an existing symlink replaces the link, not its target.
+            std::fs::create_dir_all(dst.join("u")).unwrap();
+            std::os::unix::fs::symlink(outside.join("victim"), dst.join("u/f")).unwrap();
+            write(&raw(&[(b'D', 0o755, "u", b""), (b'F', 0o644, "u/f", b"mine")]), "u", &dst).unwrap();
+            assert!(!outside.join("victim").exists());
+            assert_eq!(std::fs::read(dst.join("u/f")).unwrap(), b"mine");
+            // setuid does not survive the trip to the host.
+            write(&raw(&[(b'F', 0o4755, "suid", b"x")]), "suid", &dst).unwrap();
+            assert_eq!(std::fs::metadata(dst.join("suid")).unwrap().mode() & 0o7777, 0o755);
+            // A destination that is itself a link is refused, not followed.
+            std::os::unix::fs::symlink(&outside, dst.join("dlink")).unwrap();
+            let err = write(&raw(&[(b'F', 0o644, "f", b"x")]), "f", &dst.join("dlink")).unwrap_err();
+            assert!(err.to_string().contains("symlink"), "{err}");
+            assert!(!outside.join("f").exists());
+            std::fs::remove_dir_all(dst).unwrap();
+            std::fs::remove_dir_all(outside).unwrap();
+        }
+    }
+
+    /// The pre-fix writer, kept here only to show the race is real: check
+    /// that no component is a symlink, then open by path (finding 4).
+    fn check_then_open(base: &Path, rel: &str, data: &[u8], between: &mut dyn FnMut(&str)) -> io::Result<()> {
+        let target = base.join(rel);
+        let mut cur = base.to_path_buf();
+        for c in Path::new(rel).parent().unwrap().components() {
+            cur.push(c);
+            if std::fs::symlink_metadata(&cur)?.file_type().is_symlink() {
+                return Err(invalid("symlink".into()));
+            }
+        }
+        between(rel);
+        std::fs::write(target, data)
+    }
+
+    /// Issue 9 finding 4, made deterministic: the hook swaps the entry's
+    /// parent directory for a symlink to outside between resolving the
+    /// parent and creating the file.
+    #[test]
+    fn swapping_a_directory_for_a_symlink_mid_copy_cannot_redirect_a_write() {
+        let swap = |dst: PathBuf, outside: PathBuf| {
+            move |rel: &str| {
+                if rel == "report/sub/f" {
+                    std::fs::rename(dst.join("report/sub"), dst.join("report/sub.moved")).unwrap();
+                    std::os::unix::fs::symlink(&outside, dst.join("report/sub")).unwrap();
+                }
+            }
+        };
+        // The old way writes outside: the race is real.
+        let dst = tmp("race-old");
+        let outside = tmp("race-outside");
+        std::fs::create_dir_all(dst.join("report/sub")).unwrap();
+        check_then_open(&dst, "report/sub/f", b"x", &mut swap(dst.clone(), outside.clone())).unwrap();
+        assert!(outside.join("f").exists(), "the check-then-open writer was redirected");
+        std::fs::remove_dir_all(&dst).unwrap();
+        std::fs::remove_dir_all(&outside).unwrap();
+
+        for how in [Resolve::Openat2, Resolve::Walk] {
+            let dst = tmp("race");
+            let outside = tmp("race-outside");
+            let s = raw(&[
+                (b'D', 0o755, "report", b""),
+                (b'D', 0o755, "report/sub", b""),
+                (b'F', 0o644, "report/sub/f", b"x"),
+            ]);
+            let mut dec = Decoder::new(s.as_slice(), "report", Limits::default()).unwrap();
+            let mut w = HostWriter::new(&dst, "report").unwrap().with_resolve(how);
+            w.between = Some(Box::new(swap(dst.clone(), outside.clone())));
+            w.write_from(&mut dec).unwrap();
+            assert!(!outside.join("f").exists(), "{how:?}: written outside the destination");
+            // It went into the directory it resolved, which stayed inside.
+            assert_eq!(std::fs::read(dst.join("report/sub.moved/f")).unwrap(), b"x");
+            std::fs::remove_dir_all(&dst).unwrap();
+            std::fs::remove_dir_all(&outside).unwrap();
+        }
+    }
+
+    #[test]
+    fn reading_the_host_never_follows_links() {
+        let src = tmp("read");
+        let secret = tmp("secret");
+        std::fs::write(secret.join("s"), b"host secret").unwrap();
+        std::fs::create_dir_all(src.join("t")).unwrap();
+        std::os::unix::fs::symlink(secret.join("s"), src.join("t/l")).unwrap();
+        std::os::unix::fs::symlink(&secret, src.join("t/d")).unwrap();
+        let s = stream_of(&src.join("t"));
+        assert!(!s.windows(11).any(|w| w == b"host secret"), "a link's target was read");
+        std::fs::remove_dir_all(src).unwrap();
+        std::fs::remove_dir_all(secret).unwrap();
+    }
+
+    #[test]
+    fn a_truncated_file_is_removed_not_left_half_written() {
+        let dst = tmp("trunc");
+        let s = raw(&[(b'F', 0o644, "f", b"0123456789")]);
+        let cut = &s[..s.len() - 20];
+        let err = write(cut, "f", &dst).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+        assert!(!dst.join("f").exists());
+        std::fs::remove_dir_all(dst).unwrap();
+    }
+}
