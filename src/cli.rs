@@ -178,7 +178,8 @@ pub struct CreateArgs {
     #[arg(long)]
     pub persist: bool,
     /// Clone URL[#REF] on the host into /state/workspace before the sandbox starts
-    /// (needs --persist or --state-dir; skipped when the workspace already has files).
+    /// (needs --persist or --state-dir; skipped when the workspace already has files,
+    /// refused when it is a symlink or not a directory).
     #[arg(long, value_name = "URL[#REF]")]
     pub clone: Option<String>,
     /// Run CMD (split into words, never through a shell) in the ready sandbox; in order,

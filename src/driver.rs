@@ -178,17 +178,17 @@ impl ContainerDriver {
         let owner = state::owner_token(key, &id);
         let helper = crate::helper::install(&state.dir)?;
         // Held until the sandbox runs: one writer per persistent session.
+        // The volume's clone happens inside, before the volume exists, so a
+        // failed clone leaves no empty volume behind (issue 10).
         let persist = match (&spec.persist, &spec.session) {
-            (true, Some(session)) => Some(self.prepare_volume(state, key, session, user)?),
+            (true, Some(session)) => {
+                Some(self.prepare_volume(state, key, session, user, spec.clone.as_ref(), &mut warnings)?)
+            }
             _ => None,
         };
-        if let Some(c) = &spec.clone {
-            let base = match (&persist, &spec.state_dir) {
-                (Some(p), _) => p.dir.clone(),
-                (None, Some(m)) => m.host.clone(),
-                (None, None) => unreachable!("spec validation requires a host-backed /state for --clone"),
-            };
-            self.clone_workspace(c, &base.join("workspace"), user, &mut warnings)?;
+        if let (Some(c), None) = (&spec.clone, &persist) {
+            let m = spec.state_dir.as_ref().expect("spec validation requires a host-backed /state for --clone");
+            self.clone_workspace(c, &m.host, user, &mut warnings)?;
         }
         // Recorded before anything exists, so `gc` can tell a create in
         // flight from one whose process died (pid reuse included).
@@ -336,8 +336,17 @@ impl ContainerDriver {
         Ok(())
     }
 
-    /// The session's volume, made on first use, and proof no running sandbox has it.
-    fn prepare_volume(&self, state: &State, key: &[u8], session: &str, user: UserSpec) -> Result<Persisted> {
+    /// The session's volume, made on first use, and proof no running sandbox
+    /// has it; `--clone` fills it before the volume is created.
+    fn prepare_volume(
+        &self,
+        state: &State,
+        key: &[u8],
+        session: &str,
+        user: UserSpec,
+        clone: Option<&crate::spec::CloneSpec>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Persisted> {
         let lock = crate::persist::lock(&state.dir, session)?;
         let volume = crate::persist::volume_name(session);
         let out = run_ok(&*self.exec, &crate::persist::users_argv(Some(&volume)))?;
@@ -345,42 +354,54 @@ impl ContainerDriver {
             return Err(Error::VolumeInUse { session: session.to_string(), id: user_of.0 });
         }
         let dir = crate::persist::host_dir(&state.dir, session);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        if user.uid != 0 {
-            let _ = nix::unistd::chown(
-                &dir,
-                Some(nix::unistd::Uid::from_raw(user.uid)),
-                Some(nix::unistd::Gid::from_raw(user.gid)),
-            );
-        }
+        let fresh = crate::persist::prepare_dir(&dir, user.uid, user.gid)?;
         let owner = state::owner_token(key, &volume);
-        run_ok(&*self.exec, &crate::persist::create_argv(&volume, &dir, session, &owner))?;
-        Ok(Persisted { volume, dir, _lock: lock })
+        let filled = match clone {
+            Some(c) => self.clone_workspace(c, &dir, user, warnings),
+            None => Ok(()),
+        }
+        .and_then(|()| {
+            run_ok(&*self.exec, &crate::persist::create_argv(&volume, &dir, session, &owner))
+                .map(drop)
+                .map_err(Error::from)
+        });
+        if let Err(e) = filled {
+            if fresh {
+                let _ = std::fs::remove_dir(&dir);
+            }
+            return Err(e);
+        }
+        // After the clone: a rename cannot cross into this bind mount.
+        let nosuid = match crate::persist::NosuidBind::new(&dir) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                warnings.push(format!(
+                    "could not mount {} nosuid,nodev ({e}); /state is still nocopy and no-new-privileges",
+                    dir.display()
+                ));
+                None
+            }
+        };
+        Ok(Persisted { volume, _nosuid: nosuid, _lock: lock })
     }
 
-    /// `--clone` into a host-side workspace; an existing, non-empty one is
-    /// the session's previous work and is kept.
+    /// `--clone` into `<base>/workspace` (see `persist::clone_workspace`); an
+    /// existing, non-empty one is the session's previous work and is kept.
     fn clone_workspace(
         &self,
         c: &crate::spec::CloneSpec,
-        ws: &Path,
+        base: &Path,
         user: UserSpec,
         warnings: &mut Vec<String>,
     ) -> Result<()> {
-        if std::fs::read_dir(ws).map(|mut d| d.next().is_some()).unwrap_or(false) {
+        let owner = (user.uid != 0).then_some((user.uid, user.gid));
+        if crate::persist::clone_workspace(c, base, owner)? == crate::persist::Cloned::Kept {
             warnings.push(format!(
                 "{} already has files (an earlier sandbox's work); not cloning {}",
-                ws.display(),
+                base.join("workspace").display(),
                 c.url
             ));
-            return Ok(());
         }
-        let _ = std::fs::remove_dir(ws);
-        if let Err(e) = crate::persist::clone(c, ws) {
-            let _ = std::fs::remove_dir_all(ws);
-            return Err(e);
-        }
-        crate::persist::chown_tree(ws, user.uid, user.gid);
         Ok(())
     }
 
@@ -928,7 +949,8 @@ fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
 /// A persistent session volume, locked for this create.
 struct Persisted {
     volume: String,
-    dir: PathBuf,
+    /// Dropped (detached) after the sandbox started, before the lock.
+    _nosuid: Option<crate::persist::NosuidBind>,
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 

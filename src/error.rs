@@ -114,6 +114,8 @@ pub enum Error {
     CommandFailed { command: String, code: i32, stderr: String },
     #[error("the persistent state of session {session} is in use by running sandbox {id}")]
     VolumeInUse { session: String, id: String },
+    #[error("{} is {found}, not a workspace directory; --clone never clones through it", path.display())]
+    WorkspaceNotDirectory { path: PathBuf, found: String },
     #[error("setup command `{command}` failed (exit {code}){}", if output.is_empty() { String::new() } else { format!(": {output}") })]
     SetupFailed { command: String, code: i32, output: String },
     #[error("doctor: failed checks: {}", failed.join(", "))]
@@ -163,6 +165,7 @@ impl Error {
             | Error::NoShell { .. }
             | Error::CommandFailed { .. }
             | Error::VolumeInUse { .. }
+            | Error::WorkspaceNotDirectory { .. }
             | Error::SetupFailed { .. }
             | Error::Io { .. } => EXIT_FAILED,
         }
@@ -196,6 +199,7 @@ impl Error {
             Error::NoShell { .. } => "no_shell",
             Error::CommandFailed { .. } => "command_failed",
             Error::VolumeInUse { .. } => "volume_in_use",
+            Error::WorkspaceNotDirectory { .. } => "workspace_not_directory",
             Error::SetupFailed { .. } => "setup_failed",
             Error::Io { .. } => "io",
         }
@@ -272,6 +276,7 @@ impl Error {
             Error::NoShell { id, .. } => format!("run a program directly: `sbx exec -i -t {id} -- PROGRAM`"),
             Error::CommandFailed { .. } => return None,
             Error::VolumeInUse { id, .. } => format!("one writer at a time: `sbx destroy {id}` first (the volume stays)"),
+            Error::WorkspaceNotDirectory { path, .. } => format!("an earlier sandbox of this session left it; remove it (`rm {}` removes a link itself, not its target) or create without --clone", path.display()),
             Error::SetupFailed { .. } => "the sandbox was removed; fix the command and create again".into(),
             Error::AuditFailed { id, .. } => format!("`sbx destroy {id}`; a sandbox made by `sbx create` passes every rule, so look for a changed engine default"),
             Error::Io { .. } => return None,

@@ -135,6 +135,146 @@ pub fn chown_tree(path: &Path, uid: u32, gid: u32) {
     }
 }
 
+/// Open a directory sbx trusts the path of, refusing a symlink in its place.
+fn open_dir(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// The session's host directory, made by sbx (never copied from the image:
+/// the volume is mounted `volume-nocopy`, issue 9 finding 13) and given to
+/// the sandbox user, 0700. Returns whether it was made now.
+pub fn prepare_dir(dir: &Path, uid: u32, gid: u32) -> Result<bool> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::DirBuilderExt;
+    let fresh = match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(Error::io(format!("creating {}", dir.display()), e)),
+    };
+    let d = open_dir(dir).map_err(|e| Error::io(format!("opening {} (it must be a directory)", dir.display()), e))?;
+    let fd = d.as_raw_fd();
+    // As root: the sandbox user must own it (an image's root-owned /state
+    // made it unwritable, issue 10 item 3). Not root: it is already ours.
+    if nix::unistd::geteuid().is_root() {
+        nix::unistd::fchown(fd, Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(gid)))
+            .map_err(|e| Error::io(format!("giving {} to {uid}:{gid}", dir.display()), e.into()))?;
+    }
+    nix::sys::stat::fchmod(fd, nix::sys::stat::Mode::from_bits_truncate(0o700))
+        .map_err(|e| Error::io(format!("chmod 0700 {}", dir.display()), e.into()))?;
+    Ok(fresh)
+}
+
+/// A nosuid,nodev bind of the session's host directory onto itself, held
+/// while the sandbox starts: the engine's bind of the volume, and the
+/// container's bind of that, copy these flags (issue 9 finding 13). The
+/// local driver's `o=bind,nosuid,nodev` does not work: a bind mount ignores
+/// those flags unless remounted, and engine 20.10 only remounts for `ro`.
+/// Detached on drop; the mounts made from it keep the flags.
+pub struct NosuidBind(PathBuf);
+
+impl NosuidBind {
+    pub fn new(dir: &Path) -> std::result::Result<Self, nix::Error> {
+        use nix::mount::{mount, umount2, MntFlags, MsFlags};
+        let none: Option<&str> = None;
+        mount(Some(dir), dir, none, MsFlags::MS_BIND, none)?;
+        let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        if let Err(e) = mount(none, dir, none, flags, none) {
+            let _ = umount2(dir, MntFlags::MNT_DETACH);
+            return Err(e);
+        }
+        Ok(NosuidBind(dir.to_path_buf()))
+    }
+}
+
+impl Drop for NosuidBind {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// What `clone_workspace` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cloned {
+    Cloned,
+    /// An earlier sandbox's non-empty workspace, kept.
+    Kept,
+}
+
+/// `--clone` into `<base>/workspace`, where `base` (the session's host
+/// directory or `--state-dir`) holds whatever an earlier sandbox wrote, so
+/// nothing there is followed (issue 9 finding 2): git clones as root into a
+/// fresh 0700 directory next to `base` (root, so the operator's credentials
+/// and repositories work; nothing the sandbox wrote is on that path), the
+/// tree is given to the sandbox user without following links, and it is
+/// moved into place with `renameat` relative to `base` opened
+/// `O_DIRECTORY|O_NOFOLLOW`. rename(2) never follows its last component and
+/// only replaces an empty directory. A `workspace` that is not a directory
+/// (a symlink, say) is refused: it is not a workspace, and deleting what a
+/// sandbox left is not sbx's call.
+pub fn clone_workspace(spec: &crate::spec::CloneSpec, base: &Path, owner: Option<(u32, u32)>) -> Result<Cloned> {
+    use nix::fcntl::{AtFlags, OFlag};
+    use nix::sys::stat::{fstatat, Mode, SFlag};
+    use std::os::fd::AsRawFd;
+    let ws = base.join("workspace");
+    let b = open_dir(base).map_err(|e| Error::io(format!("opening {} (it must be a directory)", base.display()), e))?;
+    match fstatat(Some(b.as_raw_fd()), "workspace", AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Err(nix::errno::Errno::ENOENT) => {}
+        Err(e) => return Err(Error::io(format!("inspecting {}", ws.display()), e.into())),
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR => {
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let mut d = nix::dir::Dir::openat(Some(b.as_raw_fd()), "workspace", flags, Mode::empty())
+                .map_err(|e| Error::io(format!("opening {}", ws.display()), e.into()))?;
+            let names = d.iter().flatten().filter(|e| ![&b"."[..], b".."].contains(&e.file_name().to_bytes())).count();
+            if names > 0 {
+                return Ok(Cloned::Kept);
+            }
+        }
+        Ok(st) => return Err(Error::WorkspaceNotDirectory { path: ws, found: file_kind(st.st_mode).into() }),
+    }
+    let parent = base.parent().unwrap_or(Path::new("/"));
+    let name = base.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = parent.join(format!(".sbx-clone-{name}-{:016x}", rand::random::<u64>()));
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&tmp)
+            .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
+    }
+    let done = (|| {
+        let fresh = tmp.join("workspace");
+        clone(spec, &fresh)?;
+        if let Some((uid, gid)) = owner {
+            chown_tree(&fresh, uid, gid);
+        }
+        let t = open_dir(&tmp).map_err(|e| Error::io(format!("opening {}", tmp.display()), e))?;
+        nix::fcntl::renameat(Some(t.as_raw_fd()), "workspace", Some(b.as_raw_fd()), "workspace").map_err(|e| {
+            let hint =
+                if e == nix::errno::Errno::EXDEV { " (it must be on the same filesystem as its parent)" } else { "" };
+            Error::io(format!("moving the clone into {}{hint}", ws.display()), e.into())
+        })?;
+        Ok(Cloned::Cloned)
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    done
+}
+
+fn file_kind(mode: u32) -> &'static str {
+    use nix::sys::stat::SFlag;
+    match SFlag::from_bits_truncate(mode) & SFlag::S_IFMT {
+        SFlag::S_IFLNK => "a symlink",
+        SFlag::S_IFREG => "a regular file",
+        SFlag::S_IFIFO => "a FIFO",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFCHR | SFlag::S_IFBLK => "a device",
+        _ => "not a directory",
+    }
+}
+
 /// `git clone` on the host, with git's command-running transports off.
 pub fn clone(spec: &crate::spec::CloneSpec, into: &Path) -> Result<()> {
     let run = |args: &[&std::ffi::OsStr]| -> Result<()> {

@@ -438,6 +438,9 @@ fn the_hostile_corpus_exits_2_at_the_cli_and_creates_nothing() {
                     "user" => "--user",
                     "duration" => "--socket-wait",
                     "ttl" => "--ttl",
+                    "pids" => "--pids",
+                    "cpus" => "--cpus",
+                    "memory" => "--memory",
                     other => panic!("unknown corpus kind {other}"),
                 };
                 args.push(format!("{flag}={input}"));

@@ -37,6 +37,24 @@ fn refused(what: &str, input: &str) -> bool {
         "id" => spec::parse_id(input).is_err(),
         "duration" => spec::parse_duration("d", input).is_err(),
         "ttl" => spec::parse_ttl(input).is_err(),
+        "pids" | "memory" | "cpus" => {
+            let mut req = spec::CreateRequest {
+                image: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into(),
+                ..Default::default()
+            };
+            match what {
+                "pids" => match input.parse() {
+                    Ok(p) => req.pids = Some(p),
+                    Err(_) => return true, // clap refuses it
+                },
+                "memory" => match input.parse() {
+                    Ok(m) => req.memory_mib = Some(m),
+                    Err(_) => return true,
+                },
+                _ => req.cpus = Some(input.to_string()),
+            }
+            spec::SandboxSpec::from_request(&req, None).is_err()
+        }
         other => panic!("unknown corpus kind {other}"),
     }
 }

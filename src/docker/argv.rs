@@ -130,7 +130,9 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     };
     push("--tmpfs", format!("/tmp:rw,exec,nosuid,size=512m,mode=1777,{own}"));
     match (plan.volume, &s.state_dir) {
-        (Some(v), _) => push("--mount", format!("type=volume,src={v},dst=/state")),
+        // volume-nocopy: nothing of the image's /state (a setuid binary, its
+        // root owner and mode) reaches the session's volume (issue 9 finding 13).
+        (Some(v), _) => push("--mount", format!("type=volume,src={v},dst=/state,volume-nocopy")),
         (None, Some(m)) => push("--mount", m.mount_arg()),
         (None, None) => push("--tmpfs", format!("/state:rw,exec,nosuid,size=512m,mode=1777,{own}")),
     }
@@ -400,6 +402,13 @@ mod tests {
         let got = strs(container(&plan(&s), true));
         assert!(got.contains(&format!("type=bind,src={},dst=/state", dir.display())));
         assert!(!got.iter().any(|a| a.starts_with("/state:")));
+    }
+
+    #[test]
+    fn a_session_volume_takes_nothing_from_the_image() {
+        let s = spec(CreateRequest { persist: true, session: Some("s".into()), ..Default::default() });
+        let got = strs(container(&RunPlan { volume: Some("sbx-state-s"), ..plan(&s) }, true));
+        assert!(got.contains(&"type=volume,src=sbx-state-s,dst=/state,volume-nocopy".to_string()), "{got:?}");
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub const DEFAULT_SOCKET_WAIT: Duration = Duration::from_secs(90);
 /// The uid:gid a sandbox runs as when nothing else says (the conventional
 /// `nobody`, which owns no files on the host).
 pub const NOBODY: u32 = 65534;
+/// The kernel's PID_MAX_LIMIT on 64-bit: runc fails to write a larger
+/// pids.max at start (issue 9 finding 12), so larger values are refused here.
+pub const MAX_PIDS: u32 = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxSpec {
@@ -121,7 +124,8 @@ impl UserSpec {
             if x.is_empty() || !x.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(bad());
             }
-            x.parse().map_err(|_| bad())
+            // (uid_t)-1 means "no change" to setuid(2): runc fails on it at start.
+            x.parse().ok().filter(|n| *n != u32::MAX).ok_or_else(bad)
         };
         let uid = num(u)?;
         let gid = match g {
@@ -213,11 +217,35 @@ pub fn parse_ttl(s: &str) -> Result<Duration, Invalid> {
     Ok(d)
 }
 
+/// `--cpus` as docker accepts it (issue 9 finding 12): docker turns it into
+/// whole nano-CPUs ("value is too precise" past 9 decimals), the kernel's
+/// smallest CFS quota is 0.01 CPU, and the engine refuses more CPUs than the
+/// host has.
 pub fn parse_cpus(s: &str) -> Result<String, Invalid> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 1024.0 && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') => Ok(s.to_string()),
-        _ => Err(Invalid::new("--cpus", s, "it must be a number of CPUs greater than 0, e.g. 1.5")),
+    parse_cpus_on(s, host_cpus())
+}
+
+/// The CPUs the engine counts (it runs on this host: see the README).
+fn host_cpus() -> u64 {
+    std::thread::available_parallelism().map(|n| n.get() as u64).unwrap_or(1024)
+}
+
+fn parse_cpus_on(s: &str, host: u64) -> Result<String, Invalid> {
+    let bad = |r: String| Invalid::new("--cpus", s, r).hint(format!("e.g. --cpus 1.5 (0.01 to {host} on this host)"));
+    let Ok(v) = s.parse::<f64>() else {
+        return Err(bad("it must be a number of CPUs, e.g. 1.5".into()));
+    };
+    if !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(bad("it must be a plain decimal number, e.g. 1.5".into()));
     }
+    let decimals = s.split_once('.').map_or(0, |(_, f)| f.trim_end_matches('0').len());
+    if decimals > 9 {
+        return Err(bad("docker takes at most 9 decimals (nano-CPUs)".into()));
+    }
+    if v < 0.01 || v > host as f64 {
+        return Err(bad(format!("it must be between 0.01 and the host's {host} CPUs")));
+    }
+    Ok(s.to_string())
 }
 
 /// Raw, unvalidated create options as they come from the command line.
@@ -288,6 +316,9 @@ impl SandboxSpec {
         let pids = req.pids.unwrap_or(DEFAULT_PIDS);
         if pids == 0 {
             return Err(Invalid::new("--pids", "0", "a sandbox needs at least one process"));
+        }
+        if pids > MAX_PIDS {
+            return Err(Invalid::new("--pids", pids.to_string(), format!("the kernel allows at most {MAX_PIDS}")));
         }
         let env = req.env.iter().map(|e| parse_env(e)).collect::<Result<_, _>>()?;
         let user = req.user.as_deref().map(UserSpec::parse).transpose()?;
@@ -386,7 +417,7 @@ mod tests {
         assert_eq!(UserSpec::parse("1000").unwrap(), UserSpec { uid: 1000, gid: 1000 });
         assert_eq!(UserSpec::parse("1000:50").unwrap(), UserSpec { uid: 1000, gid: 50 });
         assert_eq!(UserSpec::parse("0").unwrap(), UserSpec { uid: 0, gid: 0 });
-        for bad in ["", "root", "1000:", ":1", "-1", "1 000", "99999999999", "1:2:3"] {
+        for bad in ["", "root", "1000:", ":1", "-1", "1 000", "99999999999", "1:2:3", "4294967295", "1:4294967295"] {
             assert!(UserSpec::parse(bad).unwrap_err().reason.contains("numeric"), "{bad}");
         }
         assert_eq!(UserSpec::from_image("1000:1000"), Some(UserSpec { uid: 1000, gid: 1000 }));
@@ -475,5 +506,29 @@ mod tests {
         assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("6"));
         let r = CreateRequest { pids: Some(0), ..req() };
         assert!(SandboxSpec::from_request(&r, None).is_err());
+        let r = CreateRequest { pids: Some(MAX_PIDS), ..req() };
+        assert_eq!(SandboxSpec::from_request(&r, None).unwrap().pids, MAX_PIDS);
+        for p in [MAX_PIDS + 1, u32::MAX] {
+            let r = CreateRequest { pids: Some(p), ..req() };
+            assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("at most"), "{p}");
+        }
+    }
+
+    #[test]
+    fn cpus_as_docker_takes_them() {
+        for ok in ["0.01", "1", "1.5", "2", "2.000000000000", "0.123456789"] {
+            assert_eq!(parse_cpus_on(ok, 2).unwrap(), ok);
+        }
+        for (bad, why) in [
+            ("0.001", "between"),
+            ("2.5", "between"),
+            ("3", "between"),
+            ("0.0123456789", "9 decimals"),
+            ("1e0", "plain"),
+            ("+1", "plain"),
+            ("x", "number"),
+        ] {
+            assert!(parse_cpus_on(bad, 2).unwrap_err().reason.contains(why), "{bad}");
+        }
     }
 }

@@ -18,11 +18,17 @@ pub struct MountSpec {
 
 /// Sandbox paths a mount may never cover: the kernel's views, the channel,
 /// and the runtime directories where sockets live.
-const FORBIDDEN_TARGETS: &[&str] = &["/", "/proc", "/sys", "/dev", "/run", "/run/sandbox", "/var/run"];
-/// ... nor anything below these.
-const FORBIDDEN_TREES: &[&str] = &["/proc", "/sys", "/dev", "/run/sandbox"];
+const FORBIDDEN_TARGETS: &[&str] = &["/", "/proc", "/sys", "/dev", "/run", "/run/sandbox", "/run/sbx", "/var/run"];
+/// ... nor anything below these. `/run/sbx` holds sbx's helper: a mount
+/// there fails in docker, or makes docker create `helper` as root in the
+/// operator's host directory (issue 9 finding 12).
+const FORBIDDEN_TREES: &[&str] = &["/proc", "/sys", "/dev", "/run/sandbox", "/run/sbx"];
 /// Mounted by sbx itself: a second mount there would conflict or hide it.
 const RESERVED_TARGETS: &[&str] = &["/tmp", "/state"];
+/// ... nor anything below /state: docker would create the mount point as
+/// root inside the host directory behind it (a `--state-dir` or session
+/// volume). Below /tmp is fine: the mount point is made in sbx's tmpfs.
+const RESERVED_TREES: &[&str] = &["/state"];
 
 /// Docker's own socket, wherever this host keeps it.
 pub fn docker_socket_paths(docker_host: Option<&str>) -> Vec<PathBuf> {
@@ -115,18 +121,24 @@ fn sandbox_target(path: &str) -> Result<String, String> {
     }
     let normal: PathBuf = p.components().collect();
     let normal = normal.to_string_lossy().into_owned();
+    // Images commonly have /var/run -> /run, and docker follows that link
+    // inside the image, so /var/run/X is judged as /run/X.
+    let judged = match Path::new(&normal).strip_prefix("/var/run") {
+        Ok(rest) if !rest.as_os_str().is_empty() => Path::new("/run").join(rest),
+        _ => PathBuf::from(&normal),
+    };
     for f in FORBIDDEN_TARGETS {
-        let under = FORBIDDEN_TREES.contains(f) && Path::new(&normal).starts_with(f);
-        if normal == *f || under {
+        let under = FORBIDDEN_TREES.contains(f) && judged.starts_with(f);
+        if judged == Path::new(f) || under {
             return Err(format!(
                 "mounting over {f} is not allowed: it would replace what the sandbox's boundary relies on"
             ));
         }
     }
     for r in RESERVED_TARGETS {
-        if normal == *r {
+        if judged == Path::new(r) || (RESERVED_TREES.contains(r) && judged.starts_with(r)) {
             return Err(format!(
-                "{r} is sbx's own tmpfs; mount under it is not possible, use another path (or --state-dir for /state)"
+                "{r} is sbx's own tmpfs or state mount; mounting on or under it is not possible, use another path (or --state-dir for /state)"
             ));
         }
     }
@@ -175,6 +187,12 @@ mod tests {
             (format!("{ds}:/run/sandbox/x"), "over /run/sandbox"),
             (format!("{ds}:/var/run"), "over /var/run"),
             (format!("{ds}:/tmp"), "sbx's own tmpfs"),
+            (format!("{ds}:/state/workspace"), "sbx's own tmpfs"),
+            (format!("{ds}:/run/sbx"), "over /run/sbx"),
+            (format!("{ds}:/run/sbx/helper"), "over /run/sbx"),
+            (format!("{ds}:/var/run/sbx/helper"), "over /run/sbx"),
+            (format!("{ds}:/var/run/sandbox/sandbox.sock"), "over /run/sandbox"),
+            (format!("{ds}:/var/run/"), "over /var/run"),
             (format!("{ds}:/a:/b"), "more than one"),
             ("/definitely/not/here:/data".to_string(), "must exist"),
             ("-x:/data".to_string(), "starts with '-'"),

@@ -1,0 +1,209 @@
+//! Live tests of persistent sessions and `--clone` against what an image and
+//! an earlier sandbox of the session can plant (issue 9 findings 2 and 13,
+//! issue 10): nothing from the image's /state reaches the volume, the volume
+//! is the sandbox user's and mounted nosuid,nodev, and a clone never follows
+//! anything a sandbox wrote.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// A test image removed on drop (after the sandboxes made from it).
+struct Image(String);
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = docker(&["rmi", "-f", &self.0]);
+    }
+}
+
+/// The fixture with a root-owned 0755 /state holding a setuid-root binary
+/// and a plain file, packed with `docker import`.
+fn image_with_hostile_state(w: &World) -> Image {
+    let dir = PathBuf::from("/tmp").join(format!("sbxt-{}-img", w.case));
+    let root = dir.join("root");
+    for d in ["bin", "tmp", "etc", "state"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::copy(fixture_binary(), root.join("bin/fixture")).unwrap();
+    std::fs::copy(fixture_binary(), root.join("state/suid")).unwrap();
+    std::fs::set_permissions(root.join("state/suid"), std::fs::Permissions::from_mode(0o4755)).unwrap();
+    std::fs::write(root.join("state/from-image"), b"image\n").unwrap();
+    for d in ["tmp", "state"] {
+        std::fs::set_permissions(root.join(d), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let tar = dir.join("img.tar");
+    let st = Command::new("tar")
+        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success(), "tar failed");
+    let id = docker_ok(&[
+        "import",
+        "--change",
+        "ENTRYPOINT [\"/bin/fixture\"]",
+        "--change",
+        &format!("LABEL {TEST_LABEL}=1"),
+        tar.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    Image(id)
+}
+
+fn create_from(w: &World, image: &str, args: &[&str]) -> std::process::Output {
+    let label = w.case_label();
+    let mut full = vec!["create", "--image", image, "--label", &label];
+    full.extend_from_slice(args);
+    w.sbx(&full)
+}
+
+/// Every entry under `dir`, never following links.
+fn tree(dir: &Path) -> Vec<(PathBuf, u32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let md = std::fs::symlink_metadata(e.path()).unwrap();
+        out.push((e.path(), md.mode()));
+        if md.is_dir() {
+            out.extend(tree(&e.path()));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_session_volume_takes_nothing_from_the_image_and_is_the_sandbox_users_nosuid_nodev() {
+    let w = World::new();
+    let img = image_with_hostile_state(&w);
+    let session = format!("{}-s", w.case);
+    let host = w.state_dir.join("volumes").join(&session);
+
+    for user in [None, Some("1000")] {
+        let mut args = vec!["--session", session.as_str(), "--persist"];
+        if let Some(u) = user {
+            args.extend(["--user", u]);
+        }
+        let out = create_from(&w, &img.0, &args);
+        assert_success(&out, &format!("create --persist (user {user:?}) on an image with a root-owned /state"));
+        let sb = w.adopt(stdout(&out).trim());
+        let mine = format!("/state/mine-{}", user.unwrap_or("default"));
+        assert_success(&sb.exec(&["write", &mine]), "the sandbox user writes /state");
+        assert_exit(&sb.exec(&["exists", "/state/from-image"]), 1, "the image's /state is not copied in");
+        assert_exit(&sb.exec(&["exists", "/state/suid"]), 1, "nor its setuid binary");
+        let mountinfo = String::from_utf8_lossy(&sb.exec(&["read", "/proc/self/mountinfo"]).stdout).into_owned();
+        let line = mountinfo
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some("/state"))
+            .unwrap_or_else(|| panic!("no /state mount: {mountinfo}"));
+        let opts: Vec<&str> = line.split(' ').nth(5).unwrap().split(',').collect();
+        assert!(opts.contains(&"nosuid") && opts.contains(&"nodev"), "/state is not nosuid,nodev: {line}");
+
+        let md = std::fs::symlink_metadata(&host).unwrap();
+        let want = user.map_or(65534, |u| u.parse().unwrap());
+        assert_eq!((md.uid(), md.gid(), md.mode() & 0o7777), (want, want, 0o700), "the host dir's owner and mode");
+        assert!(!host.join("from-image").exists() && !host.join("suid").exists(), "{:?}", tree(&host));
+
+        // A setuid-root file that does get in (put there on the host) is not honoured.
+        let planted = host.join("planted-suid");
+        std::fs::copy(fixture_binary(), &planted).unwrap();
+        nix::unistd::chown(&planted, Some(nix::unistd::Uid::from_raw(0)), Some(nix::unistd::Gid::from_raw(0))).unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let out = docker(&["exec", &sb.id, "/state/planted-suid", "status"]);
+        assert_success(&out, "run the planted setuid binary");
+        assert!(stdout(&out).contains(&format!("Uid:\t{want}\t{want}\t{want}\t{want}")), "{}", stdout(&out));
+        std::fs::remove_file(&planted).unwrap();
+        assert_success(&w.sbx(&["destroy", &sb.id]), "destroy");
+    }
+    for (path, mode) in tree(&host) {
+        assert_eq!(mode & 0o6000, 0, "setuid/setgid file on the host: {}", path.display());
+    }
+    let out = create_from(&w, &img.0, &["--session", &session, "--persist"]);
+    let sb = w.adopt(stdout(&out).trim());
+    assert_success(&w.sbx(&["destroy", "--purge", &sb.id]), "purge");
+    w.assert_nothing_left();
+}
+
+fn git(args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn make_repo(w: &World) -> PathBuf {
+    let repo = PathBuf::from("/tmp").join(format!("sbxt-{}-repo", w.case));
+    git(&["init", "-q", repo.to_str().unwrap()]);
+    std::fs::write(repo.join("README"), b"from the repo\n").unwrap();
+    git(&["-C", repo.to_str().unwrap(), "add", "."]);
+    git(&["-C", repo.to_str().unwrap(), "commit", "-qm", "one"]);
+    repo
+}
+
+#[test]
+fn clone_never_follows_a_workspace_symlink_left_by_an_earlier_sandbox() {
+    let w = World::new();
+    let repo = make_repo(&w);
+    let victim = PathBuf::from("/tmp").join(format!("sbxt-{}-victim", w.case));
+    // Empty, as in the report: git would clone into it through the link.
+    std::fs::create_dir_all(&victim).unwrap();
+    let before = tree(&victim);
+    let session = format!("{}-s", w.case);
+    let url = format!("file://{}", repo.display());
+
+    // The exact repro: the session's sandbox plants the link, then goes.
+    let a = w.create(&["--session", &session, "--persist"]);
+    assert_success(&a.exec(&["ln", victim.to_str().unwrap(), "/state/workspace"]), "plant the link");
+    assert_success(&w.sbx(&["destroy", &a.id]), "destroy keeps the volume");
+
+    let out = w.try_create(&["--session", &session, "--persist", "--clone", &url]);
+    assert_exit(&out, 1, "--clone onto a workspace symlink");
+    let err = stderr(&out);
+    assert!(err.contains("workspace is a symlink") && err.contains("never clones through it"), "{err}");
+    assert_eq!(tree(&victim), before, "the host directory behind the link was touched");
+    assert!(!victim.join(".git").exists() && !victim.join("README").exists());
+    let link = w.state_dir.join("volumes").join(&session).join("workspace");
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is left as it was");
+    w.assert_nothing_left();
+    // Nothing of the clone lingers next to the session's directory.
+    let stray: Vec<String> = std::fs::read_dir(w.state_dir.join("volumes"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".sbx-clone"))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
+
+    // Once the link is gone, the clone lands in the volume, owned by the sandbox user.
+    std::fs::remove_file(&link).unwrap();
+    let b = w.create(&["--session", &session, "--persist", "--clone", &url]);
+    assert_eq!(b.exec(&["read", "/state/workspace/README"]).stdout, b"from the repo\n");
+    assert_eq!(std::fs::metadata(&link).unwrap().uid(), 65534);
+    assert_success(&b.exec(&["write", "/state/workspace/by-sandbox"]), "the sandbox user writes its clone");
+    assert_success(&w.sbx(&["destroy", "--purge", &b.id]), "purge");
+    assert_eq!(tree(&victim), before);
+    std::fs::remove_dir_all(&repo).unwrap();
+    std::fs::remove_dir_all(&victim).unwrap();
+}
+
+#[test]
+fn a_failed_clone_leaves_no_volume_behind() {
+    let w = World::new();
+    let session = format!("{}-s", w.case);
+    let volume = format!("sbx-state-{session}");
+    let url = format!("file:///tmp/sbxt-{}-no-such-repo", w.case);
+    let out = w.try_create(&["--session", &session, "--persist", "--clone", &url]);
+    assert_exit(&out, 1, "clone of a missing repository");
+    assert!(stderr(&out).contains("git"), "{}", stderr(&out));
+    assert!(!docker(&["volume", "inspect", &volume]).status.success(), "an empty volume was left behind");
+    assert!(!w.state_dir.join("volumes").join(&session).exists(), "the session's directory was left behind");
+    w.assert_nothing_left();
+}
