@@ -319,25 +319,30 @@ fn relay(port: u16) -> i32 {
         Err(_) => return 1,
     };
     let writer = std::thread::spawn(move || {
-        let _ = io::copy(&mut io::stdin().lock(), &mut up);
+        let _ = pump(&mut io::stdin().lock(), &mut up);
         let _ = up.shutdown(Shutdown::Write);
     });
     let mut down = stream;
-    let mut out = io::stdout().lock();
-    let mut buf = vec![0u8; 65536];
-    loop {
-        match down.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    drop(out);
+    let _ = pump(&mut down, &mut io::stdout().lock());
     let _ = writer.join();
     0
+}
+
+/// Copy until EOF with one read(2) and one write(2) per chunk, flushed.
+/// Never `io::copy`: on Linux it becomes splice(2) between a socket and a
+/// pipe, which held a request back until the client half-closed (issue 10.1).
+fn pump(r: &mut impl Read, w: &mut impl Write) -> io::Result<()> {
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        w.write_all(&buf[..n])?;
+        w.flush()?;
+    }
 }
 
 fn put_record(w: &mut impl Write, kind: u8, mode: u32, path: &str, data: &[u8]) -> io::Result<()> {
