@@ -65,6 +65,8 @@ pub enum SocketError {
     PathTooLong { path: PathBuf, len: usize },
     #[error("socket {path} is hostile: {reason}")]
     Hostile { path: PathBuf, reason: String },
+    #[error("the sandbox's socket {path} did not accept the connection within {waited} (its backlog is full?)")]
+    NotAccepting { path: PathBuf, waited: String },
     #[error("socket {path}: {source}")]
     Io {
         path: PathBuf,
@@ -221,6 +223,9 @@ impl Error {
                 "the sandbox must bind a unix socket itself at /run/sandbox/sandbox.sock; sbx never follows links there".into()
             }
             Error::Socket(SocketError::Io { .. }) => return None,
+            Error::Socket(SocketError::NotAccepting { .. }) => {
+                "the sandbox program is not accepting connections on its socket; see `sbx logs ID`, or retry with a longer `--timeout`".into()
+            }
             Error::ImageMissing { image } => {
                 format!("load it first (`docker pull {image}` or `docker load`), then retry")
             }

@@ -550,3 +550,44 @@ fn connect_is_interactive_line_by_line() {
     assert_success(&out, "sbx connect driven line by line");
     assert_eq!(stdout(&out), "alpha\nbeta\ngamma\nexit 0\n");
 }
+
+#[test]
+fn connect_gives_up_on_a_socket_whose_backlog_the_sandbox_keeps_full() {
+    // Issue 9 finding 11: connect(2) blocks while the accept queue is full,
+    // and the sandbox decides whether it ever empties.
+    let w = World::new();
+    let sb = w.create(&["--", "full-backlog"]);
+    let mut full = false;
+    for _ in 0..100 {
+        if stdout(&docker(&["logs", &sb.id])).contains("full") {
+            full = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(full, "the sandbox never filled its backlog");
+    // A hard limit on the test side: a hang fails the test, it does not hang the suite.
+    let connect = |extra: &[&str]| {
+        let started = std::time::Instant::now();
+        let out = Command::new("timeout")
+            .args(["-k", "2", "25"])
+            .arg(SBX)
+            .args(w.dir_args())
+            .arg("connect")
+            .args(extra)
+            .arg(&sb.id)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out, started.elapsed())
+    };
+    let (out, took) = connect(&["--timeout", "2s"]);
+    assert_exit(&out, 1, "connect to a full backlog");
+    assert!(stderr(&out).contains("did not accept the connection within 2s"), "{}", stderr(&out));
+    assert!(took < std::time::Duration::from_secs(8), "took {took:?}");
+    let (out, took) = connect(&[]);
+    assert_exit(&out, 1, "connect with the default deadline");
+    assert!(stderr(&out).contains("within 10s"), "{}", stderr(&out));
+    assert!(took < std::time::Duration::from_secs(18), "took {took:?}");
+    assert_exit(&w.sbx(&["connect", "--timeout", "soon", &sb.id]), 2, "a bad duration");
+}
