@@ -53,6 +53,8 @@ pub enum Command {
     /// Print one sandbox's record as JSON.
     Inspect(IdArg),
     /// Run a command in a sandbox; its exit code becomes sbx's (126/127: cannot run / not found).
+    ///
+    /// SIGINT/SIGTERM/SIGHUP to sbx go on to the command (SIGKILL after 2s); sbx then exits 128+n.
     Exec(ExecArgs),
     /// List background processes started with `exec -d`.
     Ps(IdArg),

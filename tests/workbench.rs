@@ -591,3 +591,61 @@ fn connect_gives_up_on_a_socket_whose_backlog_the_sandbox_keeps_full() {
     assert!(took < std::time::Duration::from_secs(18), "took {took:?}");
     assert_exit(&w.sbx(&["connect", "--timeout", "soon", &sb.id]), 2, "a bad duration");
 }
+
+#[test]
+fn stopping_exec_ends_the_command_in_the_sandbox() {
+    // Issue 10.4: SIGINT/SIGTERM/SIGHUP ended sbx at once and left the
+    // command running. Now sbx passes the signal on, waits briefly, then
+    // SIGKILLs it ("stubborn" ignores all three), and exits 128+n.
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    let w = World::new();
+    let sb = w.create(&[]);
+    let running = |what: &str| docker_ok(&["top", &sb.id]).lines().filter(|l| l.contains(what)).count();
+    let cases = [
+        (Signal::SIGTERM, 143, "sleep", false),
+        // As a terminal's Ctrl-C: the whole foreground group, docker CLI included.
+        (Signal::SIGINT, 130, "stubborn", true),
+        (Signal::SIGHUP, 129, "stubborn", false),
+        (Signal::SIGINT, 130, "sleep", false),
+    ];
+    for (sig, code, mode, group) in cases {
+        let what = format!("fixture {mode}");
+        let mut child = Command::new(SBX)
+            .args(w.dir_args())
+            .args(["exec", &sb.id, "--", "/bin/fixture", mode])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while running(&what) == 0 {
+            assert!(started.elapsed() < Duration::from_secs(15), "{what} never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let pid = child.id() as i32;
+        kill(Pid::from_raw(if group { -pid } else { pid }), sig).unwrap();
+        let sent = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if sent.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("sbx exec did not end within 20s of {sig}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(code), "sbx exec after {sig} ({what}): {status:?}");
+        let mut left = running(&what);
+        while left > 0 && sent.elapsed() < Duration::from_secs(8) {
+            std::thread::sleep(Duration::from_millis(100));
+            left = running(&what);
+        }
+        assert_eq!(left, 0, "{what} still runs in the sandbox after {sig}");
+    }
+}
