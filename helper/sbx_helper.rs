@@ -10,6 +10,8 @@
 //!   supervise HANDLE -- CMD... (internal) run CMD in its own process group, record pid and exit
 //!   ps                         one JSON object per background process
 //!   kill HANDLE SIGNUM         signal the process group of HANDLE
+//!   kill-exec TOKEN SIGNUM MS  signal the `sbx exec` command started with SBX_EXEC=TOKEN (its
+//!                              process group), wait MS for it to end, then SIGKILL what is left
 //!   logs HANDLE [-f] [TAIL]    combined output of HANDLE (TAIL lines, or all: -1)
 //!   wait-port PORT MILLIS      exit 0 once something listens on PORT, 1 on timeout
 //!   relay PORT                 relay stdin/stdout to 127.0.0.1:PORT (or [::1]:PORT)
@@ -54,6 +56,7 @@ fn main() {
         "supervise" => supervise(&arg(2), after_dashes(&args)),
         "ps" => ps(),
         "kill" => signal(&arg(2), arg(3).parse().unwrap_or(15)),
+        "kill-exec" => kill_exec(&arg(2), arg(3).parse().unwrap_or(15), arg(4).parse().unwrap_or(2000)),
         "logs" => logs(&arg(2), args.iter().any(|a| a == "-f"), args.last().and_then(|t| t.parse().ok()).unwrap_or(-1)),
         "wait-port" => wait_port(arg(2).parse().unwrap_or(0), arg(3).parse().unwrap_or(0)),
         "relay" => relay(arg(2).parse().unwrap_or(0)),
@@ -222,6 +225,79 @@ fn signal(handle: &str, sig: i32) -> i32 {
     0
 }
 
+/// Processes whose environment holds SBX_EXEC=TOKEN (the `sbx exec`
+/// command and what it started), each with its process group id.
+fn exec_processes(token: &str) -> Vec<(i32, i32)> {
+    let want = format!("SBX_EXEC={token}");
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+        if !env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+            continue;
+        }
+        // Field 5 of stat, counted after the ")" that ends the command name.
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let pgid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse().ok());
+        found.push((pid, pgid.unwrap_or(pid)));
+    }
+    found
+}
+
+fn signal_all(procs: &[(i32, i32)], sig: i32) {
+    for &(pid, pgid) in procs {
+        // A group leader (runc makes every exec'd command one) takes its
+        // whole group, as a terminal's Ctrl-C would; anyone else, alone.
+        let target = if pid == pgid { -pid } else { pid };
+        unsafe { kill(target, sig) };
+    }
+}
+
+fn wait_gone(token: &str, millis: u64) -> bool {
+    let deadline = Instant::now() + Duration::from_millis(millis);
+    loop {
+        if exec_processes(token).is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// sbx got a signal while `sbx exec` ran: pass it on, give the command
+/// `grace` ms to end, then SIGKILL what is left (issue 10.4).
+fn kill_exec(token: &str, sig: i32, grace: u64) -> i32 {
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return 64;
+    }
+    // The signal may come before docker has started the command: look for a moment.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut procs = exec_processes(token);
+    while procs.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        procs = exec_processes(token);
+    }
+    if procs.is_empty() {
+        return 1;
+    }
+    signal_all(&procs, sig);
+    if wait_gone(token, grace) {
+        return 0;
+    }
+    signal_all(&exec_processes(token), 9);
+    if wait_gone(token, 2000) {
+        0
+    } else {
+        1
+    }
+}
+
 fn logs(handle: &str, follow: bool, tail: i64) -> i32 {
     let Some(dir) = handle_dir(handle) else { return 64 };
     let path = dir.join("log");
@@ -329,25 +405,30 @@ fn relay(port: u16) -> i32 {
         Err(_) => return 1,
     };
     let writer = std::thread::spawn(move || {
-        let _ = io::copy(&mut io::stdin().lock(), &mut up);
+        let _ = pump(&mut io::stdin().lock(), &mut up);
         let _ = up.shutdown(Shutdown::Write);
     });
     let mut down = stream;
-    let mut out = io::stdout().lock();
-    let mut buf = vec![0u8; 65536];
-    loop {
-        match down.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    drop(out);
+    let _ = pump(&mut down, &mut io::stdout().lock());
     let _ = writer.join();
     0
+}
+
+/// Copy until EOF with one read(2) and one write(2) per chunk, flushed.
+/// Never `io::copy`: on Linux it becomes splice(2) between a socket and a
+/// pipe, which held a request back until the client half-closed (issue 10.1).
+fn pump(r: &mut impl Read, w: &mut impl Write) -> io::Result<()> {
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        w.write_all(&buf[..n])?;
+        w.flush()?;
+    }
 }
 
 fn put_record(w: &mut impl Write, kind: u8, mode: u32, path: &str, len: u64) -> io::Result<()> {

@@ -44,7 +44,7 @@ pub enum Command {
     /// Create a sandbox, wait until it binds its socket, print its id.
     Create(Box<CreateArgs>),
     /// Relay stdin to the sandbox's socket and the socket to stdout.
-    Connect(IdArg),
+    Connect(ConnectArgs),
     /// Cut one route at once (`docker network disconnect --force`); `all` destroys the sandbox.
     Revoke(RevokeArgs),
     /// Remove sandboxes and their socket directories; already gone is success.
@@ -54,6 +54,8 @@ pub enum Command {
     /// Print one sandbox's record as JSON.
     Inspect(IdArg),
     /// Run a command in a sandbox; its exit code becomes sbx's (126/127: cannot run / not found).
+    ///
+    /// SIGINT/SIGTERM/SIGHUP to sbx go on to the command (SIGKILL after 2s); sbx then exits 128+n.
     Exec(ExecArgs),
     /// List background processes started with `exec -d`.
     Ps(IdArg),
@@ -220,6 +222,15 @@ pub struct DestroyArgs {
     /// Also remove the persistent /state volume of their sessions (`create --persist`).
     #[arg(long)]
     pub purge: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ConnectArgs {
+    /// Sandbox id.
+    pub id: String,
+    /// Give up if the sandbox has not accepted the connection within this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub timeout: String,
 }
 
 #[derive(Debug, Args)]

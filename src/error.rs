@@ -68,6 +68,8 @@ pub enum SocketError {
     PathTooLong { path: PathBuf, len: usize },
     #[error("socket {path} is hostile: {reason}")]
     Hostile { path: PathBuf, reason: String },
+    #[error("the sandbox's socket {path} did not accept the connection within {waited} (its backlog is full?)")]
+    NotAccepting { path: PathBuf, waited: String },
     #[error("socket {path}: {source}")]
     Io {
         path: PathBuf,
@@ -235,6 +237,9 @@ impl Error {
             // An image id names content on one engine only: it cannot be pulled.
             Error::ImageMissing { image } if image.starts_with("sha256:") => {
                 "an image id names an image on one engine only: build or load it here (`docker load -i IMAGE.tar`, `docker import`), then pass the id that engine reports".into()
+            }
+            Error::Socket(SocketError::NotAccepting { .. }) => {
+                "the sandbox program is not accepting connections on its socket; see `sbx logs ID`, or retry with a longer `--timeout`".into()
             }
             Error::ImageMissing { image } => {
                 format!("load it first (`docker pull {image}` or `docker load`), then retry")

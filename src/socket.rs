@@ -16,7 +16,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{open, OFlag};
-use nix::sys::socket::{connect, getsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, UnixAddr};
+use nix::sys::socket::{connect, getsockopt, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, UnixAddr};
 use nix::sys::stat::{fstat, Mode, SFlag};
 use nix::unistd::{access, chown, AccessFlags, Gid, Uid};
 
@@ -169,8 +169,20 @@ pub fn open_checked(path: &Path, owners: &[u32]) -> Result<Option<(OwnedFd, u32)
     Ok(Some((fd, st.st_uid)))
 }
 
-/// Connect to the socket at `path`, safely (see the module docs).
+/// How long a connect waits for the sandbox to accept, unless told otherwise.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Connect to the socket at `path`, safely (see the module docs), waiting
+/// at most [`CONNECT_TIMEOUT`] for the sandbox to take the connection.
 pub fn connect_checked(path: &Path, owners: &[u32]) -> Result<UnixStream, SocketError> {
+    connect_within(path, owners, CONNECT_TIMEOUT)
+}
+
+/// [`connect_checked`] with a deadline. connect(2) on a unix socket whose
+/// accept queue is full blocks until the listener accepts, and the sandbox
+/// decides whether it ever does (issue 9 finding 11); SO_SNDTIMEO bounds
+/// that wait (the kernel then answers EAGAIN) and is cleared once connected.
+pub fn connect_within(path: &Path, owners: &[u32], timeout: std::time::Duration) -> Result<UnixStream, SocketError> {
     let io = |e: nix::errno::Errno| SocketError::Io { path: path.to_path_buf(), source: e.into() };
     let (fd, owner) = open_checked(path, owners)?.ok_or_else(|| SocketError::Io {
         path: path.to_path_buf(),
@@ -178,7 +190,24 @@ pub fn connect_checked(path: &Path, owners: &[u32]) -> Result<UnixStream, Socket
     })?;
     let sock = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).map_err(io)?;
     let via = UnixAddr::new(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str()).map_err(io)?;
-    connect(sock.as_raw_fd(), &via).map_err(io)?;
+    // A zero SO_SNDTIMEO means "forever": keep the smallest real deadline.
+    let limit = nix::sys::time::TimeVal::new(
+        timeout.as_secs() as i64,
+        if timeout.is_zero() { 1 } else { timeout.subsec_micros() as i64 },
+    );
+    setsockopt(&sock, sockopt::SendTimeout, &limit).map_err(io)?;
+    match connect(sock.as_raw_fd(), &via) {
+        Ok(()) => {}
+        Err(nix::errno::Errno::EAGAIN) => {
+            return Err(SocketError::NotAccepting {
+                path: path.to_path_buf(),
+                waited: humantime::format_duration(timeout).to_string(),
+            })
+        }
+        Err(e) => return Err(io(e)),
+    }
+    // Relayed writes may wait as long as they must: the deadline was for connecting.
+    setsockopt(&sock, sockopt::SendTimeout, &nix::sys::time::TimeVal::new(0, 0)).map_err(io)?;
     let peer = getsockopt(&sock.as_fd(), sockopt::PeerCredentials).map_err(io)?;
     if peer.uid() != owner || !owners.contains(&peer.uid()) {
         return Err(hostile(
@@ -212,6 +241,31 @@ mod tests {
         assert!(open_checked(&p, &me()).unwrap().is_some());
         let s = connect_checked(&p, &me()).unwrap();
         drop((s, l));
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn gives_up_when_the_backlog_stays_full() {
+        let d = tmp("full");
+        let p = d.join(SOCKET_NAME);
+        let l = UnixListener::bind(&p).unwrap();
+        // Backlog 0 (one pending connection), never accepted: fill it.
+        nix::sys::socket::listen(&l, nix::sys::socket::Backlog::new(0).unwrap()).unwrap();
+        let mut held = Vec::new();
+        let started = std::time::Instant::now();
+        let err = loop {
+            match connect_within(&p, &me(), std::time::Duration::from_millis(200)) {
+                Ok(s) => held.push(s),
+                Err(e) => break e,
+            }
+            assert!(held.len() < 10, "the queue never filled");
+        };
+        assert!(matches!(err, SocketError::NotAccepting { ref waited, .. } if waited == "200ms"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // Once connected, writes are not bound by the connect deadline.
+        let t = nix::sys::socket::getsockopt(&held[0], sockopt::SendTimeout).unwrap();
+        assert_eq!((t.tv_sec(), t.tv_usec()), (0, 0));
+        drop((held, l));
         std::fs::remove_dir_all(d).unwrap();
     }
 

@@ -102,6 +102,11 @@ fn helper(exec: &dyn DockerExec, id: &str, args: &[&str]) -> Result<Output> {
 pub fn exec(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String]) -> Result<i32> {
     let argv = exec_argv(id, o, cmd);
     let (code, _) = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: false })?;
+    exec_code(exec, id, o, cmd, code)
+}
+
+/// What `sbx exec` exits with, given docker exec's status.
+fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code: i32) -> Result<i32> {
     if code != 126 || cmd.is_empty() {
         if code == 1 && !container_exists(exec, id)? {
             return Err(Error::NotFound { id: id.to_string() });
@@ -114,6 +119,62 @@ pub fn exec(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String]) -> Re
         Ok(out) if out.status == 1 && out.stderr.is_empty() => Ok(127),
         _ => Ok(126),
     }
+}
+
+/// How long a command gets to end after a signal sbx passed on, before SIGKILL.
+pub const SIGNAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`exec`], passing on a SIGINT/SIGTERM/SIGHUP that reaches sbx while the
+/// command runs (issue 10.4): without a terminal `docker exec` forwards no
+/// signal, so sbx used to die and leave the command running. The command
+/// carries SBX_EXEC=TOKEN in its environment; on a signal the helper finds
+/// it by that token, signals its process group, waits [`SIGNAL_GRACE`],
+/// then SIGKILLs what is left, and sbx exits 128+signal. Without a signal
+/// this costs one `-e` argument and a thread blocked on a pipe: no docker call.
+pub fn exec_watched(
+    exec: &dyn DockerExec,
+    id: &str,
+    o: &ExecOpts,
+    cmd: &[String],
+    watch: &crate::interrupt::Watch,
+) -> Result<i32> {
+    let token = format!("{:016x}", rand::random::<u64>());
+    let mut tagged = o.clone();
+    tagged.env.push(("SBX_EXEC".into(), token.clone()));
+    let argv = exec_argv(id, &tagged, cmd);
+    let (attached, signal) = std::thread::scope(|s| {
+        let forwarder = s.spawn(|| {
+            let sig = watch.next()?;
+            forward_signal(exec, id, o, &token, sig);
+            // docker exec ends with the command; should it not, end sbx anyway.
+            if !watch.finished_within(std::time::Duration::from_secs(5)) {
+                std::process::exit(128 + sig);
+            }
+            Some(sig)
+        });
+        let attached = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: false });
+        watch.finish();
+        (attached, forwarder.join().unwrap_or(None))
+    });
+    if let Some(sig) = signal {
+        return Ok(128 + sig);
+    }
+    let (code, _) = attached?;
+    exec_code(exec, id, o, cmd, code)
+}
+
+/// `docker exec [-u USER] ID helper kill-exec TOKEN SIG GRACE`, as the
+/// command's own user (only that user may signal it), bounded in time.
+fn forward_signal(exec: &dyn DockerExec, id: &str, o: &ExecOpts, token: &str, sig: i32) {
+    let as_user = ExecOpts { user: o.user.clone(), ..ExecOpts::default() };
+    let grace = SIGNAL_GRACE.as_millis().to_string();
+    let args = [HELPER, "kill-exec", token, &sig.to_string(), &grace].map(String::from);
+    let Ok(bg) = exec.spawn(&exec_argv(id, &as_user, &args)) else { return };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(bg.wait());
+    });
+    let _ = rx.recv_timeout(SIGNAL_GRACE + std::time::Duration::from_secs(8));
 }
 
 /// Whether docker knows the container (after a failed exec: "no such container" or the command's own 1?).
@@ -595,6 +656,29 @@ mod tests {
         f.push(Output::fail(1, ""));
         f.push(Output::ok("running 0"));
         assert_eq!(exec(&f, id, &ExecOpts::default(), &["x".into()]).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_signal_during_exec_is_passed_to_the_command() {
+        let f = FakeDocker::new();
+        let id = "sbx-0123456789ab";
+        let o = ExecOpts { user: Some("1000:1000".into()), ..ExecOpts::default() };
+        let watch = std::sync::Arc::new(crate::interrupt::Watch::manual().unwrap());
+        // No signal: one docker call, the command's own code.
+        f.push(Output::fail(3, ""));
+        assert_eq!(exec_watched(&f, id, &o, &["x".into()], &watch).unwrap(), 3);
+        assert_eq!(f.calls().len(), 1);
+        let tag = f.calls()[0].iter().find(|a| a.starts_with("SBX_EXEC=")).cloned().expect("the command is tagged");
+        // SIGTERM while it runs: the helper passes it on, sbx exits 143.
+        let w = watch.clone();
+        f.push_with(Output::fail(143, ""), move |_| w.raise(15));
+        f.push(Output::ok(""));
+        assert_eq!(exec_watched(&f, id, &o, &["x".into()], &watch).unwrap(), 143);
+        let calls = f.calls();
+        let token = calls[1].iter().find_map(|a| a.strip_prefix("SBX_EXEC=")).unwrap().to_string();
+        assert_ne!(format!("SBX_EXEC={token}"), tag, "a new token per exec");
+        assert_eq!(calls[2], ["exec", "-u", "1000:1000", "--", id, HELPER, "kill-exec", &token, "15", "2000"]);
+        assert_eq!(f.remaining(), 0);
     }
 
     #[test]

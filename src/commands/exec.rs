@@ -27,7 +27,9 @@ pub fn exec(a: ExecArgs, env: &Env, dirs: &Dirs) -> Result<u8> {
         super::out(&format!("{handle}\n"))?;
         return Ok(0);
     }
-    let code = workbench::exec(driver.docker(), &id, &opts, &a.command)?;
+    // Signals reaching sbx go on to the command (issue 10.4).
+    let watch = crate::interrupt::Watch::install().map_err(|e| crate::error::Error::io("watching for signals", e))?;
+    let code = workbench::exec_watched(driver.docker(), &id, &opts, &a.command, &watch)?;
     Ok(code.clamp(0, 255) as u8)
 }
 

@@ -49,7 +49,7 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
         Command::Backup(a) => done(backup::backup(&a.id, &a.max_bytes, env, dirs)),
         Command::Restore(a) => done(backup::restore(&a.id, &a.max_bytes, env, dirs)),
         Command::Create(a) => done(create::exec(*a, json, env, dirs)),
-        Command::Connect(a) => done(connect::exec(&a.id, env, dirs)),
+        Command::Connect(a) => done(connect::exec(&a.id, &a.timeout, env, dirs)),
         Command::Revoke(a) => done(revoke::exec(&a.id, &a.kind, json, env, dirs)),
         Command::Destroy(a) => done(destroy::exec(&a.ids, a.purge, json, env, dirs)),
         Command::Volumes => done(volumes(json, env, dirs)),

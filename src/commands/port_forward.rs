@@ -5,7 +5,6 @@
 //! loopback: no published port, no network needed (kubectl port-forward
 //! works the same way).
 
-use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::time::Duration;
 
@@ -57,27 +56,18 @@ pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
 }
 
 /// One connection: TCP <-> `docker exec -i ID helper relay PORT`, with
-/// half-close passed on in both directions.
+/// half-close passed on in both directions. Both directions copy with
+/// `relay::copy` (read/write, no splice: issue 10.1).
 fn relay(conn: TcpStream, docker: RealDocker, id: &str, port: u16) {
     let Ok(mut child) = docker.piped(&workbench::relay_argv(id, port)).spawn() else { return };
     let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else { return };
     let Ok(mut up) = conn.try_clone() else { return };
     let upload = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut up, &mut stdin);
+        let _ = crate::relay::copy(&mut up, &mut stdin);
         // Dropping stdin is the half-close the sandbox side sees as EOF.
     });
     let mut down = conn;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match stdout.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if down.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-            }
-        }
-    }
+    let _ = crate::relay::copy(&mut stdout, &mut down);
     let _ = down.shutdown(Shutdown::Write);
     let _ = upload.join();
     let _ = child.wait();
