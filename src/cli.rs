@@ -10,7 +10,8 @@ Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was crea
 130/143 interrupted by SIGINT/SIGTERM (after removing what was made).
 
 Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRESS=1 (as --strict-egress),
-SBX_DOCKER (docker CLI to run), DOCKER_HOST (passed to docker), RUST_LOG (tracing).";
+SBX_DOCKER (docker CLI to run), DOCKER_HOST (passed to docker), RUST_LOG (tracing),
+SBX_SECCOMP_PROFILE (as create --seccomp-profile).";
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
 ///
@@ -151,7 +152,7 @@ pub struct CreateArgs {
     /// Memory limit in MiB (swap is not added on top) [default: 4096].
     #[arg(long, value_name = "MIB")]
     pub memory: Option<u64>,
-    /// CPU limit, e.g. 1.5.
+    /// CPU limit, e.g. 1.5 [default: 1].
     #[arg(long, value_name = "N")]
     pub cpus: Option<String>,
     /// Process limit [default: 512].
@@ -191,6 +192,10 @@ pub struct CreateArgs {
     /// Refuse, instead of lowering the tier, when a route reaches more than its target.
     #[arg(long)]
     pub strict_egress: bool,
+    /// Seccomp profile FILE (Docker's JSON format) instead of sbx's own; `unconfined` is
+    /// refused, and `sbx audit` then fails the sandbox's sbx.seccomp rule.
+    #[arg(long, value_name = "FILE", env = "SBX_SECCOMP_PROFILE", hide_env_values = true)]
+    pub seccomp_profile: Option<String>,
     /// The command to run in the sandbox (default: the image's).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
