@@ -913,10 +913,13 @@ impl ContainerDriver {
         let status = crate::audit::ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));
         // The image's own labels: a container inherits them, sbx's record must not.
         let image = full["Image"].as_str().unwrap_or_default();
-        let out = self.exec.run(&argv::image_labels(image))?;
+        let args = argv::image_labels(image);
+        let out = self.exec.run(&args)?;
         let image_labels = match out.status {
             0 => serde_json::from_str(out.stdout_str().trim()).map_err(|e| format!("unreadable answer: {e}")),
-            _ => Err(out.stderr_str()),
+            // Removed under the container: its labels cannot be checked.
+            _ if parse::no_such_image(&out.stderr_str()) => Err(out.stderr_str()),
+            _ => return Err(status_error(&args, &out).into()),
         };
         let facts = crate::audit::Facts { apparmor: crate::audit::apparmor_enabled(), image_labels };
         let rules = crate::audit::audit(full, status.as_ref(), &facts);

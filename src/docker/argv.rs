@@ -16,10 +16,10 @@ pub const SANDBOX_SOCKET: &str = "/run/sandbox/sandbox.sock";
 /// Lines of the sandbox's log quoted when it dies or never binds.
 pub const LOG_TAIL: &str = "20";
 /// The sandbox's log on the host: json-file (so `docker logs` and `sbx logs`
-/// work on any engine), at most LOG_MAX_FILES files of LOG_MAX_SIZE.
+/// work on any engine), at most LOG_MAX_FILES files of LOG_MAX_SIZE (20 MiB).
 pub const LOG_DRIVER: &str = "json-file";
 pub const LOG_MAX_SIZE: &str = "10m";
-pub const LOG_MAX_FILES: &str = "3";
+pub const LOG_MAX_FILES: &str = "2";
 /// /dev/shm, whatever the daemon's `default-shm-size` says.
 pub const SHM_SIZE: &str = "64m";
 
@@ -353,7 +353,7 @@ mod tests {
                 "--log-opt",
                 "max-size=10m",
                 "--log-opt",
-                "max-file=3",
+                "max-file=2",
                 "--shm-size",
                 "64m",
                 "--user",
