@@ -29,6 +29,7 @@ struct Bench {
     shim_log: PathBuf,
     shim: PathBuf,
     helper: Option<PathBuf>,
+    seccomp: PathBuf,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -76,7 +77,8 @@ impl Bench {
         std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         // The same read-only helper mount sbx gives every sandbox.
         let helper = sbx::helper::install(&data).unwrap();
-        Bench { image, root, data, shim_log, shim, helper }
+        let seccomp = sbx::seccomp::install(&data).unwrap();
+        Bench { image, root, data, shim_log, shim, helper, seccomp }
     }
 
     fn sbx_cmd(&self, args: &[&str]) -> Command {
@@ -119,6 +121,7 @@ impl Bench {
             dns: None,
             helper: self.helper.as_deref(),
             volume: None,
+            seccomp: &self.seccomp,
         };
         sbx::docker::argv::container(&plan, detach_run).into_iter().map(|s| s.into_string().unwrap()).collect()
     }

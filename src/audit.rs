@@ -1,7 +1,10 @@
 //! `sbx audit`: a sandbox checked against the runtime rules of the CIS
-//! Docker Benchmark (section 5, and 4.1 for the user) that apply to it, from
-//! `docker inspect` and from what its process actually has, as the kernel
-//! reports it in /proc/PID/status.
+//! Docker Benchmark (section 5, and 4.1 for the user) that apply to it,
+//! numbered as docker-bench-security 1.6 numbers them, plus sbx's own rules
+//! (`sbx.*`: its seccomp profile, the log cap, no `sbx.` label from the
+//! image, no network but its routes), from `docker inspect`, the image's
+//! labels, and what its process actually has, as the kernel reports it in
+//! /proc/PID/status.
 
 use serde::Serialize;
 
@@ -68,8 +71,20 @@ fn strs(v: &serde_json::Value) -> Vec<String> {
     v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
 }
 
-/// Judge one container. `apparmor` says whether the host enforces AppArmor.
-pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, apparmor: bool) -> Vec<Rule> {
+/// What `audit` needs besides the container's own inspect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Facts {
+    /// Whether the host enforces AppArmor.
+    pub apparmor: bool,
+    /// The image's own `Config.Labels` (`docker image inspect`), or why they
+    /// could not be read.
+    pub image_labels: Result<serde_json::Value, String>,
+}
+
+/// Judge one container. Numbers follow the CIS Docker Benchmark as
+/// docker-bench-security 1.6 numbers it (section 5, and 4.1 for the user);
+/// `sbx.*` rules check sbx's own hardening (issue 9, findings 14 and 3).
+pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Facts) -> Vec<Rule> {
     let hc = &c["HostConfig"];
     let mut rules = Vec::new();
     let mut rule = |id: &'static str, title: &'static str, pass: bool, detail: String| {
@@ -96,10 +111,10 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, apparmor: 
         .unwrap_or_default();
 
     let profile = c["AppArmorProfile"].as_str().unwrap_or_default();
-    if apparmor {
-        rule("5.1", "AppArmor profile", !profile.is_empty() && profile != "unconfined", format!("profile {profile:?}"));
+    if facts.apparmor {
+        rule("5.2", "AppArmor profile", !profile.is_empty() && profile != "unconfined", format!("profile {profile:?}"));
     } else {
-        rule("5.1", "AppArmor profile", true, "AppArmor is not enabled on this host (not applicable)".into());
+        rule("5.2", "AppArmor profile", true, "AppArmor is not enabled on this host (not applicable)".into());
     }
     let (drop, add) = (strs(&hc["CapDrop"]), strs(&hc["CapAdd"]));
     let (ok_in, why_in) = inside(&|p| {
@@ -109,31 +124,39 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, apparmor: 
         )
     });
     rule(
-        "5.3",
+        "5.4",
         "capabilities dropped",
         drop.iter().any(|d| d.eq_ignore_ascii_case("ALL")) && add.is_empty() && ok_in,
         format!("CapDrop {drop:?}, CapAdd {add:?}; {why_in}"),
     );
-    rule("5.4", "not privileged", hc["Privileged"] == false, format!("Privileged {}", hc["Privileged"]));
+    rule("5.5", "not privileged", hc["Privileged"] == false, format!("Privileged {}", hc["Privileged"]));
     let sensitive: Vec<&String> = mounts.iter().map(|m| &m.0).filter(|s| SENSITIVE.contains(&s.as_str())).collect();
     rule(
-        "5.5",
+        "5.6",
         "no sensitive host directory mounted",
         sensitive.is_empty(),
         format!("sensitive sources: {sensitive:?}"),
     );
     let ports = hc["PortBindings"].as_object().map(|m| m.len()).unwrap_or(0);
-    rule("5.8", "no ports published", ports == 0, format!("{ports} port binding(s)"));
+    rule("5.9", "no ports published", ports == 0, format!("{ports} port binding(s)"));
     rule(
-        "5.9",
+        "5.10",
         "host network namespace not shared",
         mode("NetworkMode") != "host",
         format!("NetworkMode {:?}", mode("NetworkMode")),
     );
     let mem = hc["Memory"].as_i64().unwrap_or(0);
-    rule("5.10", "memory limited", mem > 0, format!("Memory {} MiB", mem / (1024 * 1024)));
+    rule("5.11", "memory limited", mem > 0, format!("Memory {} MiB", mem / (1024 * 1024)));
+    // docker-bench 1.6 also accepts CpuShares; a share is no limit, so sbx does not.
+    let (nano, quota) = (hc["NanoCpus"].as_i64().unwrap_or(0), hc["CpuQuota"].as_i64().unwrap_or(0));
     rule(
         "5.12",
+        "CPU limited",
+        nano > 0 || quota > 0,
+        format!("NanoCpus {nano} ({} CPUs), CpuQuota {quota}", nano as f64 / 1e9),
+    );
+    rule(
+        "5.13",
         "root filesystem read-only",
         hc["ReadonlyRootfs"] == true,
         format!("ReadonlyRootfs {}", hc["ReadonlyRootfs"]),
@@ -141,49 +164,51 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, apparmor: 
     let restart = hc["RestartPolicy"]["Name"].as_str().unwrap_or_default();
     let retries = hc["RestartPolicy"]["MaximumRetryCount"].as_i64().unwrap_or(0);
     rule(
-        "5.14",
+        "5.15",
         "restart policy bounded",
         matches!(restart, "" | "no") || (restart == "on-failure" && retries <= 5),
         format!("RestartPolicy {restart:?} (max {retries})"),
     );
-    rule("5.15", "host PID namespace not shared", mode("PidMode") != "host", format!("PidMode {:?}", mode("PidMode")));
-    rule("5.16", "host IPC namespace not shared", mode("IpcMode") != "host", format!("IpcMode {:?}", mode("IpcMode")));
+    rule("5.16", "host PID namespace not shared", mode("PidMode") != "host", format!("PidMode {:?}", mode("PidMode")));
+    rule("5.17", "host IPC namespace not shared", mode("IpcMode") != "host", format!("IpcMode {:?}", mode("IpcMode")));
     let devices = hc["Devices"].as_array().map(|a| a.len()).unwrap_or(0);
-    rule("5.17", "no host devices", devices == 0, format!("{devices} device(s)"));
+    rule("5.18", "no host devices", devices == 0, format!("{devices} device(s)"));
     let ulimits: Vec<String> = hc["Ulimits"]
         .as_array()
         .map(|a| a.iter().filter_map(|u| u["Name"].as_str().map(str::to_string)).collect())
         .unwrap_or_default();
     rule(
-        "5.18",
+        "5.19",
         "ulimits set",
         ulimits.iter().any(|u| u == "nofile") && ulimits.iter().any(|u| u == "core"),
         format!("ulimits {ulimits:?}"),
     );
     let shared: Vec<&String> =
         mounts.iter().filter(|m| matches!(m.2.as_str(), "shared" | "rshared")).map(|m| &m.1).collect();
-    rule("5.19", "mount propagation not shared", shared.is_empty(), format!("shared propagation on {shared:?}"));
-    rule("5.20", "host UTS namespace not shared", mode("UTSMode") != "host", format!("UTSMode {:?}", mode("UTSMode")));
+    rule("5.20", "mount propagation not shared", shared.is_empty(), format!("shared propagation on {shared:?}"));
+    rule("5.21", "host UTS namespace not shared", mode("UTSMode") != "host", format!("UTSMode {:?}", mode("UTSMode")));
     let unconfined = sec.iter().any(|s| s.replace(':', "=").starts_with("seccomp=unconfined"));
     let (ok_in, why_in) = inside(&|p| (p.seccomp == "2", format!("process Seccomp {}", p.seccomp)));
-    rule("5.21", "seccomp not unconfined", !unconfined && ok_in, format!("SecurityOpt {sec:?}; {why_in}"));
+    let shown: Vec<String> =
+        sec.iter().map(|s| if s.starts_with("seccomp=") { "seccomp=<profile>".into() } else { s.clone() }).collect();
+    rule("5.22", "seccomp not unconfined", !unconfined && ok_in, format!("SecurityOpt {shown:?}; {why_in}"));
     let cgroup = hc["CgroupParent"].as_str().unwrap_or_default();
-    rule("5.24", "default cgroup", cgroup.is_empty(), format!("CgroupParent {cgroup:?}"));
+    rule("5.25", "default cgroup", cgroup.is_empty(), format!("CgroupParent {cgroup:?}"));
     let nnp =
         sec.iter().any(|s| s == "no-new-privileges" || s == "no-new-privileges:true" || s == "no-new-privileges=true");
     let (ok_in, why_in) = inside(&|p| (p.no_new_privs == "1", format!("process NoNewPrivs {}", p.no_new_privs)));
-    rule("5.25", "no new privileges", nnp && ok_in, format!("SecurityOpt {sec:?}; {why_in}"));
+    rule("5.26", "no new privileges", nnp && ok_in, format!("SecurityOpt {shown:?}; {why_in}"));
     let pids = hc["PidsLimit"].as_i64().unwrap_or(0);
-    rule("5.28", "pids limited", pids > 0, format!("PidsLimit {pids}"));
+    rule("5.29", "pids limited", pids > 0, format!("PidsLimit {pids}"));
     let net = mode("NetworkMode");
     rule(
-        "5.29",
+        "5.30",
         "not on the default bridge",
         !matches!(net.as_str(), "default" | "bridge"),
         format!("NetworkMode {net:?}"),
     );
     rule(
-        "5.30",
+        "5.31",
         "host user namespace not shared",
         mode("UsernsMode") != "host",
         format!("UsernsMode {:?}", mode("UsernsMode")),
@@ -199,7 +224,7 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, apparmor: 
         .map(|m| format!("{}:{}", m.0, m.1))
         .collect();
     rule(
-        "5.31",
+        "5.32",
         "no docker socket, /run or /var/run mounted",
         socketish.is_empty(),
         format!("offending mounts: {socketish:?}"),
@@ -208,7 +233,66 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, apparmor: 
     let root_cfg = user.is_empty() || user == "root" || user.split(':').next() == Some("0");
     let (ok_in, why_in) = inside(&|p| (p.uid != "0" && !p.uid.is_empty(), format!("process uid {}", p.uid)));
     rule("4.1", "runs as a non-root user", !root_cfg && ok_in, format!("User {user:?}; {why_in}"));
+
+    // sbx's own rules (finding 14): what the engine does not do for a sandbox.
+    let (ok, why) = sbx_seccomp(&sec);
+    rule("sbx.seccomp", "seccomp profile is sbx's", ok, why);
+    let (ok, why) = log_capped(&hc["LogConfig"]);
+    rule("sbx.log", "log driver and size capped", ok, why);
+    let (ok, why) = match &facts.image_labels {
+        Ok(labels) => {
+            let keys: Vec<&String> =
+                labels.as_object().map(|m| m.keys().filter(|k| k.starts_with("sbx.")).collect()).unwrap_or_default();
+            (keys.is_empty(), format!("image labels under sbx.*: {keys:?}"))
+        }
+        Err(e) => (false, format!("could not read the image's labels: {e}")),
+    };
+    rule("sbx.labels", "no sbx.* label from the image", ok, why);
+    let (ok, why) = only_route_networks(c);
+    rule("sbx.networks", "on no network but its routes", ok, why);
     rules
+}
+
+fn sbx_seccomp(sec: &[String]) -> (bool, String) {
+    let profiles = sec.iter().filter(|s| s.starts_with("seccomp=") || s.starts_with("seccomp:")).count();
+    if crate::seccomp::is_sbx_profile(sec) {
+        return (true, "the profile sbx ships (io_uring refused)".into());
+    }
+    let what = match profiles {
+        0 => "the engine's default profile".to_string(),
+        _ if sec.iter().any(|s| s.replace(':', "=") == "seccomp=unconfined") => "seccomp=unconfined".into(),
+        n => format!("{n} profile(s) that are not sbx's (a custom --seccomp-profile, or another sbx version)"),
+    };
+    (false, what)
+}
+
+/// json-file or local (the drivers whose files docker itself rotates) with
+/// max-size and max-file set; `local` caps by default, json-file does not.
+fn log_capped(lc: &serde_json::Value) -> (bool, String) {
+    let driver = lc["Type"].as_str().unwrap_or_default();
+    let opt = |k: &str| lc["Config"][k].as_str().unwrap_or_default().to_string();
+    let ok = match driver {
+        "json-file" => !opt("max-size").is_empty() && opt("max-size") != "-1" && !opt("max-file").is_empty(),
+        "local" => opt("max-size") != "-1",
+        _ => false,
+    };
+    (ok, format!("driver {driver:?}, max-size {:?}, max-file {:?}", opt("max-size"), opt("max-file")))
+}
+
+/// Every network the container is on must be one of its declared routes
+/// (`sbx.routes`, written by sbx at create); `none` only when it has none.
+/// Finding 3: someone may attach a sandbox to more, by hand.
+fn only_route_networks(c: &serde_json::Value) -> (bool, String) {
+    let declared: Vec<String> = c["Config"]["Labels"][crate::record::ROUTES]
+        .as_str()
+        .and_then(|r| serde_json::from_str::<std::collections::BTreeMap<String, String>>(r).ok())
+        .map(|m| m.into_values().collect())
+        .unwrap_or_default();
+    let on: Vec<String> =
+        c["NetworkSettings"]["Networks"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+    let extra: Vec<&String> =
+        on.iter().filter(|n| !(declared.contains(n) || declared.is_empty() && *n == "none")).collect();
+    (extra.is_empty(), format!("on {on:?}; declared routes {declared:?}; not declared: {extra:?}"))
 }
 
 pub fn apparmor_enabled() -> bool {
@@ -220,18 +304,26 @@ mod tests {
     use super::*;
 
     fn good() -> serde_json::Value {
+        let profile: serde_json::Value = serde_json::from_str(crate::seccomp::PROFILE).unwrap();
         serde_json::json!({
             "AppArmorProfile": "docker-default",
-            "Config": {"User": "65534:65534"},
+            "Config": {"User": "65534:65534", "Labels": {"sbx.routes": "{\"inference\":\"sbx-proxy\"}"}},
             "Mounts": [{"Source": "/run/sbx/sandboxes/sbx-1", "Destination": "/run/sandbox", "Propagation": "rprivate"}],
+            "NetworkSettings": {"Networks": {"sbx-proxy": {}}},
             "HostConfig": {
-                "CapDrop": ["ALL"], "CapAdd": null, "Privileged": false, "PortBindings": {}, "NetworkMode": "none",
+                "CapDrop": ["ALL"], "CapAdd": null, "Privileged": false, "PortBindings": {}, "NetworkMode": "sbx-proxy",
                 "Memory": 4294967296i64, "ReadonlyRootfs": true, "RestartPolicy": {"Name": "no", "MaximumRetryCount": 0},
                 "PidMode": "", "IpcMode": "private", "Devices": [], "UTSMode": "", "CgroupParent": "",
-                "Ulimits": [{"Name": "nofile"}, {"Name": "core"}], "SecurityOpt": ["no-new-privileges"],
-                "PidsLimit": 512, "UsernsMode": ""
+                "Ulimits": [{"Name": "nofile"}, {"Name": "core"}],
+                "SecurityOpt": ["no-new-privileges", format!("seccomp={profile}")],
+                "PidsLimit": 512, "UsernsMode": "", "NanoCpus": 1000000000i64, "CpuQuota": 0,
+                "LogConfig": {"Type": "json-file", "Config": {"max-size": "10m", "max-file": "3"}}
             }
         })
+    }
+
+    fn facts() -> Facts {
+        Facts { apparmor: true, image_labels: Ok(serde_json::json!({"org.opencontainers.image.title": "agent"})) }
     }
 
     fn proc_ok() -> ProcStatus {
@@ -239,63 +331,96 @@ mod tests {
     }
 
     fn failing(c: &serde_json::Value, p: Option<&ProcStatus>) -> Vec<&'static str> {
-        audit(c, p, true).into_iter().filter(|r| !r.pass).map(|r| r.id).collect()
+        audit(c, p, &facts()).into_iter().filter(|r| !r.pass).map(|r| r.id).collect()
     }
 
     #[test]
     fn a_hardened_sandbox_passes_every_rule() {
-        let rules = audit(&good(), Some(&proc_ok()), true);
+        let rules = audit(&good(), Some(&proc_ok()), &facts());
         assert!(rules.iter().all(|r| r.pass), "{rules:#?}");
-        assert_eq!(rules.len(), 23);
+        assert_eq!(rules.len(), 28);
+        let mut none = good();
+        none["Config"]["Labels"]["sbx.routes"] = "{}".into();
+        none["HostConfig"]["NetworkMode"] = "none".into();
+        none["NetworkSettings"]["Networks"] = serde_json::json!({"none": {}});
+        assert!(failing(&none, Some(&proc_ok())).is_empty(), "no routes: only `none`");
     }
 
     #[test]
     fn each_weakness_fails_its_rule() {
         type Weaken = fn(&mut serde_json::Value);
         let cases: Vec<(&str, Weaken)> = vec![
-            ("5.1", |c| c["AppArmorProfile"] = "unconfined".into()),
-            ("5.3", |c| c["HostConfig"]["CapAdd"] = serde_json::json!(["NET_ADMIN"])),
-            ("5.4", |c| c["HostConfig"]["Privileged"] = true.into()),
-            ("5.5", |c| c["Mounts"] = serde_json::json!([{"Source": "/etc", "Destination": "/x"}])),
-            ("5.8", |c| c["HostConfig"]["PortBindings"] = serde_json::json!({"80/tcp": [{}]})),
-            ("5.9", |c| c["HostConfig"]["NetworkMode"] = "host".into()),
-            ("5.10", |c| c["HostConfig"]["Memory"] = 0.into()),
-            ("5.12", |c| c["HostConfig"]["ReadonlyRootfs"] = false.into()),
-            ("5.14", |c| c["HostConfig"]["RestartPolicy"]["Name"] = "always".into()),
-            ("5.15", |c| c["HostConfig"]["PidMode"] = "host".into()),
-            ("5.16", |c| c["HostConfig"]["IpcMode"] = "host".into()),
-            ("5.17", |c| c["HostConfig"]["Devices"] = serde_json::json!([{"PathOnHost": "/dev/kvm"}])),
-            ("5.18", |c| c["HostConfig"]["Ulimits"] = serde_json::json!([])),
-            ("5.19", |c| c["Mounts"][0]["Propagation"] = "rshared".into()),
-            ("5.20", |c| c["HostConfig"]["UTSMode"] = "host".into()),
-            ("5.21", |c| {
-                c["HostConfig"]["SecurityOpt"] = serde_json::json!(["no-new-privileges", "seccomp:unconfined"])
+            ("5.2", |c| c["AppArmorProfile"] = "unconfined".into()),
+            ("5.4", |c| c["HostConfig"]["CapAdd"] = serde_json::json!(["NET_ADMIN"])),
+            ("5.5", |c| c["HostConfig"]["Privileged"] = true.into()),
+            ("5.6", |c| c["Mounts"] = serde_json::json!([{"Source": "/etc", "Destination": "/x"}])),
+            ("5.9", |c| c["HostConfig"]["PortBindings"] = serde_json::json!({"80/tcp": [{}]})),
+            ("5.10", |c| c["HostConfig"]["NetworkMode"] = "host".into()),
+            ("5.11", |c| c["HostConfig"]["Memory"] = 0.into()),
+            ("5.12", |c| c["HostConfig"]["NanoCpus"] = 0.into()),
+            ("5.13", |c| c["HostConfig"]["ReadonlyRootfs"] = false.into()),
+            ("5.15", |c| c["HostConfig"]["RestartPolicy"]["Name"] = "always".into()),
+            ("5.16", |c| c["HostConfig"]["PidMode"] = "host".into()),
+            ("5.17", |c| c["HostConfig"]["IpcMode"] = "host".into()),
+            ("5.18", |c| c["HostConfig"]["Devices"] = serde_json::json!([{"PathOnHost": "/dev/kvm"}])),
+            ("5.19", |c| c["HostConfig"]["Ulimits"] = serde_json::json!([])),
+            ("5.20", |c| c["Mounts"][0]["Propagation"] = "rshared".into()),
+            ("5.21", |c| c["HostConfig"]["UTSMode"] = "host".into()),
+            ("5.25", |c| c["HostConfig"]["CgroupParent"] = "/custom".into()),
+            ("5.26", |c| {
+                c["HostConfig"]["SecurityOpt"].as_array_mut().unwrap().remove(0);
             }),
-            ("5.24", |c| c["HostConfig"]["CgroupParent"] = "/custom".into()),
-            ("5.25", |c| c["HostConfig"]["SecurityOpt"] = serde_json::json!([])),
-            ("5.28", |c| c["HostConfig"]["PidsLimit"] = 0.into()),
-            ("5.29", |c| c["HostConfig"]["NetworkMode"] = "default".into()),
-            ("5.30", |c| c["HostConfig"]["UsernsMode"] = "host".into()),
-            ("5.31", |c| {
+            ("5.29", |c| c["HostConfig"]["PidsLimit"] = 0.into()),
+            ("5.30", |c| {
+                c["HostConfig"]["NetworkMode"] = "default".into();
+                c["NetworkSettings"]["Networks"] = serde_json::json!({"sbx-proxy": {}});
+            }),
+            ("5.31", |c| c["HostConfig"]["UsernsMode"] = "host".into()),
+            ("5.32", |c| {
                 c["Mounts"] = serde_json::json!([{"Source": "/var/run/docker.sock", "Destination": "/x.sock"}])
             }),
             ("4.1", |c| c["Config"]["User"] = "".into()),
+            ("sbx.seccomp", |c| c["HostConfig"]["SecurityOpt"] = serde_json::json!(["no-new-privileges"])),
+            ("sbx.log", |c| c["HostConfig"]["LogConfig"] = serde_json::json!({"Type": "json-file", "Config": {}})),
+            ("sbx.log", |c| {
+                c["HostConfig"]["LogConfig"] = serde_json::json!({"Type": "journald", "Config": {"max-size": "10m"}})
+            }),
+            ("sbx.networks", |c| c["NetworkSettings"]["Networks"]["bridge"] = serde_json::json!({})),
         ];
         for (id, weaken) in cases {
             let mut c = good();
             weaken(&mut c);
             assert_eq!(failing(&c, Some(&proc_ok())), vec![id], "weakening {id}");
         }
+        let mut c = good();
+        c["HostConfig"]["SecurityOpt"] = serde_json::json!(["no-new-privileges", "seccomp:unconfined"]);
+        assert_eq!(failing(&c, Some(&proc_ok())), vec!["5.22", "sbx.seccomp"]);
     }
 
     #[test]
     fn what_the_process_has_counts_too() {
         let mut p = proc_ok();
         p.cap_eff = "00000000a80425fb".into();
-        assert_eq!(failing(&good(), Some(&p)), vec!["5.3"]);
+        assert_eq!(failing(&good(), Some(&p)), vec!["5.4"]);
         let p = ProcStatus { seccomp: "0".into(), no_new_privs: "0".into(), uid: "0".into(), ..proc_ok() };
-        assert_eq!(failing(&good(), Some(&p)), vec!["5.21", "5.25", "4.1"]);
+        assert_eq!(failing(&good(), Some(&p)), vec!["5.22", "5.26", "4.1"]);
         assert!(failing(&good(), None).is_empty(), "config alone when the process is not visible");
-        assert!(audit(&good(), Some(&proc_ok()), false)[0].detail.contains("not applicable"));
+        let no_apparmor = Facts { apparmor: false, ..facts() };
+        assert!(audit(&good(), Some(&proc_ok()), &no_apparmor)[0].detail.contains("not applicable"));
+    }
+
+    #[test]
+    fn labels_the_image_carries_under_sbx_fail() {
+        let hostile = Facts { image_labels: Ok(serde_json::json!({"sbx.private": "{}", "a": "b"})), ..facts() };
+        let rules = audit(&good(), Some(&proc_ok()), &hostile);
+        let bad: Vec<&Rule> = rules.iter().filter(|r| !r.pass).collect();
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].id, "sbx.labels");
+        assert!(bad[0].detail.contains("sbx.private"));
+        let unknown = Facts { image_labels: Err("No such image".into()), ..facts() };
+        assert_eq!(
+            audit(&good(), Some(&proc_ok()), &unknown).iter().filter(|r| !r.pass).map(|r| r.id).collect::<Vec<_>>(),
+            ["sbx.labels"]
+        );
     }
 }

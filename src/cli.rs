@@ -11,7 +11,8 @@ Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was crea
 
 Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRESS=1 (as --strict-egress),
 SBX_DOCKER (docker CLI to run), SBX_DOCKER_TIMEOUT (how long a docker look-up may take, default 30s;
-changes get 4x), DOCKER_HOST (passed to docker), RUST_LOG (tracing).";
+changes get 4x), SBX_SECCOMP_PROFILE (as create --seccomp-profile), DOCKER_HOST (passed to docker),
+RUST_LOG (tracing).";
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
 ///
@@ -154,7 +155,7 @@ pub struct CreateArgs {
     /// Memory limit in MiB (swap is not added on top) [default: 4096].
     #[arg(long, value_name = "MIB")]
     pub memory: Option<u64>,
-    /// CPU limit, e.g. 1.5.
+    /// CPU limit, e.g. 1.5 [default: 1].
     #[arg(long, value_name = "N")]
     pub cpus: Option<String>,
     /// Process limit [default: 512].
@@ -195,6 +196,10 @@ pub struct CreateArgs {
     /// Refuse, instead of lowering the tier, when a route reaches more than its target.
     #[arg(long)]
     pub strict_egress: bool,
+    /// Seccomp profile FILE (Docker's JSON format) instead of sbx's own; `unconfined` is
+    /// refused, and `sbx audit` then fails the sandbox's sbx.seccomp rule.
+    #[arg(long, value_name = "FILE", env = "SBX_SECCOMP_PROFILE", hide_env_values = true)]
+    pub seccomp_profile: Option<String>,
     /// The command to run in the sandbox (default: the image's).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -312,6 +312,7 @@ impl Doctor<'_> {
             clone: None,
             setup: vec![],
             command: targets.clone(),
+            seccomp_profile: None,
         };
         let started = std::time::Instant::now();
         let created = match self.driver.create(&spec) {

@@ -177,6 +177,13 @@ impl ContainerDriver {
         let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
         let owner = state::owner_token(key, &id);
         let helper = crate::helper::install(&state.dir)?;
+        let seccomp = match &spec.seccomp_profile {
+            Some(custom) => {
+                warnings.push(custom.warning());
+                custom.path.clone()
+            }
+            None => crate::seccomp::install(&state.dir)?,
+        };
         // Held until the sandbox runs: one writer per persistent session.
         // The volume's clone happens inside, before the volume exists, so a
         // failed clone leaves no empty volume behind (issue 10).
@@ -219,6 +226,7 @@ impl ContainerDriver {
                 dns,
                 helper: helper.as_deref(),
                 volume: persist.as_ref().map(|p| p.volume.as_str()),
+                seccomp: &seccomp,
             };
             let cid = self
                 .make_private(&id, &owner, &routes.private)
@@ -924,7 +932,18 @@ impl ContainerDriver {
         let raw = self.inspect_one(id)?;
         let full = &raw.full;
         let status = crate::audit::ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));
-        let rules = crate::audit::audit(full, status.as_ref(), crate::audit::apparmor_enabled());
+        // The image's own labels: a container inherits them, sbx's record must not.
+        let image = full["Image"].as_str().unwrap_or_default();
+        let args = argv::image_labels(image);
+        let out = self.exec.run(&args)?;
+        let image_labels = match out.status {
+            0 => serde_json::from_str(out.stdout_str().trim()).map_err(|e| format!("unreadable answer: {e}")),
+            // Removed under the container: its labels cannot be checked.
+            _ if parse::no_such_image(&out.stderr_str()) => Err(out.stderr_str()),
+            _ => return Err(status_error(&args, &out).into()),
+        };
+        let facts = crate::audit::Facts { apparmor: crate::audit::apparmor_enabled(), image_labels };
+        let rules = crate::audit::audit(full, status.as_ref(), &facts);
         Ok(crate::audit::AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), rules })
     }
 

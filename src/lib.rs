@@ -20,6 +20,7 @@ pub mod persist;
 pub mod probe;
 pub mod record;
 pub mod relay;
+pub mod seccomp;
 pub mod socket;
 pub mod spec;
 pub mod state;

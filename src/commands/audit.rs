@@ -13,7 +13,7 @@ pub fn exec(id: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
         let mut text = String::new();
         for r in &report.rules {
             let tag = if r.pass { "PASS" } else { "FAIL" };
-            text.push_str(&format!("{tag}  {:<5} {:<42} {}\n", r.id, r.title, r.detail));
+            text.push_str(&format!("{tag}  {:<12} {:<42} {}\n", r.id, r.title, r.detail));
         }
         super::out(&text)?;
     }

@@ -15,6 +15,13 @@ pub const SANDBOX_SOCKET_DIR: &str = "/run/sandbox";
 pub const SANDBOX_SOCKET: &str = "/run/sandbox/sandbox.sock";
 /// Lines of the sandbox's log quoted when it dies or never binds.
 pub const LOG_TAIL: &str = "20";
+/// The sandbox's log on the host: json-file (so `docker logs` and `sbx logs`
+/// work on any engine), at most LOG_MAX_FILES files of LOG_MAX_SIZE (20 MiB).
+pub const LOG_DRIVER: &str = "json-file";
+pub const LOG_MAX_SIZE: &str = "10m";
+pub const LOG_MAX_FILES: &str = "2";
+/// /dev/shm, whatever the daemon's `default-shm-size` says.
+pub const SHM_SIZE: &str = "64m";
 
 fn os(v: &[&str]) -> Vec<OsString> {
     v.iter().map(OsString::from).collect()
@@ -49,6 +56,8 @@ pub struct RunPlan<'a> {
     pub helper: Option<&'a Path>,
     /// The session's persistent /state volume (`create --persist`).
     pub volume: Option<&'a str>,
+    /// The seccomp profile file the docker CLI reads (see `seccomp`).
+    pub seccomp: &'a Path,
 }
 
 impl RunPlan<'_> {
@@ -103,6 +112,14 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     push("--restart", "no".into());
     push("--cap-drop", "ALL".into());
     push("--security-opt", "no-new-privileges".into());
+    // sbx's profile, never the engine's default: 20.10's allows io_uring (finding 14).
+    push("--security-opt", format!("seccomp={}", plan.seccomp.display()));
+    // A log cap that holds whatever the daemon's default driver is: max-size
+    // means nothing to journald or syslog, so the driver is set too (finding 14).
+    push("--log-driver", LOG_DRIVER.into());
+    push("--log-opt", format!("max-size={LOG_MAX_SIZE}"));
+    push("--log-opt", format!("max-file={LOG_MAX_FILES}"));
+    push("--shm-size", SHM_SIZE.into());
     push("--user", format!("{}:{}", plan.uid, plan.gid));
     push("--pids-limit", s.pids.to_string());
     push("--ulimit", "nofile=1024:1024".into());
@@ -158,6 +175,11 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
 
 pub fn image_user(image: &str) -> Vec<OsString> {
     os(&["image", "inspect", "--format", "{{json .Config.User}}", "--", image])
+}
+
+/// An image's own labels (what every container of it inherits), for `audit`.
+pub fn image_labels(image: &str) -> Vec<OsString> {
+    os(&["image", "inspect", "--format", "{{json .Config.Labels}}", "--", image])
 }
 
 pub fn network_inspect<S: AsRef<str>>(networks: &[S]) -> Vec<OsString> {
@@ -309,6 +331,7 @@ mod tests {
             dns: None,
             helper: None,
             volume: None,
+            seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
         }
     }
 
@@ -330,6 +353,16 @@ mod tests {
                 "ALL",
                 "--security-opt",
                 "no-new-privileges",
+                "--security-opt",
+                "seccomp=/var/lib/sbx/seccomp/sbx-seccomp-0123.json",
+                "--log-driver",
+                "json-file",
+                "--log-opt",
+                "max-size=10m",
+                "--log-opt",
+                "max-file=2",
+                "--shm-size",
+                "64m",
                 "--user",
                 "65534:65534",
                 "--pids-limit",
@@ -342,6 +375,8 @@ mod tests {
                 "4096m",
                 "--memory-swap",
                 "4096m",
+                "--cpus",
+                "1",
                 "--network",
                 "none",
                 "--read-only",

@@ -21,6 +21,9 @@ pub const DEFAULT_PIDS: u32 = 512;
 /// Default memory limit (MiB): CIS 5.10 wants every container limited, and
 /// a runaway agent should meet the OOM killer before the host does.
 pub const DEFAULT_MEMORY_MIB: u64 = 4096;
+/// Default CPU limit: one CPU, which every host has (docker refuses more than
+/// the host's count). CIS 5.12 / docker-bench 1.6 warn on an unlimited CPU.
+pub const DEFAULT_CPUS: &str = "1";
 pub const DEFAULT_SOCKET_WAIT: Duration = Duration::from_secs(90);
 /// The uid:gid a sandbox runs as when nothing else says (the conventional
 /// `nobody`, which owns no files on the host).
@@ -54,6 +57,8 @@ pub struct SandboxSpec {
     /// Commands run, in order, in the ready sandbox; argv each.
     pub setup: Vec<Vec<String>>,
     pub command: Vec<String>,
+    /// The operator's own seccomp profile instead of sbx's (`--seccomp-profile`).
+    pub seccomp_profile: Option<crate::seccomp::CustomProfile>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -271,6 +276,7 @@ pub struct CreateRequest {
     pub clone: Option<String>,
     pub setup: Vec<String>,
     pub command: Vec<String>,
+    pub seccomp_profile: Option<String>,
 }
 
 impl SandboxSpec {
@@ -312,7 +318,7 @@ impl SandboxSpec {
                 ));
             }
         }
-        let cpus = req.cpus.as_deref().map(parse_cpus).transpose()?;
+        let cpus = parse_cpus(req.cpus.as_deref().unwrap_or(DEFAULT_CPUS))?;
         let pids = req.pids.unwrap_or(DEFAULT_PIDS);
         if pids == 0 {
             return Err(Invalid::new("--pids", "0", "a sandbox needs at least one process"));
@@ -350,6 +356,7 @@ impl SandboxSpec {
             .hint("add --persist (with --session) or --state-dir DIR"));
         }
         let setup = req.setup.iter().map(|c| parse_setup(c)).collect::<Result<_, _>>()?;
+        let seccomp_profile = req.seccomp_profile.as_deref().map(crate::seccomp::check_custom).transpose()?;
         Ok(SandboxSpec {
             image,
             session,
@@ -357,7 +364,7 @@ impl SandboxSpec {
             mounts,
             state_dir,
             memory_mib: Some(req.memory_mib.unwrap_or(DEFAULT_MEMORY_MIB)),
-            cpus,
+            cpus: Some(cpus),
             pids,
             env,
             user,
@@ -370,6 +377,7 @@ impl SandboxSpec {
             clone,
             setup,
             command: req.command.clone(),
+            seccomp_profile,
         })
     }
 }

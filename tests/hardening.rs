@@ -1,0 +1,277 @@
+//! Live tests of the hardening the engine does not do for a sandbox (issue 9,
+//! finding 14): sbx's seccomp profile, the log cap, the CPU limit, and the
+//! audit rules that check them (plus finding 3's "no network but its routes").
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const URING_C: &str = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+    unsigned char params[120];
+    memset(params, 0, sizeof params);
+    long fd = syscall(__NR_io_uring_setup, 4, params);
+    if (fd >= 0) { printf("io_uring_setup ok\n"); return 0; }
+    printf("io_uring_setup errno=%d\n", errno);
+    return 1;
+}
+"#;
+
+/// Writes MIB MiB of 1 KiB lines to stdout, then becomes the fixture's `serve`
+/// (so `sbx create` returns once the flood is out).
+const FLOOD_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    long mib = argc > 1 ? atol(argv[1]) : 1;
+    char line[1024];
+    memset(line, 'x', sizeof line);
+    line[sizeof line - 1] = '\n';
+    for (long i = 0; i < mib * 1024; i++) {
+        if (fwrite(line, 1, sizeof line, stdout) != sizeof line) return 2;
+    }
+    printf("flood: done\n");
+    fflush(stdout);
+    execl("/bin/fixture", "fixture", "serve", (char *)0);
+    return 3;
+}
+"#;
+
+/// The fixture plus static C attackers, made with `docker import`; removed on drop.
+struct AttackImage {
+    id: String,
+}
+
+impl AttackImage {
+    fn new(w: &World, changes: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join(format!("sbxt-{}-img", unique("h")));
+        let bin = dir.join("root/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(dir.join("root/tmp")).unwrap();
+        std::fs::copy(fixture_binary(), bin.join("fixture")).unwrap();
+        for (name, src) in [("uring", URING_C), ("flood", FLOOD_C)] {
+            let c = dir.join(format!("{name}.c"));
+            std::fs::write(&c, src).unwrap();
+            let out = Command::new("gcc").args(["-static", "-O2", "-o"]).arg(bin.join(name)).arg(&c).output().unwrap();
+            assert!(out.status.success(), "gcc {name}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let tar = dir.join("img.tar");
+        let st = Command::new("tar")
+            .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+            .arg(dir.join("root"))
+            .arg("-cf")
+            .arg(&tar)
+            .arg(".")
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let label = format!("LABEL {TEST_LABEL}=1 {}", w.case_label());
+        let mut args = vec!["import", "--change", "CMD [\"/bin/fixture\", \"serve\"]", "--change", &label];
+        for c in changes {
+            args.extend(["--change", c]);
+        }
+        let tar = tar.to_str().unwrap().to_string();
+        args.push(&tar);
+        let id = docker_ok(&args);
+        let _ = std::fs::remove_dir_all(&dir);
+        AttackImage { id }
+    }
+}
+
+impl Drop for AttackImage {
+    fn drop(&mut self) {
+        let _ = docker(&["rmi", "-f", &self.id]);
+    }
+}
+
+fn create_from(w: &World, image: &str, args: &[&str]) -> Sandbox {
+    let label = w.case_label();
+    let mut full = vec!["create", "--image", image, "--label", &label];
+    full.extend_from_slice(args);
+    let out = w.sbx(&full);
+    assert_success(&out, "sbx create");
+    w.adopt(stdout(&out).trim())
+}
+
+fn failed_rules(w: &World, id: &str) -> Vec<String> {
+    let out = w.sbx(&["audit", "--json", id]);
+    let report = json(&out);
+    let failed: Vec<&serde_json::Value> =
+        report["rules"].as_array().unwrap().iter().filter(|r| r["pass"] == false).collect();
+    for r in &failed {
+        eprintln!("{id}: FAIL {} {}: {}", r["id"], r["title"], r["detail"]);
+    }
+    failed.iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn io_uring_is_refused_in_a_sandbox() {
+    let w = World::new();
+    let img = AttackImage::new(&w, &[]);
+    // Control: the program works on this kernel when nothing filters it, so a
+    // refusal below is the profile's doing, not a broken test program.
+    let free = docker(&[
+        "run",
+        "--rm",
+        "--label",
+        TEST_LABEL,
+        "--security-opt",
+        "seccomp=unconfined",
+        "--network",
+        "none",
+        &img.id,
+        "/bin/uring",
+    ]);
+    assert_eq!(stdout(&free).trim(), "io_uring_setup ok", "control without seccomp: {}", stderr(&free));
+    // What the engine's own default does (20.10 allows it: why sbx ships its own).
+    let engine = docker(&["run", "--rm", "--label", TEST_LABEL, "--network", "none", &img.id, "/bin/uring"]);
+    eprintln!("engine default profile: {}", stdout(&engine).trim());
+
+    let sb = create_from(&w, &img.id, &[]);
+    let out = docker(&["exec", &sb.id, "/bin/uring"]);
+    assert_eq!(stdout(&out).trim(), "io_uring_setup errno=38", "inside the sandbox: {}", stderr(&out));
+    let opts = sb.inspect("{{json .HostConfig.SecurityOpt}}");
+    assert!(opts.contains("io_uring_setup"), "the profile's content is on the container: {opts}");
+}
+
+#[test]
+fn a_flooding_sandbox_leaves_at_most_the_log_cap_on_disk() {
+    let w = World::new();
+    let img = AttackImage::new(&w, &[]);
+    let sb = create_from(&w, &img.id, &["--", "/bin/flood", "48"]);
+    let log_path = sb.inspect("{{.LogPath}}");
+    assert!(!log_path.is_empty(), "json-file gives a LogPath");
+    let config = sb.inspect("{{json .HostConfig.LogConfig}}");
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["Type"], "json-file");
+    assert_eq!(config["Config"]["max-size"], "10m");
+    assert_eq!(config["Config"]["max-file"], "2");
+    // The logger may still be copying when create returns: wait for the marker.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut tail = String::new();
+    while std::time::Instant::now() < deadline {
+        let out = w.sbx(&["logs", &sb.id, "--tail", "3"]);
+        tail = stdout(&out);
+        if tail.contains("flood: done") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(tail.contains("flood: done"), "sbx logs still works after rotation: {tail:?}");
+    let dir = Path::new(&log_path).parent().unwrap();
+    let name = Path::new(&log_path).file_name().unwrap().to_string_lossy().into_owned();
+    let files: Vec<(String, u64)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&name))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
+        .collect();
+    let total: u64 = files.iter().map(|f| f.1).sum();
+    // 48 MiB of lines is more than 50 MiB as json-file writes it; the cap is
+    // 2 x 10 MiB (each file may overshoot by one message). This engine has a
+    // daemon-wide 3 x 10 MiB cap, which sbx's own must replace.
+    assert!(total <= 21 << 20, "{total} bytes of log on disk: {files:?}");
+    assert!(files.len() >= 2, "the flood reached the log and rotated: {files:?}");
+}
+
+#[test]
+fn cpus_default_to_one_and_the_flag_overrides() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    assert_eq!(sb.inspect("{{.HostConfig.NanoCpus}}"), "1000000000");
+    assert_eq!(sb.inspect("{{.HostConfig.ShmSize}}"), (64u64 << 20).to_string());
+    let half = w.create(&["--cpus", "0.5"]);
+    assert_eq!(half.inspect("{{.HostConfig.NanoCpus}}"), "500000000");
+}
+
+#[test]
+fn seccomp_unconfined_is_refused_and_a_custom_profile_is_reported() {
+    let w = World::new();
+    let out = w.sbx_env(
+        &["create", "--image", &w.image, "--label", &w.case_label()],
+        &[("SBX_SECCOMP_PROFILE", "unconfined")],
+    );
+    assert_exit(&out, 2, "create with an unconfined profile");
+    assert!(stderr(&out).contains("--seccomp-profile"), "{}", stderr(&out));
+    w.assert_nothing_left();
+
+    // A filter in name only: allows everything it does not list.
+    let custom = w.socket_root.join("custom-seccomp.json");
+    std::fs::write(&custom, r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[]}"#).unwrap();
+    let out = w.try_create(&["--seccomp-profile", custom.to_str().unwrap()]);
+    assert_success(&out, "create with a custom profile");
+    let sb = w.adopt(stdout(&out).trim());
+    assert!(stderr(&out).contains("close to unconfined"), "said loudly: {}", stderr(&out));
+    assert_eq!(failed_rules(&w, &sb.id), ["sbx.seccomp"]);
+}
+
+#[test]
+fn audit_fails_an_image_s_sbx_labels_and_networks_nobody_declared() {
+    let w = World::new();
+    let img = AttackImage::new(&w, &["LABEL sbx.flavour=from-the-image"]);
+    let sb = create_from(&w, &img.id, &[]);
+    assert_eq!(failed_rules(&w, &sb.id), ["sbx.labels"]);
+    drop(sb);
+
+    let (route, extra) = (Network::new(true), Network::new(true));
+    let sb = w.create(&["--route", &format!("inference:{}:8080", route.host)]);
+    assert_eq!(failed_rules(&w, &sb.id), Vec::<String>::new(), "only its route network");
+    // Finding 3: attached by someone else, after create.
+    docker_ok(&["network", "connect", &extra.name, &sb.id]);
+    let net = extra;
+    let out = w.sbx(&["audit", &sb.id]);
+    assert_exit(&out, 1, "audit of a sandbox attached to an extra network");
+    assert!(stdout(&out).contains(&net.name), "{}", stdout(&out));
+    assert_eq!(failed_rules(&w, &sb.id), ["sbx.networks"]);
+}
+
+#[test]
+fn audit_fails_a_container_made_with_plain_docker_and_copied_labels() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let labels: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&sb.inspect("{{json .Config.Labels}}")).unwrap();
+    let id = sb.id.clone();
+    drop(sb);
+    // Everything sbx did before finding 14, by hand; the owner token is the
+    // real one, so sbx treats it as its own sandbox.
+    let mut args: Vec<String> = ["create", "--name", &id].iter().map(|s| s.to_string()).collect();
+    for (k, v) in &labels {
+        args.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    for a in [
+        "--restart=no",
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        "--user=65534:65534",
+        "--pids-limit=512",
+        "--ulimit=nofile=1024:1024",
+        "--ulimit=core=0:0",
+        "--memory=64m",
+        "--memory-swap=64m",
+        "--network=none",
+        "--read-only",
+        &w.image,
+        "sleep",
+    ] {
+        args.push(a.to_string());
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    docker_ok(&refs);
+    docker_ok(&["start", &id]);
+    let failed = failed_rules(&w, &id);
+    docker_ok(&["rm", "-f", "-v", &id]);
+    // sbx.log holds here only because this engine has a daemon-wide cap
+    // (the unit tests cover an uncapped driver).
+    assert_eq!(failed, ["5.12", "sbx.seccomp"]);
+}
