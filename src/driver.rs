@@ -141,15 +141,21 @@ impl ContainerDriver {
             None => Some(self.exec.spawn(&argv::image_user(img))?),
         };
         let routes = self.route_networks(&id, spec)?;
-        let image_user = match (cached, image_job) {
-            (Some(u), _) => u,
+        let image_config = match (cached, image_job) {
+            (Some(c), _) => c,
             (None, Some(job)) => {
-                let u = self.image_user(img, job.wait()?)?;
-                state.set_image_user(img, &u);
-                u
+                let c = self.image_user(img, job.wait()?)?;
+                state.set_image_user(img, &c);
+                c
             }
             (None, None) => unreachable!("a job is started whenever nothing is cached"),
         };
+        // Containers inherit image labels: an image must not write sbx's
+        // record (issue 9 finding 5), so refuse it before anything exists.
+        if let Some(label) = image_config.sbx_label {
+            return Err(Error::ImageHasSbxLabel { image: img.to_string(), label });
+        }
+        let image_user = image_config.user;
         let user = choose_user(spec.user, &image_user, &mut warnings);
         let gaps = boundary::assess(&id, &spec.routes, &routes.networks, &routes.info);
         if spec.strict_egress && !gaps.is_empty() {
@@ -203,7 +209,7 @@ impl ContainerDriver {
                 state.set_expiry(&id, e).map_err(early)?;
             }
             let dir = socket::make_dir(&root, &id, user.uid, user.gid).map_err(|e| early(e.into()))?;
-            let plan = argv::RunPlan {
+            let unsealed = argv::RunPlan {
                 id: &id,
                 spec,
                 uid: user.uid,
@@ -212,7 +218,7 @@ impl ContainerDriver {
                 socket_dir: &dir,
                 socket_path: &sock,
                 created_at: &created_at,
-                owner: &owner,
+                owner: "",
                 expires_at: expires_at.as_deref(),
                 networks: &routes.networks,
                 private: &routes.private,
@@ -220,6 +226,9 @@ impl ContainerDriver {
                 helper: helper.as_deref(),
                 volume: persist.as_ref().map(|p| p.volume.as_str()),
             };
+            // The container's token covers every sbx label it gets (finding 5).
+            let sealed = state::record_token(key, &id, &unsealed.labels().into_iter().collect());
+            let plan = argv::RunPlan { owner: &sealed, ..unsealed };
             let cid = self
                 .make_private(&id, &owner, &routes.private)
                 .and_then(|()| self.start_and_wait(&plan))
@@ -262,14 +271,17 @@ impl ContainerDriver {
         })
     }
 
-    fn image_user(&self, image: &str, out: Output) -> Result<String> {
+    fn image_user(&self, image: &str, out: Output) -> Result<parse::ImageConfig> {
+        let args = argv::image_user(image);
         if out.status != 0 {
             if parse::no_such_image(&out.stderr_str()) {
                 return Err(Error::ImageMissing { image: image.to_string() });
             }
-            return Err(status_error(&argv::image_user(image), &out).into());
+            return Err(status_error(&args, &out).into());
         }
-        Ok(parse::image_user(&out.stdout_str()))
+        parse::image_config(&out.stdout_str()).ok_or_else(|| {
+            DockerError::Parse { command: crate::docker::render(&args), reason: "not [USER,LABELS]".into() }.into()
+        })
     }
 
     /// Which network each route uses, and what docker says of each.

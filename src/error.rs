@@ -117,6 +117,10 @@ pub enum Error {
     DoctorFailed { failed: Vec<String> },
     #[error("interrupted by signal {signal}; what was made has been removed")]
     Interrupted { signal: i32 },
+    #[error("image {image} carries the label {label:?} in sbx's namespace; a sandbox would inherit it as part of sbx's record")]
+    ImageHasSbxLabel { image: String, label: String },
+    #[error("route service {host:?} {why}; sbx never attaches a sandbox to another sandbox's route")]
+    ServiceIsSandbox { host: String, why: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -161,6 +165,8 @@ impl Error {
             | Error::CommandFailed { .. }
             | Error::VolumeInUse { .. }
             | Error::SetupFailed { .. }
+            | Error::ImageHasSbxLabel { .. }
+            | Error::ServiceIsSandbox { .. }
             | Error::Io { .. } => EXIT_FAILED,
         }
     }
@@ -193,6 +199,8 @@ impl Error {
             Error::CommandFailed { .. } => "command_failed",
             Error::VolumeInUse { .. } => "volume_in_use",
             Error::SetupFailed { .. } => "setup_failed",
+            Error::ImageHasSbxLabel { .. } => "image_has_sbx_label",
+            Error::ServiceIsSandbox { .. } => "service_is_sandbox",
             Error::Io { .. } => "io",
         }
     }
@@ -263,6 +271,12 @@ impl Error {
             Error::VolumeInUse { id, .. } => format!("one writer at a time: `sbx destroy {id}` first (the volume stays)"),
             Error::SetupFailed { .. } => "the sandbox was removed; fix the command and create again".into(),
             Error::AuditFailed { id, .. } => format!("`sbx destroy {id}`; a sandbox made by `sbx create` passes every rule, so look for a changed engine default"),
+            Error::ImageHasSbxLabel { label, .. } => format!(
+                "rebuild the image without the {label:?} label (labels starting with `sbx.` are sbx's own), then pass its new digest"
+            ),
+            Error::ServiceIsSandbox { .. } => {
+                "route to a service container that is not a sandbox; to let sandboxes talk, use a shared route network you create".into()
+            }
             Error::Io { .. } => return None,
         })
     }

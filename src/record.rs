@@ -21,7 +21,8 @@ pub const TARGETS: &str = "sbx.targets";
 pub const USER: &str = "sbx.user";
 pub const CREATED: &str = "sbx.created";
 pub const VERSION: &str = "sbx.version";
-/// HMAC of the id under the host's key (see `state::owner_token`).
+/// HMAC of the id and the other sbx labels under the host's key (see
+/// `state::record_token`; networks and volumes carry `state::owner_token`).
 pub const OWNER: &str = "sbx.owner";
 /// On a private route network sbx made: the sandbox it belongs to.
 pub const PRIVATE_FOR: &str = "sbx.private-for";
@@ -81,10 +82,17 @@ impl RawContainer {
     /// sbx created this container. Labels alone prove nothing (an image can
     /// carry any label and containers inherit them), so the owner label must
     /// be the HMAC of the container's name under this host's key.
+    ///
+    /// The token covers every sbx label value too (`state::record_token`),
+    /// so a label the image added (`sbx.private`, `sbx.volume`, ...) or a
+    /// changed one fails the check (issue 9 finding 5). From a full inspect,
+    /// an sbx-namespace label sbx never writes fails it as well.
     pub fn is_sbx(&self, key: &[u8]) -> bool {
+        let foreign_key = |k: &String| k.starts_with("sbx.") && !ALL.contains(&k.as_str());
         self.labels.get(MANAGED).map(String::as_str) == Some("1")
             && self.labels.get(ID) == Some(&self.name)
-            && self.labels.get(OWNER).is_some_and(|t| *t == crate::state::owner_token(key, &self.name))
+            && self.labels.get(OWNER).is_some_and(|t| *t == crate::state::record_token(key, &self.name, &self.labels))
+            && !self.labels.keys().any(foreign_key)
     }
 
     /// The expiry: the state dir's (moved by `sbx ttl`) over the label's.
@@ -212,8 +220,38 @@ mod tests {
     const KEY: &[u8] = &[9u8; 32];
 
     fn inspected() -> Vec<RawContainer> {
-        let token = crate::state::owner_token(KEY, "sbx-0123456789ab");
-        parse_inspect(&INSPECT.replace("OWNER", &token), "x").unwrap()
+        let mut raw = parse_inspect(INSPECT, "x").unwrap();
+        seal(&mut raw[0]);
+        raw
+    }
+
+    /// Write the token sbx would have written for these labels.
+    fn seal(r: &mut RawContainer) {
+        let token = crate::state::record_token(KEY, &r.name, &r.labels);
+        r.labels.insert(OWNER.into(), token);
+    }
+
+    #[test]
+    fn a_label_the_image_added_or_changed_is_not_ownership() {
+        let raw = inspected().remove(0);
+        assert!(raw.is_sbx(KEY));
+        // Issue 9 finding 5: an image's `LABEL sbx.private=...` or `sbx.volume=...`.
+        for (k, v) in [(PRIVATE, r#"{"sbx-rtsvc":"rtsvc"}"#), (VOLUME, "sbx-state-victim"), (TIER, "1")] {
+            let mut r = raw.clone();
+            r.labels.insert(k.into(), v.into());
+            assert!(!r.is_sbx(KEY), "{k} added or changed after the token was made");
+        }
+        let mut r = raw.clone();
+        r.labels.insert("sbx.some-later-key".into(), "x".into());
+        assert!(!r.is_sbx(KEY), "an sbx label sbx never writes");
+        let mut r = raw.clone();
+        r.labels.insert("org.opencontainers.image.title".into(), "x".into());
+        assert!(r.is_sbx(KEY), "labels outside sbx's namespace do not matter");
+        // Through `docker ps`, which reads only sbx's labels, the same holds.
+        let mut r = raw.clone();
+        r.full = serde_json::Value::Null;
+        r.labels.insert(VOLUME.into(), "sbx-state-victim".into());
+        assert!(!r.is_sbx(KEY));
     }
 
     #[test]

@@ -50,6 +50,15 @@ impl Rig {
         state::owner_token(&self.state().key().unwrap(), id)
     }
 
+    /// Labels as sbx writes them on a container: `sbx.owner` covers the rest.
+    fn seal(&self, mut labels: serde_json::Value) -> serde_json::Value {
+        std::fs::create_dir_all(&self.state).unwrap();
+        let map: std::collections::BTreeMap<String, String> = serde_json::from_value(labels.clone()).unwrap();
+        let id = map["sbx.id"].clone();
+        labels["sbx.owner"] = state::record_token(&self.state().key().unwrap(), &id, &map).into();
+        labels
+    }
+
     fn state(&self) -> State {
         State::at(self.state.clone())
     }
@@ -60,14 +69,13 @@ impl Rig {
         serde_json::json!({
             "Name": format!("/{name}"),
             "State": {"Status": "running"},
-            "Config": {"Labels": {
+            "Config": {"Labels": self.seal(serde_json::json!({
                 "sbx.managed": "1",
                 "sbx.id": labels_id,
-                "sbx.owner": self.token(labels_id),
                 "sbx.routes": "{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-proxy\",\"docs\":\"sbx-docs\"}",
                 "sbx.socket": self.root.join(name).join("sandbox.sock").display().to_string(),
                 "sbx.user": "65534:65534",
-            }},
+            }))},
             "NetworkSettings": {"Networks": nets},
         })
         .to_string()
@@ -78,7 +86,7 @@ impl Rig {
     }
 
     fn image(&self, user: &str) {
-        self.fake.push(Output::ok(&format!("{user:?}\n")));
+        self.fake.push(Output::ok(&format!("[{user:?},{{\"org.opencontainers.image.title\":\"x\"}}]\n")));
     }
 
     /// `docker run`/`start` succeeds and the "sandbox" binds its socket.
@@ -118,7 +126,10 @@ fn create_without_routes_is_three_calls() {
     let c = rig.driver().create(&spec(CreateRequest::default())).unwrap();
     assert_eq!(rig.fake.verbs(), ["image inspect", "run"]);
     let calls = rig.fake.calls();
-    assert_eq!(calls[0], ["image", "inspect", "--format", "{{json .Config.User}}", "--", IMG]);
+    assert_eq!(
+        calls[0],
+        ["image", "inspect", "--format", "[{{json .Config.User}},{{json .Config.Labels}}]", "--", IMG]
+    );
     assert_eq!((c.id.as_str(), c.tier, c.user.as_str()), (ID, 2, "65534:65534"));
     assert_eq!(c.socket, rig.sock_dir().join("sandbox.sock").display().to_string());
     assert!(c.warnings.is_empty());
@@ -438,15 +449,16 @@ fn revoke_disconnects_and_reports_shared_networks() {
 #[test]
 fn list_is_one_call_and_skips_foreign_containers() {
     let rig = Rig::new();
-    let t = rig.token(ID);
+    let t = rig.seal(serde_json::json!({"sbx.managed": "1", "sbx.id": ID, "sbx.tier": "2"}))["sbx.owner"].clone();
+    let t = t.as_str().unwrap();
     let line = |name: &str, owner: &str| {
         serde_json::json!({"name": name, "state": "running", "networks": "",
             "labels": {"sbx.managed": "1", "sbx.id": name, "sbx.owner": owner, "sbx.tier": "2"}})
         .to_string()
     };
-    let ours = line(ID, &t);
+    let ours = line(ID, t);
     // An image that copied a real sandbox's labels: its token is for another name.
-    let forged = line("sbx-0000000000ee", &t);
+    let forged = line("sbx-0000000000ee", t);
     let unsigned = line("sbx-0000000000ef", "");
     rig.fake.push(Output::ok(&format!("{ours}\n{forged}\n{unsigned}\n")));
     let l = rig.driver().list().unwrap();
@@ -488,9 +500,9 @@ fn gc_reaps_in_one_batched_removal_and_dry_run_removes_nothing() {
     let st = rig.state();
     std::fs::create_dir_all(&rig.root).unwrap();
     let line = |name: &str, expires: &str| {
-        serde_json::json!({"name": name, "state": "running", "networks": "", "labels": {
-            "sbx.managed": "1", "sbx.id": name, "sbx.owner": rig.token(name), "sbx.expires": expires,
-            "sbx.socket": rig.root.join(name).join("sandbox.sock").display().to_string()}})
+        serde_json::json!({"name": name, "state": "running", "networks": "", "labels": rig.seal(serde_json::json!({
+            "sbx.managed": "1", "sbx.id": name, "sbx.expires": expires,
+            "sbx.socket": rig.root.join(name).join("sandbox.sock").display().to_string()}))})
         .to_string()
     };
     let (a, b, c) = ("sbx-00000000000a", "sbx-00000000000b", "sbx-00000000000c");
@@ -673,4 +685,24 @@ fn a_private_network_already_gone_does_not_fail_the_destroy() {
         "Error response from daemon: error while removing network: network has active endpoints\nexit status 1",
     ));
     assert!(rig.driver().remove_private(&private).is_err(), "a real failure still fails");
+}
+
+#[test]
+fn an_image_with_an_sbx_label_is_refused_before_anything_is_made() {
+    // Issue 9 finding 5: `LABEL sbx.private=...` would become the sandbox's record.
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(r#"["1000",{"sbx.private":"{\"sbx-rtsvc\":\"rtsvc\"}","a":"b"}]"#));
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    match &err {
+        Error::ImageHasSbxLabel { label, .. } => assert_eq!(label, "sbx.private"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err.exit_code(), 1);
+    assert!(err.hint().unwrap().contains("rebuild the image without"));
+    assert_eq!(rig.fake.verbs(), ["image inspect"], "nothing made");
+    assert!(!rig.sock_dir().exists());
+    // The verdict is cached per digest: the next create is refused with no docker call.
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(err, Error::ImageHasSbxLabel { .. }), "{err:?}");
+    assert_eq!(rig.fake.verbs(), ["image inspect"]);
 }
