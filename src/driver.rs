@@ -336,6 +336,25 @@ impl ContainerDriver {
         let args = argv::inspect(hosts);
         let out = self.exec.run(&args)?;
         let found = record::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
+        // Issue 9 finding 3: a route naming another sandbox would attach it
+        // to this one's network. Refused whoever's key made it, and also a
+        // container that only looks like a sandbox (sbx labels, sbx's names).
+        for c in &found {
+            let why = if let Some(label) = c.labels.keys().find(|k| k.to_ascii_lowercase().starts_with("sbx.")) {
+                format!("is a container carrying the sbx label {label:?}")
+            } else if spec::parse_id(&c.name).is_ok() {
+                format!("is named like a sandbox ({})", c.name)
+            } else {
+                continue;
+            };
+            let host = hosts.iter().find(|h| **h == c.name).unwrap_or(&c.name).clone();
+            return Err(Error::ServiceIsSandbox { host, why });
+        }
+        for h in hosts {
+            if spec::parse_id(h).is_ok() {
+                return Err(Error::ServiceIsSandbox { host: h.clone(), why: "is named like a sandbox".into() });
+            }
+        }
         let missing: Vec<String> =
             hosts.iter().filter(|h| !found.iter().any(|c| &c.name == *h && c.state == "running")).cloned().collect();
         if !missing.is_empty() {

@@ -76,6 +76,19 @@ pub struct Record {
     pub reason: Option<String>,
     #[serde(skip)]
     pub targets: BTreeMap<String, String>,
+    /// Every network the container is really on, whoever attached it
+    /// (issue 9 finding 3: another sandbox's `--private-routes` could add one).
+    pub networks: Vec<AttachedNetwork>,
+    /// Why the tier is lower than at create, e.g. a network attached outside sbx.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<String>,
+}
+
+/// A network a sandbox is on, and whether sbx put it there (one of its routes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttachedNetwork {
+    pub name: String,
+    pub by_sbx: bool,
 }
 
 impl RawContainer {
@@ -103,12 +116,25 @@ impl RawContainer {
     pub fn record(&self, expiry: Option<SystemTime>, now: SystemTime) -> Record {
         let l = |k: &str| self.labels.get(k).cloned().unwrap_or_default();
         let declared: BTreeMap<String, String> = serde_json::from_str(&l(ROUTES)).unwrap_or_default();
+        // sbx puts a sandbox on its route networks, or on `none` without routes.
+        let ours = |n: &String| declared.values().any(|d| d == n) || (declared.is_empty() && n == "none");
+        let networks: Vec<AttachedNetwork> =
+            self.networks.iter().map(|n| AttachedNetwork { name: n.clone(), by_sbx: ours(n) }).collect();
+        let gaps: Vec<String> = networks
+            .iter()
+            .filter(|n| !n.by_sbx)
+            .map(|n| format!("network {} attached outside sbx: the sandbox reaches whatever is on it", n.name))
+            .collect();
+        let mut tier = l(TIER).parse().unwrap_or(0);
+        if !gaps.is_empty() {
+            tier = tier.min(1);
+        }
         let routes = declared.into_iter().filter(|(_, net)| self.networks.contains(net)).collect();
         Record {
             id: self.name.clone(),
             session: l(SESSION),
             image: l(IMAGE),
-            tier: l(TIER).parse().unwrap_or(0),
+            tier,
             socket: l(SOCKET),
             routes,
             created_at: l(CREATED),
@@ -124,6 +150,8 @@ impl RawContainer {
             oom_killed: self.full["State"]["OOMKilled"] == true,
             reason: self.stop_reason(),
             targets: serde_json::from_str(&l(TARGETS)).unwrap_or_default(),
+            networks,
+            gaps,
         }
     }
 
@@ -277,6 +305,29 @@ mod tests {
         let mut unowned = raw.clone();
         unowned.labels.remove(OWNER);
         assert!(!unowned.is_sbx(KEY));
+    }
+
+    #[test]
+    fn a_network_sbx_did_not_attach_is_reported_and_lowers_the_tier() {
+        let mut raw = inspected().remove(0);
+        let r = raw.record(None, SystemTime::now());
+        assert_eq!(r.networks, vec![AttachedNetwork { name: "sbx-proxy".into(), by_sbx: true }]);
+        assert_eq!((r.tier, r.gaps.len()), (2, 0));
+        // Issue 9 finding 3: another create attached it to its private network.
+        raw.networks.push("sbx-0000000000aa-pivot".into());
+        let r = raw.record(None, SystemTime::now());
+        assert_eq!(r.networks[1], AttachedNetwork { name: "sbx-0000000000aa-pivot".into(), by_sbx: false });
+        assert_eq!(r.tier, 1);
+        assert!(r.gaps[0].contains("sbx-0000000000aa-pivot attached outside sbx"), "{:?}", r.gaps);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["networks"][1]["by_sbx"], false);
+        // Without routes sbx puts a sandbox on `none`, and only there.
+        raw.labels.remove(ROUTES);
+        raw.networks = vec!["none".into()];
+        let r = raw.record(None, SystemTime::now());
+        assert_eq!((r.tier, r.networks[0].by_sbx), (2, true));
+        raw.networks.push("bridge".into());
+        assert_eq!(raw.record(None, SystemTime::now()).tier, 1);
     }
 
     #[test]

@@ -96,3 +96,45 @@ fn a_label_alone_does_not_block_a_persistent_session() {
     let sb = w.adopt(stdout(&out).trim());
     drop(sb);
 }
+
+/// Issue 9 finding 3: with P a tier-2 sandbox, `create --route pivot:P:8080
+/// --private-routes` attached P to the new sandbox's network. Refused, P
+/// unchanged; and a network attached to P outside sbx shows in `inspect`
+/// and `ls`, and the tier drops.
+#[test]
+fn a_sandbox_is_never_a_route_service_and_foreign_networks_show() {
+    let w = World::new();
+    let net = Network::new(true);
+    let svc = Service::start(&net, &w.image);
+    let extra = Network::new(false);
+    let p = w.create(&["--route", &format!("svc:{}:8080", svc.name), "--private-routes"]);
+    let nets_of = |id: &str| {
+        docker_ok(&["inspect", "--format", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}", id])
+    };
+    let before = nets_of(&p.id);
+    let inspect = |id: &str| {
+        let out = w.sbx(&["inspect", id]);
+        assert_success(&out, "sbx inspect");
+        json(&out)
+    };
+    assert_eq!(inspect(&p.id)["tier"], 2);
+
+    let out = w.try_create(&["--route", &format!("pivot:{}:8080", p.id), "--private-routes"]);
+    assert_exit(&out, 1, "a private route to another sandbox");
+    assert!(stderr(&out).contains(&format!("route service \"{}\"", p.id)), "{}", stderr(&out));
+    assert_eq!(nets_of(&p.id), before, "P was attached to something");
+    assert_eq!(w.containers(), vec![docker_ok(&["inspect", "--format", "{{.Id}}", &p.id])[..12].to_string()]);
+
+    docker_ok(&["network", "connect", &extra.name, &p.id]);
+    let r = inspect(&p.id);
+    assert_eq!(r["tier"], 1, "{r}");
+    let nets = r["networks"].as_array().unwrap();
+    assert!(nets.contains(&serde_json::json!({"name": extra.name, "by_sbx": false})), "{r}");
+    assert!(nets.iter().any(|n| n["by_sbx"] == true), "its own route network is listed too: {r}");
+    assert!(r["gaps"][0].as_str().unwrap().contains(&format!("{} attached outside sbx", extra.name)), "{r}");
+    let ls = json(&w.sbx(&["ls", "--json"]));
+    let row = ls.as_array().unwrap().iter().find(|x| x["id"] == p.id.as_str()).expect("ls lists P");
+    assert_eq!(row["tier"], 1, "{row}");
+    drop(p);
+    drop(svc);
+}

@@ -110,6 +110,13 @@ impl Drop for Rig {
     }
 }
 
+/// A running route service as `docker container inspect` shows it: no sbx labels.
+fn service_line(name: &str) -> String {
+    serde_json::json!({"Name": format!("/{name}"), "State": {"Status": "running"},
+        "Config": {"Labels": {"com.example.role": "proxy"}}, "NetworkSettings": {"Networks": {"bridge": {}}}})
+    .to_string()
+}
+
 fn spec(req: CreateRequest) -> SandboxSpec {
     SandboxSpec::from_request(&CreateRequest { image: IMG.into(), ..req }, None).unwrap()
 }
@@ -553,8 +560,7 @@ fn gc_reaps_in_one_batched_removal_and_dry_run_removes_nothing() {
 fn private_routes_make_a_network_per_sandbox_and_reach_tier_2() {
     let rig = Rig::new();
     rig.image("");
-    let svc = rig.inspect_line("proxy", "x", &[]).replace("sbx.managed", "other");
-    rig.fake.push(Output::ok(&svc));
+    rig.fake.push(Output::ok(&service_line("proxy")));
     rig.fake.push(Output::ok("netid\n"));
     rig.fake.push(Output::ok(""));
     rig.starts_and_binds();
@@ -601,7 +607,7 @@ fn private_routes_need_running_services_and_are_torn_down_on_failure() {
 
     let rig = Rig::new();
     rig.image("");
-    rig.fake.push(Output::ok(&rig.inspect_line("proxy", "x", &[])));
+    rig.fake.push(Output::ok(&service_line("proxy")));
     rig.fake.push(Output::ok("netid\n"));
     rig.fake.push(Output::ok(""));
     rig.fake.push(Output::fail(125, "docker: Error response from daemon: boom"));
@@ -705,4 +711,35 @@ fn an_image_with_an_sbx_label_is_refused_before_anything_is_made() {
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     assert!(matches!(err, Error::ImageHasSbxLabel { .. }), "{err:?}");
     assert_eq!(rig.fake.verbs(), ["image inspect"]);
+}
+
+#[test]
+fn a_private_route_never_attaches_a_sandbox_as_its_service() {
+    // Issue 9 finding 3: `--route pivot:P:8080 --private-routes` put sandbox P
+    // on the new sandbox's network. Refused before anything is made, whoever's
+    // key made P, and for a container that only looks like a sandbox.
+    let other_key_sandbox = Rig::new().inspect_line("sbx-0000000000aa", "sbx-0000000000aa", &["none"]);
+    let renamed = service_line("sbx-0000000000ab");
+    let labelled = service_line("pivot").replace("com.example.role", "sbx.managed");
+    for (host, line, why) in [
+        ("sbx-0000000000aa", other_key_sandbox, "carrying the sbx label"),
+        ("sbx-0000000000ab", renamed, "named like a sandbox"),
+        ("pivot", labelled, "carrying the sbx label \"sbx.managed\""),
+    ] {
+        let rig = Rig::new();
+        rig.image("");
+        rig.fake.push(Output::ok(&line));
+        let s = spec(CreateRequest { private_routes: true, ..routes(&[&format!("pivot:{host}:8080")]) });
+        let err = rig.driver().create(&s).unwrap_err();
+        match &err {
+            Error::ServiceIsSandbox { host: h, why: w } => {
+                assert_eq!(h, host);
+                assert!(w.contains(why), "{w}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(err.exit_code(), 1);
+        assert_eq!(rig.fake.verbs(), ["image inspect", "container inspect"], "nothing made");
+        assert!(!rig.sock_dir().exists());
+    }
 }
