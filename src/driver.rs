@@ -984,16 +984,30 @@ fn private_of(raw: &RawContainer) -> Vec<(String, String)> {
 
 /// Never root unless asked for by `--user 0`; otherwise the image's numeric
 /// non-root user, otherwise nobody.
+/// gid 0 only when asked for by `--user X:0`, with a warning; the image's
+/// USER never yields it (issue 9 finding 10).
 fn choose_user(flag: Option<UserSpec>, image_user: &str, warnings: &mut Vec<String>) -> UserSpec {
     if let Some(u) = flag {
         if u.uid == 0 {
             warnings.push(
                 "running as root inside the sandbox (--user 0): a kernel or runtime escape would start as root".into(),
             );
+        } else if u.gid == 0 {
+            warnings.push(format!(
+                "running with group 0 (root) inside the sandbox (--user {}:0): files of group root become writable to it",
+                u.uid
+            ));
         }
         return u;
     }
     if let Some(u) = UserSpec::from_image(image_user) {
+        if u.gid == 0 {
+            warnings.push(format!(
+                "the image's user {image_user:?} has group 0 (root); running as {0}:{0} instead (pass --user {0}:0 to keep group 0)",
+                u.uid
+            ));
+            return UserSpec { uid: u.uid, gid: u.uid };
+        }
         return u;
     }
     if !image_user.is_empty() {

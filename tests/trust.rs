@@ -138,3 +138,60 @@ fn a_sandbox_is_never_a_route_service_and_foreign_networks_show() {
     drop(p);
     drop(svc);
 }
+
+/// The `Gid:` and `Groups:` lines of a `/proc/PID/status`.
+fn gid_lines(status: &str) -> Vec<String> {
+    status.lines().filter(|l| l.starts_with("Gid:") || l.starts_with("Groups:")).map(str::to_string).collect()
+}
+
+fn has_group_0(lines: &[String]) -> bool {
+    lines.iter().any(|l| l.split_whitespace().skip(1).any(|g| g == "0"))
+}
+
+/// Issue 9 finding 10: `USER 1000:0` ran as gid 0 with no warning. The
+/// image's USER never yields gid 0, nor do its /etc/group memberships
+/// (checked on what the processes really have); `--user X:0` does, with a
+/// warning.
+#[test]
+fn the_image_never_chooses_group_0() {
+    let w = World::new();
+    let ctx = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("trust-etc-"));
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(ctx.join("passwd"), "root:x:0:0:root:/:/bin/fixture\nuser1000:x:1000:1000::/tmp:/bin/fixture\n")
+        .unwrap();
+    std::fs::write(ctx.join("group"), "root:x:0:user1000\nwheel:x:10:user1000\nuser1000:x:1000:\n").unwrap();
+    let img = DerivedImage::build(&w.image, "");
+    // COPY needs the files in the build context: build again from this one.
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        format!(
+            "FROM {}\nLABEL {TEST_LABEL}=1 {TEST_LABEL}.fixture=derived\nCOPY passwd group /etc/\nUSER 1000:0\n",
+            img.id
+        ),
+    )
+    .unwrap();
+    let hostile = DerivedImage { id: docker_ok(&["build", "-q", ctx.to_str().unwrap()]), dir: ctx };
+    let label = w.case_label();
+    let out = w.sbx(&["create", "--image", &hostile.id, "--label", &label]);
+    assert_success(&out, "create from an image with USER 1000:0");
+    let sb = w.adopt(stdout(&out).trim());
+    assert!(stderr(&out).contains("group 0"), "no warning: {}", stderr(&out));
+    let pid = sb.inspect("{{.State.Pid}}");
+    let main = gid_lines(&std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap());
+    assert!(!has_group_0(&main), "the sandbox's process: {main:?}");
+    assert!(main[0].starts_with("Gid:\t1000\t"), "{main:?}");
+    let exec = w.sbx(&["exec", &sb.id, "--", "/bin/fixture", "read", "/proc/self/status"]);
+    assert_success(&exec, "sbx exec");
+    let execd = gid_lines(&stdout(&exec));
+    assert!(!has_group_0(&execd) && execd.len() == 2, "an exec'd process: {execd:?}");
+    drop(sb);
+
+    // Asked for explicitly: allowed, with a warning.
+    let out = w.sbx(&["create", "--image", &w.image, "--label", &label, "--user", "65534:0"]);
+    assert_success(&out, "create --user 65534:0");
+    let sb = w.adopt(stdout(&out).trim());
+    assert!(stderr(&out).contains("group 0 (root)"), "{}", stderr(&out));
+    let pid = sb.inspect("{{.State.Pid}}");
+    let main = gid_lines(&std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap());
+    assert!(main[0].starts_with("Gid:\t0\t"), "{main:?}");
+}

@@ -388,6 +388,23 @@ fn users_never_default_to_root() {
 }
 
 #[test]
+fn group_0_only_when_asked_for_and_then_with_a_warning() {
+    // Issue 9 finding 10: `USER 1000:0` ran as gid 0 with no warning.
+    let mut w = Vec::new();
+    assert_eq!(choose_user(None, "1000:0", &mut w), UserSpec { uid: 1000, gid: 1000 });
+    assert!(w[0].contains("group 0") && w[0].contains("--user 1000:0"), "{w:?}");
+    let mut w = Vec::new();
+    assert_eq!(choose_user(None, "1000", &mut w), UserSpec { uid: 1000, gid: 1000 });
+    assert!(w.is_empty());
+    let mut w = Vec::new();
+    assert_eq!(choose_user(Some(UserSpec { uid: 65534, gid: 0 }), "", &mut w), UserSpec { uid: 65534, gid: 0 });
+    assert!(w[0].contains("group 0 (root)") && w[0].contains("--user 65534:0"), "{w:?}");
+    let mut w = Vec::new();
+    choose_user(Some(UserSpec { uid: 1000, gid: 1000 }), "1000:0", &mut w);
+    assert!(w.is_empty(), "--user wins over the image, silently");
+}
+
+#[test]
 fn destroy_removes_present_and_accepts_gone() {
     let rig = Rig::new();
     std::fs::create_dir_all(rig.sock_dir()).unwrap();
