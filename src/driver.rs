@@ -590,6 +590,27 @@ impl ContainerDriver {
         Ok(raws)
     }
 
+    /// What a command that touches sandbox `id` acts on, once `id` is proven
+    /// to be this host's (issue 9 finding 9: `exec` ran in a hand-made
+    /// container that copied sbx's labels): the full container id, from the
+    /// record create wrote (no docker call; acting on the id means a
+    /// container later given the same name is never touched), else from an
+    /// inspect whose owner token matches.
+    pub fn owned(&self, id: &str) -> Result<String> {
+        let (state, _) = self.state()?;
+        if let Some(r) = state.record(id) {
+            return Ok(r.container);
+        }
+        let raw = self.inspect_one(id)?;
+        match raw.full["Id"].as_str() {
+            Some(cid) if cid.len() == 64 && cid.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(cid.to_string()),
+            _ => {
+                Err(DockerError::Parse { command: "docker container inspect".into(), reason: "no container Id".into() }
+                    .into())
+            }
+        }
+    }
+
     pub fn inspect(&self, id: &str) -> Result<Record> {
         let raw = self.inspect_one(id)?;
         Ok(self.record(&raw))

@@ -91,7 +91,7 @@ pub enum Error {
     ServiceMissing { hosts: Vec<String> },
     #[error("no sandbox {id} on this engine")]
     NotFound { id: String },
-    #[error("container {id} was not created by sbx; refusing to touch it")]
+    #[error("container {id} is not a sandbox of this host (not created by sbx here, or its sbx labels were changed); refusing to touch it")]
     Foreign { id: String },
     #[error("sandbox {id} has no route {kind:?} (its routes: {})", if routes.is_empty() { "none".to_string() } else { routes.join(", ") })]
     UnknownRoute { id: String, kind: String, routes: Vec<String> },

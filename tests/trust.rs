@@ -195,3 +195,77 @@ fn the_image_never_chooses_group_0() {
     let main = gid_lines(&std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap());
     assert!(main[0].starts_with("Gid:\t0\t"), "{main:?}");
 }
+
+/// Issue 9 finding 9: a container made by hand with a sandbox's name format
+/// and its labels copied: `exec` ran in it as uid 0 and `stats` worked.
+/// Every command that touches a sandbox refuses it, and nothing runs in it.
+#[test]
+fn every_command_refuses_an_impostor_and_nothing_runs_in_it() {
+    let w = World::new();
+    let real = w.create(&[]);
+    let labels: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&real.inspect("{{json .Config.Labels}}")).unwrap();
+    let name = format!("sbx-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
+    let mut run =
+        vec!["run".to_string(), "-d".into(), "--name".into(), name.clone(), "--network".into(), "none".into()];
+    for (k, v) in &labels {
+        let v = if k == "sbx.id" { name.clone() } else { v.clone() };
+        run.extend(["--label".to_string(), format!("{k}={v}")]);
+    }
+    run.extend([w.image.clone(), "sleep".into()]);
+    docker_ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
+    let host_file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("trust-cp-"));
+    std::fs::write(&host_file, b"x").unwrap();
+    let host = host_file.to_str().unwrap();
+    let into = format!("{name}:/tmp/pwned-cp");
+    let out_of = format!("{name}:/bin/fixture");
+    let got = format!("{host}.got");
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["exec", &name, "--", "/bin/fixture", "write", "/tmp/pwned"],
+        vec!["exec", "-d", &name, "--", "/bin/fixture", "write", "/tmp/pwned-bg"],
+        vec!["exec", "-u", "0", &name, "--", "/bin/fixture", "write", "/tmp/pwned-root"],
+        vec!["shell", &name],
+        vec!["ps", &name],
+        vec!["kill", &name, "p0000abcd"],
+        vec!["logs", &name],
+        vec!["logs", &name, "p0000abcd"],
+        vec!["cp", host, &into],
+        vec!["cp", &out_of, &got],
+        vec!["stats", &name],
+        vec!["stats", &real.id, &name],
+        vec!["port-forward", &name, "8080"],
+        vec!["wait-port", &name, "8080", "--timeout", "1s"],
+        vec!["backup", &name],
+        vec!["restore", &name],
+        vec!["connect", &name],
+        vec!["ttl", &name, "1h"],
+        vec!["revoke", &name, "inference"],
+        vec!["revoke", &name, "all"],
+        vec!["audit", &name],
+        vec!["inspect", &name],
+        vec!["destroy", &name],
+    ];
+    for args in &commands {
+        // A command that wrongly went ahead may wait (port-forward): bounded.
+        let out = std::process::Command::new("timeout")
+            .arg("20")
+            .arg(SBX)
+            .args(w.dir_args())
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_exit(&out, 1, &format!("sbx {args:?} on an impostor"));
+        assert!(stderr(&out).contains("not a sandbox of this host"), "sbx {args:?}: {}", stderr(&out));
+    }
+    assert!(!std::path::Path::new(&got).exists(), "cp read from the impostor");
+    for f in ["/tmp/pwned", "/tmp/pwned-bg", "/tmp/pwned-root", "/tmp/pwned-cp"] {
+        let out = docker(&["exec", &name, "/bin/fixture", "exists", f]);
+        assert_eq!(out.status.code(), Some(1), "{f} was written in the impostor");
+    }
+    let top = docker_ok(&["top", &name, "-eo", "pid,args"]);
+    assert_eq!(top.lines().count(), 2, "only its own process runs: {top}");
+    assert_eq!(docker_ok(&["inspect", "--format", "{{.State.Running}}", &name]), "true", "the impostor survives");
+    docker_ok(&["rm", "-f", &name]);
+    let _ = std::fs::remove_file(&host_file);
+}

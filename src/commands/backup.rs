@@ -12,8 +12,10 @@ pub fn backup(id: &str, env: &Env, dirs: &Dirs) -> Result<()> {
             .hint(format!("redirect it: sbx backup {id} > state.tar"))
             .into());
     }
+    let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
     let mut out = std::io::stdout().lock();
-    workbench::backup(crate::real_driver(env, dirs).docker(), &id, &mut out)?;
+    workbench::backup(driver.docker(), &target, &mut out).map_err(|e| super::named(e, &target, &id))?;
     std::io::Write::flush(&mut out).map_err(|e| Error::io("writing stdout", e))
 }
 
@@ -24,5 +26,7 @@ pub fn restore(id: &str, env: &Env, dirs: &Dirs) -> Result<()> {
             .hint(format!("sbx restore {id} < state.tar"))
             .into());
     }
-    workbench::restore(crate::real_driver(env, dirs).docker(), &id, std::io::stdin().lock())
+    let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
+    workbench::restore(driver.docker(), &target, std::io::stdin().lock()).map_err(|e| super::named(e, &target, &id))
 }

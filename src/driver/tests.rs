@@ -760,3 +760,35 @@ fn a_private_route_never_attaches_a_sandbox_as_its_service() {
         assert!(!rig.sock_dir().exists());
     }
 }
+
+#[test]
+fn every_command_acts_only_on_a_proven_sandbox() {
+    // Issue 9 finding 9: `docker run --name sbx-... --label <copied labels>`.
+    let rig = Rig::new();
+    let cid = "ab".repeat(32);
+    let mut line: serde_json::Value = serde_json::from_str(&rig.inspect_line(ID, ID, &["none"])).unwrap();
+    line["Id"] = cid.clone().into();
+    rig.fake.push(Output::ok(&format!("{line}\n")));
+    assert_eq!(rig.driver().owned(ID).unwrap(), cid);
+    assert_eq!(rig.fake.verbs(), ["container inspect"]);
+    // An impostor: the same labels, copied to another name.
+    let impostor = "sbx-0000000000ee";
+    let mut forged = line.clone();
+    forged["Name"] = format!("/{impostor}").into();
+    forged["Config"]["Labels"]["sbx.id"] = impostor.into();
+    rig.fake.push(Output::ok(&format!("{forged}\n")));
+    let err = rig.driver().owned(impostor).unwrap_err();
+    assert!(matches!(err, Error::Foreign { ref id } if id == impostor), "{err:?}");
+    assert!(err.to_string().contains("not a sandbox of this host"), "{err}");
+    // A sandbox this host recorded: its container id, with no docker call.
+    let rec = state::SandboxRecord {
+        container: "cd".repeat(32),
+        socket_dir: rig.sock_dir(),
+        private: vec![],
+        volume: None,
+        session: None,
+    };
+    rig.state().set_record(ID, &rec).unwrap();
+    assert_eq!(rig.driver().owned(ID).unwrap(), "cd".repeat(32));
+    assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"]);
+}
