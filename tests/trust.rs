@@ -7,31 +7,50 @@ use std::path::PathBuf;
 
 use common::*;
 
-/// An image built `FROM` the fixture with extra Dockerfile lines. It
-/// overrides the inherited fixture label (so no test takes it for the
-/// fixture) and is removed with `--no-prune` (so the untagged fixture stays).
-struct DerivedImage {
+/// A hostile image: the fixture binary alone (as in the fixture image) plus
+/// `files`, packed with `docker import` and the Dockerfile `changes`. Not
+/// built FROM the fixture: a derived image would inherit the fixture's
+/// `sbx-test.fixture` label, and other test runs remove images carrying it.
+struct HostileImage {
     id: String,
     dir: PathBuf,
 }
 
-impl DerivedImage {
-    fn build(base: &str, lines: &str) -> Self {
+impl HostileImage {
+    fn import(changes: &[&str], files: &[(&str, &str)]) -> Self {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("trust-img-"));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("Dockerfile"),
-            format!("FROM {base}\nLABEL {TEST_LABEL}=1 {TEST_LABEL}.fixture=derived\n{lines}\n"),
-        )
-        .unwrap();
-        let id = docker_ok(&["build", "-q", dir.to_str().unwrap()]);
-        let id = id.lines().last().unwrap_or_default().to_string();
-        assert!(id.starts_with("sha256:"), "docker build printed {id:?}");
-        DerivedImage { id, dir }
+        let root = dir.join("root");
+        for d in ["bin", "tmp", "etc"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::copy(fixture_binary(), root.join("bin/fixture")).unwrap();
+        for (path, text) in files {
+            std::fs::write(root.join(path), text).unwrap();
+        }
+        let tar = dir.join("image.tar");
+        let st = std::process::Command::new("tar")
+            .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+            .arg(&root)
+            .arg("-cf")
+            .arg(&tar)
+            .arg(".")
+            .status()
+            .unwrap();
+        assert!(st.success(), "tar failed");
+        let mut args = vec!["import", "--change", "ENTRYPOINT [\"/bin/fixture\"]", "--change"];
+        let own = format!("LABEL {TEST_LABEL}=1");
+        args.push(&own);
+        for c in changes {
+            args.extend(["--change", c]);
+        }
+        args.push(tar.to_str().unwrap());
+        let id = docker_ok(&args);
+        assert!(id.starts_with("sha256:"), "docker import printed {id:?}");
+        HostileImage { id, dir }
     }
 }
 
-impl Drop for DerivedImage {
+impl Drop for HostileImage {
     fn drop(&mut self) {
         let _ = docker(&["rmi", "--no-prune", &self.id]);
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -45,9 +64,9 @@ impl Drop for DerivedImage {
 #[test]
 fn an_image_with_sbx_labels_is_refused_and_nothing_changes() {
     let w = World::new();
-    let img = DerivedImage::build(
-        &w.image,
-        "LABEL sbx.private=\"{\\\"sbx-rtsvc\\\":\\\"rtsvc\\\"}\"\nLABEL sbx.volume=sbx-state-victim",
+    let img = HostileImage::import(
+        &["LABEL sbx.private={\"sbx-rtsvc\":\"rtsvc\"}", "LABEL sbx.volume=sbx-state-victim"],
+        &[],
     );
     let labels = docker_ok(&["image", "inspect", "--format", "{{json .Config.Labels}}", &img.id]);
     assert!(labels.contains("sbx.private") && labels.contains("sbx.volume"), "{labels}");
@@ -155,22 +174,13 @@ fn has_group_0(lines: &[String]) -> bool {
 #[test]
 fn the_image_never_chooses_group_0() {
     let w = World::new();
-    let ctx = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("trust-etc-"));
-    std::fs::create_dir_all(&ctx).unwrap();
-    std::fs::write(ctx.join("passwd"), "root:x:0:0:root:/:/bin/fixture\nuser1000:x:1000:1000::/tmp:/bin/fixture\n")
-        .unwrap();
-    std::fs::write(ctx.join("group"), "root:x:0:user1000\nwheel:x:10:user1000\nuser1000:x:1000:\n").unwrap();
-    let img = DerivedImage::build(&w.image, "");
-    // COPY needs the files in the build context: build again from this one.
-    std::fs::write(
-        ctx.join("Dockerfile"),
-        format!(
-            "FROM {}\nLABEL {TEST_LABEL}=1 {TEST_LABEL}.fixture=derived\nCOPY passwd group /etc/\nUSER 1000:0\n",
-            img.id
-        ),
-    )
-    .unwrap();
-    let hostile = DerivedImage { id: docker_ok(&["build", "-q", ctx.to_str().unwrap()]), dir: ctx };
+    let hostile = HostileImage::import(
+        &["USER 1000:0"],
+        &[
+            ("etc/passwd", "root:x:0:0:root:/:/bin/fixture\nuser1000:x:1000:1000::/tmp:/bin/fixture\n"),
+            ("etc/group", "root:x:0:user1000\nwheel:x:10:user1000\nuser1000:x:1000:\n"),
+        ],
+    );
     let label = w.case_label();
     let out = w.sbx(&["create", "--image", &hostile.id, "--label", &label]);
     assert_success(&out, "create from an image with USER 1000:0");
