@@ -52,7 +52,7 @@ pub enum Command {
     Destroy(DestroyArgs),
     /// List this tool's sandboxes: id, session, tier, routes, state, age.
     Ls,
-    /// Print one sandbox's record as JSON.
+    /// Print one sandbox's record as JSON, with every network it is on.
     Inspect(IdArg),
     /// Run a command in a sandbox; its exit code becomes sbx's (126/127: cannot run / not found).
     ///
@@ -135,6 +135,7 @@ pub struct WatchdogArgs {
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     /// Image pinned by digest: repo[:tag]@sha256:<64 hex> or sha256:<64 hex>.
+    /// Refused if it carries a label starting with `sbx.`.
     #[arg(long, value_name = "IMAGE")]
     pub image: String,
     /// Session key recorded on the sandbox [default: the sandbox id].
@@ -168,6 +169,7 @@ pub struct CreateArgs {
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,
     /// Numeric UID[:GID] [default: the image's numeric non-root user, else 65534:65534].
+    /// Group 0 only when given here (UID:0), with a warning; never from the image.
     #[arg(long, value_name = "UID[:GID]")]
     pub user: Option<String>,
     /// How long to wait for the sandbox to bind its socket; 0 returns once it runs [default: 90s].
@@ -190,7 +192,8 @@ pub struct CreateArgs {
     #[arg(long, value_name = "CMD")]
     pub setup: Vec<String>,
     /// Give each route its own internal network, with no host address and only the
-    /// route's service (the container named HOST) on it: tier 2. Removed with the sandbox.
+    /// route's service (the container named HOST, never a sandbox) on it: tier 2.
+    /// Removed with the sandbox.
     #[arg(long)]
     pub private_routes: bool,
     /// Refuse, instead of lowering the tier, when a route reaches more than its target.

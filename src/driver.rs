@@ -141,15 +141,21 @@ impl ContainerDriver {
             None => Some(self.exec.spawn(&argv::image_user(img))?),
         };
         let routes = self.route_networks(&id, spec)?;
-        let image_user = match (cached, image_job) {
-            (Some(u), _) => u,
+        let image_config = match (cached, image_job) {
+            (Some(c), _) => c,
             (None, Some(job)) => {
-                let u = self.image_user(img, job.wait()?)?;
-                state.set_image_user(img, &u);
-                u
+                let c = self.image_user(img, job.wait()?)?;
+                state.set_image_user(img, &c);
+                c
             }
             (None, None) => unreachable!("a job is started whenever nothing is cached"),
         };
+        // Containers inherit image labels: an image must not write sbx's
+        // record (issue 9 finding 5), so refuse it before anything exists.
+        if let Some(label) = image_config.sbx_label {
+            return Err(Error::ImageHasSbxLabel { image: img.to_string(), label });
+        }
+        let image_user = image_config.user;
         let user = choose_user(spec.user, &image_user, &mut warnings);
         let gaps = boundary::assess(&id, &spec.routes, &routes.networks, &routes.info);
         if spec.strict_egress && !gaps.is_empty() {
@@ -210,7 +216,7 @@ impl ContainerDriver {
                 state.set_expiry(&id, e).map_err(early)?;
             }
             let dir = socket::make_dir(&root, &id, user.uid, user.gid).map_err(|e| early(e.into()))?;
-            let plan = argv::RunPlan {
+            let unsealed = argv::RunPlan {
                 id: &id,
                 spec,
                 uid: user.uid,
@@ -219,7 +225,7 @@ impl ContainerDriver {
                 socket_dir: &dir,
                 socket_path: &sock,
                 created_at: &created_at,
-                owner: &owner,
+                owner: "",
                 expires_at: expires_at.as_deref(),
                 networks: &routes.networks,
                 private: &routes.private,
@@ -228,6 +234,9 @@ impl ContainerDriver {
                 volume: persist.as_ref().map(|p| p.volume.as_str()),
                 seccomp: &seccomp,
             };
+            // The container's token covers every sbx label it gets (finding 5).
+            let sealed = state::record_token(key, &id, &unsealed.labels().into_iter().collect());
+            let plan = argv::RunPlan { owner: &sealed, ..unsealed };
             let cid = self
                 .make_private(&id, &owner, &routes.private)
                 .and_then(|()| self.start_and_wait(&plan))
@@ -270,14 +279,17 @@ impl ContainerDriver {
         })
     }
 
-    fn image_user(&self, image: &str, out: Output) -> Result<String> {
+    fn image_user(&self, image: &str, out: Output) -> Result<parse::ImageConfig> {
+        let args = argv::image_user(image);
         if out.status != 0 {
             if parse::no_such_image(&out.stderr_str()) {
                 return Err(Error::ImageMissing { image: image.to_string() });
             }
-            return Err(status_error(&argv::image_user(image), &out).into());
+            return Err(status_error(&args, &out).into());
         }
-        Ok(parse::image_user(&out.stdout_str()))
+        parse::image_config(&out.stdout_str()).ok_or_else(|| {
+            DockerError::Parse { command: crate::docker::render(&args), reason: "not [USER,LABELS]".into() }.into()
+        })
     }
 
     /// Which network each route uses, and what docker says of each.
@@ -332,6 +344,25 @@ impl ContainerDriver {
         let args = argv::inspect(hosts);
         let out = self.exec.run(&args)?;
         let found = record::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
+        // Issue 9 finding 3: a route naming another sandbox would attach it
+        // to this one's network. Refused whoever's key made it, and also a
+        // container that only looks like a sandbox (sbx labels, sbx's names).
+        for c in &found {
+            let why = if let Some(label) = c.labels.keys().find(|k| k.to_ascii_lowercase().starts_with("sbx.")) {
+                format!("is a container carrying the sbx label {label:?}")
+            } else if spec::parse_id(&c.name).is_ok() {
+                format!("is named like a sandbox ({})", c.name)
+            } else {
+                continue;
+            };
+            let host = hosts.iter().find(|h| **h == c.name).unwrap_or(&c.name).clone();
+            return Err(Error::ServiceIsSandbox { host, why });
+        }
+        for h in hosts {
+            if spec::parse_id(h).is_ok() {
+                return Err(Error::ServiceIsSandbox { host: h.clone(), why: "is named like a sandbox".into() });
+            }
+        }
         let missing: Vec<String> =
             hosts.iter().filter(|h| !found.iter().any(|c| &c.name == *h && c.state == "running")).cloned().collect();
         if !missing.is_empty() {
@@ -586,6 +617,27 @@ impl ContainerDriver {
             return Err(Error::Foreign { id: foreign.name.clone() });
         }
         Ok(raws)
+    }
+
+    /// What a command that touches sandbox `id` acts on, once `id` is proven
+    /// to be this host's (issue 9 finding 9: `exec` ran in a hand-made
+    /// container that copied sbx's labels): the full container id, from the
+    /// record create wrote (no docker call; acting on the id means a
+    /// container later given the same name is never touched), else from an
+    /// inspect whose owner token matches.
+    pub fn owned(&self, id: &str) -> Result<String> {
+        let (state, _) = self.state()?;
+        if let Some(r) = state.record(id) {
+            return Ok(r.container);
+        }
+        let raw = self.inspect_one(id)?;
+        match raw.full["Id"].as_str() {
+            Some(cid) if cid.len() == 64 && cid.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(cid.to_string()),
+            _ => {
+                Err(DockerError::Parse { command: "docker container inspect".into(), reason: "no container Id".into() }
+                    .into())
+            }
+        }
     }
 
     pub fn inspect(&self, id: &str) -> Result<Record> {
@@ -994,16 +1046,30 @@ fn private_of(raw: &RawContainer) -> Vec<(String, String)> {
 
 /// Never root unless asked for by `--user 0`; otherwise the image's numeric
 /// non-root user, otherwise nobody.
+/// gid 0 only when asked for by `--user X:0`, with a warning; the image's
+/// USER never yields it (issue 9 finding 10).
 fn choose_user(flag: Option<UserSpec>, image_user: &str, warnings: &mut Vec<String>) -> UserSpec {
     if let Some(u) = flag {
         if u.uid == 0 {
             warnings.push(
                 "running as root inside the sandbox (--user 0): a kernel or runtime escape would start as root".into(),
             );
+        } else if u.gid == 0 {
+            warnings.push(format!(
+                "running with group 0 (root) inside the sandbox (--user {}:0): files of group root become writable to it",
+                u.uid
+            ));
         }
         return u;
     }
     if let Some(u) = UserSpec::from_image(image_user) {
+        if u.gid == 0 {
+            warnings.push(format!(
+                "the image's user {image_user:?} has group 0 (root); running as {0}:{0} instead (pass --user {0}:0 to keep group 0)",
+                u.uid
+            ));
+            return UserSpec { uid: u.uid, gid: u.uid };
+        }
         return u;
     }
     if !image_user.is_empty() {

@@ -96,7 +96,7 @@ pub enum Error {
     ServiceMissing { hosts: Vec<String> },
     #[error("no sandbox {id} on this engine")]
     NotFound { id: String },
-    #[error("container {id} was not created by sbx; refusing to touch it")]
+    #[error("container {id} is not a sandbox of this host (not created by sbx here, or its sbx labels were changed); refusing to touch it")]
     Foreign { id: String },
     #[error("sandbox {id} has no route {kind:?} (its routes: {})", if routes.is_empty() { "none".to_string() } else { routes.join(", ") })]
     UnknownRoute { id: String, kind: String, routes: Vec<String> },
@@ -124,6 +124,10 @@ pub enum Error {
     DoctorFailed { failed: Vec<String> },
     #[error("interrupted by signal {signal}; what was made has been removed")]
     Interrupted { signal: i32 },
+    #[error("image {image} carries the label {label:?} in sbx's namespace; a sandbox would inherit it as part of sbx's record")]
+    ImageHasSbxLabel { image: String, label: String },
+    #[error("route service {host:?} {why}; sbx never attaches a sandbox to another sandbox's route")]
+    ServiceIsSandbox { host: String, why: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -169,6 +173,8 @@ impl Error {
             | Error::VolumeInUse { .. }
             | Error::WorkspaceNotDirectory { .. }
             | Error::SetupFailed { .. }
+            | Error::ImageHasSbxLabel { .. }
+            | Error::ServiceIsSandbox { .. }
             | Error::Io { .. } => EXIT_FAILED,
         }
     }
@@ -203,6 +209,8 @@ impl Error {
             Error::VolumeInUse { .. } => "volume_in_use",
             Error::WorkspaceNotDirectory { .. } => "workspace_not_directory",
             Error::SetupFailed { .. } => "setup_failed",
+            Error::ImageHasSbxLabel { .. } => "image_has_sbx_label",
+            Error::ServiceIsSandbox { .. } => "service_is_sandbox",
             Error::Io { .. } => "io",
         }
     }
@@ -284,6 +292,12 @@ impl Error {
             Error::WorkspaceNotDirectory { path, .. } => format!("an earlier sandbox of this session left it; remove it (`rm {}` removes a link itself, not its target) or create without --clone", path.display()),
             Error::SetupFailed { .. } => "the sandbox was removed; fix the command and create again".into(),
             Error::AuditFailed { id, .. } => format!("`sbx destroy {id}`; a sandbox made by `sbx create` passes every rule, so look for a changed engine default"),
+            Error::ImageHasSbxLabel { label, .. } => format!(
+                "rebuild the image without the {label:?} label (labels starting with `sbx.` are sbx's own), then pass its new digest"
+            ),
+            Error::ServiceIsSandbox { .. } => {
+                "route to a service container that is not a sandbox; to let sandboxes talk, use a shared route network you create".into()
+            }
             Error::Io { .. } => return None,
         })
     }

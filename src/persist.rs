@@ -64,10 +64,12 @@ pub fn create_argv(name: &str, dir: &Path, session: &str, owner: &str) -> Vec<Os
     ])
 }
 
-/// Running containers that have a volume mounted, by volume label.
+/// Running containers that have a volume mounted: one volume by what is
+/// really mounted (a label is anyone's to set: issue 9 finding 5 blocked a
+/// session with `LABEL sbx.volume=...`), all of sbx's by volume label.
 pub fn users_argv(volume: Option<&str>) -> Vec<OsString> {
     let filter = match volume {
-        Some(v) => format!("label={}={v}", record::VOLUME),
+        Some(v) => format!("volume={v}"),
         None => format!("label={}", record::VOLUME),
     };
     os(&[

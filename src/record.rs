@@ -21,7 +21,8 @@ pub const TARGETS: &str = "sbx.targets";
 pub const USER: &str = "sbx.user";
 pub const CREATED: &str = "sbx.created";
 pub const VERSION: &str = "sbx.version";
-/// HMAC of the id under the host's key (see `state::owner_token`).
+/// HMAC of the id and the other sbx labels under the host's key (see
+/// `state::record_token`; networks and volumes carry `state::owner_token`).
 pub const OWNER: &str = "sbx.owner";
 /// On a private route network sbx made: the sandbox it belongs to.
 pub const PRIVATE_FOR: &str = "sbx.private-for";
@@ -75,16 +76,36 @@ pub struct Record {
     pub reason: Option<String>,
     #[serde(skip)]
     pub targets: BTreeMap<String, String>,
+    /// Every network the container is really on, whoever attached it
+    /// (issue 9 finding 3: another sandbox's `--private-routes` could add one).
+    pub networks: Vec<AttachedNetwork>,
+    /// Why the tier is lower than at create, e.g. a network attached outside sbx.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<String>,
+}
+
+/// A network a sandbox is on, and whether sbx put it there (one of its routes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttachedNetwork {
+    pub name: String,
+    pub by_sbx: bool,
 }
 
 impl RawContainer {
     /// sbx created this container. Labels alone prove nothing (an image can
     /// carry any label and containers inherit them), so the owner label must
     /// be the HMAC of the container's name under this host's key.
+    ///
+    /// The token covers every sbx label value too (`state::record_token`),
+    /// so a label the image added (`sbx.private`, `sbx.volume`, ...) or a
+    /// changed one fails the check (issue 9 finding 5). From a full inspect,
+    /// an sbx-namespace label sbx never writes fails it as well.
     pub fn is_sbx(&self, key: &[u8]) -> bool {
+        let foreign_key = |k: &String| k.starts_with("sbx.") && !ALL.contains(&k.as_str());
         self.labels.get(MANAGED).map(String::as_str) == Some("1")
             && self.labels.get(ID) == Some(&self.name)
-            && self.labels.get(OWNER).is_some_and(|t| *t == crate::state::owner_token(key, &self.name))
+            && self.labels.get(OWNER).is_some_and(|t| *t == crate::state::record_token(key, &self.name, &self.labels))
+            && !self.labels.keys().any(foreign_key)
     }
 
     /// The expiry: the state dir's (moved by `sbx ttl`) over the label's.
@@ -95,12 +116,25 @@ impl RawContainer {
     pub fn record(&self, expiry: Option<SystemTime>, now: SystemTime) -> Record {
         let l = |k: &str| self.labels.get(k).cloned().unwrap_or_default();
         let declared: BTreeMap<String, String> = serde_json::from_str(&l(ROUTES)).unwrap_or_default();
+        // sbx puts a sandbox on its route networks, or on `none` without routes.
+        let ours = |n: &String| declared.values().any(|d| d == n) || (declared.is_empty() && n == "none");
+        let networks: Vec<AttachedNetwork> =
+            self.networks.iter().map(|n| AttachedNetwork { name: n.clone(), by_sbx: ours(n) }).collect();
+        let gaps: Vec<String> = networks
+            .iter()
+            .filter(|n| !n.by_sbx)
+            .map(|n| format!("network {} attached outside sbx: the sandbox reaches whatever is on it", n.name))
+            .collect();
+        let mut tier = l(TIER).parse().unwrap_or(0);
+        if !gaps.is_empty() {
+            tier = tier.min(1);
+        }
         let routes = declared.into_iter().filter(|(_, net)| self.networks.contains(net)).collect();
         Record {
             id: self.name.clone(),
             session: l(SESSION),
             image: l(IMAGE),
-            tier: l(TIER).parse().unwrap_or(0),
+            tier,
             socket: l(SOCKET),
             routes,
             created_at: l(CREATED),
@@ -116,6 +150,8 @@ impl RawContainer {
             oom_killed: self.full["State"]["OOMKilled"] == true,
             reason: self.stop_reason(),
             targets: serde_json::from_str(&l(TARGETS)).unwrap_or_default(),
+            networks,
+            gaps,
         }
     }
 
@@ -212,8 +248,38 @@ mod tests {
     const KEY: &[u8] = &[9u8; 32];
 
     fn inspected() -> Vec<RawContainer> {
-        let token = crate::state::owner_token(KEY, "sbx-0123456789ab");
-        parse_inspect(&INSPECT.replace("OWNER", &token), "x").unwrap()
+        let mut raw = parse_inspect(INSPECT, "x").unwrap();
+        seal(&mut raw[0]);
+        raw
+    }
+
+    /// Write the token sbx would have written for these labels.
+    fn seal(r: &mut RawContainer) {
+        let token = crate::state::record_token(KEY, &r.name, &r.labels);
+        r.labels.insert(OWNER.into(), token);
+    }
+
+    #[test]
+    fn a_label_the_image_added_or_changed_is_not_ownership() {
+        let raw = inspected().remove(0);
+        assert!(raw.is_sbx(KEY));
+        // Issue 9 finding 5: an image's `LABEL sbx.private=...` or `sbx.volume=...`.
+        for (k, v) in [(PRIVATE, r#"{"sbx-rtsvc":"rtsvc"}"#), (VOLUME, "sbx-state-victim"), (TIER, "1")] {
+            let mut r = raw.clone();
+            r.labels.insert(k.into(), v.into());
+            assert!(!r.is_sbx(KEY), "{k} added or changed after the token was made");
+        }
+        let mut r = raw.clone();
+        r.labels.insert("sbx.some-later-key".into(), "x".into());
+        assert!(!r.is_sbx(KEY), "an sbx label sbx never writes");
+        let mut r = raw.clone();
+        r.labels.insert("org.opencontainers.image.title".into(), "x".into());
+        assert!(r.is_sbx(KEY), "labels outside sbx's namespace do not matter");
+        // Through `docker ps`, which reads only sbx's labels, the same holds.
+        let mut r = raw.clone();
+        r.full = serde_json::Value::Null;
+        r.labels.insert(VOLUME.into(), "sbx-state-victim".into());
+        assert!(!r.is_sbx(KEY));
     }
 
     #[test]
@@ -239,6 +305,29 @@ mod tests {
         let mut unowned = raw.clone();
         unowned.labels.remove(OWNER);
         assert!(!unowned.is_sbx(KEY));
+    }
+
+    #[test]
+    fn a_network_sbx_did_not_attach_is_reported_and_lowers_the_tier() {
+        let mut raw = inspected().remove(0);
+        let r = raw.record(None, SystemTime::now());
+        assert_eq!(r.networks, vec![AttachedNetwork { name: "sbx-proxy".into(), by_sbx: true }]);
+        assert_eq!((r.tier, r.gaps.len()), (2, 0));
+        // Issue 9 finding 3: another create attached it to its private network.
+        raw.networks.push("sbx-0000000000aa-pivot".into());
+        let r = raw.record(None, SystemTime::now());
+        assert_eq!(r.networks[1], AttachedNetwork { name: "sbx-0000000000aa-pivot".into(), by_sbx: false });
+        assert_eq!(r.tier, 1);
+        assert!(r.gaps[0].contains("sbx-0000000000aa-pivot attached outside sbx"), "{:?}", r.gaps);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["networks"][1]["by_sbx"], false);
+        // Without routes sbx puts a sandbox on `none`, and only there.
+        raw.labels.remove(ROUTES);
+        raw.networks = vec!["none".into()];
+        let r = raw.record(None, SystemTime::now());
+        assert_eq!((r.tier, r.networks[0].by_sbx), (2, true));
+        raw.networks.push("bridge".into());
+        assert_eq!(raw.record(None, SystemTime::now()).tier, 1);
     }
 
     #[test]

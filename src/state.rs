@@ -12,6 +12,7 @@
 //! creating/<id>       "<pid> <starttime>" of a create still running
 //! watchdog/<id>       "<pid> <starttime>" of the TTL watchdog
 //! records/<id>        what `destroy` needs (see `SandboxRecord`), written once the sandbox runs
+//! image-config/<d>    an image's USER and whether it carries an sbx label, per digest
 //! ```
 
 use std::io::{ErrorKind, Write};
@@ -258,15 +259,17 @@ impl State {
         ok.then_some(r)
     }
 
-    /// The `Config.User` of a content-addressed image, as cached earlier: an
-    /// image id or digest names immutable content, so its user never changes.
-    pub fn image_user(&self, image: &str) -> Option<String> {
-        self.get("images", &image_key(image)?)
+    /// The user and sbx-label verdict of a content-addressed image, as cached
+    /// earlier: an image id or digest names immutable content, so neither
+    /// changes. (The older `images/` cache held the user alone, without the
+    /// label verdict, so it is not read.)
+    pub fn image_user(&self, image: &str) -> Option<crate::docker::parse::ImageConfig> {
+        serde_json::from_str(&self.get("image-config", &image_key(image)?)?).ok()
     }
 
-    pub fn set_image_user(&self, image: &str, user: &str) {
-        if let Some(k) = image_key(image) {
-            let _ = self.put("images", &k, user);
+    pub fn set_image_user(&self, image: &str, config: &crate::docker::parse::ImageConfig) {
+        if let (Some(k), Ok(text)) = (image_key(image), serde_json::to_string(config)) {
+            let _ = self.put("image-config", &k, &text);
         }
     }
 
@@ -304,6 +307,29 @@ pub fn owner_token(key: &[u8], id: &str) -> String {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
     mac.update(b"sbx-owner-v1:");
     mac.update(id.as_bytes());
+    mac.finalize().into_bytes().iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The ownership token a sandbox container carries (issue 9 finding 5): an
+/// HMAC over its id and every sbx label value sbx reads (`record::ALL` but
+/// the token itself), in key order, so a label inherited from the image or
+/// changed after create makes the container fail `is_sbx`. Empty values are
+/// left out: `docker ps` cannot tell them from absent labels.
+pub fn record_token(key: &[u8], id: &str, labels: &std::collections::BTreeMap<String, String>) -> String {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(b"sbx-record-v2:");
+    mac.update(&(id.len() as u64).to_be_bytes());
+    mac.update(id.as_bytes());
+    for (k, v) in labels {
+        if v.is_empty() || k == crate::record::OWNER || !crate::record::ALL.contains(&k.as_str()) {
+            continue;
+        }
+        // Length-prefixed, so no two label sets encode alike.
+        for part in [k, v] {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part.as_bytes());
+        }
+    }
     mac.finalize().into_bytes().iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 

@@ -231,7 +231,8 @@ fn gc_leaves_running_creates_and_foreign_containers_alone() {
     );
     assert_eq!(sb.inspect("{{.State.Running}}"), "true", "gc removed an unexpired sandbox");
     docker_ok(&["rm", "-f", &name]);
-    let _ = docker(&["rmi", &forged_image]);
+    // --no-prune: the untagged fixture image it was built from stays.
+    let _ = docker(&["rmi", "--no-prune", &forged_image]);
 }
 
 #[test]

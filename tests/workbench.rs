@@ -394,7 +394,8 @@ fn shell_uses_the_image_shell_and_exec_t_gets_a_terminal() {
     let out = w.sbx(&["exec", &sb.id, "--", "/bin/fixture", "tty"]);
     assert_eq!(stdout(&out), "tty=false\n", "no terminal without -t");
     drop(sb);
-    let _ = docker(&["rmi", &image]);
+    // --no-prune: the untagged fixture image it was built from stays.
+    let _ = docker(&["rmi", "--no-prune", &image]);
 }
 
 #[test]

@@ -14,8 +14,10 @@ pub fn backup(id: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {
             .hint(format!("redirect it: sbx backup {id} > state.tar"))
             .into());
     }
+    let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
     let mut out = std::io::stdout().lock();
-    workbench::backup(crate::real_driver(env, dirs).docker(), &id, &mut out, &limits)?;
+    workbench::backup(driver.docker(), &target, &mut out, &limits).map_err(|e| super::named(e, &target, &id))?;
     std::io::Write::flush(&mut out).map_err(|e| Error::io("writing stdout", e))
 }
 
@@ -27,5 +29,8 @@ pub fn restore(id: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> 
             .hint(format!("sbx restore {id} < state.tar"))
             .into());
     }
-    workbench::restore(crate::real_driver(env, dirs).docker(), &id, std::io::stdin().lock(), &limits)
+    let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
+    workbench::restore(driver.docker(), &target, std::io::stdin().lock(), &limits)
+        .map_err(|e| super::named(e, &target, &id))
 }

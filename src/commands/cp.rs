@@ -2,11 +2,26 @@
 
 use crate::error::Result;
 use crate::transfer::{parse_max_bytes, Limits};
-use crate::workbench;
+use crate::workbench::{self, CpSide};
 use crate::{Dirs, Env};
 
 pub fn exec(src: &str, dst: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {
     let (s, d) = (workbench::parse_cp_side(src)?, workbench::parse_cp_side(dst)?);
     let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
-    workbench::cp(crate::real_driver(env, dirs).docker(), &s, &d, &limits)
+    let driver = crate::real_driver(env, dirs);
+    // The sandbox side is proven this host's and then named by its container id.
+    let mut names = Vec::new();
+    let mut owned = |side: CpSide| -> Result<CpSide> {
+        Ok(match side {
+            CpSide::Sandbox { id, path } => {
+                let target = super::owned(&driver, &id)?;
+                names.push((target.clone(), id));
+                CpSide::Sandbox { id: target, path }
+            }
+            host => host,
+        })
+    };
+    let (s, d) = (owned(s)?, owned(d)?);
+    workbench::cp(driver.docker(), &s, &d, &limits)
+        .map_err(|e| names.iter().fold(e, |e, (t, id)| super::named(e, t, id)))
 }

@@ -21,21 +21,26 @@ pub fn exec(a: ExecArgs, env: &Env, dirs: &Dirs) -> Result<u8> {
     }
     let opts = ExecOpts { interactive: a.interactive, tty: a.tty, env: envs, workdir: a.workdir, user };
     let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
+    let named = |e| super::named(e, &target, &id);
     if a.detach {
         let (handle, _pid) =
-            workbench::exec_detached(driver.docker(), &id, &opts, &workbench::new_handle(), &a.command)?;
+            workbench::exec_detached(driver.docker(), &target, &opts, &workbench::new_handle(), &a.command)
+                .map_err(named)?;
         super::out(&format!("{handle}\n"))?;
         return Ok(0);
     }
     // Signals reaching sbx go on to the command (issue 10.4).
     let watch = crate::interrupt::Watch::install().map_err(|e| crate::error::Error::io("watching for signals", e))?;
-    let code = workbench::exec_watched(driver.docker(), &id, &opts, &a.command, &watch)?;
+    let code = workbench::exec_watched(driver.docker(), &target, &opts, &a.command, &watch).map_err(named)?;
     Ok(code.clamp(0, 255) as u8)
 }
 
 pub fn shell(id: &str, env: &Env, dirs: &Dirs) -> Result<u8> {
     let id = parse_id(id)?;
     let tty = nix::unistd::isatty(0).unwrap_or(false) && nix::unistd::isatty(1).unwrap_or(false);
-    let code = workbench::shell(crate::real_driver(env, dirs).docker(), &id, tty)?;
+    let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
+    let code = workbench::shell(driver.docker(), &target, tty).map_err(|e| super::named(e, &target, &id))?;
     Ok(code.clamp(0, 255) as u8)
 }

@@ -11,6 +11,9 @@ pub fn exec(a: &LogsArgs, env: &Env, dirs: &Dirs) -> Result<u8> {
     if let Some(h) = &a.handle {
         workbench::validate_handle(h)?;
     }
-    let code = workbench::logs(crate::real_driver(env, dirs).docker(), &id, a.handle.as_deref(), a.follow, a.tail)?;
+    let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
+    let code = workbench::logs(driver.docker(), &target, a.handle.as_deref(), a.follow, a.tail)
+        .map_err(|e| super::named(e, &target, &id))?;
     Ok(if code == 0 { 0 } else { 1 })
 }

@@ -81,6 +81,8 @@ mod tests {
             oom_killed: false,
             reason: None,
             targets: BTreeMap::new(),
+            networks: Vec::new(),
+            gaps: Vec::new(),
         };
         let expired = Record {
             expires_at: Some("2026-11-29T09:01:00.000Z".into()),

@@ -64,6 +64,24 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
     }
 }
 
+/// Prove `id` is a sandbox of this host before touching it (issue 9
+/// finding 9); returns the full container id to give docker.
+pub(crate) fn owned(driver: &crate::driver::ContainerDriver, id: &str) -> Result<String> {
+    driver.owned(id)
+}
+
+/// Errors about `target` (the container id a command acted on) name the
+/// sandbox id the user gave instead.
+pub(crate) fn named(e: Error, target: &str, id: &str) -> Error {
+    match e {
+        Error::NotFound { id: t } => Error::NotFound { id: t.replace(target, id) },
+        Error::HelperMissing { id: t } if t == target => Error::HelperMissing { id: id.to_string() },
+        Error::NoShell { id: t, tried } if t == target => Error::NoShell { id: id.to_string(), tried },
+        Error::Io { context, source } => Error::Io { context: context.replace(target, id), source },
+        e => e,
+    }
+}
+
 /// Write data to stdout; a closed pipe (`sbx ls | head -1`) is not an error.
 pub(crate) fn out(text: &str) -> Result<()> {
     let mut o = std::io::stdout().lock();

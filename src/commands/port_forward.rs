@@ -31,6 +31,7 @@ pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
     // The sandbox must exist and run; the relays then need no more checks.
     let driver = crate::real_driver(env, dirs);
     driver.channel(&id)?;
+    let target = super::owned(&driver, &id)?;
     crate::interrupt::install();
     let mut lines = String::new();
     for (local, remote) in pairs {
@@ -39,7 +40,7 @@ pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
         let addr = listener.local_addr().map_err(|e| Error::io("reading the local address", e))?;
         lines.push_str(&format!("{addr} -> {id}:{remote}\n"));
         let docker = env.docker.clone();
-        let id = id.clone();
+        let id = target.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
                 let (docker, id) = (docker.clone(), id.clone());
@@ -82,7 +83,9 @@ pub fn wait_port(a: &WaitPortArgs, env: &Env, dirs: &Dirs) -> Result<()> {
         Some(t) => parse_duration("--timeout", t)?,
         None => Duration::from_secs(30),
     };
-    if workbench::wait_port(crate::real_driver(env, dirs).docker(), &id, a.port, timeout)? {
+    let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
+    if workbench::wait_port(driver.docker(), &target, a.port, timeout).map_err(|e| super::named(e, &target, &id))? {
         Ok(())
     } else {
         Err(Error::CommandFailed {

@@ -8,7 +8,9 @@ use crate::{Dirs, Env};
 
 pub fn ps(id: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let id = parse_id(id)?;
-    let list = workbench::ps(crate::real_driver(env, dirs).docker(), &id)?;
+    let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
+    let list = workbench::ps(driver.docker(), &target).map_err(|e| super::named(e, &target, &id))?;
     if json {
         return super::json_line(&list);
     }
@@ -29,5 +31,7 @@ pub fn kill(a: &KillArgs, env: &Env, dirs: &Dirs) -> Result<()> {
     let id = parse_id(&a.id)?;
     workbench::validate_handle(&a.handle)?;
     let sig = workbench::parse_signal(&a.signal)?;
-    workbench::kill(crate::real_driver(env, dirs).docker(), &id, &a.handle, sig)
+    let driver = crate::real_driver(env, dirs);
+    let target = super::owned(&driver, &id)?;
+    workbench::kill(driver.docker(), &target, &a.handle, sig).map_err(|e| super::named(e, &target, &id))
 }

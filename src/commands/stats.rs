@@ -8,11 +8,18 @@ use crate::{Dirs, Env};
 pub fn exec(ids: &[String], watch: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let ids: Vec<String> = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
     let driver = crate::real_driver(env, dirs);
+    let targets: Vec<String> = ids.iter().map(|id| super::owned(&driver, id)).collect::<Result<_>>()?;
+    let named = |mut e| {
+        for (t, id) in targets.iter().zip(&ids) {
+            e = super::named(e, t, id);
+        }
+        e
+    };
     if watch {
         crate::interrupt::install();
     }
     loop {
-        let s = workbench::stats(driver.docker(), &ids)?;
+        let s = workbench::stats(driver.docker(), &targets).map_err(named)?;
         if json {
             super::json_line(&s)?;
         } else {

@@ -173,8 +173,9 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     a
 }
 
+/// The image's USER and its labels in one call (see `parse::image_config`).
 pub fn image_user(image: &str) -> Vec<OsString> {
-    os(&["image", "inspect", "--format", "{{json .Config.User}}", "--", image])
+    os(&["image", "inspect", "--format", super::parse::IMAGE_FORMAT, "--", image])
 }
 
 /// An image's own labels (what every container of it inherits), for `audit`.

@@ -50,6 +50,15 @@ impl Rig {
         state::owner_token(&self.state().key().unwrap(), id)
     }
 
+    /// Labels as sbx writes them on a container: `sbx.owner` covers the rest.
+    fn seal(&self, mut labels: serde_json::Value) -> serde_json::Value {
+        std::fs::create_dir_all(&self.state).unwrap();
+        let map: std::collections::BTreeMap<String, String> = serde_json::from_value(labels.clone()).unwrap();
+        let id = map["sbx.id"].clone();
+        labels["sbx.owner"] = state::record_token(&self.state().key().unwrap(), &id, &map).into();
+        labels
+    }
+
     fn state(&self) -> State {
         State::at(self.state.clone())
     }
@@ -60,14 +69,13 @@ impl Rig {
         serde_json::json!({
             "Name": format!("/{name}"),
             "State": {"Status": "running"},
-            "Config": {"Labels": {
+            "Config": {"Labels": self.seal(serde_json::json!({
                 "sbx.managed": "1",
                 "sbx.id": labels_id,
-                "sbx.owner": self.token(labels_id),
                 "sbx.routes": "{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-proxy\",\"docs\":\"sbx-docs\"}",
                 "sbx.socket": self.root.join(name).join("sandbox.sock").display().to_string(),
                 "sbx.user": "65534:65534",
-            }},
+            }))},
             "NetworkSettings": {"Networks": nets},
         })
         .to_string()
@@ -78,7 +86,7 @@ impl Rig {
     }
 
     fn image(&self, user: &str) {
-        self.fake.push(Output::ok(&format!("{user:?}\n")));
+        self.fake.push(Output::ok(&format!("[{user:?},{{\"org.opencontainers.image.title\":\"x\"}}]\n")));
     }
 
     /// `docker run`/`start` succeeds and the "sandbox" binds its socket.
@@ -102,6 +110,13 @@ impl Drop for Rig {
     }
 }
 
+/// A running route service as `docker container inspect` shows it: no sbx labels.
+fn service_line(name: &str) -> String {
+    serde_json::json!({"Name": format!("/{name}"), "State": {"Status": "running"},
+        "Config": {"Labels": {"com.example.role": "proxy"}}, "NetworkSettings": {"Networks": {"bridge": {}}}})
+    .to_string()
+}
+
 fn spec(req: CreateRequest) -> SandboxSpec {
     SandboxSpec::from_request(&CreateRequest { image: IMG.into(), ..req }, None).unwrap()
 }
@@ -118,7 +133,10 @@ fn create_without_routes_is_three_calls() {
     let c = rig.driver().create(&spec(CreateRequest::default())).unwrap();
     assert_eq!(rig.fake.verbs(), ["image inspect", "run"]);
     let calls = rig.fake.calls();
-    assert_eq!(calls[0], ["image", "inspect", "--format", "{{json .Config.User}}", "--", IMG]);
+    assert_eq!(
+        calls[0],
+        ["image", "inspect", "--format", "[{{json .Config.User}},{{json .Config.Labels}}]", "--", IMG]
+    );
     assert_eq!((c.id.as_str(), c.tier, c.user.as_str()), (ID, 2, "65534:65534"));
     assert_eq!(c.socket, rig.sock_dir().join("sandbox.sock").display().to_string());
     assert!(c.warnings.is_empty());
@@ -370,6 +388,23 @@ fn users_never_default_to_root() {
 }
 
 #[test]
+fn group_0_only_when_asked_for_and_then_with_a_warning() {
+    // Issue 9 finding 10: `USER 1000:0` ran as gid 0 with no warning.
+    let mut w = Vec::new();
+    assert_eq!(choose_user(None, "1000:0", &mut w), UserSpec { uid: 1000, gid: 1000 });
+    assert!(w[0].contains("group 0") && w[0].contains("--user 1000:0"), "{w:?}");
+    let mut w = Vec::new();
+    assert_eq!(choose_user(None, "1000", &mut w), UserSpec { uid: 1000, gid: 1000 });
+    assert!(w.is_empty());
+    let mut w = Vec::new();
+    assert_eq!(choose_user(Some(UserSpec { uid: 65534, gid: 0 }), "", &mut w), UserSpec { uid: 65534, gid: 0 });
+    assert!(w[0].contains("group 0 (root)") && w[0].contains("--user 65534:0"), "{w:?}");
+    let mut w = Vec::new();
+    choose_user(Some(UserSpec { uid: 1000, gid: 1000 }), "1000:0", &mut w);
+    assert!(w.is_empty(), "--user wins over the image, silently");
+}
+
+#[test]
 fn destroy_removes_present_and_accepts_gone() {
     let rig = Rig::new();
     std::fs::create_dir_all(rig.sock_dir()).unwrap();
@@ -438,15 +473,16 @@ fn revoke_disconnects_and_reports_shared_networks() {
 #[test]
 fn list_is_one_call_and_skips_foreign_containers() {
     let rig = Rig::new();
-    let t = rig.token(ID);
+    let t = rig.seal(serde_json::json!({"sbx.managed": "1", "sbx.id": ID, "sbx.tier": "2"}))["sbx.owner"].clone();
+    let t = t.as_str().unwrap();
     let line = |name: &str, owner: &str| {
         serde_json::json!({"name": name, "state": "running", "networks": "",
             "labels": {"sbx.managed": "1", "sbx.id": name, "sbx.owner": owner, "sbx.tier": "2"}})
         .to_string()
     };
-    let ours = line(ID, &t);
+    let ours = line(ID, t);
     // An image that copied a real sandbox's labels: its token is for another name.
-    let forged = line("sbx-0000000000ee", &t);
+    let forged = line("sbx-0000000000ee", t);
     let unsigned = line("sbx-0000000000ef", "");
     rig.fake.push(Output::ok(&format!("{ours}\n{forged}\n{unsigned}\n")));
     let l = rig.driver().list().unwrap();
@@ -488,9 +524,9 @@ fn gc_reaps_in_one_batched_removal_and_dry_run_removes_nothing() {
     let st = rig.state();
     std::fs::create_dir_all(&rig.root).unwrap();
     let line = |name: &str, expires: &str| {
-        serde_json::json!({"name": name, "state": "running", "networks": "", "labels": {
-            "sbx.managed": "1", "sbx.id": name, "sbx.owner": rig.token(name), "sbx.expires": expires,
-            "sbx.socket": rig.root.join(name).join("sandbox.sock").display().to_string()}})
+        serde_json::json!({"name": name, "state": "running", "networks": "", "labels": rig.seal(serde_json::json!({
+            "sbx.managed": "1", "sbx.id": name, "sbx.expires": expires,
+            "sbx.socket": rig.root.join(name).join("sandbox.sock").display().to_string()}))})
         .to_string()
     };
     let (a, b, c) = ("sbx-00000000000a", "sbx-00000000000b", "sbx-00000000000c");
@@ -541,8 +577,7 @@ fn gc_reaps_in_one_batched_removal_and_dry_run_removes_nothing() {
 fn private_routes_make_a_network_per_sandbox_and_reach_tier_2() {
     let rig = Rig::new();
     rig.image("");
-    let svc = rig.inspect_line("proxy", "x", &[]).replace("sbx.managed", "other");
-    rig.fake.push(Output::ok(&svc));
+    rig.fake.push(Output::ok(&service_line("proxy")));
     rig.fake.push(Output::ok("netid\n"));
     rig.fake.push(Output::ok(""));
     rig.starts_and_binds();
@@ -589,7 +624,7 @@ fn private_routes_need_running_services_and_are_torn_down_on_failure() {
 
     let rig = Rig::new();
     rig.image("");
-    rig.fake.push(Output::ok(&rig.inspect_line("proxy", "x", &[])));
+    rig.fake.push(Output::ok(&service_line("proxy")));
     rig.fake.push(Output::ok("netid\n"));
     rig.fake.push(Output::ok(""));
     rig.fake.push(Output::fail(125, "docker: Error response from daemon: boom"));
@@ -673,4 +708,87 @@ fn a_private_network_already_gone_does_not_fail_the_destroy() {
         "Error response from daemon: error while removing network: network has active endpoints\nexit status 1",
     ));
     assert!(rig.driver().remove_private(&private).is_err(), "a real failure still fails");
+}
+
+#[test]
+fn an_image_with_an_sbx_label_is_refused_before_anything_is_made() {
+    // Issue 9 finding 5: `LABEL sbx.private=...` would become the sandbox's record.
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(r#"["1000",{"sbx.private":"{\"sbx-rtsvc\":\"rtsvc\"}","a":"b"}]"#));
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    match &err {
+        Error::ImageHasSbxLabel { label, .. } => assert_eq!(label, "sbx.private"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err.exit_code(), 1);
+    assert!(err.hint().unwrap().contains("rebuild the image without"));
+    assert_eq!(rig.fake.verbs(), ["image inspect"], "nothing made");
+    assert!(!rig.sock_dir().exists());
+    // The verdict is cached per digest: the next create is refused with no docker call.
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(err, Error::ImageHasSbxLabel { .. }), "{err:?}");
+    assert_eq!(rig.fake.verbs(), ["image inspect"]);
+}
+
+#[test]
+fn a_private_route_never_attaches_a_sandbox_as_its_service() {
+    // Issue 9 finding 3: `--route pivot:P:8080 --private-routes` put sandbox P
+    // on the new sandbox's network. Refused before anything is made, whoever's
+    // key made P, and for a container that only looks like a sandbox.
+    let other_key_sandbox = Rig::new().inspect_line("sbx-0000000000aa", "sbx-0000000000aa", &["none"]);
+    let renamed = service_line("sbx-0000000000ab");
+    let labelled = service_line("pivot").replace("com.example.role", "sbx.managed");
+    for (host, line, why) in [
+        ("sbx-0000000000aa", other_key_sandbox, "carrying the sbx label"),
+        ("sbx-0000000000ab", renamed, "named like a sandbox"),
+        ("pivot", labelled, "carrying the sbx label \"sbx.managed\""),
+    ] {
+        let rig = Rig::new();
+        rig.image("");
+        rig.fake.push(Output::ok(&line));
+        let s = spec(CreateRequest { private_routes: true, ..routes(&[&format!("pivot:{host}:8080")]) });
+        let err = rig.driver().create(&s).unwrap_err();
+        match &err {
+            Error::ServiceIsSandbox { host: h, why: w } => {
+                assert_eq!(h, host);
+                assert!(w.contains(why), "{w}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(err.exit_code(), 1);
+        assert_eq!(rig.fake.verbs(), ["image inspect", "container inspect"], "nothing made");
+        assert!(!rig.sock_dir().exists());
+    }
+}
+
+#[test]
+fn every_command_acts_only_on_a_proven_sandbox() {
+    // Issue 9 finding 9: `docker run --name sbx-... --label <copied labels>`.
+    let rig = Rig::new();
+    let cid = "ab".repeat(32);
+    let mut line: serde_json::Value = serde_json::from_str(&rig.inspect_line(ID, ID, &["none"])).unwrap();
+    line["Id"] = cid.clone().into();
+    rig.fake.push(Output::ok(&format!("{line}\n")));
+    assert_eq!(rig.driver().owned(ID).unwrap(), cid);
+    assert_eq!(rig.fake.verbs(), ["container inspect"]);
+    // An impostor: the same labels, copied to another name.
+    let impostor = "sbx-0000000000ee";
+    let mut forged = line.clone();
+    forged["Name"] = format!("/{impostor}").into();
+    forged["Config"]["Labels"]["sbx.id"] = impostor.into();
+    rig.fake.push(Output::ok(&format!("{forged}\n")));
+    let err = rig.driver().owned(impostor).unwrap_err();
+    assert!(matches!(err, Error::Foreign { ref id } if id == impostor), "{err:?}");
+    assert!(err.to_string().contains("not a sandbox of this host"), "{err}");
+    // A sandbox this host recorded: its container id, with no docker call.
+    let rec = state::SandboxRecord {
+        container: "cd".repeat(32),
+        socket_dir: rig.sock_dir(),
+        private: vec![],
+        volume: None,
+        session: None,
+    };
+    rig.state().set_record(ID, &rec).unwrap();
+    assert_eq!(rig.driver().owned(ID).unwrap(), "cd".repeat(32));
+    assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"]);
 }

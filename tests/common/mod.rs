@@ -85,7 +85,10 @@ fn build_fixture() -> String {
     let hash = content_hash(&std::fs::read(&bin).unwrap());
     let label = format!("{TEST_LABEL}.fixture={hash}");
     let cached = docker_ok(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")]);
-    if let Some(id) = cached.lines().next() {
+    // Images built FROM the fixture inherit its label; only the imported one
+    // has no other label (a test's derived image must never be taken for it).
+    let pristine = |id: &&str| docker_ok(&["image", "inspect", "--format", "{{len .Config.Labels}}", id]) == "1";
+    if let Some(id) = cached.lines().find(pristine) {
         return id.to_string();
     }
     // Fixture images of older fixture sources: remove (in-use ones stay).
