@@ -74,6 +74,8 @@ pub struct ContainerDriver {
     state: OnceLock<(State, Vec<u8>)>,
     interrupted: InterruptCheck,
     new_id: IdSource,
+    /// Where the host's /proc is (tests point it at a directory of their own).
+    proc: PathBuf,
 }
 
 impl ContainerDriver {
@@ -85,7 +87,13 @@ impl ContainerDriver {
             state: OnceLock::new(),
             interrupted: Arc::new(|| None),
             new_id: Arc::new(spec::new_id),
+            proc: PathBuf::from("/proc"),
         }
+    }
+
+    pub fn with_proc(mut self, proc: PathBuf) -> Self {
+        self.proc = proc;
+        self
     }
 
     /// The state directory and the ownership key, resolved on first use.
@@ -459,12 +467,51 @@ impl ContainerDriver {
             run_ok(&*self.exec, &argv::start(plan.id))?;
             cid
         };
+        // `docker run`/`start` is the only place sbx starts a sandbox
+        // (`--restart no`), so this one check covers every start.
+        self.check_mounts(plan)?;
         if plan.spec.socket_wait.is_zero() {
             self.check_interrupt()?;
         } else {
             self.wait_for_socket(plan)?;
         }
         Ok(cid)
+    }
+
+    /// Issue 9 finding 1: runc places mounts by following the image's
+    /// symlinks, so read where the kernel really put sbx's mounts, from the
+    /// host's /proc/PID/mountinfo of the sandbox's main process (kernel
+    /// data the sandbox cannot forge), and refuse an image that moved them.
+    fn check_mounts(&self, plan: &argv::RunPlan) -> Result<()> {
+        self.check_interrupt()?;
+        let args = argv::running_pid(plan.id);
+        let out = run_ok(&*self.exec, &args)?;
+        let text = out.stdout_str();
+        let mut words = text.split_whitespace();
+        let (pid, status, code) = (words.next().and_then(|p| p.parse::<i32>().ok()), words.next(), words.next());
+        match (pid, status) {
+            (Some(pid), Some("running")) if pid > 0 => {
+                let path = self.proc.join(pid.to_string()).join("mountinfo");
+                let info =
+                    std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+                crate::helper::check_mounts(
+                    &info,
+                    plan.spec.image.as_str(),
+                    plan.helper.is_some(),
+                    argv::SANDBOX_SOCKET_DIR,
+                )
+            }
+            (_, Some(s)) if s != "running" && s != "created" => Err(Error::DiedAtBoot {
+                id: plan.id.to_string(),
+                code: code.and_then(|c| c.parse().ok()).unwrap_or(-1),
+                logs: self.logs(plan.id),
+            }),
+            _ => Err(DockerError::Parse {
+                command: crate::docker::render(&args),
+                reason: format!("expected `PID STATUS EXITCODE`, got {:?}", text.trim()),
+            }
+            .into()),
+        }
     }
 
     /// Poll for the socket (2 ms, backing off to 20 ms). Most sandboxes bind

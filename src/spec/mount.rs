@@ -18,9 +18,9 @@ pub struct MountSpec {
 
 /// Sandbox paths a mount may never cover: the kernel's views, the channel,
 /// and the runtime directories where sockets live.
-const FORBIDDEN_TARGETS: &[&str] = &["/", "/proc", "/sys", "/dev", "/run", "/run/sandbox", "/var/run"];
-/// ... nor anything below these.
-const FORBIDDEN_TREES: &[&str] = &["/proc", "/sys", "/dev", "/run/sandbox"];
+const FORBIDDEN_TARGETS: &[&str] = &["/", "/proc", "/sys", "/dev", "/run", "/run/sandbox", "/run/sbx", "/var/run"];
+/// ... nor anything below these (/run/sbx: sbx's helper, see `helper`).
+const FORBIDDEN_TREES: &[&str] = &["/proc", "/sys", "/dev", "/run/sandbox", "/run/sbx"];
 /// Mounted by sbx itself: a second mount there would conflict or hide it.
 const RESERVED_TARGETS: &[&str] = &["/tmp", "/state"];
 

@@ -1,0 +1,135 @@
+//! Live tests with hostile images and attacker programs (issue 9): the
+//! image and everything inside the sandbox are the attacker's.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// An image built in the test: the fixture plus the attacker program, and
+/// whatever `shape` adds to its root. Removed on drop.
+struct HostileImage {
+    id: String,
+}
+
+impl HostileImage {
+    fn build(w: &World, tag: &str, shape: impl FnOnce(&Path)) -> Self {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hostile-{}-{tag}", w.case));
+        let root = dir.join("root");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::create_dir_all(root.join("tmp")).unwrap();
+        std::fs::copy(fixture_binary(), root.join("bin/fixture")).unwrap();
+        std::fs::copy(attacker(), root.join("bin/attack")).unwrap();
+        shape(&root);
+        let tar = dir.join("image.tar");
+        let st = Command::new("tar")
+            .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+            .arg(&root)
+            .arg("-cf")
+            .arg(&tar)
+            .arg(".")
+            .status()
+            .unwrap();
+        assert!(st.success(), "tar failed");
+        let id = docker_ok(&[
+            "import",
+            "--change",
+            "ENTRYPOINT [\"/bin/fixture\"]",
+            "--change",
+            &format!("LABEL {TEST_LABEL}=1 {}", w.case_label()),
+            tar.to_str().unwrap(),
+        ]);
+        let _ = std::fs::remove_dir_all(&dir);
+        HostileImage { id }
+    }
+}
+
+impl Drop for HostileImage {
+    fn drop(&mut self) {
+        let _ = docker(&["rmi", "-f", &self.id]);
+    }
+}
+
+/// tests/hostile/attack.c, built static once per test binary.
+fn attacker() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("attack-{}", std::process::id()));
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/attack.c");
+        let st = Command::new("gcc").args(["-static", "-O2", "-o"]).arg(&out).arg(&src).status().expect("spawn gcc");
+        assert!(st.success(), "gcc failed on {}", src.display());
+        out
+    })
+    .clone()
+}
+
+/// What a hostile image adds to its root.
+type Shape = dyn Fn(&Path);
+
+fn create_with(w: &World, image: &str) -> std::process::Output {
+    let label = w.case_label();
+    w.sbx(&["create", "--image", image, "--label", &label, "--socket-wait", "20s"])
+}
+
+/// Issue 9 finding 1: an image whose symlinks move sbx's mounts is refused
+/// at create, and nothing is left; a plain image still works.
+#[test]
+fn images_that_redirect_sbx_mounts_are_refused() {
+    let w = World::new();
+    let cases: [(&str, &str, &Shape); 3] = [
+        ("sbx", "/run/sbx", &|r: &Path| {
+            std::fs::create_dir_all(r.join("run")).unwrap();
+            std::os::unix::fs::symlink("/tmp/sbx", r.join("run/sbx")).unwrap();
+        }),
+        ("run", "/run/sandbox", &|r: &Path| std::os::unix::fs::symlink("/tmp", r.join("run")).unwrap()),
+        ("sandbox", "/run/sandbox", &|r: &Path| {
+            std::fs::create_dir_all(r.join("run")).unwrap();
+            std::os::unix::fs::symlink("/tmp/x", r.join("run/sandbox")).unwrap();
+        }),
+    ];
+    for (tag, path, shape) in cases {
+        let img = HostileImage::build(&w, tag, shape);
+        let out = create_with(&w, &img.id);
+        if out.status.success() {
+            // Before the fix: accepted. Clean up, then fail.
+            let _ = w.adopt(stdout(&out).trim());
+        }
+        assert_exit(&out, 1, &format!("create from an image with {tag} redirected"));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("image {} redirects {path}", img.id)), "{tag}: {err}");
+        w.assert_nothing_left();
+    }
+    // Control: the same construction without symlinks works.
+    let plain = HostileImage::build(&w, "plain", |_| {});
+    let out = create_with(&w, &plain.id);
+    assert_success(&out, "create from a plain image");
+    let sb = w.adopt(stdout(&out).trim());
+    assert_success(&w.sbx(&["ps", &sb.id]), "the helper runs");
+}
+
+/// Issue 9 finding 1: inside a normal sandbox, nothing can move or replace
+/// the helper (/run/sbx is a read-only mount point on a read-only root).
+#[test]
+fn the_sandbox_cannot_replace_the_helper() {
+    let w = World::new();
+    let img = HostileImage::build(&w, "attack", |_| {});
+    let out = create_with(&w, &img.id);
+    assert_success(&out, "create");
+    let sb = w.adopt(stdout(&out).trim());
+    let attack = docker(&["exec", &sb.id, "/bin/attack"]);
+    let said = stdout(&attack);
+    assert!(attack.status.success() && !said.contains("REPLACED"), "the attacker replaced something:\n{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("refused")).count(), 13, "{said}");
+    // The helper sbx runs is still its own: it answers as the helper.
+    assert_success(&w.sbx(&["ps", &sb.id]), "the helper still runs");
+    let host = std::fs::read_dir(w.state_dir.join("helper"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("v-"));
+    let host = std::fs::read(host.expect("installed helper dir").path().join("helper")).unwrap();
+    let inside = docker(&["exec", &sb.id, "/bin/fixture", "read", "/run/sbx/helper"]);
+    assert!(inside.stdout == host, "the helper inside differs from the one sbx installed");
+}
