@@ -59,6 +59,15 @@ pub struct GcReport {
     pub containers: Vec<crate::gc::Reap>,
     pub socket_dirs: Vec<String>,
     pub networks: Vec<String>,
+    /// What could not be removed, and why (issue 9 finding 8: one failure
+    /// must not stop the rest; gc exits 1 at the end).
+    pub failed: Vec<GcFailure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GcFailure {
+    pub item: String,
+    pub error: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -801,6 +810,7 @@ impl ContainerDriver {
             containers: plan.containers.clone(),
             socket_dirs: Vec::new(),
             networks: plan.networks.iter().map(|(n, _)| n.clone()).collect(),
+            failed: Vec::new(),
         };
         let reaped: Vec<&RawContainer> =
             owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
@@ -813,14 +823,26 @@ impl ContainerDriver {
         if dry_run {
             return Ok(report);
         }
+        let mut fail = |item: String, e: &dyn std::fmt::Display| {
+            report.failed.push(GcFailure { item, error: e.to_string() });
+        };
         if !reaped.is_empty() {
             let ids: Vec<String> = reaped.iter().map(|c| c.name.clone()).collect();
-            self.remove_tolerant(&ids)?;
+            if let Err(e) = self.remove_tolerant(&ids) {
+                fail(format!("containers {}", ids.join(" ")), &e);
+            }
         }
-        self.remove_private(&plan.networks)?;
+        if let Err(e) = self.remove_private(&plan.networks) {
+            fail(format!("private route networks {}", report.networks.join(" ")), &e);
+        }
+        let mut kept = Vec::new();
         for (dir, id) in &dirs {
-            socket::remove_dir(dir, id)?;
+            if let Err(e) = socket::remove_dir(dir, id) {
+                fail(format!("socket directory {}", dir.display()), &e);
+                kept.push(dir.display().to_string());
+            }
         }
+        report.socket_dirs.retain(|d| !kept.contains(d));
         for id in &plan.forget {
             state.forget(id);
         }

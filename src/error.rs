@@ -112,6 +112,8 @@ pub enum Error {
     /// The helper sbx would mount is not the one it embeds, or others could change it.
     #[error("the helper at {path} cannot be trusted: {reason}")]
     HelperUntrusted { path: PathBuf, reason: String },
+    #[error("gc could not remove {count} item(s): {}", failed.join("; "))]
+    GcIncomplete { failed: Vec<String>, count: usize },
     #[error("the image of sandbox {id} has no shell ({tried})")]
     NoShell { id: String, tried: String },
     #[error("{command} exited with {code}{}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
@@ -166,6 +168,7 @@ impl Error {
             | Error::HelperMissing { .. }
             | Error::Redirected { .. }
             | Error::HelperUntrusted { .. }
+            | Error::GcIncomplete { .. }
             | Error::NoShell { .. }
             | Error::CommandFailed { .. }
             | Error::VolumeInUse { .. }
@@ -200,6 +203,7 @@ impl Error {
             Error::HelperMissing { .. } => "helper_missing",
             Error::Redirected { .. } => "image_redirects",
             Error::HelperUntrusted { .. } => "helper_untrusted",
+            Error::GcIncomplete { .. } => "gc_incomplete",
             Error::NoShell { .. } => "no_shell",
             Error::CommandFailed { .. } => "command_failed",
             Error::VolumeInUse { .. } => "volume_in_use",
@@ -276,6 +280,9 @@ impl Error {
                 "make {} and its parents owned by you or root and writable by nobody else, then retry (sbx reinstalls a helper whose content differs)",
                 path.display()
             ),
+            Error::GcIncomplete { .. } => {
+                "everything else was removed; fix what is named (a mount inside a socket directory, a daemon error) and run `sbx gc` again".into()
+            }
             Error::NoShell { id, .. } => format!("run a program directly: `sbx exec -i -t {id} -- PROGRAM`"),
             Error::CommandFailed { .. } => return None,
             Error::VolumeInUse { id, .. } => format!("one writer at a time: `sbx destroy {id}` first (the volume stays)"),
