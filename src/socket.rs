@@ -108,7 +108,40 @@ pub fn make_dir(root: &Path, id: &str, uid: u32, gid: u32) -> Result<PathBuf, So
     let given = uid != 0 && chown(&dir, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))).is_ok();
     let mode = if given { 0o700 } else { 0o1733 };
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).map_err(io)?;
+    if nix::unistd::geteuid().is_root() {
+        bound(&dir, mode, uid, gid).map_err(|e| {
+            let _ = std::fs::remove_dir(&dir);
+            io(e.into())
+        })?;
+    }
     Ok(dir)
+}
+
+/// Issue 9 finding 7: what the sandbox writes to /run/sandbox lands on the
+/// host (often a RAM-backed /run). As root, each socket directory is its
+/// own tmpfs: 1 MiB and 64 inodes hold a socket and a few small files, far
+/// from filling the host; nosuid,nodev,noexec since nothing there is run.
+/// Without root the directory stays unbounded (`sbx doctor` says so).
+pub const TMPFS_OPTIONS: &str = "size=1m,nr_inodes=64";
+
+fn bound(dir: &Path, mode: u32, uid: u32, gid: u32) -> nix::Result<()> {
+    use nix::mount::{mount, MsFlags};
+    let data = format!("{TMPFS_OPTIONS},mode={mode:o},uid={uid},gid={gid}");
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("sbx-socket"), dir, Some("tmpfs"), flags, Some(data.as_str()))
+}
+
+/// Detach the tmpfs of a socket directory, if it has one (never following
+/// a link: the entry is sbx's own, in sbx's root).
+fn unbound(dir: &Path) -> nix::Result<()> {
+    use nix::mount::{umount2, MntFlags};
+    match umount2(dir, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW) {
+        // Not a mount point (not root, or already unmounted), or gone.
+        Ok(()) | Err(Errno::EINVAL | Errno::ENOENT) => Ok(()),
+        // Not root: there is nothing sbx could have mounted.
+        Err(Errno::EPERM) if !nix::unistd::geteuid().is_root() => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Remove a socket directory and whatever the sandbox left in it. Refuses
@@ -123,7 +156,7 @@ pub fn remove_dir(dir: &Path, id: &str) -> Result<(), SocketError> {
         });
     }
     let parent = dir.parent().unwrap_or(Path::new("/"));
-    match remove_tree(parent, id) {
+    match unbound(dir).and_then(|()| remove_tree(parent, id)) {
         Ok(()) => Ok(()),
         // Another destroy or gc removing the same directory got there first.
         Err(_) if std::fs::symlink_metadata(dir).is_err() => Ok(()),
@@ -365,6 +398,10 @@ mod tests {
         let md = std::fs::metadata(&dir).unwrap();
         if nix::unistd::geteuid().is_root() {
             assert_eq!((md.uid(), md.mode() & 0o7777), (65534, 0o700));
+            // Issue 9 finding 7: its own small tmpfs.
+            let fs = nix::sys::statfs::statfs(&dir).unwrap();
+            assert_eq!((fs.filesystem_type(), fs.files()), (nix::sys::statfs::TMPFS_MAGIC, 64));
+            assert_eq!(fs.blocks() * fs.block_size() as u64, 1 << 20);
         } else {
             assert_eq!(md.mode() & 0o7777, 0o1733);
         }
@@ -373,7 +410,8 @@ mod tests {
         assert!(matches!(remove_dir(&root, id), Err(SocketError::Hostile { .. })));
         remove_dir(&dir, id).unwrap();
         remove_dir(&dir, id).unwrap();
-        assert!(!dir.exists());
+        remove_dir(&dir0, "sbx-00000000000a").unwrap();
+        assert!(!dir.exists() && !dir0.exists());
         std::fs::remove_dir_all(root).unwrap();
     }
 

@@ -207,3 +207,44 @@ fn gc_removes_deep_trees_and_carries_on_past_a_failure() {
     assert!(stdout(&out).contains("removed socket directory"), "{}", stdout(&out));
     w.assert_nothing_left();
 }
+
+fn mounted(path: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mounts.lines().any(|l| l.split(' ').nth(4) == Some(path.to_str().unwrap()))
+}
+
+/// Issue 9 finding 7 (as root): each socket directory is its own small
+/// tmpfs, so writes to /run/sandbox stop at ENOSPC instead of filling the
+/// host; destroy, and gc for an orphan, unmount it.
+#[test]
+fn socket_directories_are_bounded_and_unmounted() {
+    assert!(nix::unistd::geteuid().is_root(), "this test checks the root path; run the live tests as root");
+    let w = World::new();
+    let img = HostileImage::build(&w, "fill", |_| {});
+    let out = create_with(&w, &img.id);
+    assert_success(&out, "create");
+    let sb = w.adopt(stdout(&out).trim());
+    let dir = w.socket_root.join(&sb.id);
+    let fs = nix::sys::statfs::statfs(&dir).unwrap();
+    assert_eq!(fs.filesystem_type(), nix::sys::statfs::TMPFS_MAGIC, "the socket directory is a tmpfs");
+    let fill = docker(&["exec", &sb.id, "/bin/attack", "fill"]);
+    let said = stdout(&fill);
+    assert!(fill.status.success(), "writes were not bounded:\n{said}{}", stderr(&fill));
+    let bytes: u64 = said.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(bytes <= 1 << 20, "{said}");
+    // The sandbox's socket still works after the attempt.
+    assert_success(&w.sbx_stdin(&["connect", &sb.id], b"ping"), "connect");
+    drop(sb);
+    assert!(!mounted(&dir) && !dir.exists(), "destroy unmounts and removes");
+
+    // An orphan (its container removed behind sbx's back, as after kill -9): gc unmounts it.
+    let out = create_with(&w, &img.id);
+    assert_success(&out, "create");
+    let id = stdout(&out).trim().to_string();
+    let dir = w.socket_root.join(&id);
+    docker_ok(&["rm", "-f", &id]);
+    assert!(mounted(&dir));
+    assert_success(&w.sbx(&["gc"]), "gc");
+    assert!(!mounted(&dir) && !dir.exists(), "gc unmounts and removes the orphan");
+    w.assert_nothing_left();
+}

@@ -109,6 +109,8 @@ impl Rig {
 
 impl Drop for Rig {
     fn drop(&mut self) {
+        // As root the socket directory is a tmpfs: unmounted by sbx's own removal.
+        let _ = socket::remove_dir(&self.sock_dir(), ID);
         let _ = std::fs::remove_dir_all(&self.root);
         let _ = std::fs::remove_dir_all(&self.state);
         let _ = std::fs::remove_dir_all(self.root.with_extension("proc"));
@@ -686,14 +688,14 @@ fn the_image_user_is_cached_by_digest() {
     rig.image("1000");
     rig.starts_and_binds();
     rig.driver().create(&spec(CreateRequest::default())).unwrap();
-    std::fs::remove_dir_all(rig.sock_dir()).unwrap();
+    socket::remove_dir(&rig.sock_dir(), ID).unwrap();
     // Second create of the same image: docker run only.
     rig.starts_and_binds();
     rig.driver().create(&spec(CreateRequest::default())).unwrap();
     assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "run", "container inspect"]);
     assert!(rig.fake.calls()[3].windows(2).any(|w| w[0] == "--user" && w[1] == "1000:1000"), "the cached user is used");
     // The image removed since: docker run says so, sbx says what to do.
-    std::fs::remove_dir_all(rig.sock_dir()).unwrap();
+    socket::remove_dir(&rig.sock_dir(), ID).unwrap();
     rig.fake.push(Output::fail(125, &format!("Unable to find image '{IMG}' locally")));
     rig.removed();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();

@@ -25,7 +25,35 @@ static void report(const char *what, int rc) {
     }
 }
 
-int main(void) {
+/* `attack fill`: issue 9 finding 7, try to fill the host through /run/sandbox. */
+static int fill(void) {
+    static char buf[1 << 20];
+    memset(buf, 'x', sizeof buf);
+    int fd = open("/run/sandbox/big", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    long written = 0;
+    int bounded = 0;
+    while (fd >= 0 && written < 64L << 20) {
+        ssize_t n = write(fd, buf, sizeof buf);
+        if (n <= 0) { bounded = errno == ENOSPC; break; }
+        written += n;
+    }
+    printf("wrote %ld bytes: %s\n", written, bounded ? "ENOSPC" : strerror(errno));
+    if (fd >= 0) close(fd);
+    unlink("/run/sandbox/big");
+    int files = 0, fbounded = 0;
+    char name[64];
+    for (; files < 20000; files++) {
+        snprintf(name, sizeof name, "/run/sandbox/f%d", files);
+        int f = open(name, O_WRONLY | O_CREAT, 0600);
+        if (f < 0) { fbounded = errno == ENOSPC; break; }
+        close(f);
+    }
+    printf("made %d files: %s\n", files, fbounded ? "ENOSPC" : strerror(errno));
+    return bounded && fbounded ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "fill") == 0) return fill();
     mkdir("/tmp/x", 0755);
     int fd = open("/tmp/x/helper", O_WRONLY | O_CREAT, 0755);
     if (fd >= 0) close(fd);
