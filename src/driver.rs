@@ -59,6 +59,15 @@ pub struct GcReport {
     pub containers: Vec<crate::gc::Reap>,
     pub socket_dirs: Vec<String>,
     pub networks: Vec<String>,
+    /// What could not be removed, and why (issue 9 finding 8: one failure
+    /// must not stop the rest; gc exits 1 at the end).
+    pub failed: Vec<GcFailure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GcFailure {
+    pub item: String,
+    pub error: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -74,6 +83,8 @@ pub struct ContainerDriver {
     state: OnceLock<(State, Vec<u8>)>,
     interrupted: InterruptCheck,
     new_id: IdSource,
+    /// Where the host's /proc is (tests point it at a directory of their own).
+    proc: PathBuf,
 }
 
 impl ContainerDriver {
@@ -85,7 +96,13 @@ impl ContainerDriver {
             state: OnceLock::new(),
             interrupted: Arc::new(|| None),
             new_id: Arc::new(spec::new_id),
+            proc: PathBuf::from("/proc"),
         }
+    }
+
+    pub fn with_proc(mut self, proc: PathBuf) -> Self {
+        self.proc = proc;
+        self
     }
 
     /// The state directory and the ownership key, resolved on first use.
@@ -519,12 +536,51 @@ impl ContainerDriver {
             run_ok(&*self.exec, &argv::start(plan.id))?;
             cid
         };
+        // `docker run`/`start` is the only place sbx starts a sandbox
+        // (`--restart no`), so this one check covers every start.
+        self.check_mounts(plan)?;
         if plan.spec.socket_wait.is_zero() {
             self.check_interrupt()?;
         } else {
             self.wait_for_socket(plan)?;
         }
         Ok(cid)
+    }
+
+    /// Issue 9 finding 1: runc places mounts by following the image's
+    /// symlinks, so read where the kernel really put sbx's mounts, from the
+    /// host's /proc/PID/mountinfo of the sandbox's main process (kernel
+    /// data the sandbox cannot forge), and refuse an image that moved them.
+    fn check_mounts(&self, plan: &argv::RunPlan) -> Result<()> {
+        self.check_interrupt()?;
+        let args = argv::running_pid(plan.id);
+        let out = run_ok(&*self.exec, &args)?;
+        let text = out.stdout_str();
+        let mut words = text.split_whitespace();
+        let (pid, status, code) = (words.next().and_then(|p| p.parse::<i32>().ok()), words.next(), words.next());
+        match (pid, status) {
+            (Some(pid), Some("running")) if pid > 0 => {
+                let path = self.proc.join(pid.to_string()).join("mountinfo");
+                let info =
+                    std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+                crate::helper::check_mounts(
+                    &info,
+                    plan.spec.image.as_str(),
+                    plan.helper.is_some(),
+                    argv::SANDBOX_SOCKET_DIR,
+                )
+            }
+            (_, Some(s)) if s != "running" && s != "created" => Err(Error::DiedAtBoot {
+                id: plan.id.to_string(),
+                code: code.and_then(|c| c.parse().ok()).unwrap_or(-1),
+                logs: self.logs(plan.id),
+            }),
+            _ => Err(DockerError::Parse {
+                command: crate::docker::render(&args),
+                reason: format!("expected `PID STATUS EXITCODE`, got {:?}", text.trim()),
+            }
+            .into()),
+        }
     }
 
     /// Poll for the socket (2 ms, backing off to 20 ms). Most sandboxes bind
@@ -835,6 +891,7 @@ impl ContainerDriver {
             containers: plan.containers.clone(),
             socket_dirs: Vec::new(),
             networks: plan.networks.iter().map(|(n, _)| n.clone()).collect(),
+            failed: Vec::new(),
         };
         let reaped: Vec<&RawContainer> =
             owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
@@ -847,14 +904,26 @@ impl ContainerDriver {
         if dry_run {
             return Ok(report);
         }
+        let mut fail = |item: String, e: &dyn std::fmt::Display| {
+            report.failed.push(GcFailure { item, error: e.to_string() });
+        };
         if !reaped.is_empty() {
             let ids: Vec<String> = reaped.iter().map(|c| c.name.clone()).collect();
-            self.remove_tolerant(&ids)?;
+            if let Err(e) = self.remove_tolerant(&ids) {
+                fail(format!("containers {}", ids.join(" ")), &e);
+            }
         }
-        self.remove_private(&plan.networks)?;
+        if let Err(e) = self.remove_private(&plan.networks) {
+            fail(format!("private route networks {}", report.networks.join(" ")), &e);
+        }
+        let mut kept = Vec::new();
         for (dir, id) in &dirs {
-            socket::remove_dir(dir, id)?;
+            if let Err(e) = socket::remove_dir(dir, id) {
+                fail(format!("socket directory {}", dir.display()), &e);
+                kept.push(dir.display().to_string());
+            }
         }
+        report.socket_dirs.retain(|d| !kept.contains(d));
         for id in &plan.forget {
             state.forget(id);
         }

@@ -110,6 +110,15 @@ pub enum Error {
     AuditFailed { id: String, failed: Vec<String> },
     #[error("sandbox {id} has no sbx helper at /run/sbx/helper (made by an older sbx, or this sbx was built without a static libc)")]
     HelperMissing { id: String },
+    /// The image moved a mount sbx made (issue 9 finding 1: a symlink in the
+    /// image makes runc mount elsewhere, where the sandbox can replace it).
+    #[error("image {image} redirects {path} (a symlink in the image?): {found}; sbx refuses it")]
+    Redirected { image: String, path: String, found: String },
+    /// The helper sbx would mount is not the one it embeds, or others could change it.
+    #[error("the helper at {path} cannot be trusted: {reason}")]
+    HelperUntrusted { path: PathBuf, reason: String },
+    #[error("gc could not remove {count} item(s): {}", failed.join("; "))]
+    GcIncomplete { failed: Vec<String>, count: usize },
     #[error("the image of sandbox {id} has no shell ({tried})")]
     NoShell { id: String, tried: String },
     #[error("{command} exited with {code}{}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
@@ -168,6 +177,9 @@ impl Error {
             | Error::DoctorFailed { .. }
             | Error::AuditFailed { .. }
             | Error::HelperMissing { .. }
+            | Error::Redirected { .. }
+            | Error::HelperUntrusted { .. }
+            | Error::GcIncomplete { .. }
             | Error::NoShell { .. }
             | Error::CommandFailed { .. }
             | Error::VolumeInUse { .. }
@@ -204,6 +216,9 @@ impl Error {
             Error::DoctorFailed { .. } => "doctor_failed",
             Error::AuditFailed { .. } => "audit_failed",
             Error::HelperMissing { .. } => "helper_missing",
+            Error::Redirected { .. } => "image_redirects",
+            Error::HelperUntrusted { .. } => "helper_untrusted",
+            Error::GcIncomplete { .. } => "gc_incomplete",
             Error::NoShell { .. } => "no_shell",
             Error::CommandFailed { .. } => "command_failed",
             Error::VolumeInUse { .. } => "volume_in_use",
@@ -286,6 +301,16 @@ impl Error {
             Error::Interrupted { .. } => return None,
             Error::DoctorFailed { .. } => "each failed check above says how to fix it".into(),
             Error::HelperMissing { id } => format!("recreate the sandbox with this sbx (`sbx destroy {id}`, then `sbx create ...`); build sbx where a static libc is installed (Debian: libc6-dev)"),
+            Error::Redirected { .. } => {
+                "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox); nothing was left behind".into()
+            }
+            Error::HelperUntrusted { path, .. } => format!(
+                "make {} and its parents owned by you or root and writable by nobody else, then retry (sbx reinstalls a helper whose content differs)",
+                path.display()
+            ),
+            Error::GcIncomplete { .. } => {
+                "everything else was removed; fix what is named (a mount inside a socket directory, a daemon error) and run `sbx gc` again".into()
+            }
             Error::NoShell { id, .. } => format!("run a program directly: `sbx exec -i -t {id} -- PROGRAM`"),
             Error::CommandFailed { .. } => return None,
             Error::VolumeInUse { id, .. } => format!("one writer at a time: `sbx destroy {id}` first (the volume stays)"),

@@ -3,45 +3,284 @@
 //! bind-mounted read-only at /run/sbx/helper in every sandbox, so exec -d,
 //! ps, kill, logs, cp, wait-port, port-forward, backup and restore work on an
 //! image with no shell, no coreutils and no tar.
+//!
+//! The helper sbx runs must be the one it mounted (issue 9 finding 1). So:
+//! - the host directory holds nothing but the helper, is owned by sbx's user
+//!   or root and writable by nobody else, and its content is compared with
+//!   the embedded bytes before every create ([`install`]);
+//! - that directory is mounted read-only AT /run/sbx (not a file mount at
+//!   /run/sbx/helper): /run/sbx is then a mount point, which the sandbox
+//!   cannot rename (EBUSY), and its parent /run lies on the read-only root;
+//! - runc follows the image's symlinks when it places a mount, so after
+//!   start sbx reads where the kernel put the mounts ([`check_mounts`], from
+//!   the host's /proc/PID/mountinfo, which the sandbox cannot forge) and
+//!   refuses an image that moved them.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
 pub const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sbx-helper"));
 const KEY: &str = include_str!(concat!(env!("OUT_DIR"), "/sbx-helper.key"));
+/// Where sandboxes see the helper's directory (a read-only mount point).
+pub const SANDBOX_DIR: &str = "/run/sbx";
 /// Where sandboxes see it.
 pub const SANDBOX_PATH: &str = "/run/sbx/helper";
+/// The helper's name inside its directory.
+const FILE: &str = "helper";
 
-/// The helper's path on the host, writing it on first use. `None` when this
-/// sbx was built without one (no static libc at build time).
+/// The helper's directory on the host (holding only `helper`), installed on
+/// first use and verified every time. `None` when this sbx was built without
+/// one (no static libc at build time).
 pub fn install(data_dir: &Path) -> Result<Option<PathBuf>> {
     if BYTES.is_empty() {
         return Ok(None);
     }
-    let dir = data_dir.join("helper");
-    let path = dir.join(format!("sbx-helper-{KEY}"));
-    if std::fs::metadata(&path).map(|m| m.len() == BYTES.len() as u64).unwrap_or(false) {
-        return Ok(Some(path));
+    install_bytes(data_dir, KEY.trim(), BYTES).map(Some)
+}
+
+fn install_bytes(data_dir: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf> {
+    let base = data_dir.join("helper");
+    let dir = base.join(format!("v-{key}"));
+    let untrusted = |path: &Path, reason: String| Error::HelperUntrusted { path: path.to_path_buf(), reason };
+    let io = |what: &str, p: &Path, e| Error::io(format!("{what} {}", p.display()), e);
+    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&base).map_err(|e| io("creating", &base, e))?;
+    // Whoever may write a parent may swap the directory between this check and the mount.
+    for p in [data_dir, &base] {
+        let md = std::fs::symlink_metadata(p).map_err(|e| io("reading", p, e))?;
+        trusted(&md).map_err(|r| untrusted(p, r))?;
     }
-    let io = |what: &str, e| Error::io(format!("{what} {}", path.display()), e);
-    std::fs::create_dir_all(&dir).map_err(|e| io("creating the directory of", e))?;
-    let tmp = dir.join(format!(".sbx-helper.{}.{:x}", std::process::id(), rand::random::<u32>()));
+    match verify(&dir, bytes) {
+        Ok(()) => return Ok(dir),
+        Err(None) => {}
+        Err(Some(reason)) => {
+            // Stale or tampered: set it aside (a running sandbox may still
+            // have it mounted) and install afresh.
+            tracing::warn!(dir = %dir.display(), %reason, "reinstalling the helper");
+            let aside = base.join(format!(".bad-{}-{:x}", std::process::id(), rand::random::<u32>()));
+            if std::fs::rename(&dir, &aside).is_ok() {
+                let _ = std::fs::remove_dir_all(&aside);
+            }
+        }
+    }
+    let tmp = base.join(format!(".new-{}-{:x}", std::process::id(), rand::random::<u32>()));
+    std::fs::DirBuilder::new().mode(0o755).create(&tmp).map_err(|e| io("creating", &tmp, e))?;
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o555).open(tmp.join(FILE))?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(io("writing", &tmp, e));
+    }
+    // A concurrent create may have installed it first: then use theirs.
+    if std::fs::rename(&tmp, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    verify(&dir, bytes).map_err(|r| untrusted(&dir, r.unwrap_or_else(|| "it vanished while installing".into())))?;
+    Ok(dir)
+}
+
+/// Owned by this user or root, writable by nobody else.
+fn trusted(md: &std::fs::Metadata) -> std::result::Result<(), String> {
+    let me = nix::unistd::geteuid().as_raw();
+    if md.uid() != me && md.uid() != 0 {
+        return Err(format!("it is owned by uid {}, not by you or root", md.uid()));
+    }
+    if md.mode() & 0o022 != 0 {
+        return Err(format!("its mode {:o} lets others write it", md.mode() & 0o7777));
+    }
+    Ok(())
+}
+
+/// `Err(None)`: not installed. `Err(Some(why))`: there, but not exactly
+/// the embedded helper alone in a trusted directory.
+fn verify(dir: &Path, bytes: &[u8]) -> std::result::Result<(), Option<String>> {
+    let md = match std::fs::symlink_metadata(dir) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(None),
+        Err(e) => return Err(Some(e.to_string())),
+    };
+    if !md.is_dir() {
+        return Err(Some("it is not a directory".into()));
+    }
+    trusted(&md)?;
+    let names: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| Some(e.to_string()))?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| Some(e.to_string()))?;
+    if names != [FILE] {
+        return Err(Some(format!("it holds {names:?}, not just {FILE:?}")));
+    }
     let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o755)
-        .open(&tmp)
-        .map_err(|e| io("writing", e))?;
-    f.write_all(BYTES).and_then(|()| f.sync_all()).map_err(|e| io("writing", e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| io("installing", e))?;
-    Ok(Some(path))
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(dir.join(FILE))
+        .map_err(|e| Some(e.to_string()))?;
+    let fm = f.metadata().map_err(|e| Some(e.to_string()))?;
+    if !fm.is_file() {
+        return Err(Some("the helper is not a regular file".into()));
+    }
+    trusted(&fm)?;
+    if fm.len() != bytes.len() as u64 {
+        return Err(Some(format!("the helper has {} bytes, not {}", fm.len(), bytes.len())));
+    }
+    // The whole content, not a hash of it: same cost (one read), no collision question.
+    let mut got = Vec::with_capacity(bytes.len());
+    f.read_to_end(&mut got).map_err(|e| Some(e.to_string()))?;
+    if got != bytes {
+        return Err(Some("the helper's content differs from this sbx's".into()));
+    }
+    Ok(())
+}
+
+/// Check where the kernel put sbx's mounts in a running sandbox, from the
+/// host's `/proc/PID/mountinfo` of its main process: the helper directory
+/// exactly at /run/sbx (read-only), the socket directory exactly at
+/// `socket_dir`. A symlink in the image moves them; that is refused.
+pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str) -> Result<()> {
+    let mounts = parse_mountinfo(mountinfo);
+    let redirected =
+        |path: &str, found: String| Error::Redirected { image: image.to_string(), path: path.to_string(), found };
+    let elsewhere = |path: &str| {
+        format!("no mount at {path} in the sandbox (mount points under /run and /tmp: {})", {
+            let run: Vec<&str> = mounts
+                .iter()
+                .filter(|(p, _)| p.starts_with("/run") || p.starts_with("/tmp"))
+                .map(|(p, _)| p.as_str())
+                .collect();
+            if run.is_empty() {
+                "none".to_string()
+            } else {
+                run.join(", ")
+            }
+        })
+    };
+    if !mounts.iter().any(|(p, _)| p == socket_dir) {
+        return Err(redirected(socket_dir, elsewhere(socket_dir)));
+    }
+    if helper {
+        match mounts.iter().rev().find(|(p, _)| p == SANDBOX_DIR) {
+            None => return Err(redirected(SANDBOX_DIR, elsewhere(SANDBOX_DIR))),
+            Some((_, ro)) if !ro => {
+                return Err(redirected(SANDBOX_DIR, "the mount there is writable, not sbx's read-only helper".into()))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// (mount point, read-only) of each line of a mountinfo file, in order.
+fn parse_mountinfo(text: &str) -> Vec<(String, bool)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let point = f.nth(4)?;
+            let opts = f.next()?;
+            Some((unescape(point), opts.split(',').any(|o| o == "ro")))
+        })
+        .collect()
+}
+
+/// The kernel writes space, tab, newline and backslash in mount points as
+/// `\ooo` octal escapes.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The error for a sandbox that has no helper (built without one, or made by
 /// an sbx before the helper existed).
 pub fn missing(id: &str) -> Error {
     Error::HelperMissing { id: id.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sbx-helper-{}-{:x}", std::process::id(), rand::random::<u32>()));
+        std::fs::DirBuilder::new().mode(0o700).create(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn installs_once_and_reinstalls_a_tampered_helper() {
+        let d = tmp();
+        let dir = install_bytes(&d, "k1", b"real helper").unwrap();
+        assert_eq!(std::fs::read(dir.join(FILE)).unwrap(), b"real helper");
+        assert_eq!(install_bytes(&d, "k1", b"real helper").unwrap(), dir);
+        // Same size, other content: replaced.
+        std::fs::remove_file(dir.join(FILE)).unwrap();
+        std::fs::write(dir.join(FILE), b"evil helper").unwrap();
+        let again = install_bytes(&d, "k1", b"real helper").unwrap();
+        assert_eq!(std::fs::read(again.join(FILE)).unwrap(), b"real helper");
+        // An extra entry (something to mount over, or run instead): replaced.
+        std::fs::write(again.join("extra"), b"x").unwrap();
+        install_bytes(&d, "k1", b"real helper").unwrap();
+        assert_eq!(std::fs::read_dir(&again).unwrap().count(), 1);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn refuses_a_data_dir_others_can_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tmp();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = install_bytes(&d, "k1", b"h").unwrap_err();
+        assert!(matches!(&err, Error::HelperUntrusted { reason, .. } if reason.contains("lets others write")), "{err}");
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    const GOOD: &str = "\
+600 500 0:51 / / ro,relatime master:1 - overlay overlay rw,lowerdir=/x
+601 600 0:55 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw
+610 600 0:60 / /tmp rw,nosuid,relatime - tmpfs tmpfs rw,size=524288k
+611 600 8:1 /tmp/sbxt-c1/sbx-0123456789ab /run/sandbox rw,relatime - ext4 /dev/sda1 rw
+612 600 8:1 /var/lib/sbx/helper/v-k /run/sbx ro,relatime - ext4 /dev/sda1 rw
+613 600 8:1 /x/a\\040b /data\\040dir rw,relatime - ext4 /dev/sda1 rw
+";
+
+    #[test]
+    fn accepts_mounts_where_sbx_put_them() {
+        check_mounts(GOOD, "img", true, "/run/sandbox").unwrap();
+        assert!(parse_mountinfo(GOOD).contains(&("/data dir".to_string(), false)));
+    }
+
+    #[test]
+    fn refuses_redirected_or_writable_mounts() {
+        // `/run/sbx -> /tmp/sbx` in the image: runc mounted it under /tmp.
+        let moved = GOOD.replace(" /run/sbx ro,", " /tmp/sbx ro,");
+        let err = check_mounts(&moved, "img", true, "/run/sandbox").unwrap_err();
+        assert!(
+            matches!(&err, Error::Redirected { path, found, .. } if path == "/run/sbx" && found.contains("/tmp/sbx")),
+            "{err}"
+        );
+        assert!(err.to_string().contains("image img redirects /run/sbx"), "{err}");
+        let moved = GOOD.replace(" /run/sandbox rw,", " /tmp/x rw,");
+        assert!(
+            matches!(check_mounts(&moved, "img", true, "/run/sandbox"), Err(Error::Redirected { path, .. }) if path == "/run/sandbox")
+        );
+        let writable = GOOD.replace(" /run/sbx ro,", " /run/sbx rw,");
+        assert!(matches!(check_mounts(&writable, "img", true, "/run/sandbox"), Err(Error::Redirected { .. })));
+        // Without a helper only the socket directory is checked.
+        check_mounts(&GOOD.replace(" /run/sbx ro,", " /tmp/sbx ro,"), "img", false, "/run/sandbox").unwrap();
+    }
 }

@@ -15,10 +15,11 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{open, OFlag};
+use nix::errno::Errno;
+use nix::fcntl::{open, openat, renameat2, OFlag, RenameFlags};
 use nix::sys::socket::{connect, getsockopt, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, UnixAddr};
 use nix::sys::stat::{fstat, Mode, SFlag};
-use nix::unistd::{access, chown, AccessFlags, Gid, Uid};
+use nix::unistd::{access, chown, unlinkat, AccessFlags, Gid, Uid, UnlinkatFlags};
 
 use crate::error::SocketError;
 
@@ -107,13 +108,46 @@ pub fn make_dir(root: &Path, id: &str, uid: u32, gid: u32) -> Result<PathBuf, So
     let given = uid != 0 && chown(&dir, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))).is_ok();
     let mode = if given { 0o700 } else { 0o1733 };
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).map_err(io)?;
+    if nix::unistd::geteuid().is_root() {
+        bound(&dir, mode, uid, gid).map_err(|e| {
+            let _ = std::fs::remove_dir(&dir);
+            io(e.into())
+        })?;
+    }
     Ok(dir)
 }
 
+/// Issue 9 finding 7: what the sandbox writes to /run/sandbox lands on the
+/// host (often a RAM-backed /run). As root, each socket directory is its
+/// own tmpfs: 1 MiB and 64 inodes hold a socket and a few small files, far
+/// from filling the host; nosuid,nodev,noexec since nothing there is run.
+/// Without root the directory stays unbounded (`sbx doctor` says so).
+pub const TMPFS_OPTIONS: &str = "size=1m,nr_inodes=64";
+
+fn bound(dir: &Path, mode: u32, uid: u32, gid: u32) -> nix::Result<()> {
+    use nix::mount::{mount, MsFlags};
+    let data = format!("{TMPFS_OPTIONS},mode={mode:o},uid={uid},gid={gid}");
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("sbx-socket"), dir, Some("tmpfs"), flags, Some(data.as_str()))
+}
+
+/// Detach the tmpfs of a socket directory, if it has one (never following
+/// a link: the entry is sbx's own, in sbx's root).
+fn unbound(dir: &Path) -> nix::Result<()> {
+    use nix::mount::{umount2, MntFlags};
+    match umount2(dir, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW) {
+        // Not a mount point (not root, or already unmounted), or gone.
+        Ok(()) | Err(Errno::EINVAL | Errno::ENOENT) => Ok(()),
+        // Not root: there is nothing sbx could have mounted.
+        Err(Errno::EPERM) if !nix::unistd::geteuid().is_root() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Remove a socket directory and whatever the sandbox left in it. Refuses
-/// any directory not named after the sandbox id. std's `remove_dir_all`
-/// does not follow symlinks the sandbox planted (CVE-2022-21658 fixed that
-/// race in Rust 1.58.1).
+/// any directory not named after the sandbox id. Never follows a symlink
+/// the sandbox planted, and uses a bounded number of descriptors however
+/// deep the tree (see [`remove_tree`]).
 pub fn remove_dir(dir: &Path, id: &str) -> Result<(), SocketError> {
     if dir.file_name().and_then(|n| n.to_str()) != Some(id) {
         return Err(SocketError::Hostile {
@@ -121,11 +155,116 @@ pub fn remove_dir(dir: &Path, id: &str) -> Result<(), SocketError> {
             reason: format!("not the socket directory of {id}"),
         });
     }
-    match std::fs::remove_dir_all(dir) {
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    match unbound(dir).and_then(|()| remove_tree(parent, id)) {
         Ok(()) => Ok(()),
         // Another destroy or gc removing the same directory got there first.
         Err(_) if std::fs::symlink_metadata(dir).is_err() => Ok(()),
-        Err(source) => Err(SocketError::Io { path: dir.to_path_buf(), source }),
+        Err(e) => Err(SocketError::Io { path: dir.to_path_buf(), source: e.into() }),
+    }
+}
+
+/// Directory levels held open at once while removing a tree.
+const MAX_OPEN_LEVELS: usize = 16;
+
+/// Remove `parent/name` and everything below it, without following
+/// symlinks. Issue 9 finding 8: the sandbox can nest 100,000 directories
+/// there, and one descriptor per level (std's `remove_dir_all`) runs out
+/// (EMFILE). Here at most [`MAX_OPEN_LEVELS`] levels are open: a subtree
+/// found deeper is renamed up into the top directory and removed from
+/// there, so the tree flattens as it goes; every entry is moved at most
+/// once, so the work stays linear. "Already gone" counts as removed.
+pub fn remove_tree(parent: &Path, name: &str) -> nix::Result<()> {
+    let pfd = open_dir(None, parent, OFlag::empty())?;
+    let top = match open_dir(Some(&pfd), Path::new(name), OFlag::O_NOFOLLOW) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(()),
+        // A symlink or a file where the directory was: remove the entry itself.
+        Err(Errno::ENOTDIR | Errno::ELOOP) => {
+            return gone_ok(unlinkat(Some(pfd.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir))
+        }
+        Err(e) => return Err(e),
+    };
+    let mut moved = 0u64;
+    empty(&top, &top, 1, &mut moved)?;
+    drop(top);
+    gone_ok(unlinkat(Some(pfd.as_raw_fd()), name, UnlinkatFlags::RemoveDir))
+}
+
+fn gone_ok(r: nix::Result<()>) -> nix::Result<()> {
+    match r {
+        Err(Errno::ENOENT) => Ok(()),
+        other => other,
+    }
+}
+
+fn open_dir(at: Option<&OwnedFd>, path: &Path, extra: OFlag) -> nix::Result<OwnedFd> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | extra;
+    let fd = openat(at.map(|f| f.as_raw_fd()), path, flags, Mode::empty())?;
+    // SAFETY: `openat` just returned this descriptor and nothing else owns it.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// The names in a directory (one extra descriptor, only while listing).
+fn names(dir: &OwnedFd) -> nix::Result<Vec<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut d = nix::dir::Dir::openat(
+        Some(dir.as_raw_fd()),
+        ".",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut v = Vec::new();
+    for e in d.iter() {
+        let n = e?.file_name().to_bytes().to_vec();
+        if n != b"." && n != b".." {
+            v.push(std::ffi::OsStr::from_bytes(&n).to_os_string());
+        }
+    }
+    Ok(v)
+}
+
+/// Empty `dir` (at `depth` below `top`), moving what lies too deep up into `top`.
+fn empty(dir: &OwnedFd, top: &OwnedFd, depth: usize, moved: &mut u64) -> nix::Result<()> {
+    loop {
+        let entries = names(dir)?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        for name in entries {
+            match unlinkat(Some(dir.as_raw_fd()), name.as_os_str(), UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => continue,
+                Err(Errno::EISDIR | Errno::EPERM) => {}
+                Err(e) => return Err(e),
+            }
+            if depth < MAX_OPEN_LEVELS {
+                let sub = match open_dir(Some(dir), Path::new(&name), OFlag::O_NOFOLLOW) {
+                    Ok(sub) => sub,
+                    Err(Errno::ENOENT) => continue,
+                    Err(e) => return Err(e),
+                };
+                empty(&sub, top, depth + 1, moved)?;
+                drop(sub);
+                gone_ok(unlinkat(Some(dir.as_raw_fd()), name.as_os_str(), UnlinkatFlags::RemoveDir))?;
+            } else {
+                // Too deep: hand the subtree to `top`, whose loop lists it again.
+                loop {
+                    *moved += 1;
+                    let to = format!(".sbx-deep-{moved}");
+                    match renameat2(
+                        Some(dir.as_raw_fd()),
+                        name.as_os_str(),
+                        Some(top.as_raw_fd()),
+                        to.as_str(),
+                        RenameFlags::RENAME_NOREPLACE,
+                    ) {
+                        Err(Errno::EEXIST) => continue,
+                        r => break gone_ok(r)?,
+                    }
+                }
+            }
+        }
+        // List again: the top finds what was moved into it.
     }
 }
 
@@ -313,6 +452,10 @@ mod tests {
         let md = std::fs::metadata(&dir).unwrap();
         if nix::unistd::geteuid().is_root() {
             assert_eq!((md.uid(), md.mode() & 0o7777), (65534, 0o700));
+            // Issue 9 finding 7: its own small tmpfs.
+            let fs = nix::sys::statfs::statfs(&dir).unwrap();
+            assert_eq!((fs.filesystem_type(), fs.files()), (nix::sys::statfs::TMPFS_MAGIC, 64));
+            assert_eq!(fs.blocks() * fs.block_size() as u64, 1 << 20);
         } else {
             assert_eq!(md.mode() & 0o7777, 0o1733);
         }
@@ -321,8 +464,41 @@ mod tests {
         assert!(matches!(remove_dir(&root, id), Err(SocketError::Hostile { .. })));
         remove_dir(&dir, id).unwrap();
         remove_dir(&dir, id).unwrap();
-        assert!(!dir.exists());
+        remove_dir(&dir0, "sbx-00000000000a").unwrap();
+        assert!(!dir.exists() && !dir0.exists());
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// Issue 9 finding 8: a tree far deeper than the levels held open, with
+    /// symlinks out of it that must not be followed.
+    #[test]
+    fn removes_deep_trees_without_following_links() {
+        let root = tmp("deep");
+        let outside = tmp("outside");
+        std::fs::write(outside.join("keep"), b"x").unwrap();
+        let id = "sbx-0123456789ab";
+        let mut fd = open_dir(None, &root, OFlag::empty()).unwrap();
+        nix::sys::stat::mkdirat(Some(fd.as_raw_fd()), id, Mode::from_bits_truncate(0o700)).unwrap();
+        fd = open_dir(Some(&fd), Path::new(id), OFlag::empty()).unwrap();
+        for i in 0..3000 {
+            if i % 500 == 0 {
+                std::os::unix::fs::symlink(&outside, format!("/proc/self/fd/{}/link", fd.as_raw_fd())).unwrap();
+                std::fs::write(format!("/proc/self/fd/{}/file", fd.as_raw_fd()), b"x").unwrap();
+            }
+            nix::sys::stat::mkdirat(Some(fd.as_raw_fd()), "d", Mode::from_bits_truncate(0o700)).unwrap();
+            fd = open_dir(Some(&fd), Path::new("d"), OFlag::empty()).unwrap();
+        }
+        drop(fd);
+        remove_dir(&root.join(id), id).unwrap();
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0, "nothing left");
+        assert!(outside.join("keep").exists(), "a symlink was followed");
+        // A symlink in place of the directory: the link goes, not its target.
+        std::os::unix::fs::symlink(&outside, root.join(id)).unwrap();
+        remove_dir(&root.join(id), id).unwrap();
+        assert!(outside.join("keep").exists() && std::fs::symlink_metadata(root.join(id)).is_err());
+        remove_dir(&root.join(id), id).unwrap();
+        std::fs::remove_dir_all(root).unwrap();
+        std::fs::remove_dir_all(outside).unwrap();
     }
 
     #[test]

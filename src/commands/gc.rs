@@ -1,12 +1,21 @@
 //! `sbx gc`: reap what leaked, in a few batched docker calls.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::{Dirs, Env};
 
 pub fn exec(dry_run: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let report = crate::real_driver(env, dirs).gc(dry_run)?;
+    // Everything else was done; then say what was not, and exit 1.
+    let incomplete = |report: &crate::driver::GcReport| match report.failed.len() {
+        0 => Ok(()),
+        n => Err(Error::GcIncomplete {
+            failed: report.failed.iter().map(|f| format!("{}: {}", f.item, f.error)).collect::<Vec<_>>(),
+            count: n,
+        }),
+    };
     if json {
-        return super::json_line(&report);
+        super::json_line(&report)?;
+        return incomplete(&report);
     }
     let verb = if dry_run { "would remove" } else { "removed" };
     let mut text = String::new();
@@ -19,5 +28,6 @@ pub fn exec(dry_run: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     for d in &report.socket_dirs {
         text.push_str(&format!("{verb} socket directory {d}\n"));
     }
-    super::out(&text)
+    super::out(&text)?;
+    incomplete(&report)
 }

@@ -155,7 +155,9 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     }
     push("--mount", format!("type=bind,src={},dst={SANDBOX_SOCKET_DIR}", plan.socket_dir.display()));
     if let Some(h) = plan.helper {
-        push("--mount", format!("type=bind,src={},dst={},readonly", h.display(), crate::helper::SANDBOX_PATH));
+        // The helper's directory AT /run/sbx: a mount point the sandbox
+        // cannot rename or replace (issue 9 finding 1; see `helper`).
+        push("--mount", format!("type=bind,src={},dst={},readonly", h.display(), crate::helper::SANDBOX_DIR));
     }
     for m in &s.mounts {
         push("--mount", m.mount_arg());
@@ -249,6 +251,12 @@ pub fn start(id: &str) -> Vec<OsString> {
 /// `STATUS EXITCODE`, e.g. `running 0` or `exited 3`.
 pub fn state(id: &str) -> Vec<OsString> {
     os(&["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", "--", id])
+}
+
+/// `PID STATUS EXITCODE` of the main process, e.g. `4242 running 0` or
+/// `0 exited 3`: where create reads the sandbox's mount table.
+pub fn running_pid(id: &str) -> Vec<OsString> {
+    os(&["container", "inspect", "--format", "{{.State.Pid}} {{.State.Status}} {{.State.ExitCode}}", "--", id])
 }
 
 pub fn logs_tail(id: &str) -> Vec<OsString> {

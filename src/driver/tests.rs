@@ -42,7 +42,18 @@ impl Rig {
             euid: 0,
         };
         let states = StateChoice { explicit: Some(self.state.clone()), xdg_state_home: None, home: None, euid: 0 };
-        ContainerDriver::new(Arc::new(self.fake.clone()), roots, states).with_ids(Arc::new(|| ID.to_string()))
+        // The sandbox's mount table, as the kernel shows it on the host.
+        let proc = self.root.with_extension("proc");
+        std::fs::create_dir_all(proc.join("4242")).unwrap();
+        std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO).unwrap();
+        ContainerDriver::new(Arc::new(self.fake.clone()), roots, states)
+            .with_ids(Arc::new(|| ID.to_string()))
+            .with_proc(proc)
+    }
+
+    /// The main process's pid, asked right after the start.
+    fn running(&self) {
+        self.fake.push(Output::ok("4242 running 0\n"));
     }
 
     fn token(&self, id: &str) -> String {
@@ -96,6 +107,7 @@ impl Rig {
             let l = UnixListener::bind(dir.join("sandbox.sock")).unwrap();
             std::mem::forget(l);
         });
+        self.running();
     }
 
     fn removed(&self) {
@@ -105,8 +117,11 @@ impl Rig {
 
 impl Drop for Rig {
     fn drop(&mut self) {
+        // As root the socket directory is a tmpfs: unmounted by sbx's own removal.
+        let _ = socket::remove_dir(&self.sock_dir(), ID);
         let _ = std::fs::remove_dir_all(&self.root);
         let _ = std::fs::remove_dir_all(&self.state);
+        let _ = std::fs::remove_dir_all(self.root.with_extension("proc"));
     }
 }
 
@@ -116,6 +131,12 @@ fn service_line(name: &str) -> String {
         "Config": {"Labels": {"com.example.role": "proxy"}}, "NetworkSettings": {"Networks": {"bridge": {}}}})
     .to_string()
 }
+/// Where a sandbox's mounts are when the image redirects nothing.
+const MOUNTINFO: &str = "\
+600 500 0:51 / / ro,relatime - overlay overlay rw
+611 600 8:1 /tmp/root/sbx-00000000000f /run/sandbox rw,relatime - ext4 /dev/sda1 rw
+612 600 8:1 /var/lib/sbx/helper/v-k /run/sbx ro,relatime - ext4 /dev/sda1 rw
+";
 
 fn spec(req: CreateRequest) -> SandboxSpec {
     SandboxSpec::from_request(&CreateRequest { image: IMG.into(), ..req }, None).unwrap()
@@ -131,8 +152,14 @@ fn create_without_routes_is_three_calls() {
     rig.image("");
     rig.starts_and_binds();
     let c = rig.driver().create(&spec(CreateRequest::default())).unwrap();
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect"]);
     let calls = rig.fake.calls();
+    assert_eq!(
+        calls[2],
+        ["container", "inspect", "--format", "{{.State.Pid}} {{.State.Status}} {{.State.ExitCode}}", "--", ID]
+    );
+    // The helper's directory is mounted AT /run/sbx (a mount point), read-only.
+    assert!(calls[1].iter().any(|a| a.starts_with("type=bind,src=") && a.ends_with(",dst=/run/sbx,readonly")));
     assert_eq!(
         calls[0],
         ["image", "inspect", "--format", "[{{json .Config.User}},{{json .Config.Labels}}]", "--", IMG]
@@ -154,7 +181,10 @@ fn create_with_routes_attaches_the_rest_before_start() {
     rig.starts_and_binds();
     let s = spec(routes(&["inference:proxy:8080", "tools:tools:9000", "more:proxy:8081"]));
     let c = rig.driver().create(&s).unwrap();
-    assert_eq!(rig.fake.verbs(), ["image inspect", "network inspect", "create", "network connect", "start"]);
+    assert_eq!(
+        rig.fake.verbs(),
+        ["image inspect", "network inspect", "create", "network connect", "start", "container inspect"]
+    );
     let calls = rig.fake.calls();
     assert_eq!(calls[1][5..], ["sbx-proxy", "sbx-tools"]);
     assert_eq!(calls[3], ["network", "connect", "--", "sbx-tools", ID]);
@@ -272,7 +302,7 @@ fn death_at_boot_reports_logs_and_cleans_up() {
     let rig = Rig::new();
     rig.image("");
     rig.fake.push(Output::ok("deadbeef\n"));
-    rig.fake.push(Output::ok("exited 3\n"));
+    rig.fake.push(Output::ok("0 exited 3\n"));
     rig.fake.push(Output { status: 0, stdout: b"starting\n".to_vec(), stderr: b"panic: no config\n".to_vec() });
     rig.removed();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
@@ -287,7 +317,7 @@ fn death_at_boot_reports_logs_and_cleans_up() {
     assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "logs", "rm"]);
     assert_eq!(
         rig.fake.calls()[2],
-        ["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", "--", ID]
+        ["container", "inspect", "--format", "{{.State.Pid}} {{.State.Status}} {{.State.ExitCode}}", "--", ID]
     );
     assert_eq!(rig.fake.calls()[3], ["logs", "--tail", "20", "--", ID]);
     assert!(!rig.sock_dir().exists());
@@ -298,13 +328,14 @@ fn socket_timeout_reports_logs_and_cleans_up() {
     let rig = Rig::new();
     rig.image("");
     rig.fake.push(Output::ok("deadbeef\n"));
+    rig.running();
     rig.fake.push(Output::ok(""));
     rig.removed();
     let s = spec(CreateRequest { socket_wait: Some("60ms".into()), ..Default::default() });
     let err = rig.driver().create(&s).unwrap_err();
     assert!(matches!(err, Error::SocketTimeout { ref waited, .. } if waited == "60ms"), "{err:?}");
     assert!(err.to_string().contains("logged nothing"));
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "logs", "rm"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "logs", "rm"]);
     assert!(!rig.sock_dir().exists());
 }
 
@@ -313,9 +344,10 @@ fn socket_wait_zero_does_not_wait() {
     let rig = Rig::new();
     rig.image("");
     rig.fake.push(Output::ok("deadbeef\n"));
+    rig.running();
     let s = spec(CreateRequest { socket_wait: Some("0".into()), ..Default::default() });
     rig.driver().create(&s).unwrap();
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect"]);
 }
 
 #[test]
@@ -326,13 +358,14 @@ fn hostile_socket_fails_the_create() {
     rig.fake.push_with(Output::ok("x\n"), move |_| {
         std::os::unix::fs::symlink("/var/run/docker.sock", dir.join("sandbox.sock")).unwrap();
     });
+    rig.running();
     rig.removed();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     assert!(
         matches!(err, Error::Socket(SocketError::Hostile { ref reason, .. }) if reason.contains("symlink")),
         "{err:?}"
     );
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "rm"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "rm"]);
     assert!(!rig.sock_dir().exists());
 }
 
@@ -341,6 +374,7 @@ fn interrupt_during_wait_tears_down_and_exits_128_plus_signal() {
     let rig = Rig::new();
     rig.image("");
     rig.fake.push(Output::ok("x\n"));
+    rig.running();
     rig.removed();
     let polls = Arc::new(AtomicUsize::new(0));
     let p = polls.clone();
@@ -349,7 +383,7 @@ fn interrupt_during_wait_tears_down_and_exits_128_plus_signal() {
     let err = driver.create(&spec(CreateRequest::default())).unwrap_err();
     assert!(matches!(err, Error::Interrupted { signal: 2 }));
     assert_eq!(err.exit_code(), 130);
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "rm"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "rm"]);
     assert!(!rig.sock_dir().exists());
 }
 
@@ -583,7 +617,10 @@ fn private_routes_make_a_network_per_sandbox_and_reach_tier_2() {
     rig.starts_and_binds();
     let s = spec(CreateRequest { private_routes: true, ..routes(&["inference:proxy:8080", "more:proxy:9"]) });
     let c = rig.driver().create(&s).unwrap();
-    assert_eq!(rig.fake.verbs(), ["image inspect", "container inspect", "network create", "network connect", "run"]);
+    assert_eq!(
+        rig.fake.verbs(),
+        ["image inspect", "container inspect", "network create", "network connect", "run", "container inspect"]
+    );
     let calls = rig.fake.calls();
     let net = format!("{ID}-inference");
     assert_eq!(calls[1][5..], ["proxy"]);
@@ -659,6 +696,7 @@ fn a_recorded_sandbox_is_destroyed_with_one_docker_call() {
     rig.fake.push_with(Output::ok(&format!("{cid}\n")), move |_| {
         std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap());
     });
+    rig.running();
     rig.driver().create(&spec(CreateRequest::default())).unwrap();
     let rec = rig.state().record(ID).expect("create writes a record");
     assert_eq!(rec.container, cid);
@@ -666,7 +704,11 @@ fn a_recorded_sandbox_is_destroyed_with_one_docker_call() {
     let d = rig.driver().destroy(&[ID.to_string()]).unwrap();
     assert_eq!(d.removed, [ID]);
     assert_eq!(rig.fake.calls().last().unwrap(), &["rm", "-f", "-v", "--", cid.as_str()]);
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "rm"], "no inspect: the container id proves ownership");
+    assert_eq!(
+        rig.fake.verbs(),
+        ["image inspect", "run", "container inspect", "rm"],
+        "no inspect at destroy: the container id proves ownership"
+    );
     assert!(!rig.sock_dir().exists() && rig.state().record(ID).is_none());
     // A record that is not a container id is ignored (the inspect path runs).
     std::fs::create_dir_all(rig.state.join("records")).unwrap();
@@ -680,14 +722,14 @@ fn the_image_user_is_cached_by_digest() {
     rig.image("1000");
     rig.starts_and_binds();
     rig.driver().create(&spec(CreateRequest::default())).unwrap();
-    std::fs::remove_dir_all(rig.sock_dir()).unwrap();
+    socket::remove_dir(&rig.sock_dir(), ID).unwrap();
     // Second create of the same image: docker run only.
     rig.starts_and_binds();
     rig.driver().create(&spec(CreateRequest::default())).unwrap();
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "run"]);
-    assert!(rig.fake.calls()[2].windows(2).any(|w| w[0] == "--user" && w[1] == "1000:1000"), "the cached user is used");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "run", "container inspect"]);
+    assert!(rig.fake.calls()[3].windows(2).any(|w| w[0] == "--user" && w[1] == "1000:1000"), "the cached user is used");
     // The image removed since: docker run says so, sbx says what to do.
-    std::fs::remove_dir_all(rig.sock_dir()).unwrap();
+    socket::remove_dir(&rig.sock_dir(), ID).unwrap();
     rig.fake.push(Output::fail(125, &format!("Unable to find image '{IMG}' locally")));
     rig.removed();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
@@ -791,4 +833,24 @@ fn every_command_acts_only_on_a_proven_sandbox() {
     rig.state().set_record(ID, &rec).unwrap();
     assert_eq!(rig.driver().owned(ID).unwrap(), "cd".repeat(32));
     assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"]);
+}
+
+#[test]
+fn an_image_that_redirects_a_mount_is_refused_and_removed() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.running();
+    rig.removed();
+    let driver = rig.driver();
+    // `/run/sbx -> /tmp/sbx` in the image: the kernel shows the mount under /tmp.
+    let proc = rig.root.with_extension("proc");
+    std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO.replace(" /run/sbx ro,", " /tmp/sbx ro,")).unwrap();
+    let err = driver.create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(&err, Error::Redirected { path, .. } if path == "/run/sbx"), "{err:?}");
+    assert_eq!(err.exit_code(), 1);
+    assert!(err.to_string().contains(&format!("image {IMG} redirects /run/sbx")), "{err}");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "rm"]);
+    assert!(!rig.sock_dir().exists());
+    assert!(rig.state().record(ID).is_none());
 }
