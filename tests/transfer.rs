@@ -96,8 +96,10 @@ fn a_stream_naming_a_sibling_and_a_git_hook_writes_neither() {
     )
     .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // A real sandbox of this host: every command proves ownership first.
+    let sb = w.create(&[]);
     let out = w.sbx_env(
-        &["cp", "sbx-0123456789ab:/tmp/report.txt", checkout.to_str().unwrap()],
+        &["cp", &format!("{}:/tmp/report.txt", sb.id), checkout.to_str().unwrap()],
         &[("SBX_DOCKER", fake.to_str().unwrap())],
     );
     assert_exit(&out, 1, "a stream with entries beyond what was asked for");

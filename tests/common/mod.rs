@@ -87,12 +87,23 @@ fn build_fixture() -> String {
     let cached = docker_ok(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")]);
     // Images built FROM the fixture inherit its label; only the imported one
     // has no other label (a test's derived image must never be taken for it).
-    let pristine = |id: &&str| docker_ok(&["image", "inspect", "--format", "{{len .Config.Labels}}", id]) == "1";
+    let pristine = |id: &&str| docker_ok(&["image", "inspect", "--format", "{{len .Config.Labels}}", id]) == "2";
     if let Some(id) = cached.lines().find(pristine) {
         return id.to_string();
     }
-    // Fixture images of older fixture sources: remove (in-use ones stay).
-    let stale = docker_ok(&["images", "-q", "--no-trunc", "--filter", &format!("label={TEST_LABEL}.fixture")]);
+    // Fixture images of older fixture sources in this checkout: remove
+    // (in-use ones stay). Only this checkout's: another checkout's test run
+    // on the same engine may be using its own fixture right now.
+    let tree = format!("{TEST_LABEL}.tree={}", content_hash(env!("CARGO_MANIFEST_DIR").as_bytes()));
+    let stale = docker_ok(&[
+        "images",
+        "-q",
+        "--no-trunc",
+        "--filter",
+        &format!("label={TEST_LABEL}.fixture"),
+        "--filter",
+        &format!("label={tree}"),
+    ]);
     for old in stale.lines() {
         let _ = docker(&["rmi", old]);
     }
@@ -111,7 +122,7 @@ fn build_fixture() -> String {
         "--change",
         "ENTRYPOINT [\"/bin/fixture\"]",
         "--change",
-        &format!("LABEL {label}"),
+        &format!("LABEL {label} {tree}"),
         tar.to_str().unwrap(),
     ]);
     id
