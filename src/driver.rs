@@ -1016,11 +1016,11 @@ impl ContainerDriver {
             return Err(status_error(&args, &out).into());
         }
         let dir = crate::persist::host_dir(&state.dir, session);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(format!("removing {}", dir.display()), e)),
-        }
+        // The sandbox filled this tree: std's remove_dir_all holds one
+        // descriptor per level and a deep /state ran it out of them (EMFILE,
+        // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))
     }
 
     /// The persistent session volumes sbx made, and who uses each.
