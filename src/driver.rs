@@ -413,7 +413,11 @@ impl ContainerDriver {
         let fresh = crate::persist::prepare_dir(&dir, user.uid, user.gid)?;
         let owner = state::owner_token(key, &volume);
         let filled = match clone {
-            Some(c) => self.clone_workspace(c, &dir, user, warnings),
+            Some(c) => {
+                // An earlier create's bind: a rename cannot cross into it.
+                crate::persist::unbind(&dir);
+                self.clone_workspace(c, &dir, user, warnings)
+            }
             None => Ok(()),
         }
         .and_then(|()| {
@@ -427,7 +431,8 @@ impl ContainerDriver {
             }
             return Err(e);
         }
-        // After the clone: a rename cannot cross into this bind mount.
+        // After the clone: a rename cannot cross into this bind mount. It
+        // stays after create (see `NosuidBind`).
         let nosuid = match crate::persist::NosuidBind::new(&dir) {
             Ok(b) => Some(b),
             Err(e) => {
@@ -1016,6 +1021,7 @@ impl ContainerDriver {
             return Err(status_error(&args, &out).into());
         }
         let dir = crate::persist::host_dir(&state.dir, session);
+        crate::persist::unbind(&dir);
         // The sandbox filled this tree: std's remove_dir_all holds one
         // descriptor per level and a deep /state ran it out of them (EMFILE,
         // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
@@ -1089,7 +1095,7 @@ fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
 /// A persistent session volume, locked for this create.
 struct Persisted {
     volume: String,
-    /// Dropped (detached) after the sandbox started, before the lock.
+    /// The bind stays after create (see `NosuidBind`); this only says it was made.
     _nosuid: Option<crate::persist::NosuidBind>,
     _lock: nix::fcntl::Flock<std::fs::File>,
 }

@@ -21,7 +21,6 @@ fn state_opts(sb: &Sandbox) -> Vec<String> {
 /// A stopped sandbox started again (`docker start`, by anyone who may, or
 /// the engine after a daemon restart) must get /state nosuid,nodev again.
 #[test]
-#[ignore = "a docker start remounts /state without nosuid,nodev: fixed in the next commit"]
 fn a_restarted_persistent_sandbox_keeps_state_nosuid_nodev() {
     let w = World::new();
     let session = format!("{}-s", w.case);

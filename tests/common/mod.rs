@@ -278,6 +278,13 @@ impl Drop for World {
             let _ = docker(&["volume", "rm", v]);
         }
         let _ = std::fs::remove_dir_all(&self.socket_root);
+        // A session directory keeps its nosuid bind until `destroy --purge`;
+        // a test that failed before purging must not leave it mounted.
+        if let Ok(vols) = std::fs::read_dir(self.state_dir.join("volumes")) {
+            for v in vols.flatten() {
+                let _ = nix::mount::umount2(&v.path(), nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.state_dir);
     }
 }
