@@ -473,7 +473,7 @@ impl ContainerDriver {
             self.check_interrupt()?;
             let args = crate::workbench::exec_argv(id, &crate::workbench::ExecOpts::default(), argv);
             let out = self.exec.run(&args)?;
-            let text = format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr));
+            let text = inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr)));
             if !text.is_empty() {
                 eprint!("{text}");
             }
@@ -630,7 +630,7 @@ impl ContainerDriver {
 
     fn logs(&self, id: &str) -> String {
         match self.exec.run(&argv::logs_tail(id)) {
-            Ok(out) => format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr)),
+            Ok(out) => inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr))),
             Err(e) => format!("(logs unavailable: {e})"),
         }
     }
@@ -1084,6 +1084,33 @@ impl ContainerDriver {
         let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());
         Ok((PathBuf::from(rec.socket), socket::allowed_owners(uid)))
     }
+}
+
+/// Most of the sandbox's output sbx quotes in its own messages.
+const QUOTED_MAX: usize = 16 * 1024;
+
+/// The sandbox's own output, made safe to quote on the operator's terminal:
+/// control characters other than newline and tab (ESC sequences that
+/// rewrite the screen, set the clipboard with OSC 52, or a `\r` that hides
+/// a line) are written as escapes, and only the last `QUOTED_MAX` bytes are
+/// kept (`--tail` counts lines, and a line can be megabytes).
+fn inert(text: &str) -> String {
+    let mut start = text.len().saturating_sub(QUOTED_MAX);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let mut out = String::with_capacity(text.len() - start);
+    if start > 0 {
+        out.push_str("[...] ");
+    }
+    for c in text[start..].chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Items in order, each once.

@@ -854,3 +854,24 @@ fn an_image_that_redirects_a_mount_is_refused_and_removed() {
     assert!(!rig.sock_dir().exists());
     assert!(rig.state().record(ID).is_none());
 }
+
+/// A hostile image's boot output is quoted in sbx's own error: its escape
+/// sequences (OSC 52 sets the operator's clipboard, CSI rewrites the
+/// screen, `\r` hides a line) must reach the terminal inert, and a huge
+/// line must not become a huge message.
+#[test]
+fn boot_logs_quoted_in_an_error_are_inert_and_bounded() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.fake.push(Output::ok("0 exited 3\n"));
+    let mut out = b"\x1b]52;c;Y3VybCBldmlsLnNofHNo\x07ok\r\x1b[2Kall fine\n\xc2\x9b31m".to_vec();
+    out.extend(std::iter::repeat_n(b'A', 1 << 20));
+    out.extend(b"\nlast line\n");
+    rig.fake.push(Output { status: 0, stdout: out, stderr: vec![] });
+    rig.removed();
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err().to_string();
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "{:?}", &err[..200.min(err.len())]);
+    assert!(err.len() < 20 * 1024, "{} bytes", err.len());
+    assert!(err.contains("last line"), "the end of the output is kept");
+}
