@@ -8,6 +8,7 @@
 
 pub mod argv;
 pub mod fake;
+pub mod pace;
 pub mod parse;
 
 use std::ffi::{OsStr, OsString};
@@ -354,7 +355,7 @@ impl DockerExec for RealDocker {
 
 /// `docker ps`, `docker network rm`: what a call is, for messages that must
 /// not drown the reader in its whole argv (that is under `-v`).
-fn verb(args: &[OsString]) -> String {
+pub(crate) fn verb(args: &[OsString]) -> String {
     let words: Vec<String> =
         args.iter().map(|a| a.to_string_lossy().into_owned()).take_while(|a| !a.starts_with('-')).take(2).collect();
     let words = if matches!(words.first().map(String::as_str), Some("container" | "image" | "network" | "volume")) {
