@@ -302,7 +302,7 @@ impl Error {
             Error::DoctorFailed { .. } => "each failed check above says how to fix it".into(),
             Error::HelperMissing { id } => format!("recreate the sandbox with this sbx (`sbx destroy {id}`, then `sbx create ...`); build sbx where a static libc is installed (Debian: libc6-dev)"),
             Error::Redirected { .. } => {
-                "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox); nothing was left behind".into()
+                "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox, and no VOLUME or --rw/--ro path that is a symlink to /run); nothing was left behind".into()
             }
             Error::HelperUntrusted { path, .. } => format!(
                 "make {} and its parents owned by you or root and writable by nobody else, then retry (sbx reinstalls a helper whose content differs)",

@@ -172,7 +172,30 @@ pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str
             Some(_) => {}
         }
     }
+    for at in [helper.then_some(SANDBOX_DIR), Some(socket_dir)].into_iter().flatten() {
+        if let Some(over) = covered(&mounts, at) {
+            return Err(redirected(
+                at,
+                format!("a mount placed after sbx's at {over} covers it (an image VOLUME or a --rw/--ro whose path is a symlink in the image)"),
+            ));
+        }
+    }
     Ok(())
+}
+
+/// A mount listed after the first one at `at` whose mount point is `at`,
+/// above it or below it: what the sandbox sees there is then not sbx's.
+/// Found by attacking the fix for issue 9 finding 1: docker mounts in order
+/// of path depth and runc follows the image's symlinks, so `VOLUME
+/// /x/y/z` with `/x/y/z -> /run` in the image put a writable volume (holding
+/// the image's own `sbx/helper`) over /run after /run/sbx was mounted.
+fn covered(mounts: &[(String, bool)], at: &str) -> Option<String> {
+    let first = mounts.iter().position(|(p, _)| p == at)?;
+    let over = |p: &str| {
+        let base = p.trim_end_matches('/');
+        p == at || at.starts_with(&format!("{base}/")) || p.starts_with(&format!("{at}/"))
+    };
+    mounts[first + 1..].iter().find(|(p, _)| over(p)).map(|(p, _)| p.clone())
 }
 
 /// (mount point, read-only) of each line of a mountinfo file, in order.
@@ -280,6 +303,30 @@ mod tests {
         );
         let writable = GOOD.replace(" /run/sbx ro,", " /run/sbx rw,");
         assert!(matches!(check_mounts(&writable, "img", true, "/run/sandbox"), Err(Error::Redirected { .. })));
+        // Issue 9 finding 1, past the fix: a later mount over /run (or /,
+        // or at/below /run/sbx or /run/sandbox) hides sbx's mounts.
+        for (later, path) in [
+            ("/run", "/run/sbx"),
+            ("/", "/run/sbx"),
+            ("/run/sbx", "/run/sbx"),
+            ("/run/sbx/helper", "/run/sbx"),
+            ("/run/sandbox/x", "/run/sandbox"),
+        ] {
+            // ro: an operator's --ro redirected there passes the ro test above.
+            let info = format!("{GOOD}620 600 8:1 /vol/_data {later} ro,relatime - ext4 /dev/sda1 rw\n");
+            let err = check_mounts(&info, "img", true, "/run/sandbox").unwrap_err();
+            assert!(
+                matches!(&err, Error::Redirected { path: p, found, .. } if p == path && found.contains("covers")),
+                "{later}: {err}"
+            );
+        }
+        // A mount at /run BEFORE sbx's (VOLUME /run) is covered by them: fine;
+        // so are later mounts elsewhere (/run/other, /data).
+        let before = GOOD.replace("610 600", "609 600 8:1 /vol/_data /run rw,relatime - ext4 /dev/sda1 rw\n610 600");
+        check_mounts(&before, "img", true, "/run/sandbox").unwrap();
+        let elsewhere =
+            format!("{GOOD}620 600 8:1 /v /run/sbxx rw - ext4 /dev/sda1 rw\n621 600 8:1 /v /data/run rw - ext4 x rw\n");
+        check_mounts(&elsewhere, "img", true, "/run/sandbox").unwrap();
         // Without a helper only the socket directory is checked.
         check_mounts(&GOOD.replace(" /run/sbx ro,", " /tmp/sbx ro,"), "img", false, "/run/sandbox").unwrap();
     }

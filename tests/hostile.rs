@@ -16,6 +16,11 @@ struct HostileImage {
 
 impl HostileImage {
     fn build(w: &World, tag: &str, shape: impl FnOnce(&Path)) -> Self {
+        Self::build_with(w, tag, &[], shape)
+    }
+
+    /// [`HostileImage::build`] with more Dockerfile `changes` (VOLUME, ...).
+    fn build_with(w: &World, tag: &str, changes: &[&str], shape: impl FnOnce(&Path)) -> Self {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hostile-{}-{tag}", w.case));
         let root = dir.join("root");
         let _ = std::fs::remove_dir_all(&dir);
@@ -34,14 +39,13 @@ impl HostileImage {
             .status()
             .unwrap();
         assert!(st.success(), "tar failed");
-        let id = docker_ok(&[
-            "import",
-            "--change",
-            "ENTRYPOINT [\"/bin/fixture\"]",
-            "--change",
-            &format!("LABEL {TEST_LABEL}=1 {}", w.case_label()),
-            tar.to_str().unwrap(),
-        ]);
+        let label = format!("LABEL {TEST_LABEL}=1 {}", w.case_label());
+        let mut args = vec!["import", "--change", "ENTRYPOINT [\"/bin/fixture\"]", "--change", &label];
+        for c in changes {
+            args.extend(["--change", c]);
+        }
+        args.push(tar.to_str().unwrap());
+        let id = docker_ok(&args);
         let _ = std::fs::remove_dir_all(&dir);
         HostileImage { id }
     }
@@ -108,6 +112,53 @@ fn images_that_redirect_sbx_mounts_are_refused() {
     assert_success(&out, "create from a plain image");
     let sb = w.adopt(stdout(&out).trim());
     assert_success(&w.sbx(&["ps", &sb.id]), "the helper runs");
+}
+
+/// Issue 9 finding 1, past the fix: a mount placed AFTER sbx's covers
+/// /run, and the sandbox sees its own /run/sbx/helper. docker mounts in
+/// order of path depth, and runc follows the image's symlinks, so an image
+/// `VOLUME /x/y/z` with `/x/y/z -> /run` (or an operator's `--rw` to such a
+/// path) lands a writable mount over /run after /run/sbx was mounted; the
+/// image's own /run/sbx/helper (copied into the volume) is what `sbx ps`,
+/// `cp` and the rest then run. The mounts at /run/sbx and /run/sandbox are
+/// still there underneath, so the old mountinfo check passed.
+#[test]
+fn a_later_mount_covering_run_is_refused() {
+    let w = World::new();
+    let shape = |r: &Path| {
+        std::fs::create_dir_all(r.join("run/sbx")).unwrap();
+        std::fs::create_dir_all(r.join("run/sandbox")).unwrap();
+        // The image's own "helper": anything but sbx's.
+        std::fs::copy(fixture_binary(), r.join("run/sbx/helper")).unwrap();
+        std::fs::create_dir_all(r.join("x/y")).unwrap();
+        std::os::unix::fs::symlink("/run", r.join("x/y/z")).unwrap();
+    };
+    let img = HostileImage::build_with(&w, "volume", &["VOLUME [\"/x/y/z\"]"], shape);
+    let host = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cover-{}", w.case));
+    std::fs::create_dir_all(&host).unwrap();
+    let rw = format!("{}:/x/y/z", host.display());
+    let label = w.case_label();
+    let volume = ["create", "--image", &img.id, "--label", &label, "--socket-wait", "0", "--", "sleep"];
+    let bind = ["create", "--image", &img.id, "--label", &label, "--socket-wait", "0", "--rw", &rw, "--", "sleep"];
+    for (what, args) in [("an image VOLUME", &volume[..]), ("an operator's --rw", &bind[..])] {
+        let out = w.sbx(args);
+        if out.status.success() {
+            // Before the fix: accepted, and sbx's helper commands run the image's.
+            let sb = w.adopt(stdout(&out).trim());
+            let inside = docker(&["exec", &sb.id, "/bin/fixture", "read", "/run/sbx/helper"]);
+            let fixture = std::fs::read(fixture_binary()).unwrap();
+            assert!(inside.stdout == fixture, "{what}: accepted, though the helper was not replaced");
+            panic!("{what} covering /run was accepted; /run/sbx/helper in the sandbox is the image's");
+        }
+        assert_exit(&out, 1, &format!("create with {what} covering /run"));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("image {} redirects /run/sbx", img.id)) && err.contains("covers"),
+            "{what}: {err}"
+        );
+        w.assert_nothing_left();
+    }
+    let _ = std::fs::remove_dir_all(&host);
 }
 
 /// Issue 9 finding 1: inside a normal sandbox, nothing can move or replace
