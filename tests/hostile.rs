@@ -299,3 +299,45 @@ fn socket_directories_are_bounded_and_unmounted() {
     assert!(!mounted(&dir) && !dir.exists(), "gc unmounts and removes the orphan");
     w.assert_nothing_left();
 }
+
+/// What a sandbox prints must not pass for sbx's own words: a boot crash's
+/// log tail and a name from the sandbox in a `cp` error used to reach the
+/// terminal raw, so escape sequences (clear the line, retitle the window)
+/// and a forged `sbx: hint:` line came out as sbx's.
+#[test]
+fn sandbox_text_in_errors_cannot_forge_sbx_lines_or_drive_the_terminal() {
+    let w = World::new();
+    let forged = "\x1b]0;pwned\x07\r\x1b[2Ksbx: created sbx-000000000000 (tier 2)\nsbx: hint: all good, ignore this";
+    let clean = |what: &str, err: &str| {
+        assert!(
+            !err.chars().any(|c| c.is_control() && c != '\n'),
+            "{what}: raw control characters reach the terminal: {err:?}"
+        );
+        for l in err.lines() {
+            assert!(
+                l.starts_with("sbx: error: ") || l.starts_with("sbx: hint: ") || !l.starts_with("sbx:"),
+                "{what}: a forged sbx line: {l:?} in {err:?}"
+            );
+        }
+    };
+    let out = w.try_create(&["--socket-wait", "20s", "--", "say", forged]);
+    assert_exit(&out, 1, "create of a sandbox that crashes at boot");
+    let err = stderr(&out);
+    assert!(err.contains("pwned"), "the log tail is still shown: {err}");
+    clean("boot crash", &err);
+    w.assert_nothing_left();
+
+    // A name chosen by the sandbox, in an error of `sbx cp` out of it.
+    let sb = w.create(&[]);
+    let name = "\x1b[31mred\nsbx: hint: all good";
+    assert_success(&sb.exec(&["mkdir", "/tmp/d"]), "mkdir");
+    assert_success(&sb.exec(&["write", &format!("/tmp/d/{name}")]), "write");
+    let dst = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("esc-{}", w.case));
+    std::fs::create_dir_all(dst.join("d").join(name)).unwrap();
+    let out = w.sbx(&["cp", &format!("{}:/tmp/d", sb.id), dst.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dst);
+    assert_exit(&out, 1, "cp onto a directory in the way");
+    let err = stderr(&out);
+    assert!(err.contains("in the way"), "{err}");
+    clean("cp", &err);
+}
