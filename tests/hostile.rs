@@ -341,3 +341,55 @@ fn sandbox_text_in_errors_cannot_forge_sbx_lines_or_drive_the_terminal() {
     assert!(err.contains("in the way"), "{err}");
     clean("cp", &err);
 }
+
+/// Issue 9 finding 6, re-checked beyond cp: a non-streaming docker call's
+/// whole output was held in memory, and some carry what the sandbox wrote.
+/// `sbx ps` lists the command lines the helper finds under the sandbox's
+/// /tmp/.sbx-bg: one 16 MiB file hard-linked 16 times made it print 256 MiB
+/// (and sbx hold several copies); a link count in the thousands would take
+/// the host's memory. Now such output stops at a cap with a clear error.
+#[test]
+fn sbx_ps_of_a_sandbox_that_floods_its_process_list_stays_bounded() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    assert_success(&sb.exec(&["flood-ps", "16", "16"]), "flood the process list");
+    let (out, rss_kib) = sbx_rss(&w, &["ps", &sb.id]);
+    assert!(rss_kib < 160 * 1024, "sbx ps peaked at {rss_kib} KiB");
+    assert_exit(&out, 1, "sbx ps of a flooded process list");
+    assert!(stderr(&out).contains("more than 64 MiB"), "{}", stderr(&out));
+}
+
+/// Run sbx and report its peak RSS in KiB (wait4's rusage of that child alone).
+// Reaped by wait4, which clippy does not see.
+#[allow(clippy::zombie_processes)]
+fn sbx_rss(w: &World, args: &[&str]) -> (std::process::Output, i64) {
+    use std::process::Stdio;
+    let mut child = Command::new(SBX)
+        .args(w.dir_args())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sbx");
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).unwrap();
+            v
+        })
+    };
+    let t_out = drain(Box::new(child.stdout.take().unwrap()));
+    let t_err = drain(Box::new(child.stderr.take().unwrap()));
+    let mut status = 0;
+    // SAFETY: wait4 on our own child, filling a zeroed rusage.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { nix::libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let out = std::process::Output {
+        status: std::os::unix::process::ExitStatusExt::from_raw(status),
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    };
+    (out, usage.ru_maxrss)
+}
