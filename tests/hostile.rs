@@ -393,3 +393,39 @@ fn sbx_rss(w: &World, args: &[&str]) -> (std::process::Output, i64) {
     };
     (out, usage.ru_maxrss)
 }
+
+/// Finding 4 one level up: the descriptor walk guarded everything below
+/// DST and DST itself, but DST's own ancestors were followed as symlinks.
+/// With `--rw HOST:/work`, the sandbox makes `/work/build` a symlink to a
+/// host directory; `sbx cp ID:/tmp/f HOST/build/f` then wrote (as root)
+/// there, and `sbx cp HOST/build/secret ID:/tmp/` read a host file into
+/// the sandbox. A symlink in a host path sbx writes or reads is followed
+/// only when root or the invoking user owns it.
+#[test]
+fn a_symlink_the_sandbox_planted_above_dst_is_not_followed() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("above-{}", w.case));
+    let (work, outside) = (base.join("work"), base.join("outside"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(outside.join("secret"), b"host secret").unwrap();
+    let rw = format!("{}:/work", work.display());
+    let sb = w.create(&["--rw", &rw]);
+    assert_success(&sb.exec(&["ln", outside.to_str().unwrap(), "/work/build"]), "plant the link");
+    assert_success(&sb.exec(&["write", "/tmp/f"]), "write");
+    assert!(std::fs::symlink_metadata(work.join("build")).unwrap().file_type().is_symlink());
+
+    let out = w.sbx(&["cp", &format!("{}:/tmp/f", sb.id), work.join("build/f").to_str().unwrap()]);
+    let wrote = outside.join("f").exists();
+    let out2 = w.sbx(&["cp", work.join("build/secret").to_str().unwrap(), &format!("{}:/tmp/", sb.id)]);
+    let read = sb.exec(&["exists", "/tmp/secret"]).status.success();
+    let _ = std::fs::remove_dir_all(&base);
+    assert!(!wrote, "sbx cp wrote through the sandbox's symlink, outside DST: {}", stderr(&out));
+    assert!(!read, "sbx cp read a host file through the sandbox's symlink: {}", stderr(&out2));
+    for (o, what) in [(&out, "cp out"), (&out2, "cp in")] {
+        assert_exit(o, 1, what);
+        assert!(stderr(o).contains("owned by uid 65534"), "{what}: {}", stderr(o));
+    }
+}

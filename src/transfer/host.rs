@@ -17,6 +17,7 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -29,18 +30,69 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
+/// Open the directory `path` names (an operator's path, above what is
+/// copied). Component by component with O_NOFOLLOW: a symlink on the way is
+/// followed only when root or this user owns it, and the last one not at
+/// all with `nofollow`. Finding 4 one level up: with `--rw HOST:/work` the
+/// sandbox made `/work/build` a symlink to a host directory, and `sbx cp
+/// ID:/tmp/f HOST/build/f` wrote there as root (`sbx cp HOST/build/secret
+/// ID:/tmp/` read from there); the kernel followed it when opening the path.
 fn open_dir(path: &Path, nofollow: bool) -> io::Result<OwnedFd> {
-    let mut flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-    if nofollow {
-        flags |= OFlags::NOFOLLOW;
-    }
-    rustix::fs::open(path, flags, Mode::empty()).map_err(|e| {
-        if e == Errno::LOOP {
-            invalid(format!("{} is a symlink; name the directory itself", path.display()))
-        } else {
-            io::Error::new(io::Error::from(e).kind(), format!("{}: {e}", path.display()))
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    use std::path::Component;
+    let err = |e: Errno| io::Error::new(io::Error::from(e).kind(), format!("{}: {e}", path.display()));
+    let me = nix::unistd::geteuid().as_raw();
+    let start = |abs: bool| {
+        rustix::fs::open(if abs { "/" } else { "." }, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+    };
+    let parts = |p: &Path| -> Vec<OsString> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut cur = start(path.is_absolute()).map_err(err)?;
+    let mut todo: VecDeque<OsString> = parts(path).into();
+    let mut links = 0;
+    while let Some(c) = todo.pop_front() {
+        let fd =
+            rustix::fs::openat(&cur, c.as_os_str(), OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+                .map_err(err)?;
+        let st = rustix::fs::fstat(&fd).map_err(err)?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Symlink {
+            cur = fd;
+            continue;
         }
-    })
+        if todo.is_empty() && nofollow {
+            return Err(invalid(format!("{} is a symlink; name the directory itself", path.display())));
+        }
+        if st.st_uid != 0 && st.st_uid != me {
+            return Err(invalid(format!(
+                "{}: {:?} on the way is a symlink owned by uid {}, not by you or root (a sandbox can make one \
+                 in a --rw mount); refusing to follow it, name the real directory",
+                path.display(),
+                c,
+                st.st_uid
+            )));
+        }
+        links += 1;
+        if links > 40 {
+            return Err(err(Errno::LOOP));
+        }
+        let target = rustix::fs::readlinkat(&fd, "", Vec::new()).map_err(err)?;
+        let target = PathBuf::from(std::ffi::OsStr::from_bytes(target.as_bytes()));
+        if target.is_absolute() {
+            cur = start(true).map_err(err)?;
+        }
+        for p in parts(&target).into_iter().rev() {
+            todo.push_front(p);
+        }
+    }
+    rustix::fs::openat(&cur, ".", OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).map_err(err)
 }
 
 /// How directories below the destination are opened.
@@ -600,6 +652,30 @@ mod tests {
         assert!(!s.windows(11).any(|w| w == b"host secret"), "a link's target was read");
         std::fs::remove_dir_all(src).unwrap();
         std::fs::remove_dir_all(secret).unwrap();
+    }
+
+    /// Symlinks above DST: followed when root or this user owns them (an
+    /// operator's /home -> /usr/home), refused when someone else does.
+    #[test]
+    fn symlinks_above_dst_are_followed_only_when_trusted() {
+        let base = tmp("above");
+        std::fs::create_dir_all(base.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink("real", base.join("mine")).unwrap();
+        std::os::unix::fs::symlink(base.join("real/sub"), base.join("abs")).unwrap();
+        for via in ["mine/sub", "abs", "real/sub/../sub", "mine/../mine/sub"] {
+            write(&raw(&[(b'F', 0o644, "f", via.as_bytes())]), "f", &base.join(via).join("f")).unwrap();
+            assert_eq!(std::fs::read(base.join("real/sub/f")).unwrap(), via.as_bytes(), "{via}");
+        }
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::symlink("real", base.join("theirs")).unwrap();
+            std::os::unix::fs::lchown(base.join("theirs"), Some(65534), Some(65534)).unwrap();
+            let err = write(&raw(&[(b'F', 0o644, "g", b"x")]), "g", &base.join("theirs/sub/g")).unwrap_err();
+            assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+            assert!(!base.join("real/sub/g").exists());
+            let mut enc = Encoder::new(Vec::new()).unwrap();
+            assert!(send_host(&base.join("theirs/sub/f"), &mut enc).is_err(), "read through their link");
+        }
+        std::fs::remove_dir_all(base).unwrap();
     }
 
     /// Issue 9 finding 6, re-checked: the writer kept the path of every
