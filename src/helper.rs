@@ -17,7 +17,7 @@
 //!   refuses an image that moved them.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -30,6 +30,12 @@ pub const SANDBOX_DIR: &str = "/run/sbx";
 pub const SANDBOX_PATH: &str = "/run/sbx/helper";
 /// The helper's name inside its directory.
 const FILE: &str = "helper";
+/// Execute-only for the sandbox (issue 9 finding 1, deeper): the running
+/// helper is a process of the sandbox's user, which any process there could
+/// ptrace to write its answers. exec of a file the caller cannot read makes
+/// the process non-dumpable from the start (no window), and without
+/// CAP_SYS_PTRACE nothing in the sandbox can attach to it.
+const MODE: u32 = 0o511;
 
 /// The helper's directory on the host (holding only `helper`), installed on
 /// first use and verified every time. `None` when this sbx was built without
@@ -68,8 +74,10 @@ fn install_bytes(data_dir: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf> {
     let tmp = base.join(format!(".new-{}-{:x}", std::process::id(), rand::random::<u32>()));
     std::fs::DirBuilder::new().mode(0o755).create(&tmp).map_err(|e| io("creating", &tmp, e))?;
     let written = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o555).open(tmp.join(FILE))?;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(MODE).open(tmp.join(FILE))?;
         f.write_all(bytes)?;
+        // create_new's mode passes through the umask: set it exactly.
+        f.set_permissions(std::fs::Permissions::from_mode(MODE))?;
         f.sync_all()
     })();
     if let Err(e) = written {
@@ -126,6 +134,9 @@ fn verify(dir: &Path, bytes: &[u8]) -> std::result::Result<(), Option<String>> {
         return Err(Some("the helper is not a regular file".into()));
     }
     trusted(&fm)?;
+    if fm.mode() & 0o7777 != MODE {
+        return Err(Some(format!("the helper's mode is {:o}, not {MODE:o}", fm.mode() & 0o7777)));
+    }
     if fm.len() != bytes.len() as u64 {
         return Err(Some(format!("the helper has {} bytes, not {}", fm.len(), bytes.len())));
     }
@@ -255,6 +266,11 @@ mod tests {
         std::fs::write(dir.join(FILE), b"evil helper").unwrap();
         let again = install_bytes(&d, "k1", b"real helper").unwrap();
         assert_eq!(std::fs::read(again.join(FILE)).unwrap(), b"real helper");
+        // Readable (and so traceable) inside the sandbox: reinstalled execute-only.
+        assert_eq!(std::fs::metadata(again.join(FILE)).unwrap().mode() & 0o7777, 0o511);
+        std::fs::set_permissions(again.join(FILE), std::fs::Permissions::from_mode(0o555)).unwrap();
+        install_bytes(&d, "k1", b"real helper").unwrap();
+        assert_eq!(std::fs::metadata(again.join(FILE)).unwrap().mode() & 0o7777, 0o511);
         // An extra entry (something to mount over, or run instead): replaced.
         std::fs::write(again.join("extra"), b"x").unwrap();
         install_bytes(&d, "k1", b"real helper").unwrap();

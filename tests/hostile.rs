@@ -181,8 +181,10 @@ fn the_sandbox_cannot_replace_the_helper() {
         .flatten()
         .find(|e| e.file_name().to_string_lossy().starts_with("v-"));
     let host = std::fs::read(host.expect("installed helper dir").path().join("helper")).unwrap();
-    let inside = docker(&["exec", &sb.id, "/bin/fixture", "read", "/run/sbx/helper"]);
-    assert!(inside.stdout == host, "the helper inside differs from the one sbx installed");
+    // Through the host's view of the sandbox's root: the helper is execute-only inside.
+    let pid = sb.inspect("{{.State.Pid}}");
+    let inside = std::fs::read(format!("/proc/{pid}/root/run/sbx/helper")).unwrap();
+    assert!(inside == host, "the helper inside differs from the one sbx installed");
 }
 
 /// `levels` directories nested in `dir`, made relative to descriptors (as a
@@ -428,4 +430,40 @@ fn a_symlink_the_sandbox_planted_above_dst_is_not_followed() {
         assert_exit(o, 1, what);
         assert!(stderr(o).contains("owned by uid 65534"), "{what}: {}", stderr(o));
     }
+}
+
+/// Issue 9 finding 1, deeper: even the genuine helper, once running in the
+/// sandbox, ran as the sandbox's user and was dumpable, so any process
+/// there could ptrace it and write its answers (there is no Yama on many
+/// hosts). The helper is now installed execute-only (0511): exec of a file
+/// the caller cannot read leaves the process non-dumpable from the start,
+/// and without CAP_SYS_PTRACE nothing in the sandbox can attach.
+#[test]
+fn the_running_helper_cannot_be_ptraced_from_the_sandbox() {
+    let w = World::new();
+    let img = HostileImage::build(&w, "ptrace", |_| {});
+    let out = create_with(&w, &img.id);
+    assert_success(&out, "create");
+    let sb = w.adopt(stdout(&out).trim());
+    // A helper that lives a while, as during a long `sbx cp` or `wait-port`.
+    let mut waiting = Command::new("docker")
+        .args(["exec", &sb.id, "/run/sbx/helper", "wait-port", "9", "30000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    for _ in 0..50 {
+        let attack = docker(&["exec", &sb.id, "/bin/attack", "ptrace"]);
+        said = stdout(&attack);
+        if !said.contains("0 helpers found") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = waiting.kill();
+    let _ = waiting.wait();
+    assert!(!said.contains("ATTACHED") && said.contains("refused ptrace"), "{said}");
+    // The helper still works, and still is the one sbx installed.
+    assert_success(&w.sbx(&["ps", &sb.id]), "the helper runs");
 }
