@@ -299,7 +299,7 @@ pub struct CpArgs {
     /// Destination: a host path or ID:/path.
     pub dst: String,
     /// Refuse a copy out of a sandbox whose files add up to more than this
-    /// (sizes as files claim them, holes included), e.g. 512M, 4GiB.
+    /// (sizes as files claim them, holes and symlink targets included), e.g. 512M, 4GiB.
     #[arg(long, value_name = "SIZE", default_value = "1GiB")]
     pub max_bytes: String,
 }

@@ -145,6 +145,27 @@ pub enum Error {
     },
 }
 
+/// Text that may carry what a sandbox or its image wrote (log tails, a
+/// command's stderr, file names), made safe to print as part of sbx's own
+/// message: control characters other than newline and tab (ESC, CR, BEL,
+/// C1) and bidi overrides are shown escaped, so nothing reaches the
+/// terminal as a control sequence, and each line after the first starts
+/// with "  | ", so no line from the sandbox can pass for an `sbx:` line.
+pub fn for_terminal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.trim_end_matches('\n').chars() {
+        match c {
+            '\n' => out.push_str("\n  | "),
+            '\t' => out.push(c),
+            c if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') => {
+                out.extend(c.escape_default())
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn tail_suffix(logs: &str) -> String {
     if logs.trim().is_empty() {
         String::from("; it logged nothing")
@@ -302,7 +323,7 @@ impl Error {
             Error::DoctorFailed { .. } => "each failed check above says how to fix it".into(),
             Error::HelperMissing { id } => format!("recreate the sandbox with this sbx (`sbx destroy {id}`, then `sbx create ...`); build sbx where a static libc is installed (Debian: libc6-dev)"),
             Error::Redirected { .. } => {
-                "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox); nothing was left behind".into()
+                "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox, and no VOLUME or --rw/--ro path that is a symlink to /run); nothing was left behind".into()
             }
             Error::HelperUntrusted { path, .. } => format!(
                 "make {} and its parents owned by you or root and writable by nobody else, then retry (sbx reinstalls a helper whose content differs)",
@@ -333,3 +354,18 @@ fn is_daemon_down(stderr: &str) -> bool {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandbox_text_is_escaped_and_indented_for_the_terminal() {
+        let forged = "\x1b]0;pwned\x07\r\x1b[2Ksbx: ok\nsbx: hint: fine\u{9b}31m\u{202e}x\tand a tab\n";
+        let shown = for_terminal(forged);
+        assert!(!shown.chars().any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{202e}'), "{shown:?}");
+        assert_eq!(shown.lines().nth(1), Some(r"  | sbx: hint: fine\u{9b}31m\u{202e}x	and a tab"));
+        assert!(shown.starts_with(r"\u{1b}]0;pwned\u{7}\r\u{1b}[2Ksbx: ok"), "{shown}");
+        assert_eq!(for_terminal("plain text"), "plain text");
+    }
+}

@@ -118,9 +118,10 @@ fn report(e: &Error, json: bool) {
         print_json_error(e.kind(), &e.to_string(), hint.as_deref());
     } else {
         let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "sbx: error: {e}");
+        // Messages quote what the sandbox wrote: never raw to the terminal.
+        let _ = writeln!(err, "sbx: error: {}", error::for_terminal(&e.to_string()));
         if let Some(h) = hint {
-            let _ = writeln!(err, "sbx: hint: {h}");
+            let _ = writeln!(err, "sbx: hint: {}", error::for_terminal(&h));
         }
     }
 }

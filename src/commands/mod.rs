@@ -97,7 +97,7 @@ pub(crate) fn json_line<T: serde::Serialize>(v: &T) -> Result<()> {
 }
 
 pub(crate) fn warn(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "sbx: warning: {msg}");
+    let _ = writeln!(std::io::stderr().lock(), "sbx: warning: {}", crate::error::for_terminal(msg));
 }
 
 /// `sbx volumes`: the persistent session volumes.

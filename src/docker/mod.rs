@@ -224,13 +224,23 @@ impl RealDocker {
         let Some(watch) = self.watch_start(args, &child, true) else {
             return finish(&self.program_name(), args, self.deadlines.of(args), child);
         };
-        // A stream run to completion (a helper call, `docker exec` of a
-        // setup command): its output is read whole, its start watched.
+        // A stream run to completion (a helper call such as `sbx ps`, `docker
+        // exec` of a setup command): its output is read whole, within
+        // MAX_OUTPUT like every call read whole (a sandbox writes it), and its
+        // start watched.
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let read = |r: Option<Box<dyn Read + Send>>| {
+            let over = over.clone();
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
-                if let Some(mut r) = r {
-                    let _ = r.read_to_end(&mut buf);
+                if let Some(r) = r {
+                    let _ = r.take(MAX_OUTPUT as u64 + 1).read_to_end(&mut buf);
+                }
+                if buf.len() > MAX_OUTPUT {
+                    over.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+                    buf = Vec::new();
                 }
                 buf
             })
@@ -239,6 +249,9 @@ impl RealDocker {
         let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
         let status = watch.reap(&mut child).map_err(|e| self.spawn_err(e))?;
         let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+        if over.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(output_cut(args));
+        }
         Ok(std::process::Output { status: status?, stdout, stderr })
     }
 
@@ -422,16 +435,21 @@ fn finish(
     child: Child,
 ) -> Result<std::process::Output, DockerError> {
     let spawn_err = |source| DockerError::Spawn { program: program.to_string(), source };
+    let cut = |out: std::io::Result<Bounded>| match out {
+        Ok(Bounded::Whole(out)) => Ok(out),
+        Ok(Bounded::Cut) => Err(output_cut(args)),
+        Err(e) => Err(spawn_err(e)),
+    };
     let Some(limit) = limit else {
-        return child.wait_with_output().map_err(spawn_err);
+        return cut(bounded_output(child));
     };
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
+        let _ = tx.send(bounded_output(child));
     });
     match rx.recv_timeout(limit) {
-        Ok(out) => out.map_err(spawn_err),
+        Ok(out) => cut(out),
         Err(_) => {
             // Its own process group (see `RealDocker::command`): the CLI and anything it started.
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
@@ -564,6 +582,61 @@ impl Drop for StartWatch {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// Most a non-streaming docker call may print on stdout or on stderr.
+/// Some carry what a sandbox wrote (`sbx ps` lists the command lines the
+/// helper finds in the sandbox's /tmp, `--setup` and `exec -d` output): one
+/// file hard-linked many times there made `sbx ps` print gigabytes, all held
+/// (issue 9 finding 6, re-checked). Engine answers are far smaller.
+pub const MAX_OUTPUT: usize = 64 << 20;
+
+/// The error for a call read whole that printed more than [`MAX_OUTPUT`].
+fn output_cut(args: &[OsString]) -> DockerError {
+    DockerError::Parse {
+        command: render(args),
+        reason: format!(
+            "it printed more than {} MiB, which sbx does not hold; stopped (output a sandbox can write to?)",
+            MAX_OUTPUT >> 20
+        ),
+    }
+}
+
+enum Bounded {
+    Whole(std::process::Output),
+    /// Past [`MAX_OUTPUT`]: the call was killed.
+    Cut,
+}
+
+/// `wait_with_output`, holding at most [`MAX_OUTPUT`] of each stream; past
+/// it the CLI's process group is killed.
+fn bounded_output(mut child: Child) -> std::io::Result<Bounded> {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let read = |r: Option<Box<dyn Read + Send>>| {
+        let over = over.clone();
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(r) = r {
+                let _ = r.take(MAX_OUTPUT as u64 + 1).read_to_end(&mut v);
+            }
+            if v.len() > MAX_OUTPUT {
+                over.store(true, std::sync::atomic::Ordering::SeqCst);
+                // Its own process group (see `RealDocker::command`).
+                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+                v = Vec::new();
+            }
+            v
+        })
+    };
+    let out = read(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let status = child.wait()?;
+    let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    if over.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(Bounded::Cut);
+    }
+    Ok(Bounded::Whole(std::process::Output { status, stdout, stderr }))
 }
 
 /// Copy a child's stream to ours as it comes (binary-safe, flushed per
@@ -743,6 +816,29 @@ mod tests {
             "prompt calls have their own deadline"
         );
         child.wait().unwrap();
+    }
+
+    /// A call whose output never ends (what a sandbox can make `sbx ps`
+    /// print) is stopped past MAX_OUTPUT, with and without a deadline.
+    #[test]
+    fn endless_output_is_cut_off_at_the_cap() {
+        for d in [
+            RealDocker::new(Some("yes".into())),
+            RealDocker::new(Some("yes".into()))
+                .with_deadlines(Deadlines { quick: Duration::from_secs(60), change: Duration::from_secs(60) }),
+        ] {
+            // `exec x` has no deadline and no container to watch; `exec -- ID`
+            // (how `sbx ps` asks the helper) is watched at its start.
+            for call in [&["exec", "x"][..], &["exec", "--", "sbx-000000000001", "ps"][..]] {
+                match d.run(&argv(call)) {
+                    Err(DockerError::Parse { reason, .. }) => assert!(reason.contains("more than 64 MiB"), "{reason}"),
+                    other => panic!("{call:?}: {other:?}"),
+                }
+            }
+        }
+        // Short output is whole.
+        let out = RealDocker::new(Some("echo".into())).run(&argv(&["hi"])).unwrap();
+        assert_eq!(out.stdout, b"hi\n");
     }
 
     #[test]

@@ -87,7 +87,10 @@ fn build_fixture() -> String {
     let cached = docker_ok(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")]);
     // Images built FROM the fixture inherit its label; only the imported one
     // has no other label (a test's derived image must never be taken for it).
-    let pristine = |id: &&str| docker_ok(&["image", "inspect", "--format", "{{len .Config.Labels}}", id]) == "2";
+    // (An image built FROM the fixture keeps its labels but has more layers.)
+    let pristine = |id: &&str| {
+        docker_ok(&["image", "inspect", "--format", "{{len .Config.Labels}} {{len .RootFS.Layers}}", id]) == "2 1"
+    };
     if let Some(id) = cached.lines().find(pristine) {
         return id.to_string();
     }
