@@ -16,6 +16,7 @@ pub mod error;
 pub mod gc;
 pub mod helper;
 pub mod interrupt;
+pub mod messages;
 pub mod persist;
 pub mod probe;
 pub mod record;
@@ -88,6 +89,7 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     };
     init_tracing(cli.verbose);
     let json = cli.json;
+    messages::set_json(json);
     if let Err(e) = docker::Deadlines::from_env(env.docker_timeout.as_deref()) {
         let e = Error::from(e);
         report(&e, json);
