@@ -81,8 +81,9 @@ pub enum Explained {
     NoSpace { id: String, path: String },
     #[error("nothing listened on port {port} in sandbox {id} within {waited}")]
     PortTimeout { id: String, port: u16, waited: String },
-    #[error("sandbox {id} could not run {command:?}: {}", if *not_found { "no such file or command" } else { "it is not an executable file" })]
-    CannotRun { id: String, command: String, not_found: bool },
+    #[error("sandbox {id} cannot run {command:?}: {}", if *not_found { "no such file or command" } else { "it is not an executable file" })]
+    /// `background`: from `exec -d`, which exits 1 (its command never had an exit code).
+    CannotRun { id: String, command: String, not_found: bool, background: bool },
     /// Anything else the helper reports; `detail` is its own text, made
     /// printable: it comes from the sandbox (issue 9) and is labelled so.
     #[error("sbx's helper in sandbox {id} failed while {doing} (exit {code}){}", if detail.is_empty() { String::new() } else { format!("; the sandbox said: {detail}") })]
@@ -103,7 +104,7 @@ impl Explained {
             Denied { id, path } => Denied { id: n(id), path },
             NoSpace { id, path } => NoSpace { id: n(id), path },
             PortTimeout { id, port, waited } => PortTimeout { id: n(id), port, waited },
-            CannotRun { id, command, not_found } => CannotRun { id: n(id), command, not_found },
+            CannotRun { id, command, not_found, background } => CannotRun { id: n(id), command, not_found, background },
             Helper { id, doing, code, detail } => Helper { id: n(id), doing, code, detail },
             e @ CpuRange { .. } => e,
         }
@@ -112,6 +113,7 @@ impl Explained {
     fn exit_code(&self) -> u8 {
         match self {
             // The shell's convention, which scripts expect of `sbx exec`.
+            Explained::CannotRun { background: true, .. } => EXIT_FAILED,
             Explained::CannotRun { not_found: true, .. } => 127,
             Explained::CannotRun { .. } => 126,
             _ => EXIT_FAILED,

@@ -47,6 +47,11 @@ pub struct Env {
     pub home: Option<std::path::PathBuf>,
     /// `SBX_DOCKER_TIMEOUT` as given; checked by `run` (see `docker::Deadlines`).
     pub docker_timeout: Option<String>,
+    /// `SBX_SOCKET_DIR`, `SBX_DATA_DIR`, `SBX_SECCOMP_PROFILE`: the options'
+    /// defaults (an option given on the command line wins; empty is unset).
+    pub socket_dir: Option<std::path::PathBuf>,
+    pub data_dir: Option<std::path::PathBuf>,
+    pub seccomp_profile: Option<String>,
 }
 
 impl Env {
@@ -61,6 +66,9 @@ impl Env {
             xdg_state_home: std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(Into::into),
             home: std::env::var_os("HOME").filter(|v| !v.is_empty()).map(Into::into),
             docker_timeout: std::env::var("SBX_DOCKER_TIMEOUT").ok().filter(|v| !v.is_empty()),
+            socket_dir: std::env::var_os("SBX_SOCKET_DIR").filter(|v| !v.is_empty()).map(Into::into),
+            data_dir: std::env::var_os("SBX_DATA_DIR").filter(|v| !v.is_empty()).map(Into::into),
+            seccomp_profile: std::env::var("SBX_SECCOMP_PROFILE").ok().filter(|v| !v.is_empty()),
         }
     }
 }

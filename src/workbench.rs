@@ -171,7 +171,13 @@ fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code
         let oci = held.starts_with("OCI runtime exec failed");
         if oci && (code == 126 || code == 127) && !cmd.is_empty() {
             let not_found = exec_code(exec, id, o, cmd, 126, "")? == 127;
-            return Err(Explained::CannotRun { id: id.to_string(), command: cmd[0].clone(), not_found }.into());
+            return Err(Explained::CannotRun {
+                id: id.to_string(),
+                command: cmd[0].clone(),
+                not_found,
+                background: false,
+            }
+            .into());
         }
         let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), held.as_bytes());
     }
@@ -274,7 +280,13 @@ pub fn exec_detached(
         // The helper's `bg` exits 127/126 when the command cannot start.
         if matches!(out.status, 126 | 127) && !cmd.is_empty() {
             let not_found = out.status == 127;
-            return Err(Explained::CannotRun { id: id.to_string(), command: cmd[0].clone(), not_found }.into());
+            return Err(Explained::CannotRun {
+                id: id.to_string(),
+                command: cmd[0].clone(),
+                not_found,
+                background: true,
+            }
+            .into());
         }
         return Err(helper_failure(id, &argv, out.status, &out.stderr_str()));
     }
@@ -778,7 +790,7 @@ mod tests {
         f.push(Output::fail(127, "sbx-helper: cannot run \"nope\": No such file or directory"));
         match exec_detached(&f, "sbx-0123456789ab", &ExecOpts::default(), "p1", &["nope".into()]) {
             Err(e @ Error::Explained(Explained::CannotRun { not_found: true, .. })) => {
-                assert_eq!(e.exit_code(), 127);
+                assert_eq!(e.exit_code(), 1, "exec -d exits 1");
                 assert!(!e.to_string().contains("sbx-helper"), "{e}");
             }
             other => panic!("{other:?}"),

@@ -27,7 +27,7 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
         clone: a.clone,
         setup: a.setup,
         command: a.command,
-        seccomp_profile: a.seccomp_profile,
+        seccomp_profile: a.seccomp_profile.or_else(|| env.seccomp_profile.clone()),
     };
     let spec = SandboxSpec::from_request(&req, env.docker_host.as_deref())?;
     // From here on a signal must not kill sbx before it has cleaned up.

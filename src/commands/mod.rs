@@ -31,8 +31,8 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
     let json = cli.json;
     // An empty SBX_SOCKET_DIR / SBX_DATA_DIR means unset, as for most path variables.
     let dirs = Dirs {
-        socket_dir: cli.socket_dir.filter(|d| !d.as_os_str().is_empty()),
-        state_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()),
+        socket_dir: cli.socket_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.socket_dir.clone()),
+        state_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.data_dir.clone()),
     };
     let dirs = &dirs;
     let done = |r: Result<()>| r.map(|()| 0u8);
