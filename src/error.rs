@@ -404,17 +404,7 @@ impl Error {
                 format!("load it first (`docker pull {image}` or `docker load`), then retry")
             }
             Error::NetworkMissing { networks } => {
-                let cmds: Vec<String> =
-                    networks.iter().map(|n| format!("`docker network create --internal {n}`")).collect();
-                let attach: Vec<String> = networks
-                    .iter()
-                    .map(|n| format!("`docker network connect --alias {} {n} SERVICE`", n.trim_start_matches("sbx-")))
-                    .collect();
-                format!(
-                    "create it with {} (add `-o com.docker.network.bridge.inhibit_ipv4=true` to keep the host out of reach) and attach the service with {}; or create the sandbox with --private-routes",
-                    cmds.join(" and "),
-                    attach.join(" and ")
-                )
+                format!("{}; or create the sandbox with --private-routes", missing_network_fix(networks))
             }
             Error::NotContained { gaps } => {
                 let mut fixes: Vec<String> = gaps.iter().map(|g| format!("{}: {}", g.network, g.fix)).collect();
@@ -462,6 +452,21 @@ impl Error {
             Error::Io { .. } => return None,
         })
     }
+}
+
+/// How to make missing route networks; `create`'s hint and `doctor
+/// --route` say the same (issue 10, consistency).
+pub fn missing_network_fix(networks: &[String]) -> String {
+    let cmds: Vec<String> = networks.iter().map(|n| format!("`docker network create --internal {n}`")).collect();
+    let attach: Vec<String> = networks
+        .iter()
+        .map(|n| format!("`docker network connect --alias {} {n} SERVICE`", n.trim_start_matches("sbx-")))
+        .collect();
+    format!(
+        "create it with {} (add `-o com.docker.network.bridge.inhibit_ipv4=true` to keep the host out of reach) and attach the service with {}",
+        cmds.join(" and "),
+        attach.join(" and ")
+    )
 }
 
 fn is_daemon_down(stderr: &str) -> bool {
