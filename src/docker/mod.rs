@@ -7,6 +7,7 @@
 //! daemon.
 
 pub mod argv;
+pub mod explain;
 pub mod fake;
 pub mod pace;
 pub mod parse;
@@ -49,9 +50,11 @@ impl Output {
 pub struct Attach {
     /// Pass sbx's stdin through (`exec -i`); otherwise /dev/null.
     pub stdin: bool,
-    /// Forward docker's stderr as it comes but keep its first bytes, so
-    /// sbx can tell "docker could not start the command" from the
-    /// command's own failure. Off for a TTY, where stderr is the terminal.
+    /// Forward docker's stdout and stderr as they come, but hold back a
+    /// stream that starts with docker's own message (see `forward`) and
+    /// return it, so sbx can tell "docker could not start the command" from
+    /// the command's own failure and say so itself. Off for a TTY, where
+    /// both streams are the terminal.
     pub capture_stderr: bool,
 }
 
@@ -71,8 +74,8 @@ pub trait DockerExec: Send + Sync {
     /// Start `docker ARGS...` and return at once.
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError>;
     /// Run with sbx's stdout (and stdin, stderr as `attach` says), in sbx's
-    /// own process group so a TTY works; returns the exit status and the
-    /// first bytes of stderr when captured.
+    /// own process group so a TTY works; returns the exit status and, when
+    /// captured, docker's own message, which was held back from sbx's streams.
     fn run_attached(&self, args: &[OsString], attach: Attach) -> Result<(i32, String), DockerError>;
     /// Run with `input` (if any) writing docker's stdin from a thread and
     /// `output` reading its stdout as it comes: nothing is held whole (a
@@ -119,7 +122,10 @@ pub fn run_ok(exec: &dyn DockerExec, args: &[OsString]) -> Result<Output, Docker
 
 /// The error for `docker ARGS` that ran and exited non-zero.
 pub fn status_error(args: &[OsString], out: &Output) -> DockerError {
-    DockerError::Status { command: render(args), status: out.status, stderr: out.stderr_str() }
+    // The argv and docker's whole answer are for `-v` only (issue 10 item 5);
+    // the error says what sbx was doing (see `explain`).
+    tracing::debug!(command = %render(args), status = out.status, stderr = %out.stderr_str(), "docker failed");
+    DockerError::Status { command: explain::doing(args), status: out.status, stderr: out.stderr_str() }
 }
 
 /// `docker ARGS` quoted for messages only; never executed.
@@ -639,8 +645,35 @@ fn bounded_output(mut child: Child) -> std::io::Result<Bounded> {
     Ok(Bounded::Whole(std::process::Output { status, stdout, stderr }))
 }
 
+/// How docker's own messages begin when `docker exec` or `docker logs`
+/// could not do its job (engine 20.10 prints the OCI one on stdout).
+const DOCKER_SAYS: &[&[u8]] =
+    &[b"Error response from daemon: ", b"OCI runtime exec failed", b"Error: No such container"];
+/// Docker's messages are short; a longer stream is the command's own output.
+const HOLD_MAX: usize = 4096;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Head {
+    /// Could still become one of docker's messages.
+    Undecided,
+    Docker,
+    Other,
+}
+
+fn head_of(held: &[u8]) -> Head {
+    if DOCKER_SAYS.iter().any(|p| held.starts_with(p)) {
+        Head::Docker
+    } else if DOCKER_SAYS.iter().any(|p| p.starts_with(held)) {
+        Head::Undecided
+    } else {
+        Head::Other
+    }
+}
+
 /// Copy a child's stream to ours as it comes (binary-safe, flushed per
-/// read); returns its first 4 KiB as text.
+/// read), except a stream that begins with one of docker's own messages:
+/// that is held back and returned, so sbx can say it in its own words
+/// (issue 10 item 6); the caller writes it out should it be the command's.
 fn forward<R, W, F>(mut from: R, to: F) -> std::thread::JoinHandle<String>
 where
     R: Read + Send + 'static,
@@ -649,20 +682,35 @@ where
 {
     std::thread::spawn(move || {
         let mut to = to();
-        let mut head = Vec::new();
+        let mut held = Vec::new();
+        let mut deciding = true;
         let mut buf = vec![0u8; 64 * 1024];
         while let Ok(n) = from.read(&mut buf) {
             if n == 0 {
                 break;
             }
-            if to.write_all(&buf[..n]).and_then(|()| to.flush()).is_err() {
+            let chunk = if deciding {
+                held.extend_from_slice(&buf[..n]);
+                match head_of(&held) {
+                    Head::Docker if held.len() <= HOLD_MAX => continue,
+                    Head::Undecided => continue,
+                    _ => {
+                        deciding = false;
+                        std::mem::take(&mut held)
+                    }
+                }
+            } else {
+                buf[..n].to_vec()
+            };
+            if to.write_all(&chunk).and_then(|()| to.flush()).is_err() {
                 break;
             }
-            if head.len() < 4096 {
-                head.extend_from_slice(&buf[..n.min(4096 - head.len())]);
-            }
         }
-        String::from_utf8_lossy(&head).into_owned()
+        if deciding && head_of(&held) != Head::Docker {
+            let _ = to.write_all(&held).and_then(|()| to.flush());
+            held.clear();
+        }
+        String::from_utf8_lossy(&held).into_owned()
     })
 }
 
