@@ -574,6 +574,35 @@ pub fn stats(exec: &dyn DockerExec, ids: &[String]) -> Result<Vec<Stats>> {
     Ok(parse_stats(&out.stdout_str()))
 }
 
+/// [`stats`] of those of `ids` that exist, and the ones docker says are
+/// gone: `docker stats A B` prints nothing at all when B is missing, so
+/// the missing are dropped and the rest asked again (issue 10 item 9).
+pub fn stats_present(exec: &dyn DockerExec, ids: &[String]) -> Result<(Vec<Stats>, Vec<String>)> {
+    let mut left = ids.to_vec();
+    let mut missing = Vec::new();
+    while !left.is_empty() {
+        let out = exec.run(&stats_argv(&left))?;
+        if out.status == 0 {
+            return Ok((parse_stats(&out.stdout_str()), missing));
+        }
+        let stderr = out.stderr_str();
+        let gone: Vec<String> = left.iter().filter(|id| named_missing(&stderr, id)).cloned().collect();
+        if gone.is_empty() {
+            return run_ok(exec, &stats_argv(&left))
+                .map(|o| (parse_stats(&o.stdout_str()), missing))
+                .map_err(Into::into);
+        }
+        left.retain(|id| !gone.contains(id));
+        missing.extend(gone);
+    }
+    Ok((Vec::new(), missing))
+}
+
+/// Whether docker's stderr says exactly `id` does not exist.
+fn named_missing(stderr: &str, id: &str) -> bool {
+    stderr.lines().any(|l| l.split_once("No such container: ").is_some_and(|(_, rest)| rest.trim() == id))
+}
+
 /// The argv of one port-forward relay: stdin/stdout <-> 127.0.0.1:PORT in the sandbox.
 pub fn relay_argv(id: &str, port: u16) -> Vec<OsString> {
     helper_argv(id, true, &["relay", &port.to_string()])
@@ -757,6 +786,20 @@ mod tests {
         let err = restore(&f, "sbx-0123456789ab", &b""[..], &Limits::default()).unwrap_err();
         assert!(err.to_string().contains("stdin is not a tar archive (0 bytes)"), "{err}");
         assert_eq!(f.calls().len(), 1);
+    }
+
+    /// Issue 10 item 9: `sbx stats MISSING LIVE` named both as missing.
+    #[test]
+    fn stats_of_a_missing_and_a_live_sandbox_shows_the_live_one() {
+        let f = FakeDocker::new();
+        let live = "a".repeat(64);
+        let gone = "b".repeat(64);
+        f.push(Output::fail(1, &format!("Error response from daemon: No such container: {gone}\n")));
+        f.push(Output::ok(&format!("{{\"Name\":\"sbx-0123456789ab\",\"ID\":\"{live}\",\"PIDs\":\"2\"}}\n")));
+        let (s, missing) = stats_present(&f, &[gone.clone(), live.clone()]).unwrap();
+        assert_eq!(missing, vec![gone.clone()]);
+        assert_eq!((s.len(), s[0].pids), (1, 2));
+        assert_eq!(f.calls()[1], ["stats", "--no-stream", "--format", "{{json .}}", "--", live.as_str()]);
     }
 
     #[test]

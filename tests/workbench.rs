@@ -650,3 +650,26 @@ fn stopping_exec_ends_the_command_in_the_sandbox() {
         assert_eq!(left, 0, "{what} still runs in the sandbox after {sig}");
     }
 }
+
+/// Issue 10 item 9: `sbx stats MISSING LIVE` named the live sandbox as
+/// missing too (and showed nothing). The live one is shown; only the
+/// missing ones are reported (exit 1), whether never made or removed
+/// behind sbx's back.
+#[test]
+fn stats_of_missing_and_live_sandboxes_reports_only_the_missing() {
+    let w = World::new();
+    let live = w.create(&[]);
+    let gone = w.create(&[]);
+    docker_ok(&["rm", "-f", "-v", &gone.id]);
+    let never = "sbx-0000deadbeef";
+    for missing in [never, gone.id.as_str()] {
+        let out = w.sbx(&["stats", "--json", missing, &live.id]);
+        assert_exit(&out, 1, "stats with a missing sandbox");
+        let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the live one as JSON");
+        assert_eq!(shown.as_array().map(Vec::len), Some(1), "{shown}");
+        assert_eq!(shown[0]["id"], live.id.as_str(), "{shown}");
+        let err = stderr(&out);
+        assert!(err.contains(missing), "{err}");
+        assert!(!err.contains(&live.id), "the live sandbox is not missing: {err}");
+    }
+}
