@@ -215,6 +215,22 @@ pub struct BgProcess {
     pub command: Vec<String>,
     pub running: bool,
     pub exit_code: Option<i64>,
+    /// The signal that ended it (then `exit_code` is null): TERM is 15,
+    /// not "exit 143" (issue 10 item 9).
+    #[serde(default)]
+    pub signal: Option<i64>,
+}
+
+impl BgProcess {
+    /// `running`, `exit N`, or `killed by TERM`.
+    pub fn status(&self) -> String {
+        match (self.running, self.exit_code, self.signal) {
+            (true, _, _) => "running".into(),
+            (false, _, Some(sig)) => format!("killed by {}", signal_name(sig)),
+            (false, Some(c), None) => format!("exit {c}"),
+            (false, None, None) => "gone".into(),
+        }
+    }
 }
 
 pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<Vec<BgProcess>> {
@@ -230,21 +246,9 @@ pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<Vec<BgProcess>> {
 
 /// Signal names and numbers `kill` accepts.
 pub fn parse_signal(s: &str) -> std::result::Result<i32, Invalid> {
-    const NAMES: &[(&str, i32)] = &[
-        ("HUP", 1),
-        ("INT", 2),
-        ("QUIT", 3),
-        ("KILL", 9),
-        ("USR1", 10),
-        ("USR2", 12),
-        ("TERM", 15),
-        ("CONT", 18),
-        ("STOP", 19),
-        ("WINCH", 28),
-    ];
     let up = s.to_ascii_uppercase();
     let name = up.strip_prefix("SIG").unwrap_or(&up);
-    if let Some((_, n)) = NAMES.iter().find(|(n, _)| *n == name) {
+    if let Some((_, n)) = SIGNALS.iter().find(|(n, _)| *n == name) {
         return Ok(*n);
     }
     match s.parse::<i32>() {
@@ -256,6 +260,24 @@ pub fn parse_signal(s: &str) -> std::result::Result<i32, Invalid> {
         )),
     }
 }
+
+/// "TERM" for 15; a signal without a name here as its number.
+pub fn signal_name(n: i64) -> String {
+    SIGNALS.iter().find(|(_, k)| i64::from(*k) == n).map_or_else(|| format!("signal {n}"), |(s, _)| s.to_string())
+}
+
+const SIGNALS: &[(&str, i32)] = &[
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("USR2", 12),
+    ("TERM", 15),
+    ("CONT", 18),
+    ("STOP", 19),
+    ("WINCH", 28),
+];
 
 pub fn validate_handle(h: &str) -> std::result::Result<(), Invalid> {
     let ok = h.len() == 9 && h.starts_with('p') && h[1..].bytes().all(|b| b.is_ascii_hexdigit());
@@ -728,6 +750,14 @@ mod tests {
         let list = ps(&f, "sbx-0123456789ab").unwrap();
         assert_eq!(list[0].pid, Some(42));
         assert!(list[0].running);
+        // Issue 10 item 9: ended by TERM is not "exit 143".
+        f.push(Output::ok(
+            "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":false,\"exit_code\":null,\"signal\":15}\n\
+             {\"handle\":\"p0000abce\",\"pid\":43,\"command\":[\"x\"],\"running\":false,\"exit_code\":3,\"signal\":null}\n",
+        ));
+        let list = ps(&f, "sbx-0123456789ab").unwrap();
+        assert_eq!((list[0].signal, list[0].exit_code, list[0].status()), (Some(15), None, "killed by TERM".into()));
+        assert_eq!(list[1].status(), "exit 3");
         f.push(Output::fail(
             126,
             "OCI runtime exec failed: exec: \"/run/sbx/helper\": stat /run/sbx/helper: no such file or directory",
@@ -771,7 +801,7 @@ mod tests {
         std::fs::create_dir_all(&dst).unwrap();
         let mut s = transfer::Encoder::new(Vec::new()).unwrap();
         for (p, d) in [("report.txt", &b"ok"[..]), ("sibling.txt", b"x")] {
-            s.file(p, 0o644, d.len() as u64).unwrap();
+            s.file(p, 0o644, 0, d.len() as u64).unwrap();
             s.segment(0, d.len() as u64, &mut &d[..]).unwrap();
             s.end_file().unwrap();
         }

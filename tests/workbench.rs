@@ -75,7 +75,17 @@ fn background_processes_are_listed_logged_and_killed_with_their_children() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert_eq!(exited["exit_code"], 143, "{exited}");
+    // Issue 10 item 9: ended by TERM, not "exit 143".
+    assert_eq!(
+        (&exited["exit_code"], &exited["signal"]),
+        (&serde_json::Value::Null, &serde_json::json!(15)),
+        "{exited}"
+    );
+    let table = stdout(&w.sbx(&["ps", &sb.id]));
+    assert!(table.lines().any(|l| l.contains(&handle) && l.contains("killed by TERM")), "{table}");
+    // ... and its state is not in the sandbox's /tmp (issue 10 item 9).
+    assert_exit(&sb.exec(&["exists", "/tmp/.sbx-bg"]), 1, "no .sbx-bg in /tmp");
+    assert_success(&sb.exec(&["exists", &format!("/run/sbx-bg/{handle}/log")]), "the state in /run/sbx-bg");
     assert_eq!(top(), 0, "the children died with it");
     // A command that cannot start says so at once.
     let out = w.sbx(&["exec", "-d", &sb.id, "--", "/no/such/program"]);
@@ -672,4 +682,53 @@ fn stats_of_missing_and_live_sandboxes_reports_only_the_missing() {
         assert!(err.contains(missing), "{err}");
         assert!(!err.contains(&live.id), "the live sandbox is not missing: {err}");
     }
+}
+
+/// Issue 10 item 9: backup tars had mtime 0 and uid 0 on every entry. The
+/// files' times and modes go through cp in, backup, restore and cp out;
+/// owners are 0 on purpose (see the README).
+#[test]
+fn backup_keeps_times_and_modes() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let w = World::new();
+    let a = w.create(&[]);
+    let src = w.socket_root.join("times/workspace");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    for (f, mode) in [("a.txt", 0o640), ("sub/run.sh", 0o750)] {
+        std::fs::write(src.join(f), b"data").unwrap();
+        std::fs::set_permissions(src.join(f), std::fs::Permissions::from_mode(mode)).unwrap();
+        std::fs::File::options().write(true).open(src.join(f)).unwrap().set_modified(old).unwrap();
+    }
+    assert_success(&w.sbx(&["cp", src.to_str().unwrap(), &format!("{}:/state", a.id)]), "seed");
+    let tar = w.sbx(&["backup", &a.id]);
+    assert_success(&tar, "backup");
+    let entries = |data: &[u8]| -> Vec<(String, u32, u64, u64)> {
+        tar::Archive::new(data)
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let h = e.unwrap().header().clone();
+                (
+                    h.path().unwrap().display().to_string(),
+                    h.mode().unwrap() & 0o7777,
+                    h.mtime().unwrap(),
+                    h.uid().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let got = entries(&tar.stdout);
+    let file = |n: &str| got.iter().find(|e| e.0 == n).cloned().unwrap_or_else(|| panic!("{n} in {got:?}"));
+    assert_eq!(file("a.txt"), ("a.txt".into(), 0o640, 1_600_000_000, 0));
+    assert_eq!(file("sub/run.sh"), ("sub/run.sh".into(), 0o750, 1_600_000_000, 0));
+    assert!(got.iter().all(|e| e.2 > 0), "no entry has mtime 0: {got:?}");
+    // Restored and copied out, the times are still there.
+    let b = w.create(&[]);
+    assert_success(&sbx_in(&w, &["restore", &b.id], &tar.stdout), "restore");
+    assert_eq!(entries(&w.sbx(&["backup", &b.id]).stdout), got, "restore kept times and modes");
+    let back = w.socket_root.join("times-back");
+    assert_success(&w.sbx(&["cp", &format!("{}:/state/workspace", b.id), back.to_str().unwrap()]), "cp out");
+    let md = std::fs::metadata(back.join("sub/run.sh")).unwrap();
+    assert_eq!((md.mtime(), md.mode() & 0o7777), (1_600_000_000, 0o750));
 }
