@@ -698,7 +698,12 @@ impl ContainerDriver {
 
     pub fn inspect(&self, id: &str) -> Result<Record> {
         let raw = self.inspect_one(id)?;
-        Ok(self.record(&raw))
+        let mut r = [self.record(&raw)];
+        if let Ok((state, _)) = self.state() {
+            crate::gc::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
+        }
+        let [r] = r;
+        Ok(r)
     }
 
     fn record(&self, raw: &RawContainer) -> Record {
@@ -714,13 +719,15 @@ impl ContainerDriver {
         let args = argv::list();
         // docker answers while sbx reads its key.
         let job = self.exec.spawn(&args)?;
-        let (_, key) = self.state()?;
+        let (state, key) = self.state()?;
         let out = job.wait()?;
         if out.status != 0 {
             return Err(status_error(&args, &out).into());
         }
         let raws = record::parse_ps(&out.stdout_str(), "docker ps")?;
-        Ok(raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect())
+        let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect();
+        crate::gc::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
+        Ok(recs)
     }
 
     /// Remove sandboxes and their socket directories. Already gone is fine:
