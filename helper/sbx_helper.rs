@@ -16,7 +16,8 @@
 //!   wait-port PORT MILLIS      exit 0 once something listens on PORT, 1 on timeout
 //!   relay PORT                 relay stdin/stdout to 127.0.0.1:PORT (or [::1]:PORT)
 //!   send PATH                  write PATH (file, directory or symlink, never followed) as a record stream
-//!   receive DEST [--replace]   read a record stream into DEST
+//!   receive DEST [--replace|--into]  read a record stream into DEST (--into: the root's
+//!                              contents into the existing directory DEST, leaving DEST itself as it is)
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
 //!
@@ -79,7 +80,11 @@ fn main() {
         "wait-port" => wait_port(arg(2).parse().unwrap_or(0), arg(3).parse().unwrap_or(0)),
         "relay" => relay(arg(2).parse().unwrap_or(0)),
         "send" => report(send(Path::new(&arg(2)))),
-        "receive" => report(receive(Path::new(&arg(2)), args.iter().any(|a| a == "--replace"))),
+        "receive" => report(receive(
+            Path::new(&arg(2)),
+            args.iter().any(|a| a == "--replace"),
+            args.iter().any(|a| a == "--into"),
+        )),
         "find-shell" => find_shell(),
         "which" => which(&arg(2)),
         other => {
@@ -598,7 +603,7 @@ fn no_symlinks(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn receive(dest: &Path, replace: bool) -> io::Result<()> {
+fn receive(dest: &Path, replace: bool, into: bool) -> io::Result<()> {
     let mut r = io::BufReader::new(io::stdin().lock());
     // Before anything changes: a stream of another version is refused.
     let mut magic = [0u8; 8];
@@ -608,6 +613,9 @@ fn receive(dest: &Path, replace: bool) -> io::Result<()> {
     }
     no_symlinks(dest)?;
     let into_dir = std::fs::symlink_metadata(dest).map(|m| m.is_dir()).unwrap_or(false);
+    if into && !into_dir {
+        return Err(bad(format!("{} is not a directory", dest.display())));
+    }
     if replace && !into_dir {
         std::fs::create_dir_all(dest)?;
     }
@@ -642,8 +650,15 @@ fn receive(dest: &Path, replace: bool) -> io::Result<()> {
         }
         // Into an existing directory the top-level name is kept; otherwise
         // (and when replacing) DEST itself takes the top-level entry's place.
-        let strip = replace || !into_dir;
+        let strip = replace || into || !into_dir;
         let rest: PathBuf = rel_path.components().skip(1).collect();
+        if into && rest.as_os_str().is_empty() {
+            // `cp - ID:/dir`: the archive's root is DEST, which keeps its own mode and time.
+            if kind != b'D' {
+                return Err(bad("the archive's root is not a directory".into()));
+            }
+            continue;
+        }
         let target = match (strip, rest.as_os_str().is_empty()) {
             (true, true) => dest.to_path_buf(),
             (true, false) => dest.join(rest),

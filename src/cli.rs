@@ -293,9 +293,9 @@ pub struct LogsArgs {
 
 #[derive(Debug, Args)]
 pub struct CpArgs {
-    /// Source: a host path or ID:/path.
+    /// Source: a host path, ID:/path, or - (a tar archive on stdin, extracted into the directory ID:/path).
     pub src: String,
-    /// Destination: a host path or ID:/path.
+    /// Destination: a host path, ID:/path, or - (ID:/path as a tar stream on stdout).
     pub dst: String,
     /// Refuse a copy out of a sandbox whose files add up to more than this
     /// (sizes as files claim them, holes included), e.g. 512M, 4GiB.

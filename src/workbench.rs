@@ -353,7 +353,13 @@ fn exec_tty(exec: &dyn DockerExec, id: &str, tty: bool, cmd: &[String]) -> Resul
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CpSide {
     Host(std::path::PathBuf),
-    Sandbox { id: String, path: String },
+    Sandbox {
+        id: String,
+        path: String,
+    },
+    /// `-`: a tar stream on stdout (as destination) or stdin (as source),
+    /// as `docker cp` takes it.
+    Tar,
 }
 
 pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
@@ -375,6 +381,9 @@ pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
     }
     if s.is_empty() {
         return Err(Invalid::new("cp path", s, "it is empty"));
+    }
+    if s == "-" {
+        return Ok(CpSide::Tar);
     }
     Ok(CpSide::Host(s.into()))
 }
@@ -414,10 +423,27 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
             let r = exec.run_stream(&argv, None, &mut output)?;
             streamed(id, &argv, r, || format!("copying {id}:{path} to {}", to.display()))
         }
-        _ => {
-            Err(Invalid::new("cp", "", "exactly one side must be a sandbox path (ID:/path) and the other a host path")
-                .into())
+        (CpSide::Sandbox { id, path }, CpSide::Tar) => {
+            let root = transfer::root_name(path).ok_or_else(|| {
+                Invalid::new("cp path", format!("{id}:{path}"), "name a file or directory, not the sandbox's /")
+            })?;
+            let argv = helper_argv(id, false, &["send", path]);
+            let mut output = |r: &mut dyn std::io::Read| {
+                let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
+                transfer::archive::to_tar_rooted(&mut dec, std::io::BufWriter::new(std::io::stdout().lock()))
+            };
+            let r = exec.run_stream(&argv, None, &mut output)?;
+            streamed(id, &argv, r, || format!("copying {id}:{path} to stdout as tar"))
         }
+        (CpSide::Tar, CpSide::Sandbox { id, path }) => {
+            send_archive(exec, id, std::io::stdin().lock(), limits, path, false)
+        }
+        _ => Err(Invalid::new(
+            "cp",
+            "",
+            "exactly one side must be a sandbox path (ID:/path) and the other a host path or - (a tar stream)",
+        )
+        .into()),
     }
 }
 
@@ -486,15 +512,31 @@ pub const WORKSPACE: &str = "/state/workspace";
 /// or non-tar input fails (exit 1), an entry that would escape is refused
 /// (exit 2).
 pub fn restore(exec: &dyn DockerExec, id: &str, input: impl std::io::Read, limits: &Limits) -> Result<()> {
+    send_archive(exec, id, input, limits, WORKSPACE, true)
+}
+
+/// A tar archive into the sandbox, checked whole first: `restore`
+/// (replacing `dest`) and `cp - ID:/dir` (extracted into the existing
+/// directory `dest`, as `docker cp` does; nothing outside it).
+fn send_archive(
+    exec: &dyn DockerExec,
+    id: &str,
+    input: impl std::io::Read,
+    limits: &Limits,
+    dest: &str,
+    replace: bool,
+) -> Result<()> {
     use transfer::archive::Problem;
     let problem = |p: Problem| match p {
-        Problem::NotTar(m) => Error::io("restore", std::io::Error::new(std::io::ErrorKind::InvalidData, m)),
+        Problem::NotTar(m) => {
+            Error::io(if replace { "restore" } else { "cp" }, std::io::Error::new(std::io::ErrorKind::InvalidData, m))
+        }
         Problem::Refused(m) => Error::Invalid(Invalid::new("archive", "stdin", format!("refusing the archive: {m}"))),
         Problem::Io(e) => Error::io("reading the tar stream", e),
     };
     let mut file = transfer::archive::spool(input, limits.max_bytes).map_err(problem)?;
     transfer::archive::check(&mut file).map_err(problem)?;
-    let argv = helper_argv(id, true, &["receive", WORKSPACE, "--replace"]);
+    let argv = helper_argv(id, true, &["receive", dest, if replace { "--replace" } else { "--into" }]);
     let mut input = |w: &mut dyn std::io::Write| {
         let mut enc = transfer::Encoder::new(std::io::BufWriter::new(w))?;
         transfer::archive::send_tar(&mut file, "workspace", &mut enc)?;
@@ -506,7 +548,7 @@ pub fn restore(exec: &dyn DockerExec, id: &str, input: impl std::io::Read, limit
             return Err(Error::io("sending the archive", e));
         }
     }
-    streamed(id, &argv, r, || format!("restoring {id}:{WORKSPACE}"))
+    streamed(id, &argv, r, || format!("restoring {id}:{dest}"))
 }
 
 pub fn wait_port(exec: &dyn DockerExec, id: &str, port: u16, timeout: std::time::Duration) -> Result<bool> {

@@ -732,3 +732,67 @@ fn backup_keeps_times_and_modes() {
     let md = std::fs::metadata(back.join("sub/run.sh")).unwrap();
     assert_eq!((md.mtime(), md.mode() & 0o7777), (1_600_000_000, 0o750));
 }
+
+/// Issue 10 item 9: `sbx cp ID:/path -` failed with "writing -: is outside
+/// .". `-` is a tar stream, as with `docker cp`: out on stdout (entries
+/// named from the source's own name), in from stdin (checked whole before
+/// anything changes, extracted into the existing directory).
+#[test]
+fn cp_dash_streams_tar_both_ways() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let src = w.socket_root.join("tarsrc/dir");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("sub/f.bin"), blob(70_000)).unwrap();
+    std::os::unix::fs::symlink("sub/f.bin", src.join("link")).unwrap();
+    assert_success(&w.sbx(&["cp", src.to_str().unwrap(), &format!("{}:/tmp", sb.id)]), "seed");
+    let out = w.sbx(&["cp", &format!("{}:/tmp/dir", sb.id), "-"]);
+    assert_success(&out, "cp ID:/tmp/dir -");
+    let mut names = Vec::new();
+    let mut data = Vec::new();
+    for e in tar::Archive::new(out.stdout.as_slice()).entries().unwrap() {
+        let mut e = e.unwrap();
+        let n = e.path().unwrap().display().to_string();
+        if n == "dir/sub/f.bin" {
+            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+        }
+        names.push(n);
+    }
+    assert_eq!(names, ["dir", "dir/link", "dir/sub", "dir/sub/f.bin"]);
+    assert!(data == blob(70_000), "the file's bytes");
+
+    // ... and back in, into another existing directory.
+    sbx_in(&w, &["exec", &sb.id, "--", "/bin/fixture", "mkdir", "/tmp/in"], b"");
+    assert_success(&sbx_in(&w, &["cp", "-", &format!("{}:/tmp/in", sb.id)], &out.stdout), "cp - ID:/tmp/in");
+    assert_success(&sb.exec(&["exists", "/tmp/in/dir/sub/f.bin"]), "extracted under /tmp/in");
+    let again = w.sbx(&["cp", &format!("{}:/tmp/in/dir/sub/f.bin", sb.id), "-"]);
+    let mut e = tar::Archive::new(again.stdout.as_slice());
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut e.entries().unwrap().next().unwrap().unwrap(), &mut got).unwrap();
+    assert!(got == blob(70_000), "round trip");
+
+    // Refused before anything changes: escaping names, hard links, not a tar, not a directory.
+    let mut evil = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(1);
+    h.set_mode(0o644);
+    h.as_old_mut().name[..9].copy_from_slice(b"../escape");
+    h.set_cksum();
+    evil.append(&h, &b"x"[..]).unwrap();
+    let out = sbx_in(&w, &["cp", "-", &format!("{}:/tmp/in", sb.id)], &evil.into_inner().unwrap());
+    assert_exit(&out, 2, "an escaping archive");
+    assert!(stderr(&out).contains("escape"), "{}", stderr(&out));
+    let mut hard = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Link);
+    h.set_size(0);
+    h.set_mode(0o644);
+    hard.append_link(&mut h, "h", "/etc/passwd").unwrap();
+    let out = sbx_in(&w, &["cp", "-", &format!("{}:/tmp/in", sb.id)], &hard.into_inner().unwrap());
+    assert_exit(&out, 2, "a hard link");
+    assert_exit(&sb.exec(&["exists", "/tmp/in/h"]), 1, "nothing written");
+    assert_exit(&sbx_in(&w, &["cp", "-", &format!("{}:/tmp/in", sb.id)], b"not a tar"), 1, "not a tar");
+    let out = sbx_in(&w, &["cp", "-", &format!("{}:/tmp/nowhere", sb.id)], &again.stdout);
+    assert_exit(&out, 1, "into a missing directory");
+    assert!(stderr(&out).contains("not a directory"), "{}", stderr(&out));
+}

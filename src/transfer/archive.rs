@@ -72,10 +72,21 @@ impl<R: Read> Read for Logical<'_, R> {
 
 /// A record stream as tar whose root is the stream's root itself (`.`).
 pub fn to_tar<R: Read>(dec: &mut Decoder<R>, out: impl Write) -> io::Result<()> {
+    write_tar(dec, out, false)
+}
+
+/// A record stream as tar whose entries keep the root's name (`report.txt`,
+/// `dir/a`), as `docker cp ID:/path -` writes it.
+pub fn to_tar_rooted<R: Read>(dec: &mut Decoder<R>, out: impl Write) -> io::Result<()> {
+    write_tar(dec, out, true)
+}
+
+fn write_tar<R: Read>(dec: &mut Decoder<R>, out: impl Write, rooted: bool) -> io::Result<()> {
     let mut b = tar::Builder::new(out);
     b.follow_symlinks(false);
     while let Some(rec) = dec.next_record()? {
         let name = match rec.path.split_once('/') {
+            _ if rooted => PathBuf::from(&rec.path),
             Some((_, rest)) => PathBuf::from(rest),
             None => PathBuf::from("."),
         };
