@@ -80,8 +80,8 @@ pub enum Command {
     Restore(BackupArgs),
     /// Check a sandbox against the CIS Docker Benchmark runtime rules; exit 1 on any failure.
     Audit(IdArg),
-    /// List the persistent session volumes (`create --persist`).
-    Volumes,
+    /// List the persistent session volumes (`create --persist`); `volumes rm KEY...` removes them.
+    Volumes(VolumesArgs),
     /// Set a sandbox's time to live to DURATION from now (extend or shorten).
     Ttl(TtlArgs),
     /// Remove expired sandboxes, those of creates that died, orphaned socket directories.
@@ -301,6 +301,24 @@ pub struct CpArgs {
     /// (sizes as files claim them, holes included), e.g. 512M, 4GiB.
     #[arg(long, value_name = "SIZE", default_value = "1GiB")]
     pub max_bytes: String,
+}
+
+/// `sbx volumes [rm KEY...]`.
+#[derive(Debug, Args)]
+pub struct VolumesArgs {
+    #[command(subcommand)]
+    pub action: Option<VolumesAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VolumesAction {
+    /// Remove session volumes no running sandbox uses: the docker volume, its directory under the
+    /// data dir and its lock file. Refused (exit 1) while a sandbox uses one.
+    Rm {
+        /// Session keys (as given to `create --session`), e.g. `sbx volumes rm alice-task-1`.
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
+    },
 }
 
 /// `backup` and `restore`.

@@ -1014,6 +1014,12 @@ impl ContainerDriver {
     fn purge_volume(&self, volume: &str, session: &str) -> Result<()> {
         let (state, _) = self.state()?;
         let _lock = crate::persist::lock(&state.dir, session)?;
+        self.purge_volume_locked(volume, session)
+    }
+
+    /// [`Self::purge_volume`] with the session's lock already held.
+    fn purge_volume_locked(&self, volume: &str, session: &str) -> Result<()> {
+        let (state, _) = self.state()?;
         let args = crate::persist::remove_argv(volume);
         let out = self.exec.run(&args)?;
         if out.status != 0
@@ -1022,12 +1028,45 @@ impl ContainerDriver {
         {
             return Err(status_error(&args, &out).into());
         }
+        // remove_dir_all never follows a symlink, at the top or below.
         let dir = crate::persist::host_dir(&state.dir, session);
         match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(format!("removing {}", dir.display()), e)),
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("removing {}", dir.display()), e)),
         }
+        // The lock file goes with its volume (issue 10).
+        let _ = std::fs::remove_file(crate::persist::lock_path(&state.dir, session));
+        Ok(())
+    }
+
+    /// `sbx volumes rm KEY`: the session's volume (only one this host made),
+    /// its directory (never following links) and its lock file, under the
+    /// session's lock; refused while a running sandbox uses the volume.
+    /// Returns the volume's name.
+    pub fn remove_volume(&self, session: &str) -> Result<String> {
+        let (state, key) = self.state()?;
+        let name = crate::persist::volume_name(session);
+        let _lock = crate::persist::lock(&state.dir, session)?;
+        let users = run_ok(&*self.exec, &crate::persist::users_argv(Some(&name)))?;
+        if let Some((user, _)) =
+            users.stdout_str().lines().filter_map(|l| serde_json::from_str::<(String, String)>(l).ok()).next()
+        {
+            return Err(Error::VolumeInUse { session: session.to_string(), id: user });
+        }
+        let out = run_ok(&*self.exec, &crate::persist::list_argv())?;
+        let listed: Vec<(String, String, String)> =
+            out.stdout_str().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let dir = crate::persist::host_dir(&state.dir, session);
+        match listed.iter().find(|(n, _, _)| *n == name) {
+            Some((_, _, owner)) if *owner != state::owner_token(key, &name) => {
+                return Err(Error::Foreign { id: name });
+            }
+            Some(_) => self.purge_volume_locked(&name, session)?,
+            None if std::fs::symlink_metadata(&dir).is_ok() => self.purge_volume_locked(&name, session)?,
+            None => return Err(Error::NotFound { id: name }),
+        }
+        Ok(name)
     }
 
     /// The persistent session volumes sbx made, and who uses each.
