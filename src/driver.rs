@@ -60,6 +60,9 @@ pub struct GcReport {
     pub containers: Vec<crate::gc::Reap>,
     pub socket_dirs: Vec<String>,
     pub networks: Vec<String>,
+    /// Session state under the data dir whose volume is gone: the session
+    /// directory and its lock file (paths).
+    pub volume_state: Vec<String>,
     /// What could not be removed, and why (issue 9 finding 8: one failure
     /// must not stop the rest; gc exits 1 at the end).
     pub failed: Vec<GcFailure>,
@@ -960,6 +963,7 @@ impl ContainerDriver {
             containers: plan.containers.clone(),
             socket_dirs: Vec::new(),
             networks: plan.networks.iter().map(|(n, _)| n.clone()).collect(),
+            volume_state: Vec::new(),
             failed: Vec::new(),
         };
         let reaped: Vec<&RawContainer> =
@@ -970,8 +974,24 @@ impl ContainerDriver {
             .collect();
         dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
         report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
+        let orphaned = self.orphan_volume_state(state, key)?;
+        report.volume_state = orphaned.iter().flat_map(|(_, paths)| paths.iter().cloned()).collect();
         if dry_run {
             return Ok(report);
+        }
+        for (session, _) in &orphaned {
+            match self.remove_orphan_volume_state(state, session) {
+                Ok(true) => {}
+                // A create of that session holds its lock now: not orphaned.
+                Ok(false) => {
+                    let dir = crate::persist::host_dir(&state.dir, session).display().to_string();
+                    let lock = crate::persist::lock_path(&state.dir, session).display().to_string();
+                    report.volume_state.retain(|p| *p != dir && *p != lock);
+                }
+                Err(e) => {
+                    report.failed.push(GcFailure { item: format!("session state {session}"), error: e.to_string() })
+                }
+            }
         }
         let mut fail = |item: String, e: &dyn std::fmt::Display| {
             report.failed.push(GcFailure { item, error: e.to_string() });
@@ -1020,6 +1040,55 @@ impl ContainerDriver {
             state.forget(id);
         }
         Ok(report)
+    }
+
+    /// Sessions whose directory or lock file under the data dir has no
+    /// volume any more (a create killed between the two, a volume removed
+    /// behind sbx's back), with the paths that would go. One `docker volume
+    /// ls`, and only when the data dir holds session state at all.
+    fn orphan_volume_state(&self, state: &State, key: &[u8]) -> Result<Vec<(String, Vec<String>)>> {
+        let dir = state.dir.join("volumes");
+        let mut sessions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(name) = e.file_name().into_string() else { continue };
+            let session = name.strip_suffix(".lock").unwrap_or(&name).to_string();
+            // Only names sbx makes: a session key (see `spec::parse_session`).
+            if crate::spec::parse_session(&session).is_err() {
+                continue;
+            }
+            sessions.entry(session).or_default().push(dir.join(&name).display().to_string());
+        }
+        if sessions.is_empty() {
+            return Ok(Vec::new());
+        }
+        sessions.values_mut().for_each(|paths| paths.sort());
+        let out = run_ok(&*self.exec, &crate::persist::list_argv())?;
+        let volumes: Vec<String> = out
+            .stdout_str()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<(String, String, String)>(l).ok())
+            .filter(|(n, _, owner)| *owner == state::owner_token(key, n))
+            .map(|(n, _, _)| n)
+            .collect();
+        Ok(sessions.into_iter().filter(|(s, _)| !volumes.contains(&crate::persist::volume_name(s))).collect())
+    }
+
+    /// Remove a session's orphaned state under its lock, taken without
+    /// waiting: Ok(false) when a create holds it. The volume is looked up
+    /// again under the lock, since a create may have finished since the list.
+    fn remove_orphan_volume_state(&self, state: &State, session: &str) -> Result<bool> {
+        let Some(_lock) = crate::persist::try_lock(&state.dir, session)? else { return Ok(false) };
+        let name = crate::persist::volume_name(session);
+        let out = self.exec.run(&crate::persist::inspect_argv(&name))?;
+        if out.status == 0 {
+            return Ok(false);
+        }
+        let dir = crate::persist::host_dir(&state.dir, session);
+        crate::persist::unbind(&dir);
+        socket::remove_tree(&state.dir.join("volumes"), session)
+            .map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
+        let _ = std::fs::remove_file(crate::persist::lock_path(&state.dir, session));
+        Ok(true)
     }
 
     /// [`remove_tolerant`](Self::remove_tolerant) in paced batches (issue 10:

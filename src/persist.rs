@@ -28,6 +28,27 @@ pub fn lock_path(data_dir: &Path, session: &str) -> PathBuf {
     data_dir.join("volumes").join(format!("{session}.lock"))
 }
 
+/// [`lock`] without waiting: None when someone (a create) holds it.
+pub fn try_lock(data_dir: &Path, session: &str) -> Result<Option<Flock<File>>> {
+    let path = lock_path(data_dir, session);
+    let f = match File::options().write(true).open(&path) {
+        Ok(f) => f,
+        // No lock file: nobody can hold it; make one to hold.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return lock(data_dir, session).map(Some),
+        Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
+    };
+    match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+        Ok(l) => Ok(Some(l)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(Error::io(format!("locking {}", path.display()), e.into())),
+    }
+}
+
+/// `docker volume inspect NAME`: exit 0 when it exists.
+pub fn inspect_argv(name: &str) -> Vec<OsString> {
+    os(&["volume", "inspect", "--format", "{{.Name}}", "--", name])
+}
+
 /// Held for the whole create: see the module docs.
 pub fn lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
     let dir = data_dir.join("volumes");

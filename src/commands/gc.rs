@@ -28,6 +28,9 @@ pub fn exec(dry_run: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     for d in &report.socket_dirs {
         text.push_str(&format!("{verb} socket directory {d}\n"));
     }
+    for p in &report.volume_state {
+        text.push_str(&format!("{verb} orphaned session state {p}\n"));
+    }
     super::out(&text)?;
     incomplete(&report)
 }

@@ -979,3 +979,49 @@ fn gc_reaps_many_in_paced_batches_and_reports_each_failed_batch() {
     assert!(r.failed[1].error.starts_with("not tried"), "{:?}", r.failed);
     assert!(r.containers.is_empty());
 }
+
+#[test]
+fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
+    // Issue 10: a create killed between making the session directory and
+    // `docker volume create`, or a volume removed behind sbx's back.
+    let rig = Rig::new();
+    std::fs::create_dir_all(&rig.root).unwrap();
+    std::fs::create_dir_all(&rig.state).unwrap();
+    let key = rig.state().key().unwrap();
+    let vols = rig.state.join("volumes");
+    for p in ["gone", "alive", "racing"] {
+        std::fs::create_dir_all(vols.join(p).join("workspace")).unwrap();
+        std::fs::write(vols.join(format!("{p}.lock")), "").unwrap();
+    }
+    std::fs::write(vols.join("lockonly.lock"), "").unwrap();
+    let listed = |n: &str| format!("[\"{n}\",\"{}\",\"{}\"]\n", n, state::owner_token(&key, n));
+    let gc_calls = |rig: &Rig, vol_ls: &str| {
+        rig.fake.push(Output::ok("")); // private networks
+        rig.fake.push(Output::ok("")); // docker ps
+        rig.fake.push(Output::ok(vol_ls));
+    };
+    // Dry run: says what would go, removes nothing.
+    gc_calls(&rig, &listed("sbx-state-alive"));
+    let r = rig.driver().gc(true).unwrap();
+    let dry: Vec<String> = r.volume_state.iter().map(|p| p.rsplit('/').next().unwrap().to_string()).collect();
+    assert_eq!(dry, ["gone", "gone.lock", "lockonly.lock", "racing", "racing.lock"]);
+    assert!(vols.join("gone").exists());
+    // "racing": its volume was created after the list (a create finished
+    // meanwhile): looked up again under the lock, it stays.
+    gc_calls(&rig, &listed("sbx-state-alive"));
+    rig.fake.push(Output::fail(1, "Error: No such volume: sbx-state-gone"));
+    rig.fake.push(Output::fail(1, "Error: No such volume: sbx-state-lockonly"));
+    rig.fake.push(Output::ok("sbx-state-racing\n"));
+    let r = rig.driver().gc(false).unwrap();
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    assert!(!vols.join("gone").exists() && !vols.join("gone.lock").exists() && !vols.join("lockonly.lock").exists());
+    assert!(vols.join("alive/workspace").exists() && vols.join("racing/workspace").exists());
+    assert_eq!(r.volume_state.len(), 3, "{:?}", r.volume_state);
+    // A create holding a session's lock is never judged.
+    let held = crate::persist::lock(&rig.state, "racing").unwrap();
+    gc_calls(&rig, &listed("sbx-state-alive"));
+    let r = rig.driver().gc(false).unwrap();
+    assert!(r.volume_state.is_empty(), "{:?}", r.volume_state);
+    assert!(vols.join("racing/workspace").exists());
+    drop(held);
+}
