@@ -582,28 +582,51 @@ impl ContainerDriver {
     /// data the sandbox cannot forge), and refuse an image that moved them.
     fn check_mounts(&self, plan: &argv::RunPlan) -> Result<()> {
         self.check_interrupt()?;
-        let args = argv::running_pid(plan.id);
-        let out = run_ok(&*self.exec, &args)?;
-        let text = out.stdout_str();
-        let mut words = text.split_whitespace();
-        let (pid, status, code) = (words.next().and_then(|p| p.parse::<i32>().ok()), words.next(), words.next());
-        match (pid, status) {
-            (Some(pid), Some("running")) if pid > 0 => {
-                let path = self.proc.join(pid.to_string()).join("mountinfo");
-                let info =
-                    std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let pid = match self.main_process(plan)? {
+            MainProcess::Running(pid) => pid,
+            MainProcess::Exited(died) => return Err(died),
+        };
+        let path = self.proc.join(pid.to_string()).join("mountinfo");
+        let checked = std::fs::read_to_string(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+            .and_then(|info| {
                 crate::helper::check_mounts(
                     &info,
                     plan.spec.image.as_str(),
                     plan.helper.is_some(),
                     argv::SANDBOX_SOCKET_DIR,
                 )
+            });
+        if checked.is_err() {
+            // The sandbox may have exited between the look-up and the read
+            // (its /proc entry gone, or the pid already someone else's): that
+            // is a boot crash, not a redirected image. Only a failure read
+            // from the same, still running process stands.
+            match self.main_process(plan)? {
+                MainProcess::Exited(died) => return Err(died),
+                MainProcess::Running(again) if again != pid => {
+                    return Err(Error::DiedAtBoot { id: plan.id.to_string(), code: -1, logs: self.logs(plan.id) })
+                }
+                MainProcess::Running(_) => {}
             }
-            (_, Some(s)) if s != "running" && s != "created" => Err(Error::DiedAtBoot {
+        }
+        checked
+    }
+
+    /// The sandbox's main process, from one `docker container inspect`.
+    fn main_process(&self, plan: &argv::RunPlan) -> Result<MainProcess> {
+        let args = argv::running_pid(plan.id);
+        let out = run_ok(&*self.exec, &args)?;
+        let text = out.stdout_str();
+        let mut words = text.split_whitespace();
+        let (pid, status, code) = (words.next().and_then(|p| p.parse::<i32>().ok()), words.next(), words.next());
+        match (pid, status) {
+            (Some(pid), Some("running")) if pid > 0 => Ok(MainProcess::Running(pid)),
+            (_, Some(s)) if s != "running" && s != "created" => Ok(MainProcess::Exited(Error::DiedAtBoot {
                 id: plan.id.to_string(),
                 code: code.and_then(|c| c.parse().ok()).unwrap_or(-1),
                 logs: self.logs(plan.id),
-            }),
+            })),
             _ => Err(DockerError::Parse {
                 command: crate::docker::render(&args),
                 reason: format!("expected `PID STATUS EXITCODE`, got {:?}", text.trim()),
@@ -1354,6 +1377,12 @@ fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
 }
 
 /// A persistent session volume, locked for this create.
+enum MainProcess {
+    Running(i32),
+    /// It exited: the error that says so, with its logs.
+    Exited(Error),
+}
+
 struct Persisted {
     volume: String,
     /// The bind stays after create (see `NosuidBind`); this only says it was made.

@@ -841,6 +841,8 @@ fn an_image_that_redirects_a_mount_is_refused_and_removed() {
     rig.image("");
     rig.fake.push(Output::ok("deadbeef\n"));
     rig.running();
+    // The failure is confirmed on the same, still running process.
+    rig.running();
     rig.removed();
     let driver = rig.driver();
     // `/run/sbx -> /tmp/sbx` in the image: the kernel shows the mount under /tmp.
@@ -850,9 +852,25 @@ fn an_image_that_redirects_a_mount_is_refused_and_removed() {
     assert!(matches!(&err, Error::Redirected { path, .. } if path == "/run/sbx"), "{err:?}");
     assert_eq!(err.exit_code(), 1);
     assert!(err.to_string().contains(&format!("image {IMG} redirects /run/sbx")), "{err}");
-    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "rm"]);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "container inspect", "rm"]);
     assert!(!rig.sock_dir().exists());
     assert!(rig.state().record(ID).is_none());
+}
+
+#[test]
+fn a_sandbox_that_exits_while_its_mounts_are_read_is_a_boot_crash() {
+    // The pid was running at the look-up and gone at the read of its
+    // mountinfo (a race the live boot-crash test hit): not a redirected image.
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.fake.push(Output::ok("4343 running 0\n"));
+    rig.fake.push(Output::ok("0 exited 3\n"));
+    rig.fake.push(Output::ok("crashing on purpose\n"));
+    rig.removed();
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(&err, Error::DiedAtBoot { code: 3, .. }), "{err:?}");
+    assert!(err.to_string().contains("crashing on purpose"), "{err}");
 }
 
 /// A hostile image's boot output is quoted in sbx's own error: its escape
