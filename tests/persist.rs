@@ -241,3 +241,33 @@ fn volumes_rm_removes_volume_dir_and_lock_and_is_refused_while_in_use() {
     assert_success(&w.sbx(&["volumes", "rm", &session]), "volumes rm of a leftover link");
     assert!(std::fs::symlink_metadata(&dir).is_err() && outside.join("precious").exists());
 }
+
+/// Issue 10: gc reports and removes session state whose volume is gone
+/// (here removed behind sbx's back), and leaves a live session's alone.
+#[test]
+fn gc_removes_session_state_left_without_its_volume() {
+    let w = World::new();
+    let (gone, kept) = (format!("{}-g", w.case), format!("{}-k", w.case));
+    for s in [&gone, &kept] {
+        let sb = w.create(&["--session", s, "--persist"]);
+        assert_success(&w.sbx(&["exec", &sb.id, "--", "/bin/fixture", "write", "/state/keep"]), "write");
+        assert_success(&w.sbx(&["destroy", &sb.id]), "destroy keeps the volume");
+    }
+    let vols = w.state_dir.join("volumes");
+    // The session dir stays bind-mounted nosuid,nodev until purge; the
+    // engine removes the volume itself without knowing.
+    assert_success(&docker(&["volume", "rm", &format!("sbx-state-{gone}")]), "docker volume rm behind sbx's back");
+    let out = w.sbx(&["gc", "--dry-run"]);
+    assert_success(&out, "gc --dry-run");
+    assert!(stdout(&out).contains(&format!("would remove orphaned session state {}", vols.join(&gone).display())));
+    assert!(vols.join(&gone).join("keep").exists(), "dry run removed something");
+    let out = w.sbx(&["--json", "gc"]);
+    assert_success(&out, "gc");
+    let report = json(&out);
+    let paths: Vec<&str> = report["volume_state"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert_eq!(paths.len(), 2, "{report}");
+    assert!(!vols.join(&gone).exists() && !vols.join(format!("{gone}.lock")).exists(), "{report}");
+    assert!(vols.join(&kept).join("keep").exists(), "a live session's state was touched");
+    assert_success(&w.sbx(&["volumes", "rm", &kept]), "volumes rm");
+    w.assert_nothing_left();
+}
