@@ -83,6 +83,19 @@ pub trait DockerExec: Send + Sync {
         input: Option<&mut StreamIn<'_>>,
         output: &mut StreamOut<'_>,
     ) -> Result<Streamed, DockerError>;
+    /// Start `docker ARGS` with its stdin and stdout handed to sbx, for a
+    /// channel relayed through it (`docker exec -i ... helper connect`,
+    /// issue 10 item 7); stderr is kept for the error.
+    fn open_pipe(&self, args: &[OsString]) -> Result<Piped, DockerError>;
+}
+
+/// A docker process sbx relays through: write its stdin (dropping it is
+/// EOF, the half-close), read its stdout, then `wait` for how it ended.
+pub struct Piped {
+    pub stdin: Box<dyn std::io::Write + Send>,
+    pub stdout: Box<dyn Read + Send>,
+    /// Its exit status and the first 64 KiB of its stderr.
+    pub wait: Box<dyn FnOnce() -> Result<(i32, String), DockerError> + Send>,
 }
 
 /// Writes a streamed command's stdin.
@@ -337,6 +350,29 @@ impl DockerExec for RealDocker {
             status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
         tracing::debug!(status, "docker done");
         Ok(Streamed { status, stderr: err, input: input_r, output: output_r })
+    }
+
+    fn open_pipe(&self, args: &[OsString]) -> Result<Piped, DockerError> {
+        tracing::debug!(command = %render(args), "docker (piped)");
+        let mut child = self.piped(args).spawn().map_err(|e| self.spawn_err(e))?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let err = std::thread::spawn(move || {
+            let mut head = Vec::new();
+            let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut head);
+            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+            String::from_utf8_lossy(&head).trim().to_string()
+        });
+        let program = self.program_name();
+        let wait = Box::new(move || {
+            let status = child.wait().map_err(|source| DockerError::Spawn { program: program.clone(), source })?;
+            let code = status
+                .code()
+                .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
+            Ok((code, err.join().unwrap_or_default()))
+        });
+        Ok(Piped { stdin: Box::new(stdin), stdout: Box::new(stdout), wait })
     }
 
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
