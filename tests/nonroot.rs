@@ -266,3 +266,35 @@ fn as_a_non_root_user_a_direct_channel_it_cannot_use_is_never_reported_ready() {
     assert!(err.contains("may not connect to it"), "{err}");
     assert_eq!(docker_ok(&["ps", "-aq", "--filter", &format!("label={}", w.label())]), "");
 }
+
+/// A representative part of the lifecycle as the non-root docker user:
+/// exec, cp, ls, ttl (the watchdog ends the sandbox through its marker
+/// directory) and gc, with the relayed channel chosen by default.
+#[test]
+fn the_lifecycle_works_for_a_non_root_user() {
+    let w = UserWorld::new();
+    let out = w.create(&["--ttl", "6s"]);
+    assert_success(&out, "sbx create --ttl as the docker user");
+    let id = stdout(&out).trim().to_string();
+    let out = w.sbx(&["exec", &id, "--", "/bin/fixture", "status"]);
+    assert_success(&out, "sbx exec");
+    assert!(stdout(&out).contains("65534"), "{}", stdout(&out));
+    let out = w.sbx(&["exec", &id, "--", "/bin/fixture", "write", "/tmp/note"]);
+    assert_success(&out, "sbx exec write");
+    let dest = w.socket_root.join("note-out");
+    let out = w.sbx(&["cp", &format!("{id}:/tmp/note"), dest.to_str().unwrap()]);
+    assert_success(&out, "sbx cp out of the sandbox");
+    assert_eq!(std::fs::read(&dest).unwrap(), b"x");
+    let ls = json(&w.sbx(&["--json", "ls"]));
+    assert!(ls.to_string().contains(&id), "{ls}");
+    // The watchdog destroys it at its expiry.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while docker(&["inspect", &id]).status.success() {
+        assert!(std::time::Instant::now() < deadline, "the TTL watchdog did not destroy {id}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(!w.socket_root.join(&id).exists(), "the marker directory went with it");
+    let gc = json(&w.sbx(&["--json", "gc"]));
+    assert_eq!(gc["containers"], serde_json::json!([]), "{gc}");
+    assert_eq!(gc["socket_dirs"], serde_json::json!([]), "{gc}");
+}
