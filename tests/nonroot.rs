@@ -298,3 +298,28 @@ fn the_lifecycle_works_for_a_non_root_user() {
     assert_eq!(gc["containers"], serde_json::json!([]), "{gc}");
     assert_eq!(gc["socket_dirs"], serde_json::json!([]), "{gc}");
 }
+
+/// Issue 9 finding 11 through the relayed channel: the helper stops waiting
+/// for an accept at the deadline `connect --timeout` gives it.
+#[test]
+fn a_relayed_connect_gives_up_on_a_full_backlog() {
+    let w = World::new();
+    let sb = w.create(&["--channel", "exec", "--", "full-backlog"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !stdout(&docker(&["logs", &sb.id])).contains("full") {
+        assert!(std::time::Instant::now() < deadline, "the sandbox never filled its backlog");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = std::time::Instant::now();
+    let out = Command::new("timeout")
+        .args(["-k", "2", "25"])
+        .arg(SBX)
+        .args(w.dir_args())
+        .args(["connect", "--timeout", "2s", &sb.id])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit(&out, 1, "a relayed connect to a full backlog");
+    assert!(stderr(&out).contains("did not accept the connection within 2s"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
+}
