@@ -178,7 +178,11 @@ fn direct(path: &std::path::Path, owners: &[u32], timeout: Duration) -> Result<s
 /// sandbox's side of the story and only quoted.
 pub fn relay_status(id: &str, code: i32, stderr: &str, timeout: Duration) -> Result<()> {
     let path = PathBuf::from(argv::SANDBOX_SOCKET);
-    let said = stderr.trim().trim_start_matches("sbx-helper: ").to_string();
+    // The helper runs as the sandbox user, which could tamper with what it
+    // says: only printable text reaches the terminal, and a hostile entry is
+    // named from a fixed list.
+    let said: String =
+        stderr.trim().trim_start_matches("sbx-helper: ").chars().filter(|c| !c.is_control()).take(300).collect();
     let e: SocketError = match code {
         0 => return Ok(()),
         HELPER_NO_SOCKET => SocketError::Io {
@@ -186,8 +190,11 @@ pub fn relay_status(id: &str, code: i32, stderr: &str, timeout: Duration) -> Res
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "the sandbox has not bound its socket"),
         },
         HELPER_NOT_A_SOCKET => {
-            let reason = said.rsplit_once(" is ").map(|(_, r)| r.to_string()).unwrap_or(said);
-            SocketError::Hostile { path, reason: format!("it is {}", reason.trim_start_matches("it is ")) }
+            let what = ["a symlink", "a FIFO", "a regular file", "a directory"]
+                .into_iter()
+                .find(|w| said.ends_with(&format!(" is {w}, not a unix socket")))
+                .unwrap_or("something other than a unix socket");
+            SocketError::Hostile { path, reason: format!("it is {what}, not a unix socket") }
         }
         HELPER_NOT_ACCEPTING => {
             SocketError::NotAccepting { path, waited: humantime::format_duration(timeout).to_string() }
@@ -293,6 +300,10 @@ mod tests {
         ));
         let e = relay_status(id, 1, "Error response from daemon: Container abc is not running", t).unwrap_err();
         assert!(matches!(e, Error::NotRunning { .. }), "{e}");
+        let e = relay_status(id, HELPER_NOT_A_SOCKET, "\x1b]0;pwned\x07 is a sock, not a unix socket", t).unwrap_err();
+        assert!(e.to_string().contains("it is something other than a unix socket"), "{e}");
+        let e = relay_status(id, HELPER_CONNECT_FAILED, "sbx-helper: refused\x1b[2J", t).unwrap_err();
+        assert!(!e.to_string().contains('\x1b'), "{e}");
         let e = relay_status(id, 137, "", t).unwrap_err();
         assert!(e.to_string().contains("docker exec exited with 137"), "{e}");
     }
