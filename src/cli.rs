@@ -11,7 +11,8 @@ Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was crea
 
 Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRESS=1 (as --strict-egress),
 SBX_DOCKER (docker CLI to run), SBX_DOCKER_TIMEOUT (how long a docker look-up may take, default 30s;
-changes get 4x), SBX_SECCOMP_PROFILE (as create --seccomp-profile), DOCKER_HOST (passed to docker),
+changes get 4x; a stream such as exec or logs -f must get an answer about its
+sandbox within 1s plus that), SBX_SECCOMP_PROFILE (as create --seccomp-profile), DOCKER_HOST (passed to docker),
 RUST_LOG (tracing).";
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.

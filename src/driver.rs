@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use crate::boundary::{self, Gap};
+use crate::docker::pace::Pace;
 use crate::docker::parse::NetInfo;
 use crate::docker::{argv, parse, run_ok, status_error, DockerExec, Output};
 use crate::error::{DockerError, Error, Result};
@@ -91,6 +92,8 @@ pub struct ContainerDriver {
     new_id: IdSource,
     /// Where the host's /proc is (tests point it at a directory of their own).
     proc: PathBuf,
+    /// How bulk removals are batched (issue 10: see `docker::pace`).
+    pace: Pace,
 }
 
 impl ContainerDriver {
@@ -103,7 +106,13 @@ impl ContainerDriver {
             interrupted: Arc::new(|| None),
             new_id: Arc::new(spec::new_id),
             proc: PathBuf::from("/proc"),
+            pace: Pace::default(),
         }
+    }
+
+    pub fn with_pace(mut self, pace: Pace) -> Self {
+        self.pace = pace;
+        self
     }
 
     pub fn with_proc(mut self, proc: PathBuf) -> Self {
@@ -434,7 +443,11 @@ impl ContainerDriver {
         let fresh = crate::persist::prepare_dir(&dir, user.uid, user.gid)?;
         let owner = state::owner_token(key, &volume);
         let filled = match clone {
-            Some(c) => self.clone_workspace(c, &dir, user, warnings),
+            Some(c) => {
+                // An earlier create's bind: a rename cannot cross into it.
+                crate::persist::unbind(&dir);
+                self.clone_workspace(c, &dir, user, warnings)
+            }
             None => Ok(()),
         }
         .and_then(|()| {
@@ -448,7 +461,8 @@ impl ContainerDriver {
             }
             return Err(e);
         }
-        // After the clone: a rename cannot cross into this bind mount.
+        // After the clone: a rename cannot cross into this bind mount. It
+        // stays after create (see `NosuidBind`).
         let nosuid = match crate::persist::NosuidBind::new(&dir) {
             Ok(b) => Some(b),
             Err(e) => {
@@ -489,7 +503,7 @@ impl ContainerDriver {
             self.check_interrupt()?;
             let args = crate::workbench::exec_argv(id, &crate::workbench::ExecOpts::default(), argv);
             let out = self.exec.run(&args)?;
-            let text = format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr));
+            let text = inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr)));
             if !text.is_empty() {
                 eprint!("{text}");
             }
@@ -519,16 +533,28 @@ impl ContainerDriver {
             return Ok(());
         }
         for (net, svc) in private {
-            let _ = self.exec.run(&argv::network_disconnect(net, svc));
+            // Its failure shows in the removal; a hung engine stops here.
+            if let Err(e @ DockerError::Timeout { .. }) = self.exec.run(&argv::network_disconnect(net, svc)) {
+                return Err(e.into());
+            }
         }
         let nets: Vec<String> = private.iter().map(|(n, _)| n.clone()).collect();
-        let args = argv::network_remove(&nets);
-        let out = self.exec.run(&args)?;
-        let real = out.stderr_str().lines().any(|l| !parse::is_trailer(l) && !parse::no_such_network(l));
-        if out.status != 0 && real {
-            return Err(status_error(&args, &out).into());
+        // Paced like container removals (issue 10); the first failure is
+        // returned once every batch has run.
+        let remove = |batch: &[String]| -> Result<()> {
+            let args = argv::network_remove(batch);
+            let out = self.exec.run(&args)?;
+            let real = out.stderr_str().lines().any(|l| !parse::is_trailer(l) && !parse::no_such_network(l));
+            if out.status != 0 && real {
+                return Err(status_error(&args, &out).into());
+            }
+            Ok(())
+        };
+        let done = self.pace.run_until(&nets, remove, |r| r.as_ref().is_err_and(is_timeout));
+        match done.into_iter().find_map(|(_, r)| r.and_then(Result::err)) {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Start the sandbox and wait for its socket; returns the container id.
@@ -704,7 +730,7 @@ impl ContainerDriver {
 
     fn logs(&self, id: &str) -> String {
         match self.exec.run(&argv::logs_tail(id)) {
-            Ok(out) => format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr)),
+            Ok(out) => inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr))),
             Err(e) => format!("(logs unavailable: {e})"),
         }
     }
@@ -819,12 +845,24 @@ impl ContainerDriver {
             ids.into_iter().map(|id| (state.record(&id), id)).partition(|(r, _)| r.is_some());
         let ids: Vec<String> = ids.into_iter().map(|(_, id)| id).collect();
         let mut removed = Vec::new();
+        let mut failure = None;
         if !recorded.is_empty() {
             let cids: Vec<String> =
                 recorded.iter().filter_map(|(r, _)| r.as_ref().map(|r| r.container.clone())).collect();
-            self.remove_tolerant(&cids)?;
+            // Paced (issue 10); what a failed batch held stays recorded.
+            let failed = self.remove_paced(&cids);
+            let kept: BTreeSet<String> = failed.iter().flat_map(|(b, _)| b.iter().cloned()).collect();
+            // Named by sandbox id, not container id, in what the user reads.
+            let name = |cid: &String| {
+                recorded.iter().find(|(r, _)| r.as_ref().is_some_and(|r| r.container == *cid)).map(|(_, id)| id.clone())
+            };
+            failure =
+                first_failure(failed.into_iter().map(|(b, e)| (b.iter().filter_map(name).collect(), e)).collect());
             for (r, id) in &recorded {
                 let Some(r) = r else { continue };
+                if kept.contains(&r.container) {
+                    continue;
+                }
                 self.remove_private(&r.private)?;
                 socket::remove_dir(&r.socket_dir, id)?;
                 if purge {
@@ -835,6 +873,15 @@ impl ContainerDriver {
                 state.forget(id);
                 removed.push(id.clone());
             }
+        }
+        if let Some(e) = failure {
+            // The rest still goes; the first failure is the answer.
+            if !ids.is_empty() {
+                if let Err(more) = self.destroy_inspected(&ids, purge) {
+                    eprintln!("sbx: warning: {more}");
+                }
+            }
+            return Err(e);
         }
         if ids.is_empty() {
             return Ok(Destroyed { removed, already_gone: Vec::new() });
@@ -848,9 +895,12 @@ impl ContainerDriver {
         let ids = ids.to_vec();
         let raws = self.inspect_many(&ids)?;
         let present: Vec<String> = raws.iter().map(|r| r.name.clone()).collect();
-        if !present.is_empty() {
-            self.remove_tolerant(&present)?;
-        }
+        // Paced (issue 10); a sandbox of a failed batch keeps its directory,
+        // networks and state, and the first failure is returned at the end.
+        let failed = self.remove_paced(&present);
+        let kept: BTreeSet<String> = failed.iter().flat_map(|(b, _)| b.iter().cloned()).collect();
+        let failure = first_failure(failed);
+        let raws: Vec<RawContainer> = raws.into_iter().filter(|r| !kept.contains(&r.name)).collect();
         let private: Vec<(String, String)> = raws.iter().flat_map(private_of).collect();
         self.remove_private(&private)?;
         for r in &raws {
@@ -859,7 +909,7 @@ impl ContainerDriver {
             }
         }
         let (state, _) = self.state()?;
-        for id in &ids {
+        for id in ids.iter().filter(|id| !kept.contains(*id)) {
             state.forget(id);
         }
         if purge {
@@ -878,6 +928,9 @@ impl ContainerDriver {
                     socket::remove_dir(&root.join(id), id)?;
                 }
             }
+        }
+        if let Some(e) = failure {
+            return Err(e);
         }
         Ok(Destroyed { removed: present, already_gone })
     }
@@ -986,15 +1039,38 @@ impl ContainerDriver {
         let mut fail = |item: String, e: &dyn std::fmt::Display| {
             report.failed.push(GcFailure { item, error: e.to_string() });
         };
+        let mut hung = false;
+        let mut left: BTreeSet<String> = BTreeSet::new();
         if !reaped.is_empty() {
             let ids: Vec<String> = reaped.iter().map(|c| c.name.clone()).collect();
-            if let Err(e) = self.remove_tolerant(&ids) {
-                fail(format!("containers {}", ids.join(" ")), &e);
+            // Paced (issue 10): one failed batch is reported, the rest go on.
+            let mut untried = Vec::new();
+            for (batch, e) in self.remove_paced(&ids) {
+                match e {
+                    Some(e) => {
+                        hung |= is_timeout(&e);
+                        fail(format!("containers {}", batch.join(" ")), &e)
+                    }
+                    None => untried.extend(batch.iter().cloned()),
+                }
+                left.extend(batch);
+            }
+            if !untried.is_empty() {
+                fail(format!("containers {}", untried.join(" ")), &NOT_TRIED);
             }
         }
-        if let Err(e) = self.remove_private(&plan.networks) {
+        if hung && !plan.networks.is_empty() {
+            // Each network call would only wait out its own deadline too.
+            fail(format!("private route networks {}", report.networks.join(" ")), &NOT_TRIED);
+            report.networks.clear();
+        } else if let Err(e) = self.remove_private(&plan.networks) {
             fail(format!("private route networks {}", report.networks.join(" ")), &e);
         }
+        // A sandbox still there keeps its directory and state for the next gc.
+        report.containers.retain(|c| !left.contains(&c.id));
+        dirs.retain(|(_, id)| !left.contains(id));
+        report.socket_dirs.retain(|d| dirs.iter().any(|(dir, _)| dir.display().to_string() == *d));
+        plan.forget.retain(|id| !left.contains(id));
         let mut kept = Vec::new();
         for (dir, id) in &dirs {
             if let Err(e) = socket::remove_dir(dir, id) {
@@ -1007,6 +1083,23 @@ impl ContainerDriver {
             state.forget(id);
         }
         Ok(report)
+    }
+
+    /// [`remove_tolerant`](Self::remove_tolerant) in paced batches (issue 10:
+    /// never one `docker rm` of many, see `docker::pace`). Every batch runs
+    /// even when one fails, except after the engine stopped answering (each
+    /// would only wait out its deadline). Returns the batches not removed,
+    /// each with its error, or None for a batch never tried.
+    fn remove_paced(&self, ids: &[String]) -> Vec<(Vec<String>, Option<Error>)> {
+        self.pace
+            .run_until(ids, |batch| self.remove_tolerant(batch), |r| r.as_ref().is_err_and(is_timeout))
+            .into_iter()
+            .filter_map(|(batch, r)| match r {
+                Some(Ok(())) => None,
+                Some(Err(e)) => Some((batch.to_vec(), Some(e))),
+                None => Some((batch.to_vec(), None)),
+            })
+            .collect()
     }
 
     /// `docker rm -f` that counts "no such container" as done, and waits
@@ -1095,11 +1188,12 @@ impl ContainerDriver {
             return Err(status_error(&args, &out).into());
         }
         let dir = crate::persist::host_dir(&state.dir, session);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(format!("removing {}", dir.display()), e)),
-        }
+        crate::persist::unbind(&dir);
+        // The sandbox filled this tree: std's remove_dir_all holds one
+        // descriptor per level and a deep /state ran it out of them (EMFILE,
+        // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))
     }
 
     /// The persistent session volumes sbx made, and who uses each.
@@ -1182,6 +1276,56 @@ fn socket_error(e: crate::error::SocketError) -> Error {
     e.into()
 }
 
+/// Most of the sandbox's output sbx quotes in its own messages.
+const QUOTED_MAX: usize = 16 * 1024;
+
+/// The sandbox's own output, made safe to quote on the operator's terminal:
+/// control characters other than newline and tab (ESC sequences that
+/// rewrite the screen, set the clipboard with OSC 52, or a `\r` that hides
+/// a line) are written as escapes, and only the last `QUOTED_MAX` bytes are
+/// kept (`--tail` counts lines, and a line can be megabytes).
+fn inert(text: &str) -> String {
+    let mut start = text.len().saturating_sub(QUOTED_MAX);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let mut out = String::with_capacity(text.len() - start);
+    if start > 0 {
+        out.push_str("[...] ");
+    }
+    for c in text[start..].chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Why a paced batch was not tried: an earlier one found the engine not answering.
+const NOT_TRIED: &str = "not tried: the engine did not answer an earlier batch";
+
+fn is_timeout(e: &Error) -> bool {
+    matches!(e, Error::Docker(DockerError::Timeout { .. }))
+}
+
+/// The error to answer with after paced removals: the first failed batch's
+/// (its kind and hint stay, e.g. `engine_timeout`), after a warning naming
+/// the sandboxes of every other batch left in place.
+fn first_failure(failed: Vec<(Vec<String>, Option<Error>)>) -> Option<Error> {
+    let mut first: Option<Error> = None;
+    let mut left = Vec::new();
+    for (ids, e) in failed {
+        left.extend(ids);
+        first = first.or(e);
+    }
+    if !left.is_empty() {
+        eprintln!("sbx: warning: not removed: {}; `sbx destroy` them again once the engine answers", left.join(" "));
+    }
+    first.or_else(|| (!left.is_empty()).then(|| Error::io("removing sandboxes", std::io::Error::other(NOT_TRIED))))
+}
+
 /// Items in order, each once.
 fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
     let mut seen = BTreeSet::new();
@@ -1191,7 +1335,7 @@ fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
 /// A persistent session volume, locked for this create.
 struct Persisted {
     volume: String,
-    /// Dropped (detached) after the sandbox started, before the lock.
+    /// The bind stays after create (see `NosuidBind`); this only says it was made.
     _nosuid: Option<crate::persist::NosuidBind>,
     _lock: nix::fcntl::Flock<std::fs::File>,
 }

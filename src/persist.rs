@@ -170,17 +170,27 @@ pub fn prepare_dir(dir: &Path, uid: u32, gid: u32) -> Result<bool> {
     Ok(fresh)
 }
 
-/// A nosuid,nodev bind of the session's host directory onto itself, held
-/// while the sandbox starts: the engine's bind of the volume, and the
-/// container's bind of that, copy these flags (issue 9 finding 13). The
-/// local driver's `o=bind,nosuid,nodev` does not work: a bind mount ignores
-/// those flags unless remounted, and engine 20.10 only remounts for `ro`.
-/// Detached on drop; the mounts made from it keep the flags.
-pub struct NosuidBind(PathBuf);
+/// A nosuid,nodev bind of the session's host directory onto itself: the
+/// engine's bind of the volume, and the container's bind of that, copy these
+/// flags (issue 9 finding 13). The local driver's `o=bind,nosuid,nodev` does
+/// not work: a bind mount ignores those flags unless remounted, and engine
+/// 20.10 only remounts for `ro`.
+///
+/// It stays for as long as the directory does (`destroy --purge` detaches
+/// it): the engine binds the volume again on every start, so a bind held
+/// only while `create` ran left a sandbox started again by `docker start`
+/// (or a daemon restart) with a plain `rw` /state. Made once: a directory
+/// already nosuid,nodev (this bind from an earlier create, or a file system
+/// mounted so) gets no second one.
+pub struct NosuidBind(());
 
 impl NosuidBind {
     pub fn new(dir: &Path) -> std::result::Result<Self, nix::Error> {
         use nix::mount::{mount, umount2, MntFlags, MsFlags};
+        use nix::sys::statvfs::{statvfs, FsFlags};
+        if statvfs(dir)?.flags().contains(FsFlags::ST_NOSUID | FsFlags::ST_NODEV) {
+            return Ok(NosuidBind(()));
+        }
         let none: Option<&str> = None;
         mount(Some(dir), dir, none, MsFlags::MS_BIND, none)?;
         let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
@@ -188,13 +198,20 @@ impl NosuidBind {
             let _ = umount2(dir, MntFlags::MNT_DETACH);
             return Err(e);
         }
-        Ok(NosuidBind(dir.to_path_buf()))
+        Ok(NosuidBind(()))
     }
 }
 
-impl Drop for NosuidBind {
-    fn drop(&mut self) {
-        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+/// Detach sbx's binds of a session directory onto itself (before a clone
+/// renames into it, which cannot cross a mount, and before it is removed).
+/// umount2 refuses a path that is not a mount point, so this never reaches
+/// the file system the directory is on; bounded, for binds stacked by older
+/// versions that a SIGKILL left behind.
+pub fn unbind(dir: &Path) {
+    for _ in 0..16 {
+        if nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH).is_err() {
+            break;
+        }
     }
 }
 

@@ -136,6 +136,23 @@ impl Shim {
         Shim { dir }
     }
 
+    /// Blocks at every one of `verbs` (a hung engine that still answers the rest).
+    fn blocking(w: &World, verbs: &[&str]) -> Self {
+        let dir = Path::new("/tmp").join(format!("sbxt-{}-shim", w.case));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = format!(
+            "#!/bin/sh\n\
+             case \"$1\" in {verbs}) : > '{d}/reached'; while [ ! -e '{d}/release' ]; do sleep 0.05; done ;; esac\n\
+             exec docker \"$@\"\n",
+            verbs = verbs.join("|"),
+            d = dir.display(),
+        );
+        let path = dir.join("docker");
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        Shim { dir }
+    }
+
     fn path(&self) -> std::path::PathBuf {
         self.dir.join("docker")
     }
@@ -424,4 +441,51 @@ fn a_hung_engine_gets_a_clear_error_at_the_deadline_never_a_hang() {
     // The engine answers again: the sandbox the hung destroy could not remove goes now.
     assert_success(&w.sbx(&["destroy", &sb.id]), "destroy once the engine answers");
     w.assert_nothing_left();
+}
+
+#[test]
+fn a_stream_on_a_hung_engine_fails_at_its_start_deadline_never_hangs() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    // On a hung engine the stream's own call and the look-up beside it both
+    // block (the shim passes everything else through).
+    for args in [vec!["exec", sb.id.as_str(), "--", "/bin/fixture", "exists", "/"], vec!["logs", "-f", sb.id.as_str()]]
+    {
+        for json in [false, true] {
+            let shim = Shim::blocking(&w, &["exec", "logs", "container"]);
+            let mut all = if json { vec!["--json"] } else { vec![] };
+            all.extend(&args);
+            let started = Instant::now();
+            let out = w.sbx_env(&all, &[("SBX_DOCKER", shim.path().to_str().unwrap()), ("SBX_DOCKER_TIMEOUT", "1s")]);
+            let took = started.elapsed();
+            assert!(shim.reached(), "{all:?}: never reached the engine");
+            assert_exit(&out, 1, &format!("{all:?} on a hung engine"));
+            // 1 s of grace, then the 1 s look-up deadline; far from the shim's forever.
+            assert!(took < Duration::from_secs(30), "{all:?} took {took:?}");
+            let verb = format!("docker {}", args[0]);
+            let text = stderr(&out);
+            assert!(text.contains(&format!("did not answer `{verb}` within 2s")), "{all:?}: {text}");
+            if json {
+                let v: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON error object");
+                assert_eq!(v["error"]["kind"], "engine_timeout", "{v}");
+            }
+        }
+    }
+    // On the engine that answers, a stream longer than the 1 s grace goes on
+    // after the look-up: its input comes 2.5 s in.
+    let mut child = Command::new(SBX)
+        .args(w.dir_args())
+        .args(["exec", "-i", &sb.id, "--", "/bin/fixture", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut input = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut input, b"late\n").unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert_success(&out, "a long exec on a working engine");
+    assert_eq!(stdout(&out), "late\n");
 }

@@ -16,6 +16,7 @@ type Hook = Box<dyn FnOnce(&[String]) + Send>;
 enum Answer {
     Output(Output, Option<Hook>),
     SpawnFails,
+    TimesOut(std::time::Duration),
 }
 
 #[derive(Default)]
@@ -50,6 +51,12 @@ impl FakeDocker {
     /// The next call fails to spawn, as when docker is not installed.
     pub fn push_spawn_failure(&self) -> &Self {
         self.state.lock().unwrap().answers.push_back(Answer::SpawnFails);
+        self
+    }
+
+    /// The next call is cut off at its deadline, as on a hung engine.
+    pub fn push_timeout(&self, after: std::time::Duration) -> &Self {
+        self.state.lock().unwrap().answers.push_back(Answer::TimesOut(after));
         self
     }
 
@@ -106,6 +113,7 @@ impl DockerExec for FakeDocker {
                 program: "docker".into(),
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory"),
             }),
+            Some(Answer::TimesOut(after)) => Err(DockerError::Timeout { command: super::verb(args), after }),
             None => panic!("unscripted docker call: {argv:?}"),
         }
     }

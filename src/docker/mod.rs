@@ -8,13 +8,14 @@
 
 pub mod argv;
 pub mod fake;
+pub mod pace;
 pub mod parse;
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::DockerError;
 
@@ -237,8 +238,37 @@ impl RealDocker {
         cmd
     }
 
-    fn finish(&self, args: &[OsString], child: Child) -> Result<std::process::Output, DockerError> {
-        finish(&self.program_name(), args, self.deadlines.of(args), child)
+    fn finish(&self, args: &[OsString], mut child: Child) -> Result<std::process::Output, DockerError> {
+        let Some(watch) = self.watch_start(args, &child, true) else {
+            return finish(&self.program_name(), args, self.deadlines.of(args), child);
+        };
+        // A stream run to completion (a helper call, `docker exec` of a
+        // setup command): its output is read whole, its start watched.
+        let read = |r: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let out = read(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+        let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+        let status = watch.reap(&mut child).map_err(|e| self.spawn_err(e))?;
+        let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+        Ok(std::process::Output { status: status?, stdout, stderr })
+    }
+
+    /// Watch the start of `docker ARGS` (just spawned as `child`) when it
+    /// has no deadline of its own and names a container; see [`StartWatch`].
+    /// `group`: the child leads its own process group (kill the group).
+    pub fn watch_start(&self, args: &[OsString], child: &Child, group: bool) -> Option<StartWatch> {
+        if self.deadlines.of(args).is_some() {
+            return None;
+        }
+        let probe = start_probe(args)?;
+        Some(StartWatch::new(self.program.clone(), probe, child.id() as i32, group, self.deadlines.quick, verb(args)))
     }
 
     fn program_name(&self) -> String {
@@ -305,9 +335,23 @@ impl DockerExec for RealDocker {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
         let mut child = cmd.spawn().map_err(|e| self.spawn_err(e))?;
+        // In sbx's process group (for the terminal): only the CLI is killed.
+        let watch = self.watch_start(args, &child, false);
         let out = child.stdout.take().map(|s| forward(s, std::io::stdout));
         let err = child.stderr.take().map(|s| forward(s, std::io::stderr));
-        let status = child.wait().map_err(|e| self.spawn_err(e))?;
+        let status = match watch {
+            Some(w) => w.reap(&mut child).map_err(|e| self.spawn_err(e))?,
+            None => Ok(child.wait().map_err(|e| self.spawn_err(e))?),
+        };
+        let status = match status {
+            Ok(s) => s,
+            Err(timeout) => {
+                for t in [out, err].into_iter().flatten() {
+                    let _ = t.join();
+                }
+                return Err(timeout);
+            }
+        };
         let mut head = String::new();
         for t in [out, err].into_iter().flatten() {
             head.push_str(&t.join().unwrap_or_default());
@@ -327,6 +371,7 @@ impl DockerExec for RealDocker {
         let mut cmd = self.command(args);
         cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
+        let watch = self.watch_start(args, &child, true);
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");
@@ -346,11 +391,14 @@ impl DockerExec for RealDocker {
                 let _ = child.kill();
             }
             drop(stdout);
-            let status = child.wait();
+            let status = match watch {
+                Some(w) => w.reap(&mut child),
+                None => child.wait().map(Ok),
+            };
             let input_r = writer.map(|t| t.join().unwrap_or_else(|_| Err(std::io::Error::other("writer panicked"))));
             (input_r.unwrap_or(Ok(())), output_r, err.join().unwrap_or_default(), status)
         });
-        let status = status.map_err(|e| self.spawn_err(e))?;
+        let status = status.map_err(|e| self.spawn_err(e))??;
         let status =
             status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
         tracing::debug!(status, "docker done");
@@ -360,6 +408,8 @@ impl DockerExec for RealDocker {
     fn open_pipe(&self, args: &[OsString]) -> Result<Piped, DockerError> {
         tracing::debug!(command = %render(args), "docker (piped)");
         let mut child = self.piped(args).spawn().map_err(|e| self.spawn_err(e))?;
+        // A hung engine ends the relayed channel at the start deadline, as other streams.
+        let watch = self.watch_start(args, &child, true);
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");
@@ -371,7 +421,11 @@ impl DockerExec for RealDocker {
         });
         let program = self.program_name();
         let wait = Box::new(move || {
-            let status = child.wait().map_err(|source| DockerError::Spawn { program: program.clone(), source })?;
+            let spawn_err = |source| DockerError::Spawn { program: program.clone(), source };
+            let status = match watch {
+                Some(w) => w.reap(&mut child).map_err(spawn_err)??,
+                None => child.wait().map_err(spawn_err)?,
+            };
             let code = status
                 .code()
                 .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
@@ -395,7 +449,7 @@ impl DockerExec for RealDocker {
 
 /// `docker ps`, `docker network rm`: what a call is, for messages that must
 /// not drown the reader in its whole argv (that is under `-v`).
-fn verb(args: &[OsString]) -> String {
+pub(crate) fn verb(args: &[OsString]) -> String {
     let words: Vec<String> =
         args.iter().map(|a| a.to_string_lossy().into_owned()).take_while(|a| !a.starts_with('-')).take(2).collect();
     let words = if matches!(words.first().map(String::as_str), Some("container" | "image" | "network" | "volume")) {
@@ -431,6 +485,131 @@ fn finish(
             tracing::debug!(command = %render(args), "docker call past its deadline, killed");
             Err(DockerError::Timeout { command: verb(args), after: limit })
         }
+    }
+}
+
+/// How long a streaming call may run before sbx asks the engine whether it
+/// answers at all (see [`StartWatch`]); calls that end sooner cost nothing.
+pub const START_GRACE: Duration = Duration::from_secs(1);
+
+/// The prompt look-up that tells a working engine from a hung one while a
+/// stream starts: the state of the stream's container, the word after `--`
+/// in every argv sbx builds for exec, logs and stats. None: nothing to ask.
+fn start_probe(args: &[OsString]) -> Option<Vec<OsString>> {
+    let target = args.iter().skip_while(|a| *a != "--").nth(1)?;
+    let mut probe: Vec<OsString> =
+        ["container", "inspect", "--format", "{{.State.Status}}", "--"].map(OsString::from).into();
+    probe.push(target.clone());
+    Some(probe)
+}
+
+/// A deadline on the start of a streaming call (exec, logs -f, the helper's
+/// relays and transfers): issue 10 asks that no sbx command hangs forever on
+/// a hung engine, but a stream as a whole runs as long as its user wants.
+///
+/// docker gives no sign that an exec has started (the command's output goes
+/// straight to the caller, and may never come), so sbx asks the engine
+/// instead. When the call is still running after [`START_GRACE`], one
+/// `docker container inspect` of its container runs beside it under the
+/// look-up deadline. An engine that answers is working, and the stream is
+/// the command's own business from then on; one that does not is hung
+/// (20.10's network-controller deadlock also blocks the calls on a
+/// container), so the stream is killed and sbx says the engine did not
+/// answer. A call that ends within the grace costs no extra docker call.
+pub struct StartWatch {
+    done: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    state: std::sync::Arc<std::sync::Mutex<WatchState>>,
+    /// What the call is and how long the engine had, for the error.
+    failure: (String, Duration),
+}
+
+#[derive(Default)]
+struct WatchState {
+    /// The call has exited (not yet reaped): its pid must not be signalled.
+    exited: bool,
+    killed: bool,
+}
+
+impl StartWatch {
+    fn new(program: OsString, probe: Vec<OsString>, pid: i32, group: bool, quick: Duration, what: String) -> Self {
+        use std::sync::mpsc::RecvTimeoutError;
+        let (done, rx) = std::sync::mpsc::channel::<()>();
+        let state = std::sync::Arc::new(std::sync::Mutex::new(WatchState::default()));
+        let shared = state.clone();
+        let thread = std::thread::spawn(move || {
+            if !matches!(rx.recv_timeout(START_GRACE), Err(RecvTimeoutError::Timeout)) {
+                return;
+            }
+            tracing::debug!(command = %render(&probe), "stream still running: is the engine answering?");
+            let mut cmd = Command::new(&program);
+            cmd.args(&probe).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+            let Ok(mut p) = cmd.spawn() else { return };
+            let killpg = |pid: i32| {
+                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            };
+            let until = Instant::now() + quick;
+            loop {
+                match p.try_wait() {
+                    Ok(None) => {}
+                    // It answered (whatever it said): the engine works.
+                    _ => return,
+                }
+                if Instant::now() >= until {
+                    break;
+                }
+                if !matches!(rx.recv_timeout(Duration::from_millis(20)), Err(RecvTimeoutError::Timeout)) {
+                    // The stream ended first.
+                    killpg(p.id() as i32);
+                    let _ = p.wait();
+                    return;
+                }
+            }
+            killpg(p.id() as i32);
+            let _ = p.wait();
+            let mut st = shared.lock().unwrap_or_else(|e| e.into_inner());
+            if !st.exited {
+                tracing::debug!(pid, "the engine did not answer while a stream started; killing it");
+                if group {
+                    killpg(pid);
+                } else {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                }
+                st.killed = true;
+            }
+        });
+        StartWatch { done: Some(done), thread: Some(thread), state, failure: (what, START_GRACE + quick) }
+    }
+
+    /// Wait for the call and reap it; Err(timeout) when the watch killed it.
+    pub fn reap(mut self, child: &mut Child) -> std::io::Result<Result<std::process::ExitStatus, DockerError>> {
+        use nix::sys::wait::{waitid, Id, WaitPidFlag};
+        // Exited but not reaped: until `exited` is set the pid stays this
+        // child's, so the watcher can never signal a recycled one.
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {}
+        let killed = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.exited = true;
+            st.killed
+        };
+        let status = child.wait()?;
+        self.finish();
+        let (command, after) = self.failure.clone();
+        Ok(if killed { Err(DockerError::Timeout { command, after }) } else { Ok(status) })
+    }
+
+    fn finish(&mut self) {
+        drop(self.done.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for StartWatch {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -537,6 +716,82 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(started.elapsed() < Duration::from_secs(10), "returned at the deadline, not when sleep ended");
+    }
+
+    /// A stand-in CLI: `exec -- ID SECS` and `logs -- ID SECS` run SECS;
+    /// `container inspect ... -- ID` answers at once, except for `c-hung`,
+    /// where it hangs like every call on a deadlocked engine. Logs its verbs.
+    fn stand_in(dir: &std::path::Path) -> RealDocker {
+        std::fs::create_dir_all(dir).unwrap();
+        let script = format!(
+            "#!/bin/sh\necho \"$1\" >> '{log}'\n\
+             case \"$1\" in\n\
+             exec|logs) exec sleep \"$4\" ;;\n\
+             container) [ \"$6\" = c-hung ] && exec sleep 30; echo running ;;\n\
+             esac\n",
+            log = dir.join("calls").display()
+        );
+        let path = dir.join("docker");
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        RealDocker::new(Some(path.into()))
+            .with_deadlines(Deadlines { quick: Duration::from_millis(300), change: Duration::from_millis(300) })
+    }
+
+    #[test]
+    fn a_stream_on_a_hung_engine_is_cut_off_at_its_start_deadline() {
+        let dir = std::env::temp_dir().join(format!("sbx-startwatch-{}", rand::random::<u64>()));
+        let d = stand_in(&dir);
+        let started = std::time::Instant::now();
+        let hung = |r: Result<(), DockerError>, what: &str| match r {
+            Err(DockerError::Timeout { command, after }) => {
+                assert_eq!(command, what);
+                assert_eq!(after, START_GRACE + Duration::from_millis(300));
+            }
+            other => panic!("{what}: {other:?}"),
+        };
+        // Attached (exec), streamed (logs -f, cp), and run whole (helper calls).
+        let attach = Attach { stdin: false, capture_stderr: true };
+        hung(d.run_attached(&argv(&["exec", "--", "c-hung", "30"]), attach).map(drop), "docker exec");
+        hung(d.run_stream(&argv(&["logs", "--", "c-hung", "30"]), None, &mut |r| drain(r)).map(drop), "docker logs");
+        hung(d.run(&argv(&["exec", "--", "c-hung", "30"])).map(drop), "docker exec");
+        assert!(started.elapsed() < Duration::from_secs(15), "cut off at the start deadline, not after 30 s");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stream_on_a_working_engine_runs_as_long_as_it_likes_and_a_short_one_costs_no_call() {
+        let dir = std::env::temp_dir().join(format!("sbx-startwatch-{}", rand::random::<u64>()));
+        let d = stand_in(&dir);
+        let calls = || std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
+        let attach = Attach { stdin: false, capture_stderr: false };
+        assert_eq!(d.run_attached(&argv(&["exec", "--", "c-ok", "0"]), attach).unwrap().0, 0);
+        assert_eq!(calls(), "exec\n", "no look-up for a call that ended within the grace");
+        let started = std::time::Instant::now();
+        assert_eq!(d.run_attached(&argv(&["exec", "--", "c-ok", "2"]), attach).unwrap().0, 0);
+        assert!(started.elapsed() >= Duration::from_secs(2));
+        assert_eq!(calls(), "exec\nexec\ncontainer\n", "one look-up; the engine answered, the stream went on");
+        let r = d.run_stream(&argv(&["logs", "--", "c-ok", "2"]), None, &mut |r| drain(r)).unwrap();
+        assert_eq!(r.status, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn drain(r: &mut dyn Read) -> std::io::Result<()> {
+        std::io::copy(r, &mut std::io::sink()).map(drop)
+    }
+
+    #[test]
+    fn start_probes_name_the_stream_s_container() {
+        let p = start_probe(&argv(&["exec", "-i", "-e", "A=--", "--", "sbx-0123", "cat"])).unwrap();
+        assert_eq!(p, argv(&["container", "inspect", "--format", "{{.State.Status}}", "--", "sbx-0123"]));
+        assert!(start_probe(&argv(&["events"])).is_none());
+        let d = RealDocker::new(None);
+        let mut child = Command::new("true").spawn().unwrap();
+        assert!(
+            d.watch_start(&argv(&["ps", "--", "x"]), &child, true).is_none(),
+            "prompt calls have their own deadline"
+        );
+        child.wait().unwrap();
     }
 
     #[test]

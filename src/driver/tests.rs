@@ -940,3 +940,128 @@ fn an_image_that_redirects_a_mount_is_refused_and_removed() {
     assert!(!rig.sock_dir().exists());
     assert!(rig.state().record(ID).is_none());
 }
+
+/// A hostile image's boot output is quoted in sbx's own error: its escape
+/// sequences (OSC 52 sets the operator's clipboard, CSI rewrites the
+/// screen, `\r` hides a line) must reach the terminal inert, and a huge
+/// line must not become a huge message.
+#[test]
+fn boot_logs_quoted_in_an_error_are_inert_and_bounded() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.fake.push(Output::ok("0 exited 3\n"));
+    let mut out = b"\x1b]52;c;Y3VybCBldmlsLnNofHNo\x07ok\r\x1b[2Kall fine\n\xc2\x9b31m".to_vec();
+    out.extend(std::iter::repeat_n(b'A', 1 << 20));
+    out.extend(b"\nlast line\n");
+    rig.fake.push(Output { status: 0, stdout: out, stderr: vec![] });
+    rig.removed();
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err().to_string();
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "{:?}", &err[..200.min(err.len())]);
+    assert!(err.len() < 20 * 1024, "{} bytes", err.len());
+    assert!(err.contains("last line"), "the end of the output is kept");
+}
+
+/// `n` sandbox ids, each with a socket directory under the rig's root.
+fn many(rig: &Rig, n: usize) -> Vec<String> {
+    (1..=n)
+        .map(|i| {
+            let id = format!("sbx-{i:012x}");
+            std::fs::create_dir_all(rig.root.join(&id)).unwrap();
+            id
+        })
+        .collect()
+}
+
+#[test]
+fn destroy_of_many_removes_in_paced_batches_and_a_failed_batch_stops_nothing_else() {
+    let rig = Rig::new();
+    let ids = many(&rig, 25);
+    let lines: String = ids.iter().map(|id| format!("{}\n", rig.inspect_line(id, id, &[]))).collect();
+    rig.fake.push(Output::ok(&lines));
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::fail(1, "Error response from daemon: driver failed removing the container"));
+    rig.fake.push(Output::ok(""));
+    let err = rig.driver().with_pace(Pace::sequential(10)).destroy(&ids).unwrap_err();
+    assert!(err.to_string().contains("driver failed removing"), "{err}");
+    let calls = rig.fake.calls();
+    assert_eq!(rig.fake.verbs(), ["container inspect", "rm", "rm", "rm"], "one docker rm per batch, never one of 25");
+    for (call, batch) in calls[1..].iter().zip(ids.chunks(10)) {
+        assert_eq!(call[..4], ["rm", "-f", "-v", "--"]);
+        assert_eq!(call[4..], *batch, "batches in order");
+    }
+    // The failed batch's sandboxes keep their directories; the others' go.
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(rig.root.join(id).exists(), (10..20).contains(&i), "{id}");
+    }
+}
+
+#[test]
+fn destroy_of_many_recorded_sandboxes_is_paced_and_stops_once_the_engine_hangs() {
+    let rig = Rig::new();
+    let ids = many(&rig, 7);
+    let st = rig.state();
+    std::fs::create_dir_all(&rig.state).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        let rec = state::SandboxRecord {
+            container: format!("{i:064x}"),
+            socket_dir: rig.root.join(id),
+            private: Vec::new(),
+            volume: None,
+            session: None,
+        };
+        st.set_record(id, &rec).unwrap();
+    }
+    rig.fake.push(Output::ok(""));
+    rig.fake.push_timeout(Duration::from_secs(120));
+    let err = rig.driver().with_pace(Pace::sequential(3)).destroy(&ids).unwrap_err();
+    assert_eq!(err.kind(), "engine_timeout", "{err}");
+    assert_eq!(rig.fake.verbs(), ["rm", "rm"], "no batch starts after the engine stopped answering");
+    assert_eq!(rig.fake.calls()[0][4..], [format!("{:064x}", 0), format!("{:064x}", 1), format!("{:064x}", 2)]);
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(st.record(id).is_some(), i >= 3, "{id}: only the removed are forgotten");
+        assert_eq!(rig.root.join(id).exists(), i >= 3, "{id}");
+    }
+}
+
+#[test]
+fn gc_reaps_many_in_paced_batches_and_reports_each_failed_batch() {
+    let rig = Rig::new();
+    std::fs::create_dir_all(&rig.root).unwrap();
+    let ids = many(&rig, 12);
+    let ps: String = ids
+        .iter()
+        .map(|id| {
+            let labels = rig.seal(serde_json::json!({
+                "sbx.managed": "1", "sbx.id": id, "sbx.expires": "2000-01-01T00:00:00Z",
+                "sbx.socket": rig.root.join(id).join("sandbox.sock").display().to_string()}));
+            format!("{}\n", serde_json::json!({"name": id, "state": "running", "networks": "", "labels": labels}))
+        })
+        .collect();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(&ps));
+    rig.fake.push(Output::fail(1, "Error response from daemon: could not kill"));
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+    let r = rig.driver().with_pace(Pace::sequential(5)).gc(false).unwrap();
+    assert_eq!(rig.fake.verbs(), ["network ls", "ps", "rm", "rm", "rm"]);
+    assert_eq!(r.failed.len(), 1, "{:?}", r.failed);
+    assert_eq!(r.failed[0].item, format!("containers {}", ids[..5].join(" ")));
+    assert!(r.failed[0].error.contains("could not kill"), "{:?}", r.failed);
+    assert_eq!(r.containers.iter().map(|c| c.id.clone()).collect::<Vec<_>>(), ids[5..]);
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(rig.root.join(id).exists(), i < 5, "{id}: a sandbox still there keeps its directory");
+    }
+
+    // A hung engine: the batch in flight times out, none starts after it.
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(&ps));
+    rig.fake.push_timeout(Duration::from_secs(120));
+    let r = rig.driver().with_pace(Pace::sequential(2)).gc(false).unwrap();
+    assert_eq!(rig.fake.verbs()[5..], ["network ls", "ps", "rm"]);
+    assert_eq!(r.failed.len(), 2, "the batch that hung, and the rest never tried: {:?}", r.failed);
+    assert_eq!(r.failed[1].item, format!("containers {}", ids[2..].join(" ")));
+    assert!(r.failed[0].error.contains("did not answer `docker rm`"), "{:?}", r.failed);
+    assert!(r.failed[1].error.starts_with("not tried"), "{:?}", r.failed);
+    assert!(r.containers.is_empty());
+}

@@ -87,7 +87,11 @@ fn build_fixture() -> String {
     let cached = docker_ok(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")]);
     // Images built FROM the fixture inherit its label; only the imported one
     // has no other label (a test's derived image must never be taken for it).
-    let pristine = |id: &&str| docker_ok(&["image", "inspect", "--format", "{{len .Config.Labels}}", id]) == "2";
+    // A `docker build` FROM it also leaves its COPY steps as images with
+    // just these labels (shown once the final image is removed): one layer only.
+    let pristine = |id: &&str| {
+        docker_ok(&["image", "inspect", "--format", "{{len .Config.Labels}} {{len .RootFS.Layers}}", id]) == "2 1"
+    };
     if let Some(id) = cached.lines().find(pristine) {
         return id.to_string();
     }
@@ -278,6 +282,13 @@ impl Drop for World {
             let _ = docker(&["volume", "rm", v]);
         }
         let _ = std::fs::remove_dir_all(&self.socket_root);
+        // A session directory keeps its nosuid bind until `destroy --purge`;
+        // a test that failed before purging must not leave it mounted.
+        if let Ok(vols) = std::fs::read_dir(self.state_dir.join("volumes")) {
+            for v in vols.flatten() {
+                let _ = nix::mount::umount2(&v.path(), nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.state_dir);
     }
 }
