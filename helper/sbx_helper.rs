@@ -9,7 +9,7 @@
 //!   bg HANDLE -- CMD...        start CMD in the background under a supervisor; print its pid
 //!   supervise HANDLE -- CMD... (internal) run CMD in its own process group, record pid and exit
 //!   ps                         one JSON object per background process
-//!   kill HANDLE SIGNUM         signal the process group of HANDLE
+//!   kill HANDLE SIGNUM         signal the process group of HANDLE (exit 3: no such handle, 4: it exited)
 //!   kill-exec TOKEN SIGNUM MS  signal the `sbx exec` command started with SBX_EXEC=TOKEN (its
 //!                              process group), wait MS for it to end, then SIGKILL what is left
 //!   logs HANDLE [-f] [TAIL]    combined output of HANDLE (TAIL lines, or all: -1)
@@ -21,6 +21,7 @@
 //!                              channel, issue 10 item 7); exit codes as `probe-socket`, and
 //!                              5: the connection failed, 6: not accepted within MILLIS
 //!   send PATH                  write PATH (file, directory or symlink, never followed) as a record stream
+//!                              (send/receive exit 5: no such path, 6: read-only, 7: denied, 8: no space)
 //!   receive DEST [--replace]   read a record stream into DEST
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
@@ -86,13 +87,29 @@ fn after_dashes(args: &[String]) -> &[String] {
     }
 }
 
+/// Exit codes sbx turns into its own messages (src/workbench.rs
+/// `helper_exit` has the same table); 1 is any other failure, with a
+/// message on stderr.
+const NO_PROCESS: i32 = 3;
+const EXITED: i32 = 4;
+const NO_SUCH_PATH: i32 = 5;
+const READ_ONLY: i32 = 6;
+const DENIED: i32 = 7;
+const NO_SPACE: i32 = 8;
+
 fn report(r: io::Result<()>) -> i32 {
     match r {
         Ok(()) => 0,
-        Err(e) => {
-            eprintln!("sbx-helper: {e}");
-            1
-        }
+        Err(e) => match e.raw_os_error() {
+            Some(2) => NO_SUCH_PATH,  // ENOENT
+            Some(30) => READ_ONLY,    // EROFS
+            Some(1 | 13) => DENIED,   // EPERM, EACCES
+            Some(28) => NO_SPACE,     // ENOSPC
+            _ => {
+                eprintln!("sbx-helper: {e}");
+                1
+            }
+        },
     }
 }
 
@@ -217,12 +234,10 @@ fn ps() -> i32 {
 fn signal(handle: &str, sig: i32) -> i32 {
     let Some(dir) = handle_dir(handle) else { return 64 };
     let Some(pid) = std::fs::read_to_string(dir.join("pid")).ok().and_then(|p| p.trim().parse::<i32>().ok()) else {
-        eprintln!("sbx-helper: no background process {handle}");
-        return 1;
+        return NO_PROCESS;
     };
     if dir.join("exit").exists() {
-        eprintln!("sbx-helper: {handle} has already exited");
-        return 1;
+        return EXITED;
     }
     // The whole process group: the command and every child it started.
     if unsafe { kill(-pid, sig) } != 0 {
@@ -309,8 +324,7 @@ fn logs(handle: &str, follow: bool, tail: i64) -> i32 {
     let Some(dir) = handle_dir(handle) else { return 64 };
     let path = dir.join("log");
     let Ok(mut f) = std::fs::File::open(&path) else {
-        eprintln!("sbx-helper: no background process {handle}");
-        return 1;
+        return NO_PROCESS;
     };
     let mut all = Vec::new();
     let _ = f.read_to_end(&mut all);

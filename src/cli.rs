@@ -30,12 +30,14 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
     /// Directory that holds the per-sandbox socket directories
-    /// [default: /run/sbx/sandboxes, then $XDG_RUNTIME_DIR/sbx-sandboxes, then the temp dir]
-    #[arg(long, global = true, value_name = "DIR", env = "SBX_SOCKET_DIR", hide_env_values = true)]
+    /// [default: /run/sbx/sandboxes, then $XDG_RUNTIME_DIR/sbx-sandboxes, then the temp dir] [env: SBX_SOCKET_DIR]
+    // The variable is read by `Env`, not clap: clap lists an env-provided
+    // option in usage lines as if it were required (issue 10, help texts).
+    #[arg(long, global = true, value_name = "DIR")]
     pub socket_dir: Option<PathBuf>,
     /// Directory for sbx's host-side state (ownership key, TTLs, creates in flight)
-    /// [default: /var/lib/sbx for root, else $XDG_STATE_HOME/sbx or ~/.local/state/sbx]
-    #[arg(long, global = true, value_name = "DIR", env = "SBX_DATA_DIR", hide_env_values = true)]
+    /// [default: /var/lib/sbx for root, else $XDG_STATE_HOME/sbx or ~/.local/state/sbx] [env: SBX_DATA_DIR]
+    #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
@@ -44,50 +46,72 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create a sandbox, wait until it binds its socket, print its id.
+    #[command(after_help = EX_CREATE)]
     Create(Box<CreateArgs>),
     /// Relay stdin to the sandbox's socket and the socket to stdout.
+    #[command(after_help = EX_CONNECT)]
     Connect(ConnectArgs),
     /// Cut one route at once (`docker network disconnect --force`); `all` destroys the sandbox.
+    #[command(after_help = EX_REVOKE)]
     Revoke(RevokeArgs),
     /// Remove sandboxes and their socket directories; already gone is success.
+    #[command(after_help = EX_DESTROY)]
     Destroy(DestroyArgs),
     /// List this tool's sandboxes: id, session, tier, routes, state, age.
+    #[command(after_help = EX_LS)]
     Ls,
     /// Print one sandbox's record as JSON, with every network it is on.
+    #[command(after_help = EX_INSPECT)]
     Inspect(IdArg),
     /// Run a command in a sandbox; its exit code becomes sbx's (126/127: cannot run / not found).
     ///
     /// SIGINT/SIGTERM/SIGHUP to sbx go on to the command (SIGKILL after 2s); sbx then exits 128+n.
+    #[command(after_help = EX_EXEC)]
     Exec(ExecArgs),
     /// List background processes started with `exec -d`.
+    #[command(after_help = EX_PS)]
     Ps(IdArg),
     /// Signal a background process's whole process group.
+    #[command(after_help = EX_KILL)]
     Kill(KillArgs),
     /// The sandbox's own output, or a background process's combined output.
+    #[command(after_help = EX_LOGS)]
     Logs(LogsArgs),
     /// An interactive terminal in the sandbox, with the image's shell.
+    #[command(after_help = EX_SHELL)]
     Shell(IdArg),
     /// Copy files or directories between host and sandbox; one side is ID:/path.
+    #[command(after_help = EX_CP)]
     Cp(CpArgs),
     /// CPU %, memory (without page cache) and limit, network bytes, pids.
+    #[command(after_help = EX_STATS)]
     Stats(StatsArgs),
     /// Forward 127.0.0.1 ports to the sandbox's own loopback ports, even with no network.
+    #[command(after_help = EX_PORT_FORWARD)]
     PortForward(PortForwardArgs),
     /// Wait until something in the sandbox listens on PORT.
+    #[command(after_help = EX_WAIT_PORT)]
     WaitPort(WaitPortArgs),
     /// Write the sandbox's /state/workspace as a tar stream to stdout.
+    #[command(after_help = EX_BACKUP)]
     Backup(BackupArgs),
     /// Replace the sandbox's /state/workspace with a tar stream from stdin.
+    #[command(after_help = EX_RESTORE)]
     Restore(BackupArgs),
     /// Check a sandbox against the CIS Docker Benchmark runtime rules; exit 1 on any failure.
+    #[command(after_help = EX_AUDIT)]
     Audit(IdArg),
     /// List the persistent session volumes (`create --persist`).
+    #[command(after_help = EX_VOLUMES)]
     Volumes,
     /// Set a sandbox's time to live to DURATION from now (extend or shorten).
+    #[command(after_help = EX_TTL)]
     Ttl(TtlArgs),
     /// Remove expired sandboxes, those of creates that died, orphaned socket directories.
+    #[command(after_help = EX_GC)]
     Gc(GcArgs),
     /// Check this host end to end: docker, runc, sockets, a real hardened probe sandbox, routes.
+    #[command(after_help = EX_DOCTOR)]
     Doctor(DoctorArgs),
     /// Internal: the probe program `doctor` runs inside a sandbox.
     #[command(name = "__probe", hide = true)]
@@ -100,8 +124,10 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct TtlArgs {
     /// Sandbox id.
+    #[arg(value_name = "ID")]
     pub id: String,
     /// New time to live from now, e.g. 90s, 30m, 2h.
+    #[arg(value_name = "DURATION")]
     pub duration: String,
 }
 
@@ -127,6 +153,7 @@ pub struct ProbeArgs {
 
 #[derive(Debug, Args)]
 pub struct WatchdogArgs {
+    /// Sandbox id.
     pub id: String,
     /// The sandbox's socket directory: when it is gone, so is the sandbox.
     #[arg(long)]
@@ -201,8 +228,8 @@ pub struct CreateArgs {
     #[arg(long)]
     pub strict_egress: bool,
     /// Seccomp profile FILE (Docker's JSON format) instead of sbx's own; `unconfined` is
-    /// refused, and `sbx audit` then fails the sandbox's sbx.seccomp rule.
-    #[arg(long, value_name = "FILE", env = "SBX_SECCOMP_PROFILE", hide_env_values = true)]
+    /// refused, and `sbx audit` then fails the sandbox's sbx.seccomp rule. [env: SBX_SECCOMP_PROFILE]
+    #[arg(long, value_name = "FILE")]
     pub seccomp_profile: Option<String>,
     /// How sbx reaches the sandbox's socket: `direct` (connect to it on the host),
     /// `exec` (relay through `docker exec` and sbx's helper; /run/sandbox is then a
@@ -223,15 +250,17 @@ pub struct IdArg {
 #[derive(Debug, Args)]
 pub struct RevokeArgs {
     /// Sandbox id.
+    #[arg(value_name = "ID")]
     pub id: String,
-    /// Route kind to cut, or `all` to destroy the sandbox.
+    /// Route kind to cut (as in --route KIND:TARGET), or `all` to destroy the sandbox.
+    #[arg(value_name = "KIND")]
     pub kind: String,
 }
 
 #[derive(Debug, Args)]
 pub struct DestroyArgs {
     /// Sandbox ids.
-    #[arg(required = true)]
+    #[arg(required = true, value_name = "ID")]
     pub ids: Vec<String>,
     /// Also remove the persistent /state volume of their sessions (`create --persist`).
     #[arg(long)]
@@ -276,8 +305,11 @@ pub struct ExecArgs {
 
 #[derive(Debug, Args)]
 pub struct KillArgs {
+    /// Sandbox id.
+    #[arg(value_name = "ID")]
     pub id: String,
-    /// Process handle from `sbx exec -d`.
+    /// Process handle (p<8 hex>) as `sbx exec -d` printed it; `sbx ps ID` lists them.
+    #[arg(value_name = "HANDLE")]
     pub handle: String,
     /// Signal name or number.
     #[arg(long, short, default_value = "TERM")]
@@ -286,8 +318,11 @@ pub struct KillArgs {
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
+    /// Sandbox id.
+    #[arg(value_name = "ID")]
     pub id: String,
-    /// A background process handle; without it, the sandbox's own output.
+    /// A background process handle (from `sbx exec -d`); without it, the sandbox's own output.
+    #[arg(value_name = "HANDLE")]
     pub handle: Option<String>,
     /// Keep following new output.
     #[arg(short, long)]
@@ -300,11 +335,13 @@ pub struct LogsArgs {
 #[derive(Debug, Args)]
 pub struct CpArgs {
     /// Source: a host path or ID:/path.
+    #[arg(value_name = "SRC")]
     pub src: String,
     /// Destination: a host path or ID:/path.
+    #[arg(value_name = "DST")]
     pub dst: String,
     /// Refuse a copy out of a sandbox whose files add up to more than this
-    /// (sizes as files claim them, holes included), e.g. 512M, 4GiB.
+    /// (sizes as files claim them, holes and symlink targets included), e.g. 512M, 4GiB.
     #[arg(long, value_name = "SIZE", default_value = "1GiB")]
     pub max_bytes: String,
 }
@@ -321,7 +358,8 @@ pub struct BackupArgs {
 
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    #[arg(required = true)]
+    /// Sandbox ids.
+    #[arg(required = true, value_name = "ID")]
     pub ids: Vec<String>,
     /// Refresh every 2 seconds until Ctrl-C.
     #[arg(long)]
@@ -330,6 +368,8 @@ pub struct StatsArgs {
 
 #[derive(Debug, Args)]
 pub struct PortForwardArgs {
+    /// Sandbox id.
+    #[arg(value_name = "ID")]
     pub id: String,
     /// [LOCAL:]PORT: listen on 127.0.0.1:LOCAL (0 or none: a free port), relay to the sandbox's PORT.
     #[arg(required = true, value_name = "[LOCAL:]PORT")]
@@ -338,9 +378,88 @@ pub struct PortForwardArgs {
 
 #[derive(Debug, Args)]
 pub struct WaitPortArgs {
+    /// Sandbox id.
+    #[arg(value_name = "ID")]
     pub id: String,
+    /// TCP port (1-65535) on the sandbox's own loopback.
+    #[arg(value_name = "PORT")]
     pub port: u16,
     /// Give up after this long [default: 30s].
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
+}
+const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex>
+  sbx create --image IMG --session task-42 --persist --ttl 2h
+  sbx create --image IMG --route inference:proxy:8080 --private-routes
+  sbx --json create --image IMG -- /bin/server --verbose";
+const EX_CONNECT: &str = "Examples:\n  echo hello | sbx connect sbx-0123456789ab
+  sbx connect --timeout 30s sbx-0123456789ab < request.json";
+const EX_REVOKE: &str = "Examples:\n  sbx revoke sbx-0123456789ab inference
+  sbx revoke sbx-0123456789ab all";
+const EX_DESTROY: &str = "Examples:\n  sbx destroy sbx-0123456789ab
+  sbx destroy --purge sbx-0123456789ab sbx-0123456789cd";
+const EX_LS: &str = "Examples:\n  sbx ls
+  sbx --json ls";
+const EX_INSPECT: &str = "Examples:\n  sbx inspect sbx-0123456789ab";
+const EX_EXEC: &str = "Examples:\n  sbx exec sbx-0123456789ab -- id
+  sbx exec -i sbx-0123456789ab -- /bin/sh -c 'wc -l' < file
+  sbx exec -d sbx-0123456789ab -- /bin/server --port 8000";
+const EX_PS: &str = "Examples:\n  sbx ps sbx-0123456789ab";
+const EX_KILL: &str = "Examples:\n  sbx kill sbx-0123456789ab p0123abcd
+  sbx kill --signal KILL sbx-0123456789ab p0123abcd";
+const EX_LOGS: &str = "Examples:\n  sbx logs sbx-0123456789ab
+  sbx logs -f --tail 20 sbx-0123456789ab p0123abcd";
+const EX_SHELL: &str = "Examples:\n  sbx shell sbx-0123456789ab";
+const EX_CP: &str = "Examples:\n  sbx cp ./src sbx-0123456789ab:/tmp/src
+  sbx cp sbx-0123456789ab:/state/workspace/out.txt .";
+const EX_STATS: &str = "Examples:\n  sbx stats sbx-0123456789ab
+  sbx stats --watch sbx-0123456789ab sbx-0123456789cd";
+const EX_PORT_FORWARD: &str = "Examples:\n  sbx port-forward sbx-0123456789ab 8000
+  sbx port-forward sbx-0123456789ab 9000:80 0:5432";
+const EX_WAIT_PORT: &str = "Examples:\n  sbx wait-port sbx-0123456789ab 8000
+  sbx wait-port --timeout 2m sbx-0123456789ab 8000";
+const EX_BACKUP: &str = "Examples:\n  sbx backup sbx-0123456789ab > state.tar";
+const EX_RESTORE: &str = "Examples:\n  sbx restore sbx-0123456789ab < state.tar";
+const EX_AUDIT: &str = "Examples:\n  sbx audit sbx-0123456789ab
+  sbx --json audit sbx-0123456789ab";
+const EX_VOLUMES: &str = "Examples:\n  sbx volumes
+  sbx --json volumes";
+const EX_TTL: &str = "Examples:\n  sbx ttl sbx-0123456789ab 30m";
+const EX_GC: &str = "Examples:\n  sbx gc --dry-run
+  sbx gc";
+const EX_DOCTOR: &str = "Examples:\n  sbx doctor
+  sbx doctor --route inference:proxy:8080";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Issue 10, help texts: each listed subcommand has examples, each
+    /// positional a description; internal commands stay out of the list.
+    #[test]
+    fn every_subcommand_has_examples_and_described_positionals() {
+        let mut cli = Cli::command();
+        cli.build();
+        for sub in cli.get_subcommands_mut() {
+            let name = sub.get_name().to_string();
+            if name == "help" {
+                continue;
+            }
+            if sub.is_hide_set() {
+                assert!(name.starts_with("__"), "{name} is hidden");
+                continue;
+            }
+            let help = sub.render_long_help().to_string();
+            assert!(
+                help.contains("Examples:\n  ") && help.contains(&format!("sbx {name}")),
+                "{name} --help has no examples:\n{help}"
+            );
+            for arg in sub.get_positionals() {
+                assert!(arg.get_help().is_some(), "{name}: positional {} has no description", arg.get_id());
+            }
+        }
+        let top = Cli::command().render_help().to_string();
+        assert!(!top.contains("__probe") && !top.contains("__watchdog"), "{top}");
+    }
 }

@@ -279,10 +279,7 @@ impl Doctor<'_> {
                                 &name,
                                 Status::Fail,
                                 format!("network {n} does not exist"),
-                                Some(format!(
-                                    "`docker network create --internal {n}` and `docker network connect {n} {}`",
-                                    r.host
-                                )),
+                                Some(crate::error::missing_network_fix(std::slice::from_ref(&n))),
                             )),
                         }
                     }
@@ -542,6 +539,16 @@ mod tests {
             evaluate(&r, "n", &[], &[], &mut checks);
             assert_eq!(checks.iter().filter(|c| c.status == Status::Fail).count(), 1, "{r:?}");
         }
+    }
+
+    /// Issue 10, consistency: doctor's fix for a missing route network is create's.
+    #[test]
+    fn a_missing_network_is_fixed_as_create_says() {
+        let fix = crate::error::missing_network_fix(&["sbx-proxy".to_string()]);
+        assert!(fix.contains("docker network connect --alias proxy sbx-proxy SERVICE"), "{fix}");
+        assert!(fix.contains("com.docker.network.bridge.inhibit_ipv4=true"), "{fix}");
+        let e = crate::error::Error::NetworkMissing { networks: vec!["sbx-proxy".into()] };
+        assert!(e.hint().unwrap().starts_with(&fix));
     }
 
     #[test]

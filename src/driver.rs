@@ -742,20 +742,29 @@ impl ContainerDriver {
         match self.exec.run(&argv::remove(&[id])) {
             Ok(out) if out.status == 0 || parse::no_such_container(&out.stderr_str()) => {}
             Ok(out) => {
-                eprintln!("sbx: warning: could not remove {id}: {}; `sbx gc` will", out.stderr_str());
+                crate::messages::warn(
+                    "cleanup",
+                    &format!(
+                        "could not remove {id}: {}; `sbx gc` will",
+                        crate::docker::explain::first_line(&out.stderr_str())
+                    ),
+                );
                 clean = false;
             }
             Err(e) => {
-                eprintln!("sbx: warning: could not remove {id}: {e}; `sbx gc` will");
+                crate::messages::warn("cleanup", &format!("could not remove {id}: {e}; `sbx gc` will"));
                 clean = false;
             }
         }
         if let Err(e) = self.remove_private(private) {
-            eprintln!("sbx: warning: could not remove the private route networks of {id}: {e}; `sbx gc` will");
+            crate::messages::warn(
+                "cleanup",
+                &format!("could not remove the private route networks of {id}: {e}; `sbx gc` will"),
+            );
             clean = false;
         }
         if let Err(e) = socket::remove_dir(dir, id) {
-            eprintln!("sbx: warning: could not remove {}: {e}", dir.display());
+            crate::messages::warn("cleanup", &format!("could not remove {}: {e}", dir.display()));
             clean = false;
         }
         clean

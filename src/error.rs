@@ -48,13 +48,126 @@ pub enum DockerError {
         #[source]
         source: std::io::Error,
     },
-    #[error("`{command}` failed (exit {status}): {stderr}")]
+    /// `command` says what sbx was doing (`explain::doing`), never the argv.
+    #[error("docker failed while {command} (exit {status}): {}", crate::docker::explain::first_line(stderr))]
     Status { command: String, status: i32, stderr: String },
     #[error("could not parse the output of `{command}`: {reason}")]
     Parse { command: String, reason: String },
     /// The engine took longer than the call's deadline; sbx killed the CLI.
     #[error("the Docker engine did not answer `{command}` within {}", humantime::format_duration(*after))]
     Timeout { command: String, after: std::time::Duration },
+}
+
+/// Failures sbx says in its own words: the daemon's known answers and the
+/// in-sandbox helper's exit codes (issue 10 item 5). Ids are the ones the
+/// user gave once `commands::named` has run.
+#[derive(Debug, thiserror::Error)]
+pub enum Explained {
+    #[error("sandbox {id} is not running (it exited or was stopped)")]
+    Stopped { id: String },
+    #[error("the Docker engine refused --cpus: it allows from 0.01 to {max} CPUs")]
+    CpuRange { max: String },
+    #[error("sandbox {id} has no background process {handle}")]
+    NoProcess { id: String, handle: String },
+    #[error("background process {handle} in sandbox {id} has already exited")]
+    ProcessExited { id: String, handle: String },
+    #[error("sandbox {id} has no {path}")]
+    NoSuchPath { id: String, path: String },
+    #[error("cannot write {path} in sandbox {id}: the sandbox's root file system is read-only")]
+    ReadOnly { id: String, path: String },
+    #[error("the sandbox's user may not access {path} in sandbox {id} (permission denied)")]
+    Denied { id: String, path: String },
+    #[error("no space left in sandbox {id} while writing {path}")]
+    NoSpace { id: String, path: String },
+    #[error("nothing listened on port {port} in sandbox {id} within {waited}")]
+    PortTimeout { id: String, port: u16, waited: String },
+    #[error("sandbox {id} cannot run {command:?}: {}", if *not_found { "no such file or command" } else { "it is not an executable file" })]
+    /// `background`: from `exec -d`, which exits 1 (its command never had an exit code).
+    CannotRun { id: String, command: String, not_found: bool, background: bool },
+    /// Anything else the helper reports; `detail` is its own text, made
+    /// printable: it comes from the sandbox (issue 9) and is labelled so.
+    #[error("sbx's helper in sandbox {id} failed while {doing} (exit {code}){}", if detail.is_empty() { String::new() } else { format!("; the sandbox said: {detail}") })]
+    Helper { id: String, doing: String, code: i32, detail: String },
+}
+
+impl Explained {
+    /// The same failure naming `id` instead of the container id `target`.
+    pub fn named(self, target: &str, id: &str) -> Self {
+        let n = |s: String| if s == target { id.to_string() } else { s };
+        use Explained::*;
+        match self {
+            Stopped { id } => Stopped { id: n(id) },
+            NoProcess { id, handle } => NoProcess { id: n(id), handle },
+            ProcessExited { id, handle } => ProcessExited { id: n(id), handle },
+            NoSuchPath { id, path } => NoSuchPath { id: n(id), path },
+            ReadOnly { id, path } => ReadOnly { id: n(id), path },
+            Denied { id, path } => Denied { id: n(id), path },
+            NoSpace { id, path } => NoSpace { id: n(id), path },
+            PortTimeout { id, port, waited } => PortTimeout { id: n(id), port, waited },
+            CannotRun { id, command, not_found, background } => CannotRun { id: n(id), command, not_found, background },
+            Helper { id, doing, code, detail } => Helper { id: n(id), doing, code, detail },
+            e @ CpuRange { .. } => e,
+        }
+    }
+
+    fn exit_code(&self) -> u8 {
+        match self {
+            // The shell's convention, which scripts expect of `sbx exec`.
+            Explained::CannotRun { background: true, .. } => EXIT_FAILED,
+            Explained::CannotRun { not_found: true, .. } => 127,
+            Explained::CannotRun { .. } => 126,
+            _ => EXIT_FAILED,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Explained::Stopped { .. } => "not_running",
+            Explained::CpuRange { .. } => "engine_cpu_range",
+            Explained::NoProcess { .. } => "no_such_process",
+            Explained::ProcessExited { .. } => "process_exited",
+            Explained::NoSuchPath { .. } => "no_such_path",
+            Explained::ReadOnly { .. } => "read_only",
+            Explained::Denied { .. } => "permission_denied",
+            Explained::NoSpace { .. } => "no_space",
+            Explained::PortTimeout { .. } => "port_timeout",
+            Explained::CannotRun { not_found: true, .. } => "command_not_found",
+            Explained::CannotRun { .. } => "command_not_executable",
+            Explained::Helper { .. } => "helper_failed",
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            Explained::Stopped { id } => {
+                format!("`sbx logs {id}` shows why it ended; `sbx destroy {id}` and create a new sandbox")
+            }
+            Explained::CpuRange { max } => format!("pass --cpus between 0.01 and {max}"),
+            Explained::NoProcess { id, .. } => format!("`sbx ps {id}` lists the background processes"),
+            Explained::ProcessExited { id, handle } => {
+                format!("`sbx ps {id}` shows its exit code, `sbx logs {id} {handle}` its output")
+            }
+            Explained::NoSuchPath { id, path } if path == "/state/workspace" => format!(
+                "backup saves /state/workspace, which this sandbox never made: create it with `create --clone URL`, or copy a directory there with `sbx cp DIR {id}:/state/workspace`"
+            ),
+            Explained::NoSuchPath { id, .. } => format!("check the path with `sbx exec {id} -- ls -la DIR`"),
+            Explained::ReadOnly { .. } => {
+                "write under /tmp or /state, or into a directory mounted with `create --rw HOST:DIR`".into()
+            }
+            Explained::Denied { .. } => {
+                "the sandbox runs as a non-root user: write under /tmp or /state, or create it with --user".into()
+            }
+            Explained::NoSpace { .. } => "/tmp and /state are small tmpfs mounts; use --state-dir or --persist for more room".into(),
+            Explained::PortTimeout { id, .. } => format!(
+                "start the server first (`sbx exec -d {id} -- SERVER`), check it with `sbx ps {id}` and `sbx logs {id} HANDLE`, or raise --timeout"
+            ),
+            Explained::CannotRun { id, not_found: true, .. } => {
+                format!("give the program's absolute path; the image has only what it was built with (`sbx exec {id} -- /bin/ls /bin` if it has ls)")
+            }
+            Explained::CannotRun { .. } => "the path must name an executable file the sandbox's user may run".into(),
+            Explained::Helper { .. } => return None,
+        })
+    }
 }
 
 /// Failures of the host side of the socket channel.
@@ -90,7 +203,9 @@ pub enum Error {
     #[error(transparent)]
     Invalid(#[from] Invalid),
     #[error(transparent)]
-    Docker(#[from] DockerError),
+    Docker(DockerError),
+    #[error(transparent)]
+    Explained(#[from] Explained),
     #[error(transparent)]
     Socket(#[from] SocketError),
     #[error("image {image} is not on this engine")]
@@ -152,6 +267,45 @@ pub enum Error {
     },
 }
 
+/// Text that may carry what a sandbox or its image wrote (log tails, a
+/// command's stderr, file names), made safe to print as part of sbx's own
+/// message: control characters other than newline and tab (ESC, CR, BEL,
+/// C1) and bidi overrides are shown escaped, so nothing reaches the
+/// terminal as a control sequence, and each line after the first starts
+/// with "  | ", so no line from the sandbox can pass for an `sbx:` line.
+pub fn for_terminal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.trim_end_matches('\n').chars() {
+        match c {
+            '\n' => out.push_str("\n  | "),
+            '\t' => out.push(c),
+            c if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') => {
+                out.extend(c.escape_default())
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Every docker failure becomes an sbx error here: the daemon's known
+/// answers get sbx's words and a hint (issue 10 item 5), the rest stays a
+/// `DockerError` that names what sbx was doing.
+impl From<DockerError> for Error {
+    fn from(e: DockerError) -> Self {
+        use crate::docker::explain::{classify, Known};
+        if let DockerError::Status { stderr, .. } = &e {
+            match classify(stderr) {
+                Some(Known::NotRunning { container }) => return Explained::Stopped { id: container }.into(),
+                Some(Known::NoSuchContainer { container }) => return Error::NotFound { id: container },
+                Some(Known::CpuRange { max }) => return Explained::CpuRange { max }.into(),
+                None => {}
+            }
+        }
+        Error::Docker(e)
+    }
+}
+
 fn tail_suffix(logs: &str) -> String {
     if logs.trim().is_empty() {
         String::from("; it logged nothing")
@@ -168,6 +322,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Invalid(_) => EXIT_INVALID,
+            Error::Explained(e) => e.exit_code(),
             Error::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
             Error::Docker(_)
             | Error::Socket(_)
@@ -202,6 +357,7 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Invalid(_) => "invalid_input",
+            Error::Explained(e) => e.kind(),
             Error::Docker(DockerError::Spawn { .. }) => "docker_missing",
             Error::Docker(DockerError::Status { .. }) => "docker_failed",
             Error::Docker(DockerError::Parse { .. }) => "docker_output",
@@ -241,6 +397,7 @@ impl Error {
     pub fn hint(&self) -> Option<String> {
         Some(match self {
             Error::Invalid(i) => return i.hint.clone(),
+            Error::Explained(e) => return e.hint(),
             Error::Docker(DockerError::Spawn { .. }) => {
                 "install the docker CLI (or set SBX_DOCKER to its path) and check that `docker version` answers".into()
             }
@@ -281,17 +438,7 @@ impl Error {
                 format!("load it first (`docker pull {image}` or `docker load`), then retry")
             }
             Error::NetworkMissing { networks } => {
-                let cmds: Vec<String> =
-                    networks.iter().map(|n| format!("`docker network create --internal {n}`")).collect();
-                let attach: Vec<String> = networks
-                    .iter()
-                    .map(|n| format!("`docker network connect --alias {} {n} SERVICE`", n.trim_start_matches("sbx-")))
-                    .collect();
-                format!(
-                    "create it with {} (add `-o com.docker.network.bridge.inhibit_ipv4=true` to keep the host out of reach) and attach the service with {}; or create the sandbox with --private-routes",
-                    cmds.join(" and "),
-                    attach.join(" and ")
-                )
+                format!("{}; or create the sandbox with --private-routes", missing_network_fix(networks))
             }
             Error::NotContained { gaps } => {
                 let mut fixes: Vec<String> = gaps.iter().map(|g| format!("{}: {}", g.network, g.fix)).collect();
@@ -315,7 +462,7 @@ impl Error {
             Error::DoctorFailed { .. } => "each failed check above says how to fix it".into(),
             Error::HelperMissing { id } => format!("recreate the sandbox with this sbx (`sbx destroy {id}`, then `sbx create ...`); build sbx where a static libc is installed (Debian: libc6-dev)"),
             Error::Redirected { .. } => {
-                "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox); nothing was left behind".into()
+                "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox, and no VOLUME or --rw/--ro path that is a symlink to /run); nothing was left behind".into()
             }
             Error::HelperUntrusted { path, .. } => format!(
                 "make {} and its parents owned by you or root and writable by nobody else, then retry (sbx reinstalls a helper whose content differs)",
@@ -341,8 +488,38 @@ impl Error {
     }
 }
 
+/// How to make missing route networks; `create`'s hint and `doctor
+/// --route` say the same (issue 10, consistency).
+pub fn missing_network_fix(networks: &[String]) -> String {
+    let cmds: Vec<String> = networks.iter().map(|n| format!("`docker network create --internal {n}`")).collect();
+    let attach: Vec<String> = networks
+        .iter()
+        .map(|n| format!("`docker network connect --alias {} {n} SERVICE`", n.trim_start_matches("sbx-")))
+        .collect();
+    format!(
+        "create it with {} (add `-o com.docker.network.bridge.inhibit_ipv4=true` to keep the host out of reach) and attach the service with {}",
+        cmds.join(" and "),
+        attach.join(" and ")
+    )
+}
+
 fn is_daemon_down(stderr: &str) -> bool {
     stderr.contains("Cannot connect to the Docker daemon") || stderr.contains("Is the docker daemon running")
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandbox_text_is_escaped_and_indented_for_the_terminal() {
+        let forged = "\x1b]0;pwned\x07\r\x1b[2Ksbx: ok\nsbx: hint: fine\u{9b}31m\u{202e}x\tand a tab\n";
+        let shown = for_terminal(forged);
+        assert!(!shown.chars().any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{202e}'), "{shown:?}");
+        assert_eq!(shown.lines().nth(1), Some(r"  | sbx: hint: fine\u{9b}31m\u{202e}x	and a tab"));
+        assert!(shown.starts_with(r"\u{1b}]0;pwned\u{7}\r\u{1b}[2Ksbx: ok"), "{shown}");
+        assert_eq!(for_terminal("plain text"), "plain text");
+    }
+}

@@ -17,7 +17,7 @@
 //!   refuses an image that moved them.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -30,6 +30,12 @@ pub const SANDBOX_DIR: &str = "/run/sbx";
 pub const SANDBOX_PATH: &str = "/run/sbx/helper";
 /// The helper's name inside its directory.
 const FILE: &str = "helper";
+/// Execute-only for the sandbox (issue 9 finding 1, deeper): the running
+/// helper is a process of the sandbox's user, which any process there could
+/// ptrace to write its answers. exec of a file the caller cannot read makes
+/// the process non-dumpable from the start (no window), and without
+/// CAP_SYS_PTRACE nothing in the sandbox can attach to it.
+const MODE: u32 = 0o511;
 
 /// The helper's directory on the host (holding only `helper`), installed on
 /// first use and verified every time. `None` when this sbx was built without
@@ -68,8 +74,10 @@ fn install_bytes(data_dir: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf> {
     let tmp = base.join(format!(".new-{}-{:x}", std::process::id(), rand::random::<u32>()));
     std::fs::DirBuilder::new().mode(0o755).create(&tmp).map_err(|e| io("creating", &tmp, e))?;
     let written = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o555).open(tmp.join(FILE))?;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(MODE).open(tmp.join(FILE))?;
         f.write_all(bytes)?;
+        // create_new's mode passes through the umask: set it exactly.
+        f.set_permissions(std::fs::Permissions::from_mode(MODE))?;
         f.sync_all()
     })();
     if let Err(e) = written {
@@ -126,6 +134,9 @@ fn verify(dir: &Path, bytes: &[u8]) -> std::result::Result<(), Option<String>> {
         return Err(Some("the helper is not a regular file".into()));
     }
     trusted(&fm)?;
+    if fm.mode() & 0o7777 != MODE {
+        return Err(Some(format!("the helper's mode is {:o}, not {MODE:o}", fm.mode() & 0o7777)));
+    }
     if fm.len() != bytes.len() as u64 {
         return Err(Some(format!("the helper has {} bytes, not {}", fm.len(), bytes.len())));
     }
@@ -172,7 +183,30 @@ pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str
             Some(_) => {}
         }
     }
+    for at in [helper.then_some(SANDBOX_DIR), Some(socket_dir)].into_iter().flatten() {
+        if let Some(over) = covered(&mounts, at) {
+            return Err(redirected(
+                at,
+                format!("a mount placed after sbx's at {over} covers it (an image VOLUME or a --rw/--ro whose path is a symlink in the image)"),
+            ));
+        }
+    }
     Ok(())
+}
+
+/// A mount listed after the first one at `at` whose mount point is `at`,
+/// above it or below it: what the sandbox sees there is then not sbx's.
+/// Found by attacking the fix for issue 9 finding 1: docker mounts in order
+/// of path depth and runc follows the image's symlinks, so `VOLUME
+/// /x/y/z` with `/x/y/z -> /run` in the image put a writable volume (holding
+/// the image's own `sbx/helper`) over /run after /run/sbx was mounted.
+fn covered(mounts: &[(String, bool)], at: &str) -> Option<String> {
+    let first = mounts.iter().position(|(p, _)| p == at)?;
+    let over = |p: &str| {
+        let base = p.trim_end_matches('/');
+        p == at || at.starts_with(&format!("{base}/")) || p.starts_with(&format!("{at}/"))
+    };
+    mounts[first + 1..].iter().find(|(p, _)| over(p)).map(|(p, _)| p.clone())
 }
 
 /// (mount point, read-only) of each line of a mountinfo file, in order.
@@ -232,6 +266,11 @@ mod tests {
         std::fs::write(dir.join(FILE), b"evil helper").unwrap();
         let again = install_bytes(&d, "k1", b"real helper").unwrap();
         assert_eq!(std::fs::read(again.join(FILE)).unwrap(), b"real helper");
+        // Readable (and so traceable) inside the sandbox: reinstalled execute-only.
+        assert_eq!(std::fs::metadata(again.join(FILE)).unwrap().mode() & 0o7777, 0o511);
+        std::fs::set_permissions(again.join(FILE), std::fs::Permissions::from_mode(0o555)).unwrap();
+        install_bytes(&d, "k1", b"real helper").unwrap();
+        assert_eq!(std::fs::metadata(again.join(FILE)).unwrap().mode() & 0o7777, 0o511);
         // An extra entry (something to mount over, or run instead): replaced.
         std::fs::write(again.join("extra"), b"x").unwrap();
         install_bytes(&d, "k1", b"real helper").unwrap();
@@ -280,6 +319,30 @@ mod tests {
         );
         let writable = GOOD.replace(" /run/sbx ro,", " /run/sbx rw,");
         assert!(matches!(check_mounts(&writable, "img", true, "/run/sandbox"), Err(Error::Redirected { .. })));
+        // Issue 9 finding 1, past the fix: a later mount over /run (or /,
+        // or at/below /run/sbx or /run/sandbox) hides sbx's mounts.
+        for (later, path) in [
+            ("/run", "/run/sbx"),
+            ("/", "/run/sbx"),
+            ("/run/sbx", "/run/sbx"),
+            ("/run/sbx/helper", "/run/sbx"),
+            ("/run/sandbox/x", "/run/sandbox"),
+        ] {
+            // ro: an operator's --ro redirected there passes the ro test above.
+            let info = format!("{GOOD}620 600 8:1 /vol/_data {later} ro,relatime - ext4 /dev/sda1 rw\n");
+            let err = check_mounts(&info, "img", true, "/run/sandbox").unwrap_err();
+            assert!(
+                matches!(&err, Error::Redirected { path: p, found, .. } if p == path && found.contains("covers")),
+                "{later}: {err}"
+            );
+        }
+        // A mount at /run BEFORE sbx's (VOLUME /run) is covered by them: fine;
+        // so are later mounts elsewhere (/run/other, /data).
+        let before = GOOD.replace("610 600", "609 600 8:1 /vol/_data /run rw,relatime - ext4 /dev/sda1 rw\n610 600");
+        check_mounts(&before, "img", true, "/run/sandbox").unwrap();
+        let elsewhere =
+            format!("{GOOD}620 600 8:1 /v /run/sbxx rw - ext4 /dev/sda1 rw\n621 600 8:1 /v /data/run rw - ext4 x rw\n");
+        check_mounts(&elsewhere, "img", true, "/run/sandbox").unwrap();
         // Without a helper only the socket directory is checked.
         check_mounts(&GOOD.replace(" /run/sbx ro,", " /tmp/sbx ro,"), "img", false, "/run/sandbox").unwrap();
     }

@@ -17,6 +17,7 @@ pub mod error;
 pub mod gc;
 pub mod helper;
 pub mod interrupt;
+pub mod messages;
 pub mod persist;
 pub mod probe;
 pub mod record;
@@ -47,6 +48,11 @@ pub struct Env {
     pub home: Option<std::path::PathBuf>,
     /// `SBX_DOCKER_TIMEOUT` as given; checked by `run` (see `docker::Deadlines`).
     pub docker_timeout: Option<String>,
+    /// `SBX_SOCKET_DIR`, `SBX_DATA_DIR`, `SBX_SECCOMP_PROFILE`: the options'
+    /// defaults (an option given on the command line wins; empty is unset).
+    pub socket_dir: Option<std::path::PathBuf>,
+    pub data_dir: Option<std::path::PathBuf>,
+    pub seccomp_profile: Option<String>,
 }
 
 impl Env {
@@ -61,6 +67,9 @@ impl Env {
             xdg_state_home: std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(Into::into),
             home: std::env::var_os("HOME").filter(|v| !v.is_empty()).map(Into::into),
             docker_timeout: std::env::var("SBX_DOCKER_TIMEOUT").ok().filter(|v| !v.is_empty()),
+            socket_dir: std::env::var_os("SBX_SOCKET_DIR").filter(|v| !v.is_empty()).map(Into::into),
+            data_dir: std::env::var_os("SBX_DATA_DIR").filter(|v| !v.is_empty()).map(Into::into),
+            seccomp_profile: std::env::var("SBX_SECCOMP_PROFILE").ok().filter(|v| !v.is_empty()),
         }
     }
 }
@@ -77,6 +86,13 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
                 let _ = e.print();
                 return EXIT_OK;
             }
+            if e.kind() == ErrorKind::UnknownArgument {
+                if let Some(inv) = missing_dashes(&args) {
+                    let e = Error::from(inv);
+                    report(&e, wants_json);
+                    return e.exit_code();
+                }
+            }
             if wants_json {
                 let msg = e.kind().as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
                 let detail = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
@@ -89,6 +105,7 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     };
     init_tracing(cli.verbose);
     let json = cli.json;
+    messages::set_json(json);
     if let Err(e) = docker::Deadlines::from_env(env.docker_timeout.as_deref()) {
         let e = Error::from(e);
         report(&e, json);
@@ -105,6 +122,39 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     code
 }
 
+/// `sbx exec ID id` (no `--`): clap only says "unexpected argument"; say
+/// where the command goes (issue 10, help texts).
+fn missing_dashes(args: &[OsString]) -> Option<error::Invalid> {
+    let words: Vec<String> = args.iter().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+    if words.iter().any(|w| w == "--") {
+        return None;
+    }
+    let at = words.iter().position(|w| w == "exec" || w == "create")?;
+    let sub = words[at].as_str();
+    // Options of exec that take a value; their values are not the command.
+    let valued = ["-e", "--env", "-w", "--workdir", "-u", "--user"];
+    let mut rest = Vec::new();
+    let mut skip = false;
+    for w in &words[at + 1..] {
+        if skip {
+            skip = false;
+        } else if sub == "exec" && valued.contains(&w.as_str()) {
+            skip = true;
+        } else if !w.starts_with('-') {
+            rest.push(w.clone());
+        }
+    }
+    let hint = if sub == "exec" && rest.len() >= 2 {
+        format!("put `--` before the command: sbx exec {} -- {}", rest[0], rest[1..].join(" "))
+    } else if sub == "exec" {
+        "put `--` before the command: sbx exec ID -- CMD [ARGS...]".to_string()
+    } else {
+        "put `--` before the sandbox's command: sbx create --image IMAGE -- CMD [ARGS...]".to_string()
+    };
+    let extra = if sub == "exec" { rest.get(1..).map(|r| r.join(" ")).unwrap_or_default() } else { rest.join(" ") };
+    Some(error::Invalid::new("arguments", extra, format!("`sbx {sub}` takes its command after `--`")).hint(hint))
+}
+
 /// sbx's own CPU time, docker children excluded (`-v`; the benchmark reads it).
 fn log_own_cpu() {
     if let Ok(u) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
@@ -119,9 +169,10 @@ fn report(e: &Error, json: bool) {
         print_json_error(e.kind(), &e.to_string(), hint.as_deref());
     } else {
         let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "sbx: error: {e}");
+        // Messages quote what the sandbox wrote: never raw to the terminal.
+        let _ = writeln!(err, "sbx: error: {}", error::for_terminal(&e.to_string()));
         if let Some(h) = hint {
-            let _ = writeln!(err, "sbx: hint: {h}");
+            let _ = writeln!(err, "sbx: hint: {}", error::for_terminal(&h));
         }
     }
 }
@@ -182,4 +233,30 @@ pub fn real_driver(env: &Env, dirs: &Dirs) -> driver::ContainerDriver {
     };
     driver::ContainerDriver::new(Arc::new(real_docker(env)), roots, states)
         .with_interrupts(Arc::new(interrupt::pending))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_command_without_dashes_gets_a_hint() {
+        let inv = missing_dashes(&args(&["sbx", "exec", "-e", "A=1", "sbx-0123456789ab", "id", "-u"])).unwrap();
+        assert_eq!(inv.hint.as_deref(), Some("put `--` before the command: sbx exec sbx-0123456789ab -- id"));
+        assert!(missing_dashes(&args(&["sbx", "exec", "x", "--", "id"])).is_none());
+        assert!(missing_dashes(&args(&["sbx", "ls", "x"])).is_none());
+        let inv = missing_dashes(&args(&["sbx", "create", "--image", "i", "srv"])).unwrap();
+        assert!(inv.hint.unwrap().contains("-- CMD"));
+    }
+
+    #[test]
+    fn exec_without_dashes_exits_2_with_the_hint_before_any_docker_call() {
+        // SBX_DOCKER points nowhere: a docker call would fail differently.
+        let env = Env { docker: Some("/nonexistent/docker".into()), ..Env::default() };
+        assert_eq!(run(args(&["sbx", "exec", "sbx-0123456789ab", "id"]), env), EXIT_INVALID);
+    }
 }

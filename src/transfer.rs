@@ -270,6 +270,9 @@ impl<R: Read> Decoder<R> {
                 if len > MAX_PATH as u64 {
                     return Err(invalid(format!("refusing symlink {path:?}: its target is {len} bytes long")));
                 }
+                // Issue 9 finding 6: a link's target takes host disk too
+                // (a block each), so it counts against the byte cap.
+                self.charge(&path, len)?;
                 let mut target = vec![0u8; len as usize];
                 self.r.read_exact(&mut target).map_err(truncated)?;
                 if target.is_empty() || target.contains(&0) {
@@ -278,23 +281,28 @@ impl<R: Read> Decoder<R> {
                 Kind::Symlink { target }
             }
             b'F' => {
-                let total = self.bytes.saturating_add(len);
-                if total > self.limits.max_bytes {
-                    return Err(io::Error::other(format!(
-                        "{path:?} is {} and would bring the copy to {}, over the cap of {}; \
-                             raise it with --max-bytes",
-                        human(len),
-                        human(total),
-                        human(self.limits.max_bytes)
-                    )));
-                }
-                self.bytes = total;
+                self.charge(&path, len)?;
                 self.file = Some(FileState { size: len, pos: 0, left: 0, ended: false });
                 Kind::File { size: len }
             }
             other => return Err(invalid(format!("unknown record type {other:#04x}"))),
         };
         Ok(Some(Record { kind, mode, path }))
+    }
+
+    /// Count `len` bytes of `path` against the cap.
+    fn charge(&mut self, path: &str, len: u64) -> io::Result<()> {
+        let total = self.bytes.saturating_add(len);
+        if total > self.limits.max_bytes {
+            return Err(io::Error::other(format!(
+                "{path:?} is {} and would bring the copy to {}, over the cap of {}; raise it with --max-bytes",
+                human(len),
+                human(total),
+                human(self.limits.max_bytes)
+            )));
+        }
+        self.bytes = total;
+        Ok(())
     }
 
     /// The current file's next data segment as (offset, length); its bytes

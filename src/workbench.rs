@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use serde::{Deserialize, Serialize};
 
 use crate::docker::{run_ok, Attach, DockerExec, Output};
-use crate::error::{Error, Invalid, Result};
+use crate::error::{Error, Explained, Invalid, Result};
 use crate::helper::SANDBOX_PATH as HELPER;
 use crate::transfer::{self, Limits};
 
@@ -84,7 +84,61 @@ fn sandbox_error(id: &str, stderr: &str) -> Option<Error> {
     if stderr.contains(HELPER) && (stderr.contains("no such file") || stderr.contains("not found")) {
         return Some(crate::helper::missing(id));
     }
+    if let Some(crate::docker::explain::Known::NotRunning { .. }) = crate::docker::explain::classify(stderr) {
+        return Some(Explained::Stopped { id: id.to_string() }.into());
+    }
     crate::docker::parse::no_such_container(stderr).then(|| Error::NotFound { id: id.to_string() })
+}
+
+/// The helper's exit codes; helper/sbx_helper.rs has the same table. The
+/// host says what they mean in its own words and never relays the helper's
+/// text as its own: that text comes from the sandbox (issue 10 item 5).
+pub mod helper_exit {
+    pub const NO_PROCESS: i32 = 3;
+    pub const EXITED: i32 = 4;
+    pub const NO_SUCH_PATH: i32 = 5;
+    pub const READ_ONLY: i32 = 6;
+    pub const DENIED: i32 = 7;
+    pub const NO_SPACE: i32 = 8;
+    pub const UNKNOWN_COMMAND: i32 = 64;
+}
+
+/// A helper call that ran and failed with `code`, as an sbx error. `argv`
+/// is the helper call (`... HELPER VERB ARG ...`): its verb and first
+/// argument (a path or a handle) name what failed.
+fn helper_failure(id: &str, argv: &[OsString], code: i32, stderr: &str) -> Error {
+    let words: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let at = words.iter().position(|w| w == HELPER).map(|i| i + 1).unwrap_or(words.len());
+    let verb = words.get(at).map(String::as_str).unwrap_or("");
+    let arg = words.get(at + 1).cloned().unwrap_or_default();
+    let id = id.to_string();
+    use helper_exit::*;
+    match code {
+        NO_PROCESS => Explained::NoProcess { id, handle: arg }.into(),
+        EXITED => Explained::ProcessExited { id, handle: arg }.into(),
+        NO_SUCH_PATH => Explained::NoSuchPath { id, path: arg }.into(),
+        READ_ONLY => Explained::ReadOnly { id, path: arg }.into(),
+        DENIED => Explained::Denied { id, path: arg }.into(),
+        NO_SPACE => Explained::NoSpace { id, path: arg }.into(),
+        _ => {
+            let doing = match verb {
+                "receive" => format!("writing {arg}"),
+                "send" => format!("reading {arg}"),
+                "kill" => format!("signalling {arg}"),
+                "logs" => format!("reading the output of {arg}"),
+                "ps" => "listing background processes".to_string(),
+                "wait-port" => format!("waiting for port {arg}"),
+                v => format!("running {v:?}"),
+            };
+            let detail = if code == UNKNOWN_COMMAND && stderr.contains("unknown command") {
+                "its helper is from another sbx version; recreate the sandbox".to_string()
+            } else {
+                let line = stderr.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+                crate::docker::explain::printable(line.strip_prefix("sbx-helper: ").unwrap_or(line), 200)
+            };
+            Explained::Helper { id, doing, code, detail }.into()
+        }
+    }
 }
 
 /// Run a helper command and require success.
@@ -101,12 +155,32 @@ fn helper(exec: &dyn DockerExec, id: &str, args: &[&str]) -> Result<Output> {
 /// the helper, with the same environment, whether the command exists (127).
 pub fn exec(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String]) -> Result<i32> {
     let argv = exec_argv(id, o, cmd);
-    let (code, _) = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: false })?;
-    exec_code(exec, id, o, cmd, code)
+    let (code, held) = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: !o.tty })?;
+    exec_code(exec, id, o, cmd, code, &held)
 }
 
-/// What `sbx exec` exits with, given docker exec's status.
-fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code: i32) -> Result<i32> {
+/// What `sbx exec` exits with, given docker exec's status and what docker
+/// itself said (`held`, kept from sbx's streams): docker's failures become
+/// sbx's errors (issue 10 items 5 and 6); text that turns out to be the
+/// command's own is written out after all.
+fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code: i32, held: &str) -> Result<i32> {
+    if !held.is_empty() {
+        if let Some(e) = sandbox_error(id, held) {
+            return Err(e);
+        }
+        let oci = held.starts_with("OCI runtime exec failed");
+        if oci && (code == 126 || code == 127) && !cmd.is_empty() {
+            let not_found = exec_code(exec, id, o, cmd, 126, "")? == 127;
+            return Err(Explained::CannotRun {
+                id: id.to_string(),
+                command: cmd[0].clone(),
+                not_found,
+                background: false,
+            }
+            .into());
+        }
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), held.as_bytes());
+    }
     if code != 126 || cmd.is_empty() {
         if code == 1 && !container_exists(exec, id)? {
             return Err(Error::NotFound { id: id.to_string() });
@@ -152,15 +226,15 @@ pub fn exec_watched(
             }
             Some(sig)
         });
-        let attached = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: false });
+        let attached = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: !o.tty });
         watch.finish();
         (attached, forwarder.join().unwrap_or(None))
     });
     if let Some(sig) = signal {
         return Ok(128 + sig);
     }
-    let (code, _) = attached?;
-    exec_code(exec, id, o, cmd, code)
+    let (code, held) = attached?;
+    exec_code(exec, id, o, cmd, code, &held)
 }
 
 /// `docker exec [-u USER] ID helper kill-exec TOKEN SIG GRACE`, as the
@@ -203,7 +277,18 @@ pub fn exec_detached(
         if let Some(e) = sandbox_error(id, &out.stderr_str()) {
             return Err(e);
         }
-        return Err(Error::CommandFailed { command: cmd.join(" "), code: out.status, stderr: out.stderr_str() });
+        // The helper's `bg` exits 127/126 when the command cannot start.
+        if matches!(out.status, 126 | 127) && !cmd.is_empty() {
+            let not_found = out.status == 127;
+            return Err(Explained::CannotRun {
+                id: id.to_string(),
+                command: cmd[0].clone(),
+                not_found,
+                background: true,
+            }
+            .into());
+        }
+        return Err(helper_failure(id, &argv, out.status, &out.stderr_str()));
     }
     Ok((handle.to_string(), out.stdout_str().trim().parse().unwrap_or(0)))
 }
@@ -302,7 +387,12 @@ pub fn logs(exec: &dyn DockerExec, id: &str, handle: Option<&str>, follow: bool,
         if let Some(e) = sandbox_error(id, &stderr) {
             return Err(e);
         }
+        if handle.is_some() && code == helper_exit::NO_PROCESS {
+            return Err(helper_failure(id, &argv, code, &stderr));
+        }
     }
+    // Held back as if docker's, but it was the sandbox's own output.
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), stderr.as_bytes());
     Ok(code)
 }
 
@@ -420,15 +510,8 @@ fn streamed(id: &str, argv: &[OsString], r: crate::docker::Streamed, what: impl 
             return Err(Error::io(what(), e));
         }
     }
-    if r.status == 64 && stderr.contains("unknown command") {
-        return Err(Error::CommandFailed {
-            command: crate::docker::render(argv),
-            code: r.status,
-            stderr: format!("{stderr} (the sandbox's helper is from another sbx version; recreate the sandbox)"),
-        });
-    }
     if r.status != 0 {
-        return Err(Error::CommandFailed { command: crate::docker::render(argv), code: r.status, stderr });
+        return Err(helper_failure(id, argv, r.status, &stderr));
     }
     Ok(())
 }
@@ -440,7 +523,7 @@ fn check_helper(id: &str, argv: &[OsString], out: &Output) -> Result<()> {
     if let Some(e) = sandbox_error(id, &out.stderr_str()) {
         return Err(e);
     }
-    Err(Error::CommandFailed { command: crate::docker::render(argv), code: out.status, stderr: out.stderr_str() })
+    Err(helper_failure(id, argv, out.status, &out.stderr_str()))
 }
 
 /// The sandbox's `/state/workspace` as a tar stream, converted as it
@@ -706,9 +789,54 @@ mod tests {
         assert!(matches!(ps(&f, "sbx-0123456789ab"), Err(Error::HelperMissing { .. })));
         f.push(Output::fail(127, "sbx-helper: cannot run \"nope\": No such file or directory"));
         match exec_detached(&f, "sbx-0123456789ab", &ExecOpts::default(), "p1", &["nope".into()]) {
-            Err(Error::CommandFailed { code, .. }) => assert_eq!(code, 127),
+            Err(e @ Error::Explained(Explained::CannotRun { not_found: true, .. })) => {
+                assert_eq!(e.exit_code(), 1, "exec -d exits 1");
+                assert!(!e.to_string().contains("sbx-helper"), "{e}");
+            }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Issue 10 item 5: the helper's exit codes become sbx's words; its
+    /// text (the sandbox's) and docker's argv never make the message.
+    #[test]
+    fn helper_failures_are_said_in_sbx_words() {
+        let f = FakeDocker::new();
+        let id = "sbx-0123456789ab";
+        f.push(Output::fail(helper_exit::EXITED, ""));
+        let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
+        assert_eq!(e.to_string(), "background process p0000abcd in sandbox sbx-0123456789ab has already exited");
+        assert_eq!(e.kind(), "process_exited");
+        f.push(Output::fail(helper_exit::NO_PROCESS, ""));
+        let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
+        assert_eq!(e.kind(), "no_such_process");
+        assert!(e.hint().unwrap().contains("sbx ps sbx-0123456789ab"));
+        f.push(Output::fail(helper_exit::NO_PROCESS, ""));
+        assert_eq!(logs(&f, id, Some("p00000000"), false, None).unwrap_err().kind(), "no_such_process");
+        f.push(Output::fail(helper_exit::READ_ONLY, ""));
+        let e = cp(
+            &f,
+            &CpSide::Host("/dev/null".into()),
+            &CpSide::Sandbox { id: id.into(), path: "/etc/a.txt".into() },
+            &Limits::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), "read_only");
+        assert!(e.to_string().contains("/etc/a.txt") && e.to_string().contains("read-only"), "{e}");
+        assert!(e.hint().unwrap().contains("/tmp"), "{:?}", e.hint());
+        f.push(Output::fail(helper_exit::NO_SUCH_PATH, ""));
+        let e = backup(&f, id, std::io::sink(), &Limits::default()).unwrap_err();
+        assert_eq!(e.to_string(), "sandbox sbx-0123456789ab has no /state/workspace");
+        // Docker's own answer for an exited sandbox.
+        f.push(Output::fail(1, "Error response from daemon: Container 0123abcd is not running"));
+        let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
+        assert_eq!((e.kind(), e.to_string().contains("Error response")), ("not_running", false), "{e}");
+        // Anything else: what sbx was doing, the sandbox's words labelled and made printable.
+        f.push(Output::fail(1, "sbx-helper: weird \x1b[2Jthing"));
+        let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("signalling p0000abcd") && msg.contains("the sandbox said: weird"), "{msg}");
+        assert!(!msg.contains("docker exec") && !msg.contains('\x1b'), "{msg}");
     }
 
     #[test]

@@ -16,6 +16,11 @@ struct HostileImage {
 
 impl HostileImage {
     fn build(w: &World, tag: &str, shape: impl FnOnce(&Path)) -> Self {
+        Self::build_with(w, tag, &[], shape)
+    }
+
+    /// [`HostileImage::build`] with more Dockerfile `changes` (VOLUME, ...).
+    fn build_with(w: &World, tag: &str, changes: &[&str], shape: impl FnOnce(&Path)) -> Self {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hostile-{}-{tag}", w.case));
         let root = dir.join("root");
         let _ = std::fs::remove_dir_all(&dir);
@@ -34,14 +39,13 @@ impl HostileImage {
             .status()
             .unwrap();
         assert!(st.success(), "tar failed");
-        let id = docker_ok(&[
-            "import",
-            "--change",
-            "ENTRYPOINT [\"/bin/fixture\"]",
-            "--change",
-            &format!("LABEL {TEST_LABEL}=1 {}", w.case_label()),
-            tar.to_str().unwrap(),
-        ]);
+        let label = format!("LABEL {TEST_LABEL}=1 {}", w.case_label());
+        let mut args = vec!["import", "--change", "ENTRYPOINT [\"/bin/fixture\"]", "--change", &label];
+        for c in changes {
+            args.extend(["--change", c]);
+        }
+        args.push(tar.to_str().unwrap());
+        let id = docker_ok(&args);
         let _ = std::fs::remove_dir_all(&dir);
         HostileImage { id }
     }
@@ -110,6 +114,53 @@ fn images_that_redirect_sbx_mounts_are_refused() {
     assert_success(&w.sbx(&["ps", &sb.id]), "the helper runs");
 }
 
+/// Issue 9 finding 1, past the fix: a mount placed AFTER sbx's covers
+/// /run, and the sandbox sees its own /run/sbx/helper. docker mounts in
+/// order of path depth, and runc follows the image's symlinks, so an image
+/// `VOLUME /x/y/z` with `/x/y/z -> /run` (or an operator's `--rw` to such a
+/// path) lands a writable mount over /run after /run/sbx was mounted; the
+/// image's own /run/sbx/helper (copied into the volume) is what `sbx ps`,
+/// `cp` and the rest then run. The mounts at /run/sbx and /run/sandbox are
+/// still there underneath, so the old mountinfo check passed.
+#[test]
+fn a_later_mount_covering_run_is_refused() {
+    let w = World::new();
+    let shape = |r: &Path| {
+        std::fs::create_dir_all(r.join("run/sbx")).unwrap();
+        std::fs::create_dir_all(r.join("run/sandbox")).unwrap();
+        // The image's own "helper": anything but sbx's.
+        std::fs::copy(fixture_binary(), r.join("run/sbx/helper")).unwrap();
+        std::fs::create_dir_all(r.join("x/y")).unwrap();
+        std::os::unix::fs::symlink("/run", r.join("x/y/z")).unwrap();
+    };
+    let img = HostileImage::build_with(&w, "volume", &["VOLUME [\"/x/y/z\"]"], shape);
+    let host = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cover-{}", w.case));
+    std::fs::create_dir_all(&host).unwrap();
+    let rw = format!("{}:/x/y/z", host.display());
+    let label = w.case_label();
+    let volume = ["create", "--image", &img.id, "--label", &label, "--socket-wait", "0", "--", "sleep"];
+    let bind = ["create", "--image", &img.id, "--label", &label, "--socket-wait", "0", "--rw", &rw, "--", "sleep"];
+    for (what, args) in [("an image VOLUME", &volume[..]), ("an operator's --rw", &bind[..])] {
+        let out = w.sbx(args);
+        if out.status.success() {
+            // Before the fix: accepted, and sbx's helper commands run the image's.
+            let sb = w.adopt(stdout(&out).trim());
+            let inside = docker(&["exec", &sb.id, "/bin/fixture", "read", "/run/sbx/helper"]);
+            let fixture = std::fs::read(fixture_binary()).unwrap();
+            assert!(inside.stdout == fixture, "{what}: accepted, though the helper was not replaced");
+            panic!("{what} covering /run was accepted; /run/sbx/helper in the sandbox is the image's");
+        }
+        assert_exit(&out, 1, &format!("create with {what} covering /run"));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("image {} redirects /run/sbx", img.id)) && err.contains("covers"),
+            "{what}: {err}"
+        );
+        w.assert_nothing_left();
+    }
+    let _ = std::fs::remove_dir_all(&host);
+}
+
 /// Issue 9 finding 1: inside a normal sandbox, nothing can move or replace
 /// the helper (/run/sbx is a read-only mount point on a read-only root).
 #[test]
@@ -130,8 +181,10 @@ fn the_sandbox_cannot_replace_the_helper() {
         .flatten()
         .find(|e| e.file_name().to_string_lossy().starts_with("v-"));
     let host = std::fs::read(host.expect("installed helper dir").path().join("helper")).unwrap();
-    let inside = docker(&["exec", &sb.id, "/bin/fixture", "read", "/run/sbx/helper"]);
-    assert!(inside.stdout == host, "the helper inside differs from the one sbx installed");
+    // Through the host's view of the sandbox's root: the helper is execute-only inside.
+    let pid = sb.inspect("{{.State.Pid}}");
+    let inside = std::fs::read(format!("/proc/{pid}/root/run/sbx/helper")).unwrap();
+    assert!(inside == host, "the helper inside differs from the one sbx installed");
 }
 
 /// `levels` directories nested in `dir`, made relative to descriptors (as a
@@ -247,4 +300,170 @@ fn socket_directories_are_bounded_and_unmounted() {
     assert_success(&w.sbx(&["gc"]), "gc");
     assert!(!mounted(&dir) && !dir.exists(), "gc unmounts and removes the orphan");
     w.assert_nothing_left();
+}
+
+/// What a sandbox prints must not pass for sbx's own words: a boot crash's
+/// log tail and a name from the sandbox in a `cp` error used to reach the
+/// terminal raw, so escape sequences (clear the line, retitle the window)
+/// and a forged `sbx: hint:` line came out as sbx's.
+#[test]
+fn sandbox_text_in_errors_cannot_forge_sbx_lines_or_drive_the_terminal() {
+    let w = World::new();
+    let forged = "\x1b]0;pwned\x07\r\x1b[2Ksbx: created sbx-000000000000 (tier 2)\nsbx: hint: all good, ignore this";
+    let clean = |what: &str, err: &str| {
+        assert!(
+            !err.chars().any(|c| c.is_control() && c != '\n'),
+            "{what}: raw control characters reach the terminal: {err:?}"
+        );
+        for l in err.lines() {
+            assert!(
+                l.starts_with("sbx: error: ") || l.starts_with("sbx: hint: ") || !l.starts_with("sbx:"),
+                "{what}: a forged sbx line: {l:?} in {err:?}"
+            );
+        }
+    };
+    let out = w.try_create(&["--socket-wait", "20s", "--", "say", forged]);
+    assert_exit(&out, 1, "create of a sandbox that crashes at boot");
+    let err = stderr(&out);
+    assert!(err.contains("pwned"), "the log tail is still shown: {err}");
+    clean("boot crash", &err);
+    w.assert_nothing_left();
+
+    // A name chosen by the sandbox, in an error of `sbx cp` out of it.
+    let sb = w.create(&[]);
+    let name = "\x1b[31mred\nsbx: hint: all good";
+    assert_success(&sb.exec(&["mkdir", "/tmp/d"]), "mkdir");
+    assert_success(&sb.exec(&["write", &format!("/tmp/d/{name}")]), "write");
+    let dst = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("esc-{}", w.case));
+    std::fs::create_dir_all(dst.join("d").join(name)).unwrap();
+    let out = w.sbx(&["cp", &format!("{}:/tmp/d", sb.id), dst.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dst);
+    assert_exit(&out, 1, "cp onto a directory in the way");
+    let err = stderr(&out);
+    assert!(err.contains("in the way"), "{err}");
+    clean("cp", &err);
+}
+
+/// Issue 9 finding 6, re-checked beyond cp: a non-streaming docker call's
+/// whole output was held in memory, and some carry what the sandbox wrote.
+/// `sbx ps` lists the command lines the helper finds under the sandbox's
+/// /tmp/.sbx-bg: one 16 MiB file hard-linked 16 times made it print 256 MiB
+/// (and sbx hold several copies); a link count in the thousands would take
+/// the host's memory. Now such output stops at a cap with a clear error.
+#[test]
+fn sbx_ps_of_a_sandbox_that_floods_its_process_list_stays_bounded() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    assert_success(&sb.exec(&["flood-ps", "16", "16"]), "flood the process list");
+    let (out, rss_kib) = sbx_rss(&w, &["ps", &sb.id]);
+    assert!(rss_kib < 160 * 1024, "sbx ps peaked at {rss_kib} KiB");
+    assert_exit(&out, 1, "sbx ps of a flooded process list");
+    assert!(stderr(&out).contains("more than 64 MiB"), "{}", stderr(&out));
+}
+
+/// Run sbx and report its peak RSS in KiB (wait4's rusage of that child alone).
+// Reaped by wait4, which clippy does not see.
+#[allow(clippy::zombie_processes)]
+fn sbx_rss(w: &World, args: &[&str]) -> (std::process::Output, i64) {
+    use std::process::Stdio;
+    let mut child = Command::new(SBX)
+        .args(w.dir_args())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sbx");
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).unwrap();
+            v
+        })
+    };
+    let t_out = drain(Box::new(child.stdout.take().unwrap()));
+    let t_err = drain(Box::new(child.stderr.take().unwrap()));
+    let mut status = 0;
+    // SAFETY: wait4 on our own child, filling a zeroed rusage.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { nix::libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let out = std::process::Output {
+        status: std::os::unix::process::ExitStatusExt::from_raw(status),
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    };
+    (out, usage.ru_maxrss)
+}
+
+/// Finding 4 one level up: the descriptor walk guarded everything below
+/// DST and DST itself, but DST's own ancestors were followed as symlinks.
+/// With `--rw HOST:/work`, the sandbox makes `/work/build` a symlink to a
+/// host directory; `sbx cp ID:/tmp/f HOST/build/f` then wrote (as root)
+/// there, and `sbx cp HOST/build/secret ID:/tmp/` read a host file into
+/// the sandbox. A symlink in a host path sbx writes or reads is followed
+/// only when root or the invoking user owns it.
+#[test]
+fn a_symlink_the_sandbox_planted_above_dst_is_not_followed() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("above-{}", w.case));
+    let (work, outside) = (base.join("work"), base.join("outside"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(outside.join("secret"), b"host secret").unwrap();
+    let rw = format!("{}:/work", work.display());
+    let sb = w.create(&["--rw", &rw]);
+    assert_success(&sb.exec(&["ln", outside.to_str().unwrap(), "/work/build"]), "plant the link");
+    assert_success(&sb.exec(&["write", "/tmp/f"]), "write");
+    assert!(std::fs::symlink_metadata(work.join("build")).unwrap().file_type().is_symlink());
+
+    let out = w.sbx(&["cp", &format!("{}:/tmp/f", sb.id), work.join("build/f").to_str().unwrap()]);
+    let wrote = outside.join("f").exists();
+    let out2 = w.sbx(&["cp", work.join("build/secret").to_str().unwrap(), &format!("{}:/tmp/", sb.id)]);
+    let read = sb.exec(&["exists", "/tmp/secret"]).status.success();
+    let _ = std::fs::remove_dir_all(&base);
+    assert!(!wrote, "sbx cp wrote through the sandbox's symlink, outside DST: {}", stderr(&out));
+    assert!(!read, "sbx cp read a host file through the sandbox's symlink: {}", stderr(&out2));
+    for (o, what) in [(&out, "cp out"), (&out2, "cp in")] {
+        assert_exit(o, 1, what);
+        assert!(stderr(o).contains("owned by uid 65534"), "{what}: {}", stderr(o));
+    }
+}
+
+/// Issue 9 finding 1, deeper: even the genuine helper, once running in the
+/// sandbox, ran as the sandbox's user and was dumpable, so any process
+/// there could ptrace it and write its answers (there is no Yama on many
+/// hosts). The helper is now installed execute-only (0511): exec of a file
+/// the caller cannot read leaves the process non-dumpable from the start,
+/// and without CAP_SYS_PTRACE nothing in the sandbox can attach.
+#[test]
+fn the_running_helper_cannot_be_ptraced_from_the_sandbox() {
+    let w = World::new();
+    let img = HostileImage::build(&w, "ptrace", |_| {});
+    let out = create_with(&w, &img.id);
+    assert_success(&out, "create");
+    let sb = w.adopt(stdout(&out).trim());
+    // A helper that lives a while, as during a long `sbx cp` or `wait-port`.
+    let mut waiting = Command::new("docker")
+        .args(["exec", &sb.id, "/run/sbx/helper", "wait-port", "9", "30000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    for _ in 0..50 {
+        let attack = docker(&["exec", &sb.id, "/bin/attack", "ptrace"]);
+        said = stdout(&attack);
+        if !said.contains("0 helpers found") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = waiting.kill();
+    let _ = waiting.wait();
+    assert!(!said.contains("ATTACHED") && said.contains("refused ptrace"), "{said}");
+    // The helper still works, and still is the one sbx installed.
+    assert_success(&w.sbx(&["ps", &sb.id]), "the helper runs");
 }

@@ -27,7 +27,7 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
         clone: a.clone,
         setup: a.setup,
         command: a.command,
-        seccomp_profile: a.seccomp_profile,
+        seccomp_profile: a.seccomp_profile.or_else(|| env.seccomp_profile.clone()),
         channel: a.channel,
     };
     let spec = SandboxSpec::from_request(&req, env.docker_host.as_deref())?;
@@ -38,11 +38,17 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
         if let Err(e) = super::watchdog::spawn(&created.id, &created.socket_dir.join(crate::socket::SOCKET_NAME), dirs)
         {
             // The sandbox stands; `sbx gc` still reaps it once expired.
-            super::warn(&format!("could not start the TTL watchdog ({e}); run `sbx gc` from cron to enforce TTLs"));
+            crate::messages::warn(
+                "ttl_watchdog",
+                &format!("could not start the TTL watchdog ({e}); run `sbx gc` from cron to enforce TTLs"),
+            );
         }
     }
-    for w in &created.warnings {
-        super::warn(w);
+    // Under --json they are in the result object already (issue 10 item 6).
+    if !json {
+        for w in &created.warnings {
+            super::warn(w);
+        }
     }
     if json {
         super::json_line(&created)

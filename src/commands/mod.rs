@@ -31,8 +31,8 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
     let json = cli.json;
     // An empty SBX_SOCKET_DIR / SBX_DATA_DIR means unset, as for most path variables.
     let dirs = Dirs {
-        socket_dir: cli.socket_dir.filter(|d| !d.as_os_str().is_empty()),
-        state_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()),
+        socket_dir: cli.socket_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.socket_dir.clone()),
+        state_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.data_dir.clone()),
     };
     let dirs = &dirs;
     let done = |r: Result<()>| r.map(|()| 0u8);
@@ -77,6 +77,7 @@ pub(crate) fn named(e: Error, target: &str, id: &str) -> Error {
         Error::NotFound { id: t } => Error::NotFound { id: t.replace(target, id) },
         Error::HelperMissing { id: t } if t == target => Error::HelperMissing { id: id.to_string() },
         Error::NoShell { id: t, tried } if t == target => Error::NoShell { id: id.to_string(), tried },
+        Error::Explained(x) => Error::Explained(x.named(target, id)),
         Error::Io { context, source } => Error::Io { context: context.replace(target, id), source },
         e => e,
     }
@@ -96,8 +97,9 @@ pub(crate) fn json_line<T: serde::Serialize>(v: &T) -> Result<()> {
     out(&format!("{}\n", serde_json::to_string(v).map_err(|e| Error::io("encoding JSON", e.into()))?))
 }
 
+/// A warning on stderr; under `--json` a `{"warning":..}` line (see `messages`).
 pub(crate) fn warn(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "sbx: warning: {msg}");
+    crate::messages::warn("warning", msg);
 }
 
 /// `sbx volumes`: the persistent session volumes.

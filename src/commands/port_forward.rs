@@ -49,7 +49,7 @@ pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
         });
     }
     super::out(&lines)?;
-    eprintln!("sbx: forwarding; Ctrl-C to stop");
+    crate::messages::note("forwarding", "forwarding; Ctrl-C to stop");
     while crate::interrupt::pending().is_none() {
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -100,15 +100,12 @@ pub fn wait_port(a: &WaitPortArgs, env: &Env, dirs: &Dirs) -> Result<()> {
     if workbench::wait_port(driver.docker(), &target, a.port, timeout).map_err(|e| super::named(e, &target, &id))? {
         Ok(())
     } else {
-        Err(Error::CommandFailed {
-            command: format!("wait-port {}", a.port),
-            code: 1,
-            stderr: format!(
-                "nothing listened on port {} in {id} within {}",
-                a.port,
-                humantime::format_duration(timeout)
-            ),
-        })
+        Err(crate::error::Explained::PortTimeout {
+            id,
+            port: a.port,
+            waited: humantime::format_duration(timeout).to_string(),
+        }
+        .into())
     }
 }
 

@@ -22,7 +22,13 @@ pub fn ps(id: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
             format!("exit {}", p.exit_code.map(|c| c.to_string()).unwrap_or("?".into()))
         };
         let pid = p.pid.map(|p| p.to_string()).unwrap_or("-".into());
-        text.push_str(&format!("{:<10} {:<7} {:<11} {}\n", p.handle, pid, status, p.command.join(" ")));
+        text.push_str(&format!(
+            "{:<10} {:<7} {:<11} {}\n",
+            p.handle,
+            pid,
+            status,
+            crate::error::for_terminal(&p.command.join(" "))
+        ));
     }
     super::out(&text)
 }

@@ -17,9 +17,10 @@ pub fn exec(id: &str, kind: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<
     validate_kind(kind).map_err(|r| Invalid::new("route kind", kind, r))?;
     let r = driver.revoke(&id, kind)?;
     if r.already {
-        eprintln!("sbx: route {} of {} was already revoked", r.kind, r.id);
+        crate::messages::note("already_revoked", &format!("route {} of {} was already revoked", r.kind, r.id));
     } else if r.cut.len() > 1 {
-        eprintln!("sbx: revoked {} (network {}, shared with routes {})", r.kind, r.network, r.cut.join(", "));
+        let msg = format!("revoked {} (network {}, shared with routes {})", r.kind, r.network, r.cut.join(", "));
+        crate::messages::note("revoked_shared", &msg);
     }
     if json {
         super::json_line(&r)?;

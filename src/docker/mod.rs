@@ -7,6 +7,7 @@
 //! daemon.
 
 pub mod argv;
+pub mod explain;
 pub mod fake;
 pub mod pace;
 pub mod parse;
@@ -49,9 +50,11 @@ impl Output {
 pub struct Attach {
     /// Pass sbx's stdin through (`exec -i`); otherwise /dev/null.
     pub stdin: bool,
-    /// Forward docker's stderr as it comes but keep its first bytes, so
-    /// sbx can tell "docker could not start the command" from the
-    /// command's own failure. Off for a TTY, where stderr is the terminal.
+    /// Forward docker's stdout and stderr as they come, but hold back a
+    /// stream that starts with docker's own message (see `forward`) and
+    /// return it, so sbx can tell "docker could not start the command" from
+    /// the command's own failure and say so itself. Off for a TTY, where
+    /// both streams are the terminal.
     pub capture_stderr: bool,
 }
 
@@ -71,8 +74,8 @@ pub trait DockerExec: Send + Sync {
     /// Start `docker ARGS...` and return at once.
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError>;
     /// Run with sbx's stdout (and stdin, stderr as `attach` says), in sbx's
-    /// own process group so a TTY works; returns the exit status and the
-    /// first bytes of stderr when captured.
+    /// own process group so a TTY works; returns the exit status and, when
+    /// captured, docker's own message, which was held back from sbx's streams.
     fn run_attached(&self, args: &[OsString], attach: Attach) -> Result<(i32, String), DockerError>;
     /// Run with `input` (if any) writing docker's stdin from a thread and
     /// `output` reading its stdout as it comes: nothing is held whole (a
@@ -132,7 +135,10 @@ pub fn run_ok(exec: &dyn DockerExec, args: &[OsString]) -> Result<Output, Docker
 
 /// The error for `docker ARGS` that ran and exited non-zero.
 pub fn status_error(args: &[OsString], out: &Output) -> DockerError {
-    DockerError::Status { command: render(args), status: out.status, stderr: out.stderr_str() }
+    // The argv and docker's whole answer are for `-v` only (issue 10 item 5);
+    // the error says what sbx was doing (see `explain`).
+    tracing::debug!(command = %render(args), status = out.status, stderr = %out.stderr_str(), "docker failed");
+    DockerError::Status { command: explain::doing(args), status: out.status, stderr: out.stderr_str() }
 }
 
 /// `docker ARGS` quoted for messages only; never executed.
@@ -242,13 +248,23 @@ impl RealDocker {
         let Some(watch) = self.watch_start(args, &child, true) else {
             return finish(&self.program_name(), args, self.deadlines.of(args), child);
         };
-        // A stream run to completion (a helper call, `docker exec` of a
-        // setup command): its output is read whole, its start watched.
+        // A stream run to completion (a helper call such as `sbx ps`, `docker
+        // exec` of a setup command): its output is read whole, within
+        // MAX_OUTPUT like every call read whole (a sandbox writes it), and its
+        // start watched.
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let read = |r: Option<Box<dyn Read + Send>>| {
+            let over = over.clone();
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
-                if let Some(mut r) = r {
-                    let _ = r.read_to_end(&mut buf);
+                if let Some(r) = r {
+                    let _ = r.take(MAX_OUTPUT as u64 + 1).read_to_end(&mut buf);
+                }
+                if buf.len() > MAX_OUTPUT {
+                    over.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+                    buf = Vec::new();
                 }
                 buf
             })
@@ -257,6 +273,9 @@ impl RealDocker {
         let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
         let status = watch.reap(&mut child).map_err(|e| self.spawn_err(e))?;
         let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+        if over.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(output_cut(args));
+        }
         Ok(std::process::Output { status: status?, stdout, stderr })
     }
 
@@ -469,16 +488,21 @@ fn finish(
     child: Child,
 ) -> Result<std::process::Output, DockerError> {
     let spawn_err = |source| DockerError::Spawn { program: program.to_string(), source };
+    let cut = |out: std::io::Result<Bounded>| match out {
+        Ok(Bounded::Whole(out)) => Ok(out),
+        Ok(Bounded::Cut) => Err(output_cut(args)),
+        Err(e) => Err(spawn_err(e)),
+    };
     let Some(limit) = limit else {
-        return child.wait_with_output().map_err(spawn_err);
+        return cut(bounded_output(child));
     };
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
+        let _ = tx.send(bounded_output(child));
     });
     match rx.recv_timeout(limit) {
-        Ok(out) => out.map_err(spawn_err),
+        Ok(out) => cut(out),
         Err(_) => {
             // Its own process group (see `RealDocker::command`): the CLI and anything it started.
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
@@ -613,8 +637,90 @@ impl Drop for StartWatch {
     }
 }
 
+/// Most a non-streaming docker call may print on stdout or on stderr.
+/// Some carry what a sandbox wrote (`sbx ps` lists the command lines the
+/// helper finds in the sandbox's /tmp, `--setup` and `exec -d` output): one
+/// file hard-linked many times there made `sbx ps` print gigabytes, all held
+/// (issue 9 finding 6, re-checked). Engine answers are far smaller.
+pub const MAX_OUTPUT: usize = 64 << 20;
+
+/// The error for a call read whole that printed more than [`MAX_OUTPUT`].
+fn output_cut(args: &[OsString]) -> DockerError {
+    DockerError::Parse {
+        command: render(args),
+        reason: format!(
+            "it printed more than {} MiB, which sbx does not hold; stopped (output a sandbox can write to?)",
+            MAX_OUTPUT >> 20
+        ),
+    }
+}
+
+enum Bounded {
+    Whole(std::process::Output),
+    /// Past [`MAX_OUTPUT`]: the call was killed.
+    Cut,
+}
+
+/// `wait_with_output`, holding at most [`MAX_OUTPUT`] of each stream; past
+/// it the CLI's process group is killed.
+fn bounded_output(mut child: Child) -> std::io::Result<Bounded> {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let read = |r: Option<Box<dyn Read + Send>>| {
+        let over = over.clone();
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(r) = r {
+                let _ = r.take(MAX_OUTPUT as u64 + 1).read_to_end(&mut v);
+            }
+            if v.len() > MAX_OUTPUT {
+                over.store(true, std::sync::atomic::Ordering::SeqCst);
+                // Its own process group (see `RealDocker::command`).
+                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+                v = Vec::new();
+            }
+            v
+        })
+    };
+    let out = read(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let status = child.wait()?;
+    let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    if over.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(Bounded::Cut);
+    }
+    Ok(Bounded::Whole(std::process::Output { status, stdout, stderr }))
+}
+
+/// How docker's own messages begin when `docker exec` or `docker logs`
+/// could not do its job (engine 20.10 prints the OCI one on stdout).
+const DOCKER_SAYS: &[&[u8]] =
+    &[b"Error response from daemon: ", b"OCI runtime exec failed", b"Error: No such container"];
+/// Docker's messages are short; a longer stream is the command's own output.
+const HOLD_MAX: usize = 4096;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Head {
+    /// Could still become one of docker's messages.
+    Undecided,
+    Docker,
+    Other,
+}
+
+fn head_of(held: &[u8]) -> Head {
+    if DOCKER_SAYS.iter().any(|p| held.starts_with(p)) {
+        Head::Docker
+    } else if DOCKER_SAYS.iter().any(|p| p.starts_with(held)) {
+        Head::Undecided
+    } else {
+        Head::Other
+    }
+}
+
 /// Copy a child's stream to ours as it comes (binary-safe, flushed per
-/// read); returns its first 4 KiB as text.
+/// read), except a stream that begins with one of docker's own messages:
+/// that is held back and returned, so sbx can say it in its own words
+/// (issue 10 item 6); the caller writes it out should it be the command's.
 fn forward<R, W, F>(mut from: R, to: F) -> std::thread::JoinHandle<String>
 where
     R: Read + Send + 'static,
@@ -623,20 +729,35 @@ where
 {
     std::thread::spawn(move || {
         let mut to = to();
-        let mut head = Vec::new();
+        let mut held = Vec::new();
+        let mut deciding = true;
         let mut buf = vec![0u8; 64 * 1024];
         while let Ok(n) = from.read(&mut buf) {
             if n == 0 {
                 break;
             }
-            if to.write_all(&buf[..n]).and_then(|()| to.flush()).is_err() {
+            let chunk = if deciding {
+                held.extend_from_slice(&buf[..n]);
+                match head_of(&held) {
+                    Head::Docker if held.len() <= HOLD_MAX => continue,
+                    Head::Undecided => continue,
+                    _ => {
+                        deciding = false;
+                        std::mem::take(&mut held)
+                    }
+                }
+            } else {
+                buf[..n].to_vec()
+            };
+            if to.write_all(&chunk).and_then(|()| to.flush()).is_err() {
                 break;
             }
-            if head.len() < 4096 {
-                head.extend_from_slice(&buf[..n.min(4096 - head.len())]);
-            }
         }
-        String::from_utf8_lossy(&head).into_owned()
+        if deciding && head_of(&held) != Head::Docker {
+            let _ = to.write_all(&held).and_then(|()| to.flush());
+            held.clear();
+        }
+        String::from_utf8_lossy(&held).into_owned()
     })
 }
 
@@ -792,6 +913,29 @@ mod tests {
             "prompt calls have their own deadline"
         );
         child.wait().unwrap();
+    }
+
+    /// A call whose output never ends (what a sandbox can make `sbx ps`
+    /// print) is stopped past MAX_OUTPUT, with and without a deadline.
+    #[test]
+    fn endless_output_is_cut_off_at_the_cap() {
+        for d in [
+            RealDocker::new(Some("yes".into())),
+            RealDocker::new(Some("yes".into()))
+                .with_deadlines(Deadlines { quick: Duration::from_secs(60), change: Duration::from_secs(60) }),
+        ] {
+            // `exec x` has no deadline and no container to watch; `exec -- ID`
+            // (how `sbx ps` asks the helper) is watched at its start.
+            for call in [&["exec", "x"][..], &["exec", "--", "sbx-000000000001", "ps"][..]] {
+                match d.run(&argv(call)) {
+                    Err(DockerError::Parse { reason, .. }) => assert!(reason.contains("more than 64 MiB"), "{reason}"),
+                    other => panic!("{call:?}: {other:?}"),
+                }
+            }
+        }
+        // Short output is whole.
+        let out = RealDocker::new(Some("echo".into())).run(&argv(&["hi"])).unwrap();
+        assert_eq!(out.stdout, b"hi\n");
     }
 
     #[test]

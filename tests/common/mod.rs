@@ -87,8 +87,7 @@ fn build_fixture() -> String {
     let cached = docker_ok(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")]);
     // Images built FROM the fixture inherit its label; only the imported one
     // has no other label (a test's derived image must never be taken for it).
-    // A `docker build` FROM it also leaves its COPY steps as images with
-    // just these labels (shown once the final image is removed): one layer only.
+    // (An image built FROM the fixture keeps its labels but has more layers.)
     let pristine = |id: &&str| {
         docker_ok(&["image", "inspect", "--format", "{{len .Config.Labels}} {{len .RootFS.Layers}}", id]) == "2 1"
     };

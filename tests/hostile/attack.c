@@ -6,7 +6,11 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -52,8 +56,40 @@ static int fill(void) {
     return bounded && fbounded ? 0 : 1;
 }
 
+/* `attack ptrace`: attach to every running sbx helper (same uid as us) and
+ * report; a traced helper's output is the attacker's to write. */
+static int trace_helpers(void) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int found = 0, attached = 0;
+    while (d && (e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0 || pid == getpid()) continue;
+        char path[64], cmd[256] = {0};
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, cmd, sizeof cmd - 1);
+        close(fd);
+        if (n <= 0 || strcmp(cmd, "/run/sbx/helper") != 0) continue;
+        found++;
+        if (ptrace(PTRACE_ATTACH, pid, 0, 0) == 0) {
+            waitpid(pid, 0, 0);
+            printf("ATTACHED to helper %d\n", pid);
+            ptrace(PTRACE_DETACH, pid, 0, 0);
+            attached++;
+        } else {
+            printf("refused ptrace of helper %d: %s\n", pid, strerror(errno));
+        }
+    }
+    if (d) closedir(d);
+    printf("%d helpers found\n", found);
+    return found > 0 && attached == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "fill") == 0) return fill();
+    if (argc > 1 && strcmp(argv[1], "ptrace") == 0) return trace_helpers();
     mkdir("/tmp/x", 0755);
     int fd = open("/tmp/x/helper", O_WRONLY | O_CREAT, 0755);
     if (fd >= 0) close(fd);
