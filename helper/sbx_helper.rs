@@ -22,18 +22,20 @@
 //!                              5: the connection failed, 6: not accepted within MILLIS
 //!   send PATH                  write PATH (file, directory or symlink, never followed) as a record stream
 //!                              (send/receive exit 5: no such path, 6: read-only, 7: denied, 8: no space)
-//!   receive DEST [--replace]   read a record stream into DEST
+//!   receive DEST [--replace|--into]  read a record stream into DEST (--into: the root's
+//!                              contents into the existing directory DEST, leaving DEST itself as it is)
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
 //!
-//! Record stream, version 2 (the host's side and its full description are
-//! in src/transfer.rs; both must agree): the magic "SBXREC\0\x02", then per
+//! Record stream, version 3 (the host's side and its full description are
+//! in src/transfer.rs; both must agree): the magic "SBXREC\0\x03", then per
 //! entry a type byte (b'F' file, b'D' directory, b'L' symlink, b'E' end),
-//! mode (u32 BE), path length (u16 BE), the relative path, a length (u64 BE:
+//! mode (u32 BE), mtime (i64 BE, seconds), path length (u16 BE), the relative path, a length (u64 BE:
 //! a file's size, a link target's length, else 0), then for a link its
 //! target and for a file its data segments (offset u64, length u64, bytes;
 //! holes are not sent) ended by a zero-length segment. The commands were
 //! get/put with version 1: a helper of the other version fails clearly.
+//! Version 3 added mtime (issue 10 item 9: backup tars had mtime 0).
 
 use std::io::{self, BufWriter, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -43,14 +45,31 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BG: &str = "/tmp/.sbx-bg";
+/// Background processes' state (pid, command, exit, log): sbx's own tmpfs,
+/// not the sandbox's /tmp, where it cluttered what the sandbox works with
+/// (issue 10 item 9). See `argv::BG_DIR` on the host.
+const BG: &str = "/run/sbx-bg";
 
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
     fn lseek(fd: i32, offset: i64, whence: i32) -> i64;
+    fn utimensat(dirfd: i32, path: *const u8, times: *const [i64; 4], flags: i32) -> i32;
 }
 
-const MAGIC: &[u8; 8] = b"SBXREC\x00\x02";
+/// Set `path`'s mtime (not following a final symlink: a link gets its own
+/// time); the access time is left alone. Best effort, as `tar -x` does.
+fn set_mtime(path: &Path, mtime: i64) {
+    const AT_FDCWD: i32 = -100;
+    const AT_SYMLINK_NOFOLLOW: i32 = 0x100;
+    const UTIME_OMIT: i64 = (1 << 30) - 2;
+    let mut c = path.as_os_str().as_encoded_bytes().to_vec();
+    c.push(0);
+    // struct timespec[2]: {tv_sec, tv_nsec} for atime, then mtime (64-bit Linux).
+    let times = [0, UTIME_OMIT, mtime, 0];
+    unsafe { utimensat(AT_FDCWD, c.as_ptr(), &times, AT_SYMLINK_NOFOLLOW) };
+}
+
+const MAGIC: &[u8; 8] = b"SBXREC\x00\x03";
 const SEEK_DATA: i32 = 3;
 const SEEK_HOLE: i32 = 4;
 
@@ -69,7 +88,11 @@ fn main() {
         "probe-socket" => probe_socket(Path::new(&arg(2)), arg(3).parse().unwrap_or(0)),
         "connect" => connect(Path::new(&arg(2)), arg(3).parse().unwrap_or(10_000)),
         "send" => report(send(Path::new(&arg(2)))),
-        "receive" => report(receive(Path::new(&arg(2)), args.iter().any(|a| a == "--replace"))),
+        "receive" => report(receive(
+            Path::new(&arg(2)),
+            args.iter().any(|a| a == "--replace"),
+            args.iter().any(|a| a == "--into"),
+        )),
         "find-shell" => find_shell(),
         "which" => which(&arg(2)),
         other => {
@@ -180,11 +203,17 @@ fn supervise(handle: &str, cmd: &[String]) -> i32 {
     };
     let _ = std::fs::write(dir.join("pid.tmp"), format!("{}\n", child.id()));
     let _ = std::fs::rename(dir.join("pid.tmp"), dir.join("pid"));
-    let code = match child.wait() {
-        Ok(st) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
-        Err(_) => 255,
+    // "N": exited with N; "signal N": ended by signal N (issue 10 item 9:
+    // TERM showed as "exit 143", as if the command had chosen that code).
+    let status = match child.wait() {
+        Ok(st) => match (st.code(), st.signal()) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(sig)) => format!("signal {sig}"),
+            (None, None) => "255".into(),
+        },
+        Err(_) => "255".into(),
     };
-    let _ = std::fs::write(dir.join("exit.tmp"), format!("{code}\n"));
+    let _ = std::fs::write(dir.join("exit.tmp"), format!("{status}\n"));
     let _ = std::fs::rename(dir.join("exit.tmp"), dir.join("exit"));
     0
 }
@@ -219,13 +248,22 @@ fn ps() -> i32 {
         let pid = read("pid").unwrap_or_else(|| "null".into());
         let exit = read("exit");
         let running = exit.is_none() && Path::new(&format!("/proc/{pid}")).exists();
+        let num = |s: &str| s.trim().parse::<i64>().ok().map_or("null".to_string(), |n| n.to_string());
+        let (code, sig) = match exit.as_deref() {
+            Some(e) => match e.strip_prefix("signal ") {
+                Some(sig) => ("null".to_string(), num(sig)),
+                None => (num(e), "null".to_string()),
+            },
+            None => ("null".to_string(), "null".to_string()),
+        };
         println!(
-            "{{\"handle\":{},\"pid\":{},\"command\":[{}],\"running\":{},\"exit_code\":{}}}",
+            "{{\"handle\":{},\"pid\":{},\"command\":[{}],\"running\":{},\"exit_code\":{},\"signal\":{}}}",
             json_str(&h),
-            pid,
+            num(&pid),
             cmd.join(","),
             running,
-            exit.unwrap_or_else(|| "null".into())
+            code,
+            sig
         );
     }
     0
@@ -575,9 +613,10 @@ fn connect(path: &Path, millis: u64) -> i32 {
     std::process::exit(0)
 }
 
-fn put_record(w: &mut impl Write, kind: u8, mode: u32, path: &str, len: u64) -> io::Result<()> {
+fn put_record(w: &mut impl Write, kind: u8, mode: u32, mtime: i64, path: &str, len: u64) -> io::Result<()> {
     w.write_all(&[kind])?;
     w.write_all(&mode.to_be_bytes())?;
+    w.write_all(&mtime.to_be_bytes())?;
     w.write_all(&(path.len() as u16).to_be_bytes())?;
     w.write_all(path.as_bytes())?;
     w.write_all(&len.to_be_bytes())
@@ -588,7 +627,7 @@ fn send(src: &Path) -> io::Result<()> {
     let mut w = BufWriter::new(io::stdout().lock());
     w.write_all(MAGIC)?;
     walk(src, &name, &mut w)?;
-    put_record(&mut w, b'E', 0, "", 0)?;
+    put_record(&mut w, b'E', 0, 0, "", 0)?;
     w.flush()
 }
 
@@ -596,13 +635,14 @@ fn send(src: &Path) -> io::Result<()> {
 fn walk(path: &Path, rel: &str, w: &mut impl Write) -> io::Result<()> {
     let md = std::fs::symlink_metadata(path)?;
     let mode = md.mode() & 0o7777;
+    let mtime = md.mtime();
     if md.file_type().is_symlink() {
         let target = std::fs::read_link(path)?;
         let t = target.as_os_str().as_encoded_bytes();
-        put_record(w, b'L', mode, rel, t.len() as u64)?;
+        put_record(w, b'L', mode, mtime, rel, t.len() as u64)?;
         w.write_all(t)
     } else if md.is_dir() {
-        put_record(w, b'D', mode, rel, 0)?;
+        put_record(w, b'D', mode, mtime, rel, 0)?;
         let mut names: Vec<_> = std::fs::read_dir(path)?.flatten().map(|e| e.file_name()).collect();
         names.sort();
         for n in names {
@@ -623,8 +663,9 @@ fn send_file(path: &Path, rel: &str, mode: u32, w: &mut impl Write) -> io::Resul
     use std::os::unix::fs::FileExt;
     use std::os::unix::io::AsRawFd;
     let f = std::fs::OpenOptions::new().read(true).custom_flags_nofollow().open(path)?;
-    let size = f.metadata()?.len();
-    put_record(w, b'F', mode, rel, size)?;
+    let md = f.metadata()?;
+    let size = md.len();
+    put_record(w, b'F', mode, md.mtime(), rel, size)?;
     let fd = f.as_raw_fd();
     let mut pos = 0u64;
     let mut buf = vec![0u8; 64 * 1024];
@@ -706,16 +747,19 @@ fn no_symlinks(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn receive(dest: &Path, replace: bool) -> io::Result<()> {
+fn receive(dest: &Path, replace: bool, into: bool) -> io::Result<()> {
     let mut r = io::BufReader::new(io::stdin().lock());
     // Before anything changes: a stream of another version is refused.
     let mut magic = [0u8; 8];
     r.read_exact(&mut magic).map_err(|_| bad("no record stream on stdin".into()))?;
     if &magic != MAGIC {
-        return Err(bad("stdin is not sbx's record stream version 2".into()));
+        return Err(bad("stdin is not sbx's record stream version 3".into()));
     }
     no_symlinks(dest)?;
     let into_dir = std::fs::symlink_metadata(dest).map(|m| m.is_dir()).unwrap_or(false);
+    if into && !into_dir {
+        return Err(bad(format!("{} is not a directory", dest.display())));
+    }
     if replace && !into_dir {
         std::fs::create_dir_all(dest)?;
     }
@@ -729,13 +773,16 @@ fn receive(dest: &Path, replace: bool) -> io::Result<()> {
             }
         }
     }
-    let mut dirs: Vec<(PathBuf, u32)> = Vec::new();
+    let mut dirs: Vec<(PathBuf, u32, i64)> = Vec::new();
     loop {
-        let mut head = [0u8; 7];
+        let mut head = [0u8; 15];
         r.read_exact(&mut head)?;
         let kind = head[0];
         let mode = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) & 0o7777;
-        let plen = u16::from_be_bytes([head[5], head[6]]) as usize;
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&head[5..13]);
+        let mtime = i64::from_be_bytes(t);
+        let plen = u16::from_be_bytes([head[13], head[14]]) as usize;
         let rel = String::from_utf8(read_exact_vec(&mut r, plen)?).map_err(|_| bad("path is not UTF-8".into()))?;
         let len = read_u64(&mut r)?;
         if kind == b'E' {
@@ -747,8 +794,15 @@ fn receive(dest: &Path, replace: bool) -> io::Result<()> {
         }
         // Into an existing directory the top-level name is kept; otherwise
         // (and when replacing) DEST itself takes the top-level entry's place.
-        let strip = replace || !into_dir;
+        let strip = replace || into || !into_dir;
         let rest: PathBuf = rel_path.components().skip(1).collect();
+        if into && rest.as_os_str().is_empty() {
+            // `cp - ID:/dir`: the archive's root is DEST, which keeps its own mode and time.
+            if kind != b'D' {
+                return Err(bad("the archive's root is not a directory".into()));
+            }
+            continue;
+        }
         let target = match (strip, rest.as_os_str().is_empty()) {
             (true, true) => dest.to_path_buf(),
             (true, false) => dest.join(rest),
@@ -760,7 +814,7 @@ fn receive(dest: &Path, replace: bool) -> io::Result<()> {
                 if !target.is_dir() {
                     std::fs::create_dir_all(&target)?;
                 }
-                dirs.push((target, mode));
+                dirs.push((target, mode, mtime));
             }
             b'F' => {
                 if std::fs::symlink_metadata(&target).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
@@ -768,6 +822,7 @@ fn receive(dest: &Path, replace: bool) -> io::Result<()> {
                 }
                 receive_file(&mut r, &target, len)?;
                 std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
+                set_mtime(&target, mtime);
             }
             b'L' => {
                 if len > 4096 {
@@ -776,12 +831,15 @@ fn receive(dest: &Path, replace: bool) -> io::Result<()> {
                 let data = read_exact_vec(&mut r, len as usize)?;
                 let _ = std::fs::remove_file(&target);
                 std::os::unix::fs::symlink(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&data), &target)?;
+                set_mtime(&target, mtime);
             }
             other => return Err(bad(format!("unknown record type {other}"))),
         }
     }
-    // Directory modes last, so a read-only directory can still be filled.
-    for (d, mode) in dirs.into_iter().rev() {
+    // Directory times and modes last, so a read-only directory can still
+    // be filled and adding entries does not change its time again.
+    for (d, mode, mtime) in dirs.into_iter().rev() {
+        set_mtime(&d, mtime);
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))?;
     }
     Ok(())

@@ -101,9 +101,9 @@ pub enum Command {
     /// Check a sandbox against the CIS Docker Benchmark runtime rules; exit 1 on any failure.
     #[command(after_help = EX_AUDIT)]
     Audit(IdArg),
-    /// List the persistent session volumes (`create --persist`).
+    /// List the persistent session volumes (`create --persist`); `volumes rm KEY...` removes them.
     #[command(after_help = EX_VOLUMES)]
-    Volumes,
+    Volumes(VolumesArgs),
     /// Set a sandbox's time to live to DURATION from now (extend or shorten).
     #[command(after_help = EX_TTL)]
     Ttl(TtlArgs),
@@ -334,16 +334,34 @@ pub struct LogsArgs {
 
 #[derive(Debug, Args)]
 pub struct CpArgs {
-    /// Source: a host path or ID:/path.
+    /// Source: a host path, ID:/path, or - (a tar archive on stdin, extracted into the directory ID:/path).
     #[arg(value_name = "SRC")]
     pub src: String,
-    /// Destination: a host path or ID:/path.
+    /// Destination: a host path, ID:/path, or - (ID:/path as a tar stream on stdout).
     #[arg(value_name = "DST")]
     pub dst: String,
     /// Refuse a copy out of a sandbox whose files add up to more than this
     /// (sizes as files claim them, holes and symlink targets included), e.g. 512M, 4GiB.
     #[arg(long, value_name = "SIZE", default_value = "1GiB")]
     pub max_bytes: String,
+}
+
+/// `sbx volumes [rm KEY...]`.
+#[derive(Debug, Args)]
+pub struct VolumesArgs {
+    #[command(subcommand)]
+    pub action: Option<VolumesAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VolumesAction {
+    /// Remove session volumes no running sandbox uses: the docker volume, its directory under the
+    /// data dir and its lock file. Refused (exit 1) while a sandbox uses one.
+    Rm {
+        /// Session keys (as given to `create --session`), e.g. `sbx volumes rm alice-task-1`.
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
+    },
 }
 
 /// `backup` and `restore`.
@@ -423,7 +441,8 @@ const EX_RESTORE: &str = "Examples:\n  sbx restore sbx-0123456789ab < state.tar"
 const EX_AUDIT: &str = "Examples:\n  sbx audit sbx-0123456789ab
   sbx --json audit sbx-0123456789ab";
 const EX_VOLUMES: &str = "Examples:\n  sbx volumes
-  sbx --json volumes";
+  sbx --json volumes
+  sbx volumes rm agent-7        # the session's volume, its directory and lock (refused while in use)";
 const EX_TTL: &str = "Examples:\n  sbx ttl sbx-0123456789ab 30m";
 const EX_GC: &str = "Examples:\n  sbx gc --dry-run
   sbx gc";

@@ -812,7 +812,12 @@ impl ContainerDriver {
 
     pub fn inspect(&self, id: &str) -> Result<Record> {
         let raw = self.inspect_one(id)?;
-        Ok(self.record(&raw))
+        let mut r = [self.record(&raw)];
+        if let Ok((state, _)) = self.state() {
+            crate::gc::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
+        }
+        let [r] = r;
+        Ok(r)
     }
 
     fn record(&self, raw: &RawContainer) -> Record {
@@ -828,13 +833,15 @@ impl ContainerDriver {
         let args = argv::list();
         // docker answers while sbx reads its key.
         let job = self.exec.spawn(&args)?;
-        let (_, key) = self.state()?;
+        let (state, key) = self.state()?;
         let out = job.wait()?;
         if out.status != 0 {
             return Err(status_error(&args, &out).into());
         }
         let raws = record::parse_ps(&out.stdout_str(), "docker ps")?;
-        Ok(raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect())
+        let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect();
+        crate::gc::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
+        Ok(recs)
     }
 
     /// Remove sandboxes and their socket directories. Already gone is fine:
@@ -1188,6 +1195,12 @@ impl ContainerDriver {
     fn purge_volume(&self, volume: &str, session: &str) -> Result<()> {
         let (state, _) = self.state()?;
         let _lock = crate::persist::lock(&state.dir, session)?;
+        self.purge_volume_locked(volume, session)
+    }
+
+    /// [`Self::purge_volume`] with the session's lock already held.
+    fn purge_volume_locked(&self, volume: &str, session: &str) -> Result<()> {
+        let (state, _) = self.state()?;
         let args = crate::persist::remove_argv(volume);
         let out = self.exec.run(&args)?;
         if out.status != 0
@@ -1202,7 +1215,39 @@ impl ContainerDriver {
         // descriptor per level and a deep /state ran it out of them (EMFILE,
         // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
         let parent = dir.parent().unwrap_or(Path::new("/"));
-        socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))
+        socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
+        // The lock file goes with its volume (issue 10).
+        let _ = std::fs::remove_file(crate::persist::lock_path(&state.dir, session));
+        Ok(())
+    }
+
+    /// `sbx volumes rm KEY`: the session's volume (only one this host made),
+    /// its directory (never following links) and its lock file, under the
+    /// session's lock; refused while a running sandbox uses the volume.
+    /// Returns the volume's name.
+    pub fn remove_volume(&self, session: &str) -> Result<String> {
+        let (state, key) = self.state()?;
+        let name = crate::persist::volume_name(session);
+        let _lock = crate::persist::lock(&state.dir, session)?;
+        let users = run_ok(&*self.exec, &crate::persist::users_argv(Some(&name)))?;
+        if let Some((user, _)) =
+            users.stdout_str().lines().filter_map(|l| serde_json::from_str::<(String, String)>(l).ok()).next()
+        {
+            return Err(Error::VolumeInUse { session: session.to_string(), id: user });
+        }
+        let out = run_ok(&*self.exec, &crate::persist::list_argv())?;
+        let listed: Vec<(String, String, String)> =
+            out.stdout_str().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let dir = crate::persist::host_dir(&state.dir, session);
+        match listed.iter().find(|(n, _, _)| *n == name) {
+            Some((_, _, owner)) if *owner != state::owner_token(key, &name) => {
+                return Err(Error::Foreign { id: name });
+            }
+            Some(_) => self.purge_volume_locked(&name, session)?,
+            None if std::fs::symlink_metadata(&dir).is_ok() => self.purge_volume_locked(&name, session)?,
+            None => return Err(Error::NotFound { id: name }),
+        }
+        Ok(name)
     }
 
     /// The persistent session volumes sbx made, and who uses each.

@@ -110,6 +110,23 @@ pub fn plan(i: &Inputs) -> GcPlan {
     plan
 }
 
+/// What `ls` and `inspect` show for a sandbox whose `sbx create` has not
+/// finished: `creating` while its process lives, `abandoned` once it is
+/// gone (killed, or the host crashed) until `gc` reaps it (issue 10 item 9:
+/// a SIGKILLed create showed as `running`).
+pub fn mark_creates(
+    records: &mut [crate::record::Record],
+    creating: &[(String, Option<ProcId>)],
+    alive: &dyn Fn(&ProcId) -> bool,
+) {
+    for r in records {
+        if let Some((_, who)) = creating.iter().find(|(id, _)| *id == r.id) {
+            let live = who.as_ref().is_some_and(alive);
+            r.state = if live { "creating" } else { "abandoned" }.to_string();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +241,21 @@ mod tests {
         assert!(p.containers.is_empty());
         assert_eq!(p.orphan_dirs, vec![C]);
         assert_eq!(p.forget, vec![D]);
+    }
+
+    /// Issue 10 item 9: `ls` showed a SIGKILLed create as `running`.
+    #[test]
+    fn a_create_whose_process_is_gone_is_abandoned_not_running() {
+        let mut recs: Vec<_> = [A, B, C].iter().map(|id| c(id, None).record(None, now())).collect();
+        for r in &mut recs {
+            r.state = "running".into();
+        }
+        let creating = vec![
+            (A.to_string(), Some(ProcId { pid: 1, start: 1 })),
+            (B.to_string(), Some(ProcId { pid: 2, start: 1 })),
+        ];
+        mark_creates(&mut recs, &creating, &|p: &ProcId| p.pid == 1);
+        let states: Vec<&str> = recs.iter().map(|r| r.state.as_str()).collect();
+        assert_eq!(states, ["creating", "abandoned", "running"]);
     }
 }

@@ -28,6 +28,9 @@ const KEY: &str = include_str!(concat!(env!("OUT_DIR"), "/sbx-helper.key"));
 pub const SANDBOX_DIR: &str = "/run/sbx";
 /// Where sandboxes see it.
 pub const SANDBOX_PATH: &str = "/run/sbx/helper";
+/// Where the helper keeps background processes' state (a tmpfs of its own;
+/// `BG` in helper/sbx_helper.rs).
+pub const BG_DIR: &str = "/run/sbx-bg";
 /// The helper's name inside its directory.
 const FILE: &str = "helper";
 /// Execute-only for the sandbox (issue 9 finding 1, deeper): the running

@@ -24,11 +24,15 @@ pub fn host_dir(data_dir: &Path, session: &str) -> PathBuf {
     data_dir.join("volumes").join(session)
 }
 
+pub fn lock_path(data_dir: &Path, session: &str) -> PathBuf {
+    data_dir.join("volumes").join(format!("{session}.lock"))
+}
+
 /// Held for the whole create: see the module docs.
 pub fn lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
     let dir = data_dir.join("volumes");
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let path = dir.join(format!("{session}.lock"));
+    let path = lock_path(data_dir, session);
     let f = File::options()
         .create(true)
         .truncate(false)

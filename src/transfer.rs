@@ -11,21 +11,22 @@
 //! was asked for); sizes and the entry count are capped ([`Limits`]). Host
 //! writes go through descriptors ([`host`]), never check-then-open by path.
 //!
-//! Wire format, version 2 (the helper has its own copy of this; both sides
+//! Wire format, version 3 (the helper has its own copy of this; both sides
 //! start with [`MAGIC`], so a helper of another version fails clearly):
 //!
 //! ```text
 //! stream  = MAGIC record* end
-//! record  = kind:u8 mode:u32 path_len:u16 path len:u64 body
+//! record  = kind:u8 mode:u32 mtime:i64 path_len:u16 path len:u64 body
 //!   'D'   directory, len 0, no body
 //!   'L'   symlink, len = target length (<= 4096), body = target
 //!   'F'   file, len = its size; body = segment* (0:u64 0:u64)
 //!         segment = offset:u64 seg_len:u64 bytes, seg_len > 0, ascending,
 //!         within the size; what no segment covers is a hole (sparse files
 //!         stay sparse: issue 9 finding 6)
-//! end     = 'E' 0:u32 0:u16 0:u64
+//! end     = 'E' 0:u32 0:i64 0:u16 0:u64
 //! ```
-//! Integers are big-endian.
+//! Integers are big-endian; `mtime` is seconds since the epoch. Version 3
+//! added `mtime`, so `backup` tars keep the files' times (issue 10 item 9).
 
 pub mod archive;
 pub mod host;
@@ -33,7 +34,7 @@ pub mod host;
 use std::io::{self, Read, Write};
 
 /// First bytes of every record stream: name and format version.
-pub const MAGIC: &[u8; 8] = b"SBXREC\x00\x02";
+pub const MAGIC: &[u8; 8] = b"SBXREC\x00\x03";
 /// Longest path and symlink target accepted in a stream.
 pub const MAX_PATH: usize = 4096;
 /// Longest single name component (Linux NAME_MAX).
@@ -116,6 +117,8 @@ pub struct Record {
     pub kind: Kind,
     /// Permission bits only (`& 0o7777`); callers drop setuid/setgid.
     pub mode: u32,
+    /// Modification time, seconds since the epoch (as the other side claims it).
+    pub mtime: i64,
     /// Relative, '/'-separated, starting with the root name.
     pub path: String,
 }
@@ -206,7 +209,7 @@ impl<R: Read> Decoder<R> {
         }
         if &magic[..got] != MAGIC {
             return Err(invalid(
-                "the helper's output is not sbx's record stream version 2 (a helper of another sbx version, \
+                "the helper's output is not sbx's record stream version 3 (a helper of another sbx version, \
                  or a replaced one)"
                     .into(),
             ));
@@ -232,10 +235,11 @@ impl<R: Read> Decoder<R> {
             }
             self.file = None;
         }
-        let mut head = [0u8; 7];
+        let mut head = [0u8; 15];
         self.r.read_exact(&mut head).map_err(truncated)?;
         let mode = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) & 0o7777;
-        let plen = u16::from_be_bytes([head[5], head[6]]) as usize;
+        let mtime = i64::from_be_bytes(head[5..13].try_into().expect("8 bytes"));
+        let plen = u16::from_be_bytes([head[13], head[14]]) as usize;
         if plen > MAX_PATH {
             return Err(invalid(format!("refusing an entry whose path is {plen} bytes long")));
         }
@@ -243,7 +247,7 @@ impl<R: Read> Decoder<R> {
         self.r.read_exact(&mut path).map_err(truncated)?;
         let len = read_u64(&mut self.r).map_err(truncated)?;
         if head[0] == b'E' {
-            if plen != 0 || len != 0 {
+            if plen != 0 || len != 0 || mtime != 0 {
                 return Err(invalid("a malformed end record".into()));
             }
             // Nothing may follow the end: a stream is one answer, not two.
@@ -287,7 +291,7 @@ impl<R: Read> Decoder<R> {
             }
             other => return Err(invalid(format!("unknown record type {other:#04x}"))),
         };
-        Ok(Some(Record { kind, mode, path }))
+        Ok(Some(Record { kind, mode, mtime, path }))
     }
 
     /// Count `len` bytes of `path` against the cap.
@@ -363,29 +367,30 @@ impl<W: Write> Encoder<W> {
         Ok(Encoder { w })
     }
 
-    fn head(&mut self, kind: u8, mode: u32, path: &str, len: u64) -> io::Result<()> {
+    fn head(&mut self, kind: u8, mode: u32, mtime: i64, path: &str, len: u64) -> io::Result<()> {
         if path.len() > MAX_PATH {
             return Err(invalid(format!("{path:?} is longer than {MAX_PATH} bytes")));
         }
         self.w.write_all(&[kind])?;
         self.w.write_all(&mode.to_be_bytes())?;
+        self.w.write_all(&mtime.to_be_bytes())?;
         self.w.write_all(&(path.len() as u16).to_be_bytes())?;
         self.w.write_all(path.as_bytes())?;
         self.w.write_all(&len.to_be_bytes())
     }
 
-    pub fn dir(&mut self, path: &str, mode: u32) -> io::Result<()> {
-        self.head(b'D', mode, path, 0)
+    pub fn dir(&mut self, path: &str, mode: u32, mtime: i64) -> io::Result<()> {
+        self.head(b'D', mode, mtime, path, 0)
     }
 
-    pub fn symlink(&mut self, path: &str, mode: u32, target: &[u8]) -> io::Result<()> {
-        self.head(b'L', mode, path, target.len() as u64)?;
+    pub fn symlink(&mut self, path: &str, mode: u32, mtime: i64, target: &[u8]) -> io::Result<()> {
+        self.head(b'L', mode, mtime, path, target.len() as u64)?;
         self.w.write_all(target)
     }
 
     /// A file header; then [`Encoder::segment`]s and [`Encoder::end_file`].
-    pub fn file(&mut self, path: &str, mode: u32, size: u64) -> io::Result<()> {
-        self.head(b'F', mode, path, size)
+    pub fn file(&mut self, path: &str, mode: u32, mtime: i64, size: u64) -> io::Result<()> {
+        self.head(b'F', mode, mtime, path, size)
     }
 
     /// Exactly `len` bytes from `data` at `offset`; a short source is padded
@@ -406,7 +411,7 @@ impl<W: Write> Encoder<W> {
     }
 
     pub fn end(mut self) -> io::Result<W> {
-        self.head(b'E', 0, "", 0)?;
+        self.head(b'E', 0, 0, "", 0)?;
         self.w.flush()?;
         Ok(self.w)
     }
@@ -422,6 +427,7 @@ mod tests {
         for (kind, mode, path, data) in records {
             v.push(*kind);
             v.extend_from_slice(&mode.to_be_bytes());
+            v.extend_from_slice(&0i64.to_be_bytes());
             v.extend_from_slice(&(path.len() as u16).to_be_bytes());
             v.extend_from_slice(path.as_bytes());
             v.extend_from_slice(&(data.len() as u64).to_be_bytes());
@@ -437,7 +443,7 @@ mod tests {
             }
         }
         v.push(b'E');
-        v.extend_from_slice(&[0u8; 14]);
+        v.extend_from_slice(&[0u8; 22]);
         v
     }
 
@@ -494,7 +500,7 @@ mod tests {
         let got = all(&good, "d", Limits::default()).unwrap();
         assert_eq!(got[1].1, vec![(0, b"hello".to_vec())]);
         // Old helper (no magic), nothing at all, cut anywhere, extra bytes.
-        assert!(all(&good[8..], "d", Limits::default()).unwrap_err().to_string().contains("version 2"));
+        assert!(all(&good[8..], "d", Limits::default()).unwrap_err().to_string().contains("version 3"));
         assert!(all(b"", "d", Limits::default()).unwrap_err().to_string().contains("sent nothing"));
         for cut in 9..good.len() {
             let err = all(&good[..cut], "d", Limits::default()).unwrap_err();
@@ -505,7 +511,7 @@ mod tests {
         assert!(all(&extra, "d", Limits::default()).unwrap_err().to_string().contains("after the end"));
         // A segment beyond the file's size, or going backwards.
         let mut v = MAGIC.to_vec();
-        v.extend_from_slice(&[b'F', 0, 0, 1, 0xa4, 0, 1, b'f']);
+        v.extend_from_slice(&[b'F', 0, 0, 1, 0xa4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'f']);
         v.extend_from_slice(&4u64.to_be_bytes());
         v.extend_from_slice(&2u64.to_be_bytes());
         v.extend_from_slice(&4u64.to_be_bytes());
@@ -523,7 +529,7 @@ mod tests {
         assert!(err.to_string().contains("more than 2 entries"), "{err}");
         // The size a header claims counts, before any data arrives.
         let mut v = MAGIC.to_vec();
-        v.extend_from_slice(&[b'F', 0, 0, 1, 0xa4, 0, 1, b'f']);
+        v.extend_from_slice(&[b'F', 0, 0, 1, 0xa4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'f']);
         v.extend_from_slice(&(1u64 << 40).to_be_bytes());
         assert!(all(&v, "f", Limits::default()).unwrap_err().to_string().contains("over the cap"));
     }

@@ -300,6 +300,22 @@ pub struct BgProcess {
     pub command: Vec<String>,
     pub running: bool,
     pub exit_code: Option<i64>,
+    /// The signal that ended it (then `exit_code` is null): TERM is 15,
+    /// not "exit 143" (issue 10 item 9).
+    #[serde(default)]
+    pub signal: Option<i64>,
+}
+
+impl BgProcess {
+    /// `running`, `exit N`, or `killed by TERM`.
+    pub fn status(&self) -> String {
+        match (self.running, self.exit_code, self.signal) {
+            (true, _, _) => "running".into(),
+            (false, _, Some(sig)) => format!("killed by {}", signal_name(sig)),
+            (false, Some(c), None) => format!("exit {c}"),
+            (false, None, None) => "gone".into(),
+        }
+    }
 }
 
 pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<Vec<BgProcess>> {
@@ -315,21 +331,9 @@ pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<Vec<BgProcess>> {
 
 /// Signal names and numbers `kill` accepts.
 pub fn parse_signal(s: &str) -> std::result::Result<i32, Invalid> {
-    const NAMES: &[(&str, i32)] = &[
-        ("HUP", 1),
-        ("INT", 2),
-        ("QUIT", 3),
-        ("KILL", 9),
-        ("USR1", 10),
-        ("USR2", 12),
-        ("TERM", 15),
-        ("CONT", 18),
-        ("STOP", 19),
-        ("WINCH", 28),
-    ];
     let up = s.to_ascii_uppercase();
     let name = up.strip_prefix("SIG").unwrap_or(&up);
-    if let Some((_, n)) = NAMES.iter().find(|(n, _)| *n == name) {
+    if let Some((_, n)) = SIGNALS.iter().find(|(n, _)| *n == name) {
         return Ok(*n);
     }
     match s.parse::<i32>() {
@@ -341,6 +345,24 @@ pub fn parse_signal(s: &str) -> std::result::Result<i32, Invalid> {
         )),
     }
 }
+
+/// "TERM" for 15; a signal without a name here as its number.
+pub fn signal_name(n: i64) -> String {
+    SIGNALS.iter().find(|(_, k)| i64::from(*k) == n).map_or_else(|| format!("signal {n}"), |(s, _)| s.to_string())
+}
+
+const SIGNALS: &[(&str, i32)] = &[
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("USR2", 12),
+    ("TERM", 15),
+    ("CONT", 18),
+    ("STOP", 19),
+    ("WINCH", 28),
+];
 
 pub fn validate_handle(h: &str) -> std::result::Result<(), Invalid> {
     let ok = h.len() == 9 && h.starts_with('p') && h[1..].bytes().all(|b| b.is_ascii_hexdigit());
@@ -421,7 +443,13 @@ fn exec_tty(exec: &dyn DockerExec, id: &str, tty: bool, cmd: &[String]) -> Resul
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CpSide {
     Host(std::path::PathBuf),
-    Sandbox { id: String, path: String },
+    Sandbox {
+        id: String,
+        path: String,
+    },
+    /// `-`: a tar stream on stdout (as destination) or stdin (as source),
+    /// as `docker cp` takes it.
+    Tar,
 }
 
 pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
@@ -443,6 +471,9 @@ pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
     }
     if s.is_empty() {
         return Err(Invalid::new("cp path", s, "it is empty"));
+    }
+    if s == "-" {
+        return Ok(CpSide::Tar);
     }
     Ok(CpSide::Host(s.into()))
 }
@@ -482,10 +513,27 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
             let r = exec.run_stream(&argv, None, &mut output)?;
             streamed(id, &argv, r, || format!("copying {id}:{path} to {}", to.display()))
         }
-        _ => {
-            Err(Invalid::new("cp", "", "exactly one side must be a sandbox path (ID:/path) and the other a host path")
-                .into())
+        (CpSide::Sandbox { id, path }, CpSide::Tar) => {
+            let root = transfer::root_name(path).ok_or_else(|| {
+                Invalid::new("cp path", format!("{id}:{path}"), "name a file or directory, not the sandbox's /")
+            })?;
+            let argv = helper_argv(id, false, &["send", path]);
+            let mut output = |r: &mut dyn std::io::Read| {
+                let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
+                transfer::archive::to_tar_rooted(&mut dec, std::io::BufWriter::new(std::io::stdout().lock()))
+            };
+            let r = exec.run_stream(&argv, None, &mut output)?;
+            streamed(id, &argv, r, || format!("copying {id}:{path} to stdout as tar"))
         }
+        (CpSide::Tar, CpSide::Sandbox { id, path }) => {
+            send_archive(exec, id, std::io::stdin().lock(), limits, path, false)
+        }
+        _ => Err(Invalid::new(
+            "cp",
+            "",
+            "exactly one side must be a sandbox path (ID:/path) and the other a host path or - (a tar stream)",
+        )
+        .into()),
     }
 }
 
@@ -547,15 +595,31 @@ pub const WORKSPACE: &str = "/state/workspace";
 /// or non-tar input fails (exit 1), an entry that would escape is refused
 /// (exit 2).
 pub fn restore(exec: &dyn DockerExec, id: &str, input: impl std::io::Read, limits: &Limits) -> Result<()> {
+    send_archive(exec, id, input, limits, WORKSPACE, true)
+}
+
+/// A tar archive into the sandbox, checked whole first: `restore`
+/// (replacing `dest`) and `cp - ID:/dir` (extracted into the existing
+/// directory `dest`, as `docker cp` does; nothing outside it).
+fn send_archive(
+    exec: &dyn DockerExec,
+    id: &str,
+    input: impl std::io::Read,
+    limits: &Limits,
+    dest: &str,
+    replace: bool,
+) -> Result<()> {
     use transfer::archive::Problem;
     let problem = |p: Problem| match p {
-        Problem::NotTar(m) => Error::io("restore", std::io::Error::new(std::io::ErrorKind::InvalidData, m)),
+        Problem::NotTar(m) => {
+            Error::io(if replace { "restore" } else { "cp" }, std::io::Error::new(std::io::ErrorKind::InvalidData, m))
+        }
         Problem::Refused(m) => Error::Invalid(Invalid::new("archive", "stdin", format!("refusing the archive: {m}"))),
         Problem::Io(e) => Error::io("reading the tar stream", e),
     };
     let mut file = transfer::archive::spool(input, limits.max_bytes).map_err(problem)?;
     transfer::archive::check(&mut file).map_err(problem)?;
-    let argv = helper_argv(id, true, &["receive", WORKSPACE, "--replace"]);
+    let argv = helper_argv(id, true, &["receive", dest, if replace { "--replace" } else { "--into" }]);
     let mut input = |w: &mut dyn std::io::Write| {
         let mut enc = transfer::Encoder::new(std::io::BufWriter::new(w))?;
         transfer::archive::send_tar(&mut file, "workspace", &mut enc)?;
@@ -567,7 +631,7 @@ pub fn restore(exec: &dyn DockerExec, id: &str, input: impl std::io::Read, limit
             return Err(Error::io("sending the archive", e));
         }
     }
-    streamed(id, &argv, r, || format!("restoring {id}:{WORKSPACE}"))
+    streamed(id, &argv, r, || format!("restoring {id}:{dest}"))
 }
 
 pub fn wait_port(exec: &dyn DockerExec, id: &str, port: u16, timeout: std::time::Duration) -> Result<bool> {
@@ -655,6 +719,35 @@ pub fn stats(exec: &dyn DockerExec, ids: &[String]) -> Result<Vec<Stats>> {
         _ => e.into(),
     })?;
     Ok(parse_stats(&out.stdout_str()))
+}
+
+/// [`stats`] of those of `ids` that exist, and the ones docker says are
+/// gone: `docker stats A B` prints nothing at all when B is missing, so
+/// the missing are dropped and the rest asked again (issue 10 item 9).
+pub fn stats_present(exec: &dyn DockerExec, ids: &[String]) -> Result<(Vec<Stats>, Vec<String>)> {
+    let mut left = ids.to_vec();
+    let mut missing = Vec::new();
+    while !left.is_empty() {
+        let out = exec.run(&stats_argv(&left))?;
+        if out.status == 0 {
+            return Ok((parse_stats(&out.stdout_str()), missing));
+        }
+        let stderr = out.stderr_str();
+        let gone: Vec<String> = left.iter().filter(|id| named_missing(&stderr, id)).cloned().collect();
+        if gone.is_empty() {
+            return run_ok(exec, &stats_argv(&left))
+                .map(|o| (parse_stats(&o.stdout_str()), missing))
+                .map_err(Into::into);
+        }
+        left.retain(|id| !gone.contains(id));
+        missing.extend(gone);
+    }
+    Ok((Vec::new(), missing))
+}
+
+/// Whether docker's stderr says exactly `id` does not exist.
+fn named_missing(stderr: &str, id: &str) -> bool {
+    stderr.lines().any(|l| l.split_once("No such container: ").is_some_and(|(_, rest)| rest.trim() == id))
 }
 
 /// The argv of one port-forward relay: stdin/stdout <-> 127.0.0.1:PORT in the sandbox.
@@ -782,6 +875,14 @@ mod tests {
         let list = ps(&f, "sbx-0123456789ab").unwrap();
         assert_eq!(list[0].pid, Some(42));
         assert!(list[0].running);
+        // Issue 10 item 9: ended by TERM is not "exit 143".
+        f.push(Output::ok(
+            "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":false,\"exit_code\":null,\"signal\":15}\n\
+             {\"handle\":\"p0000abce\",\"pid\":43,\"command\":[\"x\"],\"running\":false,\"exit_code\":3,\"signal\":null}\n",
+        ));
+        let list = ps(&f, "sbx-0123456789ab").unwrap();
+        assert_eq!((list[0].signal, list[0].exit_code, list[0].status()), (Some(15), None, "killed by TERM".into()));
+        assert_eq!(list[1].status(), "exit 3");
         f.push(Output::fail(
             126,
             "OCI runtime exec failed: exec: \"/run/sbx/helper\": stat /run/sbx/helper: no such file or directory",
@@ -870,7 +971,7 @@ mod tests {
         std::fs::create_dir_all(&dst).unwrap();
         let mut s = transfer::Encoder::new(Vec::new()).unwrap();
         for (p, d) in [("report.txt", &b"ok"[..]), ("sibling.txt", b"x")] {
-            s.file(p, 0o644, d.len() as u64).unwrap();
+            s.file(p, 0o644, 0, d.len() as u64).unwrap();
             s.segment(0, d.len() as u64, &mut &d[..]).unwrap();
             s.end_file().unwrap();
         }
@@ -885,6 +986,20 @@ mod tests {
         let err = restore(&f, "sbx-0123456789ab", &b""[..], &Limits::default()).unwrap_err();
         assert!(err.to_string().contains("stdin is not a tar archive (0 bytes)"), "{err}");
         assert_eq!(f.calls().len(), 1);
+    }
+
+    /// Issue 10 item 9: `sbx stats MISSING LIVE` named both as missing.
+    #[test]
+    fn stats_of_a_missing_and_a_live_sandbox_shows_the_live_one() {
+        let f = FakeDocker::new();
+        let live = "a".repeat(64);
+        let gone = "b".repeat(64);
+        f.push(Output::fail(1, &format!("Error response from daemon: No such container: {gone}\n")));
+        f.push(Output::ok(&format!("{{\"Name\":\"sbx-0123456789ab\",\"ID\":\"{live}\",\"PIDs\":\"2\"}}\n")));
+        let (s, missing) = stats_present(&f, &[gone.clone(), live.clone()]).unwrap();
+        assert_eq!(missing, vec![gone.clone()]);
+        assert_eq!((s.len(), s[0].pids), (1, 2));
+        assert_eq!(f.calls()[1], ["stats", "--no-stream", "--format", "{{json .}}", "--", live.as_str()]);
     }
 
     #[test]

@@ -44,7 +44,10 @@ fn shared_route_leaks_are_reported_and_private_routes_close_them() {
     assert_eq!(a["tier"], 1);
     let props: Vec<&str> = a["gaps"].as_array().unwrap().iter().map(|g| g["property"].as_str().unwrap()).collect();
     assert_eq!(props, ["host", "shared"], "{a}");
-    assert!(stderr(&out).contains("is shared") && stderr(&out).contains("--private-routes"), "{}", stderr(&out));
+    // Under --json the warning is in the result, not repeated in prose.
+    let warnings = a["warnings"].to_string();
+    assert!(warnings.contains("is shared") && warnings.contains("--private-routes"), "{a}");
+    assert!(!stderr(&out).contains("sbx: warning"), "{}", stderr(&out));
     let b = w.create(&["--route", &route]);
     let a_ip = ip_on(&a_id, &shared.name);
     assert_success(

@@ -194,8 +194,22 @@ fn create_killed_at_each_step_leaves_nothing_after_gc() {
             .spawn()
             .unwrap();
         until(Duration::from_secs(20), || shim.reached()).unwrap_or_else(|| panic!("create never reached {verb}"));
+        // Issue 10 item 9: `ls` tells a create in flight from one whose
+        // process was killed (it showed `running` until gc).
+        let ls_state = || -> Vec<String> {
+            let out = w.sbx(&["ls", "--json"]);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ls --json");
+            v.as_array().unwrap().iter().map(|r| r["state"].as_str().unwrap_or_default().to_string()).collect()
+        };
+        let running = after || verb == "container";
+        if running {
+            assert_eq!(ls_state(), ["creating"], "a create in flight, at {verb} (after={after})");
+        }
         child.kill().unwrap();
         child.wait().unwrap();
+        if running {
+            assert_eq!(ls_state(), ["abandoned"], "a killed create, at {verb} (after={after})");
+        }
         shim.release();
         if verb == "run" && !after {
             // The blocked `docker run` goes on after its creator died: wait for it.

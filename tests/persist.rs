@@ -207,3 +207,37 @@ fn a_failed_clone_leaves_no_volume_behind() {
     assert!(!w.state_dir.join("volumes").join(&session).exists(), "the session's directory was left behind");
     w.assert_nothing_left();
 }
+
+/// Issue 10: `sbx volumes rm KEY...` removes a session's volume, its
+/// directory and its lock file; refused (exit 1) while a sandbox uses it;
+/// a planted symlink in place of the directory is removed, not followed.
+#[test]
+fn volumes_rm_removes_volume_dir_and_lock_and_is_refused_while_in_use() {
+    let w = World::new();
+    let session = format!("{}-s", w.case);
+    let volume = format!("sbx-state-{session}");
+    let dir = w.state_dir.join("volumes").join(&session);
+    let lock = w.state_dir.join("volumes").join(format!("{session}.lock"));
+    let a = w.create(&["--session", &session, "--persist"]);
+    assert_success(&w.sbx(&["exec", &a.id, "--", "/bin/fixture", "write", "/state/keep"]), "write");
+    let out = w.sbx(&["volumes", "rm", &session]);
+    assert_exit(&out, 1, "volumes rm while a sandbox uses it");
+    assert!(stderr(&out).contains(&a.id), "{}", stderr(&out));
+    assert!(dir.join("keep").exists(), "nothing removed while in use");
+    assert_success(&w.sbx(&["destroy", &a.id]), "destroy");
+    assert!(lock.exists() && dir.exists(), "destroy keeps the volume");
+    let out = w.sbx(&["volumes", "rm", &session]);
+    assert_success(&out, "volumes rm");
+    assert_eq!(stdout(&out).trim(), volume);
+    assert_eq!(docker_ok(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]), "");
+    assert!(!dir.exists() && !lock.exists(), "the directory and lock file went with the volume");
+    assert_exit(&w.sbx(&["volumes", "rm", &session]), 1, "no such volume any more");
+    assert_exit(&w.sbx(&["volumes", "rm", "../x"]), 2, "not a session key");
+    // A symlink where the directory was: removed, its target untouched.
+    let outside = w.socket_root.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("precious"), b"x").unwrap();
+    std::os::unix::fs::symlink(&outside, &dir).unwrap();
+    assert_success(&w.sbx(&["volumes", "rm", &session]), "volumes rm of a leftover link");
+    assert!(std::fs::symlink_metadata(&dir).is_err() && outside.join("precious").exists());
+}

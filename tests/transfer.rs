@@ -50,10 +50,11 @@ fn sbx_rss(w: &World, args: &[&str]) -> (Output, i64) {
 
 /// A record stream as a replaced helper could send it.
 fn stream(records: &[(u8, u32, &str, &[u8])]) -> Vec<u8> {
-    let mut v = b"SBXREC\x00\x02".to_vec();
+    let mut v = b"SBXREC\x00\x03".to_vec();
     for (kind, mode, path, data) in records {
         v.push(*kind);
         v.extend_from_slice(&mode.to_be_bytes());
+        v.extend_from_slice(&0i64.to_be_bytes());
         v.extend_from_slice(&(path.len() as u16).to_be_bytes());
         v.extend_from_slice(path.as_bytes());
         v.extend_from_slice(&(data.len() as u64).to_be_bytes());
@@ -63,7 +64,7 @@ fn stream(records: &[(u8, u32, &str, &[u8])]) -> Vec<u8> {
         v.extend_from_slice(&[0u8; 16]);
     }
     v.push(b'E');
-    v.extend_from_slice(&[0u8; 14]);
+    v.extend_from_slice(&[0u8; 22]);
     v
 }
 

@@ -75,7 +75,17 @@ fn background_processes_are_listed_logged_and_killed_with_their_children() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert_eq!(exited["exit_code"], 143, "{exited}");
+    // Issue 10 item 9: ended by TERM, not "exit 143".
+    assert_eq!(
+        (&exited["exit_code"], &exited["signal"]),
+        (&serde_json::Value::Null, &serde_json::json!(15)),
+        "{exited}"
+    );
+    let table = stdout(&w.sbx(&["ps", &sb.id]));
+    assert!(table.lines().any(|l| l.contains(&handle) && l.contains("killed by TERM")), "{table}");
+    // ... and its state is not in the sandbox's /tmp (issue 10 item 9).
+    assert_exit(&sb.exec(&["exists", "/tmp/.sbx-bg"]), 1, "no .sbx-bg in /tmp");
+    assert_success(&sb.exec(&["exists", &format!("/run/sbx-bg/{handle}/log")]), "the state in /run/sbx-bg");
     assert_eq!(top(), 0, "the children died with it");
     // A command that cannot start says so at once.
     let out = w.sbx(&["exec", "-d", &sb.id, "--", "/no/such/program"]);
@@ -649,4 +659,140 @@ fn stopping_exec_ends_the_command_in_the_sandbox() {
         }
         assert_eq!(left, 0, "{what} still runs in the sandbox after {sig}");
     }
+}
+
+/// Issue 10 item 9: `sbx stats MISSING LIVE` named the live sandbox as
+/// missing too (and showed nothing). The live one is shown; only the
+/// missing ones are reported (exit 1), whether never made or removed
+/// behind sbx's back.
+#[test]
+fn stats_of_missing_and_live_sandboxes_reports_only_the_missing() {
+    let w = World::new();
+    let live = w.create(&[]);
+    let gone = w.create(&[]);
+    docker_ok(&["rm", "-f", "-v", &gone.id]);
+    let never = "sbx-0000deadbeef";
+    for missing in [never, gone.id.as_str()] {
+        let out = w.sbx(&["stats", "--json", missing, &live.id]);
+        assert_exit(&out, 1, "stats with a missing sandbox");
+        let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the live one as JSON");
+        assert_eq!(shown.as_array().map(Vec::len), Some(1), "{shown}");
+        assert_eq!(shown[0]["id"], live.id.as_str(), "{shown}");
+        let err = stderr(&out);
+        assert!(err.contains(missing), "{err}");
+        assert!(!err.contains(&live.id), "the live sandbox is not missing: {err}");
+    }
+}
+
+/// Issue 10 item 9: backup tars had mtime 0 and uid 0 on every entry. The
+/// files' times and modes go through cp in, backup, restore and cp out;
+/// owners are 0 on purpose (see the README).
+#[test]
+fn backup_keeps_times_and_modes() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let w = World::new();
+    let a = w.create(&[]);
+    let src = w.socket_root.join("times/workspace");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    for (f, mode) in [("a.txt", 0o640), ("sub/run.sh", 0o750)] {
+        std::fs::write(src.join(f), b"data").unwrap();
+        std::fs::set_permissions(src.join(f), std::fs::Permissions::from_mode(mode)).unwrap();
+        std::fs::File::options().write(true).open(src.join(f)).unwrap().set_modified(old).unwrap();
+    }
+    assert_success(&w.sbx(&["cp", src.to_str().unwrap(), &format!("{}:/state", a.id)]), "seed");
+    let tar = w.sbx(&["backup", &a.id]);
+    assert_success(&tar, "backup");
+    let entries = |data: &[u8]| -> Vec<(String, u32, u64, u64)> {
+        tar::Archive::new(data)
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let h = e.unwrap().header().clone();
+                (
+                    h.path().unwrap().display().to_string(),
+                    h.mode().unwrap() & 0o7777,
+                    h.mtime().unwrap(),
+                    h.uid().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let got = entries(&tar.stdout);
+    let file = |n: &str| got.iter().find(|e| e.0 == n).cloned().unwrap_or_else(|| panic!("{n} in {got:?}"));
+    assert_eq!(file("a.txt"), ("a.txt".into(), 0o640, 1_600_000_000, 0));
+    assert_eq!(file("sub/run.sh"), ("sub/run.sh".into(), 0o750, 1_600_000_000, 0));
+    assert!(got.iter().all(|e| e.2 > 0), "no entry has mtime 0: {got:?}");
+    // Restored and copied out, the times are still there.
+    let b = w.create(&[]);
+    assert_success(&sbx_in(&w, &["restore", &b.id], &tar.stdout), "restore");
+    assert_eq!(entries(&w.sbx(&["backup", &b.id]).stdout), got, "restore kept times and modes");
+    let back = w.socket_root.join("times-back");
+    assert_success(&w.sbx(&["cp", &format!("{}:/state/workspace", b.id), back.to_str().unwrap()]), "cp out");
+    let md = std::fs::metadata(back.join("sub/run.sh")).unwrap();
+    assert_eq!((md.mtime(), md.mode() & 0o7777), (1_600_000_000, 0o750));
+}
+
+/// Issue 10 item 9: `sbx cp ID:/path -` failed with "writing -: is outside
+/// .". `-` is a tar stream, as with `docker cp`: out on stdout (entries
+/// named from the source's own name), in from stdin (checked whole before
+/// anything changes, extracted into the existing directory).
+#[test]
+fn cp_dash_streams_tar_both_ways() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let src = w.socket_root.join("tarsrc/dir");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("sub/f.bin"), blob(70_000)).unwrap();
+    std::os::unix::fs::symlink("sub/f.bin", src.join("link")).unwrap();
+    assert_success(&w.sbx(&["cp", src.to_str().unwrap(), &format!("{}:/tmp", sb.id)]), "seed");
+    let out = w.sbx(&["cp", &format!("{}:/tmp/dir", sb.id), "-"]);
+    assert_success(&out, "cp ID:/tmp/dir -");
+    let mut names = Vec::new();
+    let mut data = Vec::new();
+    for e in tar::Archive::new(out.stdout.as_slice()).entries().unwrap() {
+        let mut e = e.unwrap();
+        let n = e.path().unwrap().display().to_string();
+        if n == "dir/sub/f.bin" {
+            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+        }
+        names.push(n);
+    }
+    assert_eq!(names, ["dir", "dir/link", "dir/sub", "dir/sub/f.bin"]);
+    assert!(data == blob(70_000), "the file's bytes");
+
+    // ... and back in, into another existing directory.
+    sbx_in(&w, &["exec", &sb.id, "--", "/bin/fixture", "mkdir", "/tmp/in"], b"");
+    assert_success(&sbx_in(&w, &["cp", "-", &format!("{}:/tmp/in", sb.id)], &out.stdout), "cp - ID:/tmp/in");
+    assert_success(&sb.exec(&["exists", "/tmp/in/dir/sub/f.bin"]), "extracted under /tmp/in");
+    let again = w.sbx(&["cp", &format!("{}:/tmp/in/dir/sub/f.bin", sb.id), "-"]);
+    let mut e = tar::Archive::new(again.stdout.as_slice());
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut e.entries().unwrap().next().unwrap().unwrap(), &mut got).unwrap();
+    assert!(got == blob(70_000), "round trip");
+
+    // Refused before anything changes: escaping names, hard links, not a tar, not a directory.
+    let mut evil = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(1);
+    h.set_mode(0o644);
+    h.as_old_mut().name[..9].copy_from_slice(b"../escape");
+    h.set_cksum();
+    evil.append(&h, &b"x"[..]).unwrap();
+    let out = sbx_in(&w, &["cp", "-", &format!("{}:/tmp/in", sb.id)], &evil.into_inner().unwrap());
+    assert_exit(&out, 2, "an escaping archive");
+    assert!(stderr(&out).contains("escape"), "{}", stderr(&out));
+    let mut hard = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Link);
+    h.set_size(0);
+    h.set_mode(0o644);
+    hard.append_link(&mut h, "h", "/etc/passwd").unwrap();
+    let out = sbx_in(&w, &["cp", "-", &format!("{}:/tmp/in", sb.id)], &hard.into_inner().unwrap());
+    assert_exit(&out, 2, "a hard link");
+    assert_exit(&sb.exec(&["exists", "/tmp/in/h"]), 1, "nothing written");
+    assert_exit(&sbx_in(&w, &["cp", "-", &format!("{}:/tmp/in", sb.id)], b"not a tar"), 1, "not a tar");
+    let out = sbx_in(&w, &["cp", "-", &format!("{}:/tmp/nowhere", sb.id)], &again.stdout);
+    assert_exit(&out, 1, "into a missing directory");
+    assert!(stderr(&out).contains("not a directory"), "{}", stderr(&out));
 }

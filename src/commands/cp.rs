@@ -1,12 +1,24 @@
 //! `sbx cp SRC DST`: files and directories between host and sandbox.
 
-use crate::error::Result;
+use crate::error::{Invalid, Result};
 use crate::transfer::{parse_max_bytes, Limits};
 use crate::workbench::{self, CpSide};
 use crate::{Dirs, Env};
 
 pub fn exec(src: &str, dst: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {
     let (s, d) = (workbench::parse_cp_side(src)?, workbench::parse_cp_side(dst)?);
+    // `-` is a tar stream (issue 10 item 9), never a terminal's keystrokes or screen.
+    use std::io::IsTerminal;
+    if d == CpSide::Tar && std::io::stdout().is_terminal() {
+        return Err(Invalid::new("cp destination", dst, "stdout is a terminal; a tar stream goes to a pipe or file")
+            .hint(format!("sbx cp {src} - > copy.tar, or | tar -x"))
+            .into());
+    }
+    if s == CpSide::Tar && std::io::stdin().is_terminal() {
+        return Err(Invalid::new("cp source", src, "stdin is a terminal; `-` reads a tar archive from stdin")
+            .hint(format!("tar -c FILES | sbx cp - {dst}"))
+            .into());
+    }
     let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
     let driver = crate::real_driver(env, dirs);
     // The sandbox side is proven this host's and then named by its container id.

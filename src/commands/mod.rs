@@ -52,7 +52,10 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
         Command::Connect(a) => done(connect::exec(&a.id, &a.timeout, env, dirs)),
         Command::Revoke(a) => done(revoke::exec(&a.id, &a.kind, json, env, dirs)),
         Command::Destroy(a) => done(destroy::exec(&a.ids, a.purge, json, env, dirs)),
-        Command::Volumes => done(volumes(json, env, dirs)),
+        Command::Volumes(a) => match a.action {
+            None => done(volumes(json, env, dirs)),
+            Some(crate::cli::VolumesAction::Rm { keys }) => done(volumes_rm(&keys, json, env, dirs)),
+        },
         Command::Ls => done(ls::exec(json, env, dirs)),
         Command::Inspect(a) => done(inspect::exec(&a.id, env, dirs)),
         Command::Audit(a) => done(audit::exec(&a.id, json, env, dirs)),
@@ -114,4 +117,19 @@ fn volumes(json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
         t.push_str(&format!("{:<23} {:<15} {:<11} {}\n", v.name, v.session, v.bytes, users));
     }
     out(&t)
+}
+
+/// `sbx volumes rm KEY...`: each session's volume, directory and lock file.
+fn volumes_rm(keys: &[String], json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
+    let keys: Vec<String> = keys.iter().map(|k| crate::spec::parse_session(k)).collect::<Result<_, _>>()?;
+    let driver = crate::real_driver(env, dirs);
+    for k in &keys {
+        let name = driver.remove_volume(k)?;
+        if json {
+            json_line(&serde_json::json!({ "removed": name, "session": k }))?;
+        } else {
+            out(&format!("{name}\n"))?;
+        }
+    }
+    Ok(())
 }

@@ -14,16 +14,12 @@ pub fn ps(id: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     if json {
         return super::json_line(&list);
     }
-    let mut text = String::from("HANDLE     PID     STATUS      COMMAND\n");
+    let mut text = String::from("HANDLE     PID     STATUS          COMMAND\n");
     for p in &list {
-        let status = if p.running {
-            "running".to_string()
-        } else {
-            format!("exit {}", p.exit_code.map(|c| c.to_string()).unwrap_or("?".into()))
-        };
+        let status = p.status();
         let pid = p.pid.map(|p| p.to_string()).unwrap_or("-".into());
         text.push_str(&format!(
-            "{:<10} {:<7} {:<11} {}\n",
+            "{:<10} {:<7} {:<15} {}\n",
             p.handle,
             pid,
             status,

@@ -1,6 +1,6 @@
 //! `sbx stats ID...`: resource use, as numbers.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::spec::parse_id;
 use crate::workbench::{self, Stats};
 use crate::{Dirs, Env};
@@ -8,9 +8,19 @@ use crate::{Dirs, Env};
 pub fn exec(ids: &[String], watch: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let ids: Vec<String> = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
     let driver = crate::real_driver(env, dirs);
-    let targets: Vec<String> = ids.iter().map(|id| super::owned(&driver, id)).collect::<Result<_>>()?;
-    let named = |mut e| {
-        for (t, id) in targets.iter().zip(&ids) {
+    // A missing sandbox is reported alone, after the others are shown
+    // (issue 10 item 9: `stats MISSING LIVE` named both as missing).
+    let mut missing = Vec::new();
+    let mut targets = Vec::new();
+    for id in &ids {
+        match super::owned(&driver, id) {
+            Ok(t) => targets.push((t, id.clone())),
+            Err(Error::NotFound { .. }) => missing.push(id.clone()),
+            Err(e) => return Err(e),
+        }
+    }
+    let named = |mut e, targets: &[(String, String)]| {
+        for (t, id) in targets {
             e = super::named(e, t, id);
         }
         e
@@ -19,11 +29,24 @@ pub fn exec(ids: &[String], watch: bool, json: bool, env: &Env, dirs: &Dirs) -> 
         crate::interrupt::install();
     }
     loop {
-        let s = workbench::stats(driver.docker(), &targets).map_err(named)?;
-        if json {
-            super::json_line(&s)?;
-        } else {
-            super::out(&table(&s))?;
+        let asked: Vec<String> = targets.iter().map(|(t, _)| t.clone()).collect();
+        let (s, gone) = workbench::stats_present(driver.docker(), &asked).map_err(|e| named(e, &targets))?;
+        if !s.is_empty() || (missing.is_empty() && gone.is_empty()) {
+            if json {
+                super::json_line(&s)?;
+            } else {
+                super::out(&table(&s))?;
+            }
+        }
+        targets.retain(|(t, id)| {
+            let g = gone.contains(t);
+            if g {
+                missing.push(id.clone());
+            }
+            !g
+        });
+        if !missing.is_empty() {
+            return Err(Error::NotFound { id: missing.join(" ") });
         }
         if !watch {
             return Ok(());

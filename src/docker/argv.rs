@@ -173,6 +173,9 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         // The helper's directory AT /run/sbx: a mount point the sandbox
         // cannot rename or replace (issue 9 finding 1; see `helper`).
         push("--mount", format!("type=bind,src={},dst={},readonly", h.display(), crate::helper::SANDBOX_DIR));
+        // The helper's background-process state, off the sandbox's /tmp
+        // (issue 10 item 9); only the helper uses it, so noexec.
+        push("--tmpfs", format!("{}:rw,noexec,nosuid,nodev,size=512m,mode=1777,{own}", crate::helper::BG_DIR));
     }
     for m in &s.mounts {
         push("--mount", m.mount_arg());

@@ -24,7 +24,7 @@ const FORBIDDEN_TARGETS: &[&str] = &["/", "/proc", "/sys", "/dev", "/run", "/run
 /// operator's host directory (issue 9 finding 12).
 const FORBIDDEN_TREES: &[&str] = &["/proc", "/sys", "/dev", "/run/sandbox", "/run/sbx"];
 /// Mounted by sbx itself: a second mount there would conflict or hide it.
-const RESERVED_TARGETS: &[&str] = &["/tmp", "/state"];
+const RESERVED_TARGETS: &[&str] = &["/tmp", "/state", crate::helper::BG_DIR];
 /// ... nor anything below /state: docker would create the mount point as
 /// root inside the host directory behind it (a `--state-dir` or session
 /// volume). Below /tmp is fine: the mount point is made in sbx's tmpfs.
@@ -149,17 +149,43 @@ fn sandbox_target(path: &str) -> Result<String, String> {
 mod tests {
     use super::*;
 
-    fn tmpdir(tag: &str) -> PathBuf {
+    /// A scratch directory removed when the test ends, pass or fail (issue
+    /// 10 item 9: these were left behind in /tmp, root-owned, on every run).
+    struct TmpDir(PathBuf);
+
+    impl std::ops::Deref for TmpDir {
+        type Target = PathBuf;
+        fn deref(&self) -> &PathBuf {
+            &self.0
+        }
+    }
+
+    impl Drop for TmpDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tmpdir(tag: &str) -> TmpDir {
         let d = std::env::temp_dir().join(format!("sbx-mount-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        d.canonicalize().unwrap()
+        TmpDir(d.canonicalize().unwrap())
+    }
+
+    #[test]
+    fn scratch_directories_are_removed() {
+        let d = tmpdir("gone");
+        std::fs::write(d.join("f"), b"x").unwrap();
+        let p = d.to_path_buf();
+        drop(d);
+        assert!(!p.exists(), "{} left behind", p.display());
     }
 
     #[test]
     fn parses_host_and_target() {
         let d = tmpdir("ok");
         let m = MountSpec::parse(&format!("{}:/data", d.display()), true, &[]).unwrap();
-        assert_eq!(m.host, d);
+        assert_eq!(m.host, *d);
         assert_eq!(m.sandbox, "/data");
         assert_eq!(m.mount_arg(), format!("type=bind,src={},dst=/data,readonly", d.display()));
         let m = MountSpec::parse(&d.display().to_string(), false, &[]).unwrap();
@@ -188,6 +214,7 @@ mod tests {
             (format!("{ds}:/var/run"), "over /var/run"),
             (format!("{ds}:/tmp"), "sbx's own tmpfs"),
             (format!("{ds}:/state/workspace"), "sbx's own tmpfs"),
+            (format!("{ds}:/run/sbx-bg"), "sbx's own tmpfs"),
             (format!("{ds}:/run/sbx"), "over /run/sbx"),
             (format!("{ds}:/run/sbx/helper"), "over /run/sbx"),
             (format!("{ds}:/var/run/sbx/helper"), "over /run/sbx"),

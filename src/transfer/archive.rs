@@ -72,16 +72,34 @@ impl<R: Read> Read for Logical<'_, R> {
 
 /// A record stream as tar whose root is the stream's root itself (`.`).
 pub fn to_tar<R: Read>(dec: &mut Decoder<R>, out: impl Write) -> io::Result<()> {
+    write_tar(dec, out, false)
+}
+
+/// A record stream as tar whose entries keep the root's name (`report.txt`,
+/// `dir/a`), as `docker cp ID:/path -` writes it.
+pub fn to_tar_rooted<R: Read>(dec: &mut Decoder<R>, out: impl Write) -> io::Result<()> {
+    write_tar(dec, out, true)
+}
+
+fn write_tar<R: Read>(dec: &mut Decoder<R>, out: impl Write, rooted: bool) -> io::Result<()> {
     let mut b = tar::Builder::new(out);
     b.follow_symlinks(false);
     while let Some(rec) = dec.next_record()? {
         let name = match rec.path.split_once('/') {
+            _ if rooted => PathBuf::from(&rec.path),
             Some((_, rest)) => PathBuf::from(rest),
             None => PathBuf::from("."),
         };
         let mut h = tar::Header::new_gnu();
         h.set_mode(rec.mode);
-        h.set_mtime(0);
+        // The times the files have (issue 10 item 9: every entry had 0).
+        h.set_mtime(u64::try_from(rec.mtime).unwrap_or(0));
+        // Owner 0 on purpose: uids inside a sandbox name no one on the host,
+        // and a root `tar -x` of a backup must not hand its files to
+        // whichever host user has the sandbox's uid; restore ignores owners
+        // (the sandbox user owns what it writes).
+        h.set_uid(0);
+        h.set_gid(0);
         match rec.kind {
             Kind::Dir => {
                 h.set_entry_type(tar::EntryType::Directory);
@@ -220,26 +238,43 @@ pub fn send_tar<W: Write>(f: &mut File, root: &str, enc: &mut Encoder<W>) -> io:
         Problem::NotTar(m) | Problem::Refused(m) => io::Error::new(io::ErrorKind::InvalidData, m),
     };
     f.rewind()?;
-    enc.dir(root, 0o755)?;
     let mut a = tar::Archive::new(f);
+    let mut root_sent = false;
     for e in a.entries()? {
         let mut e = e?;
-        let Some(rel) = entry_path(&e).map_err(bad)? else { continue };
         let mode = e.header().mode().unwrap_or(0o644) & 0o7777;
+        let mtime = e.header().mtime().ok().and_then(|t| i64::try_from(t).ok()).unwrap_or(0);
+        let rel = entry_path(&e).map_err(bad)?;
+        if !root_sent {
+            // The root keeps 0755 whatever the archive says (the sandbox
+            // user must be able to use it) and takes the archive's time
+            // when the archive starts with it, as `backup` writes it.
+            let t = if rel.is_none() { mtime } else { now() };
+            enc.dir(root, 0o755, t)?;
+            root_sent = true;
+        }
+        let Some(rel) = rel else { continue };
         let path = format!("{root}/{rel}");
         let kind = e.header().entry_type();
         if kind.is_dir() {
-            enc.dir(&path, mode)?;
+            enc.dir(&path, mode, mtime)?;
         } else if kind.is_file() {
             let size = e.size();
-            enc.file(&path, mode, size)?;
+            enc.file(&path, mode, mtime, size)?;
             enc.segment(0, size, &mut e)?;
             enc.end_file()?;
         } else if let Some(target) = e.link_name()? {
-            enc.symlink(&path, mode, target.as_os_str().as_encoded_bytes())?;
+            enc.symlink(&path, mode, mtime, target.as_os_str().as_encoded_bytes())?;
         }
     }
+    if !root_sent {
+        enc.dir(root, 0o755, now())?;
+    }
     Ok(())
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 #[cfg(test)]
@@ -317,10 +352,39 @@ mod tests {
         assert_eq!(check(&mut spooled(&empty).unwrap()).unwrap(), 1);
     }
 
+    /// Issue 10 item 9: every entry had mtime 0.
+    #[test]
+    fn tar_entries_keep_times_and_modes() {
+        let mut enc = Encoder::new(Vec::new()).unwrap();
+        enc.dir("w", 0o750, 1_600_000_000).unwrap();
+        enc.file("w/a", 0o640, 1_700_000_000, 1).unwrap();
+        enc.segment(0, 1, &mut &b"x"[..]).unwrap();
+        enc.end_file().unwrap();
+        enc.symlink("w/l", 0o777, 1_650_000_000, b"a").unwrap();
+        let t = tar_of(&enc.end().unwrap(), "w");
+        let mut a = tar::Archive::new(t.as_slice());
+        let got: Vec<(String, u32, u64, u64)> = a
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let h = e.unwrap().header().clone();
+                (h.path().unwrap().display().to_string(), h.mode().unwrap(), h.mtime().unwrap(), h.uid().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (".".to_string(), 0o750, 1_600_000_000, 0),
+                ("a".into(), 0o640, 1_700_000_000, 0),
+                ("l".into(), 0o777, 1_650_000_000, 0)
+            ]
+        );
+    }
+
     #[test]
     fn holes_become_zeros_in_tar() {
         let mut enc = Encoder::new(Vec::new()).unwrap();
-        enc.file("f", 0o644, 10).unwrap();
+        enc.file("f", 0o644, 0, 10).unwrap();
         enc.segment(3, 2, &mut &b"ab"[..]).unwrap();
         enc.segment(8, 1, &mut &b"c"[..]).unwrap();
         enc.end_file().unwrap();

@@ -231,6 +231,14 @@ impl<'h> HostWriter<'h> {
                 }
                 Kind::Symlink { target } => {
                     replace(&pfd, name, &rel, || rustix::fs::symlinkat(target.as_slice(), &pfd, name))?;
+                    if rec.mtime >= 0 {
+                        let t = rustix::fs::Timestamps {
+                            last_access: rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT },
+                            last_modification: rustix::fs::Timespec { tv_sec: rec.mtime, tv_nsec: 0 },
+                        };
+                        // The link's own time, never its target's; best effort, as tar.
+                        let _ = rustix::fs::utimensat(&pfd, name, &t, AtFlags::SYMLINK_NOFOLLOW);
+                    }
                 }
                 Kind::File { size } => {
                     let fd = replace(&pfd, name, &rel, || {
@@ -242,8 +250,13 @@ impl<'h> HostWriter<'h> {
                         )
                     })?;
                     let f = File::from(fd);
-                    if let Err(e) =
-                        fill(&f, size, dec).and_then(|()| Ok(rustix::fs::fchmod(&f, Mode::from_raw_mode(mode))?))
+                    // The file's time as sent (on its descriptor), as `docker cp` keeps it.
+                    let when = u64::try_from(rec.mtime)
+                        .ok()
+                        .map(|t| std::time::UNIX_EPOCH + std::time::Duration::from_secs(t));
+                    if let Err(e) = fill(&f, size, dec)
+                        .and_then(|()| Ok(rustix::fs::fchmod(&f, Mode::from_raw_mode(mode))?))
+                        .and_then(|()| when.map_or(Ok(()), |t| f.set_modified(t)))
                     {
                         // Created by us with O_EXCL: an incomplete file goes.
                         let _ = rustix::fs::unlinkat(&pfd, name, AtFlags::empty());
@@ -376,7 +389,7 @@ fn send_at<W: Write>(dir: BorrowedFd, name: &str, rel: &str, enc: &mut Encoder<W
     match FileType::from_raw_mode(st.st_mode) {
         FileType::Symlink => {
             let t = rustix::fs::readlinkat(dir, name, Vec::new())?;
-            enc.symlink(rel, mode, t.as_bytes())
+            enc.symlink(rel, mode, st.st_mtime as i64, t.as_bytes())
         }
         FileType::Directory | FileType::RegularFile => {
             let fd = rustix::fs::openat(
@@ -390,7 +403,7 @@ fn send_at<W: Write>(dir: BorrowedFd, name: &str, rel: &str, enc: &mut Encoder<W
             let mode = st.st_mode & 0o7777;
             match FileType::from_raw_mode(st.st_mode) {
                 FileType::Directory => {
-                    enc.dir(rel, mode)?;
+                    enc.dir(rel, mode, st.st_mtime as i64)?;
                     let mut names = Vec::new();
                     for e in rustix::fs::Dir::read_from(&fd)? {
                         let e = e?;
@@ -408,7 +421,9 @@ fn send_at<W: Write>(dir: BorrowedFd, name: &str, rel: &str, enc: &mut Encoder<W
                     }
                     Ok(())
                 }
-                FileType::RegularFile => send_file(File::from(fd), rel, mode, st.st_size as u64, enc),
+                FileType::RegularFile => {
+                    send_file(File::from(fd), rel, mode, st.st_mtime as i64, st.st_size as u64, enc)
+                }
                 _ => Ok(()),
             }
         }
@@ -430,8 +445,8 @@ impl Read for ReadAt<'_> {
 }
 
 /// Data segments only (SEEK_DATA/SEEK_HOLE): a sparse file stays sparse.
-fn send_file<W: Write>(f: File, rel: &str, mode: u32, size: u64, enc: &mut Encoder<W>) -> io::Result<()> {
-    enc.file(rel, mode, size)?;
+fn send_file<W: Write>(f: File, rel: &str, mode: u32, mtime: i64, size: u64, enc: &mut Encoder<W>) -> io::Result<()> {
+    enc.file(rel, mode, mtime, size)?;
     let mut pos = 0;
     while pos < size {
         let start = match rustix::fs::seek(&f, SeekFrom::Data(pos)) {
@@ -741,7 +756,8 @@ mod tests {
     fn a_truncated_file_is_removed_not_left_half_written() {
         let dst = tmp("trunc");
         let s = raw(&[(b'F', 0o644, "f", b"0123456789")]);
-        let cut = &s[..s.len() - 20];
+        // Into the file's final zero segment (the end record is 23 bytes).
+        let cut = &s[..s.len() - 30];
         let err = write(cut, "f", &dst).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
         assert!(!dst.join("f").exists());
