@@ -167,6 +167,7 @@ impl Bench {
         let spec = sbx::spec::SandboxSpec::from_request(&req, None).unwrap();
         let sock = dir.join("sandbox.sock");
         let plan = sbx::docker::argv::RunPlan {
+            channel: sbx::channel::Kind::Direct,
             id: name,
             spec: &spec,
             uid: 65534,

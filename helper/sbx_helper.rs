@@ -15,6 +15,11 @@
 //!   logs HANDLE [-f] [TAIL]    combined output of HANDLE (TAIL lines, or all: -1)
 //!   wait-port PORT MILLIS      exit 0 once something listens on PORT, 1 on timeout
 //!   relay PORT                 relay stdin/stdout to 127.0.0.1:PORT (or [::1]:PORT)
+//!   probe-socket PATH MILLIS   exit 0 once a unix socket is at PATH (within MILLIS), 3 if none
+//!                              came, 4 if something else is there (a symlink, FIFO, file ...)
+//!   connect PATH MILLIS        relay stdin/stdout to the unix socket at PATH (the relayed
+//!                              channel, issue 10 item 7); exit codes as `probe-socket`, and
+//!                              5: the connection failed, 6: not accepted within MILLIS
 //!   send PATH                  write PATH (file, directory or symlink, never followed) as a record stream
 //!                              (send/receive exit 5: no such path, 6: read-only, 7: denied, 8: no space)
 //!   receive DEST [--replace|--into]  read a record stream into DEST (--into: the root's
@@ -80,6 +85,8 @@ fn main() {
         "logs" => logs(&arg(2), args.iter().any(|a| a == "-f"), args.last().and_then(|t| t.parse().ok()).unwrap_or(-1)),
         "wait-port" => wait_port(arg(2).parse().unwrap_or(0), arg(3).parse().unwrap_or(0)),
         "relay" => relay(arg(2).parse().unwrap_or(0)),
+        "probe-socket" => probe_socket(Path::new(&arg(2)), arg(3).parse().unwrap_or(0)),
+        "connect" => connect(Path::new(&arg(2)), arg(3).parse().unwrap_or(10_000)),
         "send" => report(send(Path::new(&arg(2)))),
         "receive" => report(receive(
             Path::new(&arg(2)),
@@ -481,6 +488,129 @@ fn pump(r: &mut impl Read, w: &mut impl Write) -> io::Result<()> {
         w.write_all(&buf[..n])?;
         w.flush()?;
     }
+}
+
+/// Exit codes of `probe-socket` and `connect`, which the host's
+/// `channel` module reads (both must agree).
+const NO_SOCKET: i32 = 3;
+const NOT_A_SOCKET: i32 = 4;
+const CONNECT_FAILED: i32 = 5;
+const NOT_ACCEPTING: i32 = 6;
+const O_PATH: i32 = 0o10000000;
+const O_NOFOLLOW: i32 = 0o400000;
+
+/// Open the entry at `path` itself, never what a symlink there names, as
+/// an O_PATH descriptor, and require a unix socket (issue 10 item 7: the
+/// sandbox controls /run/sandbox and may put anything there). Err: exit code.
+fn open_socket(path: &Path) -> Result<std::fs::File, i32> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let f = match std::fs::OpenOptions::new().read(true).custom_flags(O_PATH | O_NOFOLLOW).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(NO_SOCKET),
+        Err(e) => {
+            eprintln!("sbx-helper: cannot open {}: {e}", path.display());
+            return Err(CONNECT_FAILED);
+        }
+    };
+    let ft = match f.metadata() {
+        Ok(md) => md.file_type(),
+        Err(e) => {
+            eprintln!("sbx-helper: cannot stat {}: {e}", path.display());
+            return Err(CONNECT_FAILED);
+        }
+    };
+    if ft.is_socket() {
+        return Ok(f);
+    }
+    let what = if ft.is_symlink() {
+        "a symlink"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_file() {
+        "a regular file"
+    } else if ft.is_dir() {
+        "a directory"
+    } else {
+        "not a socket"
+    };
+    eprintln!("sbx-helper: {} is {what}, not a unix socket", path.display());
+    Err(NOT_A_SOCKET)
+}
+
+/// Readiness through the relayed channel: poll (2 ms, backing off to 20 ms)
+/// until a socket is at `path` or `millis` pass.
+fn probe_socket(path: &Path, millis: u64) -> i32 {
+    let deadline = Instant::now() + Duration::from_millis(millis);
+    let mut delay = Duration::from_millis(2);
+    loop {
+        match open_socket(path) {
+            Ok(_) => return 0,
+            Err(NO_SOCKET) if Instant::now() < deadline => {}
+            Err(code) => return code,
+        }
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// The relayed channel: connect to the socket through /proc/self/fd/N (the
+/// inode checked, whatever the path names a moment later), then relay
+/// stdin to it and it to stdout, each chunk as it comes (never io::copy:
+/// issue 10 item 1). EOF on stdin is passed on as shutdown(SHUT_WR); EOF
+/// from the socket ends the helper at once, which closes stdout.
+fn connect(path: &Path, millis: u64) -> i32 {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    let deadline = Instant::now() + Duration::from_millis(millis);
+    let file = match open_socket(path) {
+        Ok(f) => f,
+        Err(NO_SOCKET) => {
+            eprintln!("sbx-helper: nothing is bound at {}", path.display());
+            return NO_SOCKET;
+        }
+        Err(code) => return code,
+    };
+    let via = format!("/proc/self/fd/{}", file.as_raw_fd());
+    // connect(2) blocks while the listener's accept queue is full, and the
+    // sandbox decides whether it ever drains: connect on a thread and stop
+    // waiting at the deadline (issue 9 finding 11). Refused (bound, not yet
+    // listening) is retried for up to 2 s.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let grace = Instant::now() + Duration::from_secs(2);
+        loop {
+            match UnixStream::connect(&via) {
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && Instant::now() < grace => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r => {
+                    let _ = tx.send(r);
+                    return;
+                }
+            }
+        }
+    });
+    let stream = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            eprintln!("sbx-helper: cannot connect to {}: {e}", path.display());
+            return CONNECT_FAILED;
+        }
+        Err(_) => {
+            eprintln!("sbx-helper: {} did not accept the connection", path.display());
+            return NOT_ACCEPTING;
+        }
+    };
+    drop(file);
+    let Ok(mut up) = stream.try_clone() else { return CONNECT_FAILED };
+    std::thread::spawn(move || {
+        let _ = pump(&mut io::stdin().lock(), &mut up);
+        let _ = up.shutdown(Shutdown::Write);
+    });
+    let mut down = stream;
+    let _ = pump(&mut down, &mut io::stdout().lock());
+    // The sandbox closed its side: end now, whatever stdin still holds.
+    std::process::exit(0)
 }
 
 fn put_record(w: &mut impl Write, kind: u8, mode: u32, mtime: i64, path: &str, len: u64) -> io::Result<()> {

@@ -231,6 +231,11 @@ pub struct CreateArgs {
     /// refused, and `sbx audit` then fails the sandbox's sbx.seccomp rule. [env: SBX_SECCOMP_PROFILE]
     #[arg(long, value_name = "FILE")]
     pub seccomp_profile: Option<String>,
+    /// How sbx reaches the sandbox's socket: `direct` (connect to it on the host),
+    /// `exec` (relay through `docker exec` and sbx's helper; /run/sandbox is then a
+    /// 1 MiB tmpfs inside the sandbox), or `auto`: direct as root, exec otherwise.
+    #[arg(long, value_name = "auto|direct|exec", value_enum, default_value_t)]
+    pub channel: crate::channel::Choice,
     /// The command to run in the sandbox (default: the image's).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

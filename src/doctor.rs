@@ -2,7 +2,6 @@
 //! and that the boundary is what sbx claims, and says how to fix what fails.
 
 use std::io::{Read, Write};
-use std::net::Shutdown;
 use std::path::Path;
 
 use serde::Serialize;
@@ -188,6 +187,14 @@ impl Doctor<'_> {
                         format!("{}: socket paths would be {len} bytes, over the 107 Linux allows", root.display()),
                         Some("use a shorter --socket-dir (or SBX_SOCKET_DIR)".into()),
                     ));
+                } else if !nix::unistd::geteuid().is_root() {
+                    // Issue 10 item 7: the sandbox user's socket is not writable by a non-root caller.
+                    checks.push(check(
+                        "sockets",
+                        Status::Ok,
+                        format!("{} is writable; not root, so sandboxes are reached through the relayed channel (docker exec), their /run/sandbox a 1 MiB tmpfs inside", root.display()),
+                        None,
+                    ));
                 } else {
                     checks.push(check(
                         "sockets",
@@ -310,6 +317,7 @@ impl Doctor<'_> {
             setup: vec![],
             command: targets.clone(),
             seccomp_profile: None,
+            channel: crate::channel::Choice::Auto,
         };
         let started = std::time::Instant::now();
         let created = match self.driver.create(&spec) {
@@ -320,7 +328,7 @@ impl Doctor<'_> {
             }
         };
         let took = started.elapsed();
-        let report = exchange(&created.socket, &created.user);
+        let report = self.exchange(&created.id);
         if let Err(e) = self.driver.destroy(std::slice::from_ref(&created.id)) {
             checks.push(check(
                 "cleanup",
@@ -331,7 +339,12 @@ impl Doctor<'_> {
         }
         match report {
             Ok((nonce, r)) => {
-                let detail = format!("hardened sandbox {} ready in {} ms", created.id, took.as_millis());
+                let how = match created.channel {
+                    crate::channel::Kind::Direct => "its socket on the host".to_string(),
+                    crate::channel::Kind::Exec => "the relayed channel (docker exec; sbx is not root)".to_string(),
+                };
+                let detail =
+                    format!("hardened sandbox {} ready in {} ms, reached through {how}", created.id, took.as_millis());
                 checks.push(check("probe", Status::Ok, detail, None));
                 evaluate(&r, &nonce, &usable, &targets, checks);
             }
@@ -350,17 +363,23 @@ fn route_port(r: &Route) -> Option<u16> {
     })
 }
 
-fn exchange(socket_path: &str, user: &str) -> Result<(String, Report)> {
-    let uid = user.split(':').next().and_then(|u| u.parse().ok());
-    let mut s = socket::connect_checked(Path::new(socket_path), &socket::allowed_owners(uid))?;
-    let nonce = format!("sbx-doctor-{:016x}", rand::random::<u64>());
-    let io = |e| Error::io(format!("talking to the probe at {socket_path}"), e);
-    s.write_all(nonce.as_bytes()).map_err(io)?;
-    s.shutdown(Shutdown::Write).map_err(io)?;
-    let mut body = Vec::new();
-    s.read_to_end(&mut body).map_err(io)?;
-    let report = serde_json::from_slice(&body).map_err(|e| Error::io("reading the probe's report", e.into()))?;
-    Ok((nonce, report))
+impl Doctor<'_> {
+    /// One exchange with the probe over the channel `connect` would use.
+    fn exchange(&self, id: &str) -> Result<(String, Report)> {
+        let channel = self.driver.channel(id)?;
+        let crate::channel::Conn { mut reader, mut writer, end } = channel.open(self.exec, socket::CONNECT_TIMEOUT)?;
+        let nonce = format!("sbx-doctor-{:016x}", rand::random::<u64>());
+        let io = |e| Error::io(format!("talking to the probe in {id}"), e);
+        writer.write_all(nonce.as_bytes()).and_then(|()| writer.flush()).map_err(io)?;
+        // The half-close: the probe answers once it has seen EOF.
+        drop(writer);
+        let mut body = Vec::new();
+        let read = reader.read_to_end(&mut body);
+        end()?;
+        read.map_err(io)?;
+        let report = serde_json::from_slice(&body).map_err(|e| Error::io("reading the probe's report", e.into()))?;
+        Ok((nonce, report))
+    }
 }
 
 /// Judge what the probe saw against what sbx promises.

@@ -32,10 +32,16 @@ pub struct Created {
     pub image: String,
     pub tier: u8,
     pub socket: String,
+    /// `direct` or `exec` (relayed; see `channel`).
+    pub channel: crate::channel::Kind,
     pub routes: BTreeMap<String, String>,
     pub created_at: String,
     pub user: String,
     pub expires_at: Option<String>,
+    /// The sandbox's directory on the host (its socket's, when direct):
+    /// the TTL watchdog ends when it is gone.
+    #[serde(skip)]
+    pub socket_dir: PathBuf,
     /// What the routes reach beyond their targets (empty at tier 2), each
     /// with the command that closes it.
     pub gaps: Vec<Gap>,
@@ -212,6 +218,10 @@ impl ContainerDriver {
         let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
         let owner = state::owner_token(key, &id);
         let helper = crate::helper::install(&state.dir)?;
+        let channel = spec.channel.resolve(nix::unistd::geteuid().as_raw());
+        if channel == crate::channel::Kind::Exec && helper.is_none() {
+            return Err(Error::HelperMissing { id: id.clone() });
+        }
         let seccomp = match &spec.seccomp_profile {
             Some(custom) => {
                 warnings.push(custom.warning());
@@ -244,7 +254,12 @@ impl ContainerDriver {
             if let Some(e) = expires {
                 state.set_expiry(&id, e).map_err(early)?;
             }
-            let dir = socket::make_dir(&root, &id, user.uid, user.gid).map_err(|e| early(e.into()))?;
+            let dir = match channel {
+                crate::channel::Kind::Direct => socket::make_dir(&root, &id, user.uid, user.gid),
+                // Not mounted: it marks the sandbox for gc and the watchdog.
+                crate::channel::Kind::Exec => socket::make_marker_dir(&root, &id),
+            }
+            .map_err(|e| early(e.into()))?;
             let unsealed = argv::RunPlan {
                 id: &id,
                 spec,
@@ -262,6 +277,7 @@ impl ContainerDriver {
                 helper: helper.as_deref(),
                 volume: persist.as_ref().map(|p| p.volume.as_str()),
                 seccomp: &seccomp,
+                channel,
             };
             // The container's token covers every sbx label it gets (finding 5).
             let sealed = state::record_token(key, &id, &unsealed.labels().into_iter().collect());
@@ -295,10 +311,15 @@ impl ContainerDriver {
         }
         Ok(Created {
             session: spec.session.clone().unwrap_or_else(|| id.clone()),
+            socket_dir: root.join(&id),
             id,
             image: spec.image.as_str().to_string(),
             tier,
-            socket: sock.display().to_string(),
+            socket: match channel {
+                crate::channel::Kind::Direct => sock.display().to_string(),
+                crate::channel::Kind::Exec => argv::SANDBOX_SOCKET.to_string(),
+            },
+            channel,
             routes: routes.networks.iter().cloned().collect(),
             created_at,
             user: format!("{}:{}", user.uid, user.gid),
@@ -570,6 +591,8 @@ impl ContainerDriver {
         self.check_mounts(plan)?;
         if plan.spec.socket_wait.is_zero() {
             self.check_interrupt()?;
+        } else if plan.channel == crate::channel::Kind::Exec {
+            self.wait_for_relayed_socket(plan, &cid)?;
         } else {
             self.wait_for_socket(plan)?;
         }
@@ -645,10 +668,15 @@ impl ContainerDriver {
         let started = Instant::now();
         let mut next_check = Duration::from_millis(250);
         let mut delay = Duration::from_millis(2);
+        // Bound, but not writable by sbx's user: not ready for its caller (issue 10 item 7).
+        let mut not_yours = None;
         loop {
             self.check_interrupt()?;
-            if socket::open_checked(plan.socket_path, &owners)?.is_some() {
-                return Ok(());
+            if let Some((fd, _)) = socket::open_checked(plan.socket_path, &owners)? {
+                match socket::may_connect(&fd) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => not_yours = Some(e),
+                }
             }
             if started.elapsed() >= next_check {
                 next_check += Duration::from_millis(500);
@@ -663,6 +691,10 @@ impl ContainerDriver {
                 }
             }
             if started.elapsed() >= plan.spec.socket_wait {
+                if let Some(reason) = not_yours {
+                    let uid = nix::unistd::geteuid().as_raw();
+                    return Err(socket_error(socket::not_yours(plan.socket_path, uid, reason)));
+                }
                 return Err(Error::SocketTimeout {
                     id: plan.id.to_string(),
                     socket: plan.socket_path.display().to_string(),
@@ -672,6 +704,53 @@ impl ContainerDriver {
             }
             std::thread::sleep(delay);
             delay = (delay * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Readiness through the relayed channel (issue 10 item 7): the helper
+    /// polls for the socket inside the sandbox for up to 500 ms per `docker
+    /// exec`, refusing anything there that is not a socket; between execs
+    /// the container's state is checked, so a boot crash is reported as
+    /// promptly as on the direct path.
+    fn wait_for_relayed_socket(&self, plan: &argv::RunPlan, cid: &str) -> Result<()> {
+        use crate::channel::{probe_argv, relay_status, HELPER_NO_SOCKET};
+        let started = Instant::now();
+        loop {
+            self.check_interrupt()?;
+            let left = plan.spec.socket_wait.saturating_sub(started.elapsed());
+            let out = self.exec.run(&probe_argv(cid, left.min(Duration::from_millis(500))))?;
+            if out.status == 0 {
+                return Ok(());
+            }
+            let died = || -> Result<Option<Error>> {
+                let out = self.exec.run(&argv::state(plan.id))?;
+                let text = out.stdout_str();
+                let mut words = text.split_whitespace();
+                Ok(match (words.next(), words.next()) {
+                    (Some(status), Some(code)) if status != "running" && status != "created" => {
+                        Some(Error::DiedAtBoot {
+                            id: plan.id.to_string(),
+                            code: code.parse().unwrap_or(-1),
+                            logs: self.logs(plan.id),
+                        })
+                    }
+                    _ => None,
+                })
+            };
+            if let Some(e) = died()? {
+                return Err(e);
+            }
+            if out.status != HELPER_NO_SOCKET {
+                relay_status(plan.id, out.status, &out.stderr_str(), Duration::ZERO)?;
+            }
+            if started.elapsed() >= plan.spec.socket_wait {
+                return Err(Error::SocketTimeout {
+                    id: plan.id.to_string(),
+                    socket: format!("{} (inside the sandbox)", argv::SANDBOX_SOCKET),
+                    waited: humantime::format_duration(plan.spec.socket_wait).to_string(),
+                    logs: self.logs(plan.id),
+                });
+            }
         }
     }
 
@@ -1308,16 +1387,39 @@ impl ContainerDriver {
         Ok(crate::audit::AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), rules })
     }
 
-    /// The socket path and the owners it may have, for `connect`.
-    pub fn channel(&self, id: &str) -> Result<(PathBuf, Vec<u32>)> {
+    /// How to reach a running sandbox's program (`connect`, `doctor`): the
+    /// channel its create chose, as its (token-covered) label records it.
+    pub fn channel(&self, id: &str) -> Result<crate::channel::Channel> {
         let raw = self.inspect_one(id)?;
         if raw.state != "running" {
             return Err(Error::NotRunning { id: id.to_string(), state: raw.state });
         }
         let rec = self.record(&raw);
-        let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());
-        Ok((PathBuf::from(rec.socket), socket::allowed_owners(uid)))
+        Ok(match crate::channel::Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str)) {
+            crate::channel::Kind::Direct => {
+                let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());
+                let path = PathBuf::from(raw.labels.get(record::SOCKET).cloned().unwrap_or_default());
+                crate::channel::Channel::Direct { path, owners: socket::allowed_owners(uid) }
+            }
+            // `docker exec` on the container id, never a name another container could take.
+            crate::channel::Kind::Exec => match raw.full["Id"].as_str() {
+                Some(cid) if cid.len() == 64 && cid.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    crate::channel::Channel::Exec { id: id.to_string(), container: cid.to_string() }
+                }
+                _ => {
+                    return Err(DockerError::Parse {
+                        command: "docker container inspect".into(),
+                        reason: "no container Id".into(),
+                    }
+                    .into())
+                }
+            },
+        })
     }
+}
+
+fn socket_error(e: crate::error::SocketError) -> Error {
+    e.into()
 }
 
 /// Most of the sandbox's output sbx quotes in its own messages.

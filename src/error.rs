@@ -183,6 +183,13 @@ pub enum SocketError {
     Hostile { path: PathBuf, reason: String },
     #[error("the sandbox's socket {path} did not accept the connection within {waited} (its backlog is full?)")]
     NotAccepting { path: PathBuf, waited: String },
+    /// Direct channel: the sandbox bound its socket, but sbx's user may not
+    /// write it (issue 10 item 7), so `create` must not call it ready.
+    #[error("socket {path} is bound, but you (uid {uid}) may not connect to it: {reason}")]
+    NotYours { path: PathBuf, uid: u32, reason: String },
+    /// The relayed channel (`docker exec ... helper connect`) ended badly.
+    #[error("the relayed channel to {id} failed: {detail}")]
+    Relay { id: String, detail: String },
     #[error("socket {path}: {source}")]
     Io {
         path: PathBuf,
@@ -414,6 +421,12 @@ impl Error {
                 "the sandbox must bind a unix socket itself at /run/sandbox/sandbox.sock; sbx never follows links there".into()
             }
             Error::Socket(SocketError::Io { .. }) => return None,
+            Error::Socket(SocketError::NotYours { .. }) => {
+                "create it with the relayed channel (`--channel exec`, the default when sbx is not root), or `--user` your own uid".into()
+            }
+            Error::Socket(SocketError::Relay { id, .. }) => {
+                format!("`sbx inspect {id}` shows whether it runs; `sbx logs {id}` what its program said")
+            }
             // An image id names content on one engine only: it cannot be pulled.
             Error::ImageMissing { image } if image.starts_with("sha256:") => {
                 "an image id names an image on one engine only: build or load it here (`docker load -i IMAGE.tar`, `docker import`), then pass the id that engine reports".into()

@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod boundary;
+pub mod channel;
 pub mod cli;
 pub mod commands;
 pub mod docker;

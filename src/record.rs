@@ -34,10 +34,13 @@ pub const PRIVATE: &str = "sbx.private";
 pub const VOLUME: &str = "sbx.volume";
 /// Expiry given at create (RFC 3339); `sbx ttl` moves it in the state dir.
 pub const EXPIRES: &str = "sbx.expires";
+/// `exec` when the sandbox's channel is relayed (see `channel`); absent: direct.
+pub const CHANNEL: &str = "sbx.channel";
 
 /// Every label sbx writes, so `docker ps` can be asked for exactly these.
 pub const ALL: &[&str] = &[
-    MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION, OWNER, EXPIRES, PRIVATE, VOLUME,
+    MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION, OWNER, EXPIRES, PRIVATE,
+    VOLUME, CHANNEL,
 ];
 
 /// A container as docker reports it, before sbx interprets it.
@@ -59,6 +62,8 @@ pub struct Record {
     pub image: String,
     pub tier: u8,
     pub socket: String,
+    /// `direct`, or `exec`: relayed, and `socket` is inside the sandbox.
+    pub channel: crate::channel::Kind,
     /// Live routes only: a revoked route's network is no longer attached.
     pub routes: BTreeMap<String, String>,
     pub created_at: String,
@@ -135,7 +140,13 @@ impl RawContainer {
             session: l(SESSION),
             image: l(IMAGE),
             tier,
-            socket: l(SOCKET),
+            channel: crate::channel::Kind::from_label(self.labels.get(CHANNEL).map(String::as_str)),
+            // The label keeps the host directory (gc, the watchdog); a relayed
+            // sandbox's socket is only inside it.
+            socket: match self.labels.get(CHANNEL).map(String::as_str) {
+                Some("exec") => crate::docker::argv::SANDBOX_SOCKET.to_string(),
+                _ => l(SOCKET),
+            },
             routes,
             created_at: l(CREATED),
             state: self.state.clone(),

@@ -31,6 +31,31 @@ where
     }
 }
 
+/// [`relay`] over any channel (see `channel`): stdin to the connection,
+/// the connection to stdout, then how the channel ended.
+pub fn conn_stdio(conn: crate::channel::Conn, id: &str) -> crate::error::Result<()> {
+    relay_conn(conn, io::stdin(), io::stdout(), id)
+}
+
+pub fn relay_conn<R, W>(conn: crate::channel::Conn, input: R, mut output: W, id: &str) -> crate::error::Result<()>
+where
+    R: Read + Send + 'static,
+    W: Write,
+{
+    let crate::channel::Conn { mut reader, writer, end } = conn;
+    // Detached, as in `relay`: dropping the writer is the half-close.
+    std::thread::spawn(move || {
+        let (mut input, mut writer) = (input, writer);
+        let _ = copy(&mut input, &mut writer);
+    });
+    match copy(&mut reader, &mut output) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        Err(e) => return Err(crate::error::Error::io(format!("relaying to {id}"), e)),
+        Ok(_) => {}
+    }
+    end()
+}
+
 /// Every relay in sbx copies with this loop, never `io::copy`: on Linux
 /// `io::copy` from a socket into a pipe becomes splice(2), which held the
 /// bytes of a request in the pipe until the client half-closed, so

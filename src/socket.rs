@@ -117,6 +117,36 @@ pub fn make_dir(root: &Path, id: &str, uid: u32, gid: u32) -> Result<PathBuf, So
     Ok(dir)
 }
 
+/// `<root>/<id>/` for a sandbox with the relayed channel: 0700 and sbx's
+/// own, never mounted into the sandbox (its /run/sandbox is a tmpfs inside
+/// the container). It marks the sandbox on the host as a socket directory
+/// does: `gc` finds orphans by it, the TTL watchdog ends when it goes.
+pub fn make_marker_dir(root: &Path, id: &str) -> Result<PathBuf, SocketError> {
+    let dir = root.join(id);
+    remove_dir(&dir, id)?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|source| SocketError::Io { path: dir.clone(), source })?;
+    Ok(dir)
+}
+
+/// Whether this process may connect to the socket behind `fd` (write
+/// permission on the inode; issue 10 item 7: a sandbox user's socket with
+/// umask 022 is not writable by a non-root caller). Err: why not.
+pub fn may_connect(fd: &OwnedFd) -> Result<(), String> {
+    let via = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    nix::unistd::faccessat(None, via.as_str(), AccessFlags::W_OK, nix::fcntl::AtFlags::AT_EACCESS).map_err(|e| {
+        let mode = fstat(fd.as_raw_fd()).map(|st| format!("{:o}", st.st_mode & 0o7777)).unwrap_or_default();
+        let owner = fstat(fd.as_raw_fd()).map(|st| st.st_uid.to_string()).unwrap_or_default();
+        format!("it is mode {mode}, owned by uid {owner} ({e})")
+    })
+}
+
+pub fn not_yours(path: &Path, uid: u32, reason: String) -> SocketError {
+    SocketError::NotYours { path: path.to_path_buf(), uid, reason }
+}
+
 /// Issue 9 finding 7: what the sandbox writes to /run/sandbox lands on the
 /// host (often a RAM-backed /run). As root, each socket directory is its
 /// own tmpfs: 1 MiB and 64 inodes hold a socket and a few small files, far

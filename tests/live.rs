@@ -68,8 +68,15 @@ fn hardening_as_docker_and_the_sandbox_see_it() {
         .map(str::to_string)
         .collect();
     mounts.sort();
-    assert_eq!(mounts.len(), 2, "only the channel and the read-only helper: {mounts:?}");
-    assert!(mounts.contains(&format!("{} /run/sandbox rw=true", w.socket_root.join(&sb.id).display())), "{mounts:?}");
+    if nix::unistd::geteuid().is_root() {
+        assert_eq!(mounts.len(), 2, "only the channel and the read-only helper: {mounts:?}");
+        let channel = format!("{} /run/sandbox rw=true", w.socket_root.join(&sb.id).display());
+        assert!(mounts.contains(&channel), "{mounts:?}");
+    } else {
+        // Not root: the relayed channel, /run/sandbox a tmpfs in the container (issue 10 item 7).
+        assert_eq!(mounts.len(), 1, "only the read-only helper: {mounts:?}");
+        assert!(tmpfs.contains(r#""/run/sandbox":"#), "{tmpfs}");
+    }
     assert!(mounts.iter().any(|m| m.ends_with(" /run/sbx rw=false")), "{mounts:?}");
     let env = sb.inspect("{{json .Config.Env}}");
     // Docker does not keep argv order in Config.Env; the argv unit test
@@ -319,20 +326,25 @@ fn mounts_state_dir_and_user() {
     let state = w.socket_root.join("state");
     std::fs::create_dir_all(&host).unwrap();
     std::fs::create_dir_all(&state).unwrap();
-    for d in [&host, &state] {
-        nix::unistd::chown(d, Some(nix::unistd::Uid::from_raw(1000)), Some(nix::unistd::Gid::from_raw(1000))).unwrap();
+    // Not root: the directories are already the caller's, and so is the uid.
+    let root = nix::unistd::geteuid().is_root();
+    let uid = if root { 1000 } else { nix::unistd::geteuid().as_raw() };
+    for d in [&host, &state].into_iter().filter(|_| root) {
+        nix::unistd::chown(d, Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(uid))).unwrap();
     }
     let ro = format!("{}:/data", host.display());
     let rw = format!("{}:/work", host.display());
-    let sb = w.create(&["--user", "1000", "--ro", &ro, "--rw", &rw, "--state-dir", state.to_str().unwrap()]);
-    assert!(stdout(&sb.exec(&["status"])).contains("Uid:\t1000"));
+    let user = uid.to_string();
+    let sb = w.create(&["--user", &user, "--ro", &ro, "--rw", &rw, "--state-dir", state.to_str().unwrap()]);
+    assert!(stdout(&sb.exec(&["status"])).contains(&format!("Uid:\t{uid}")));
     assert_exit(&sb.exec(&["write", "/data/x"]), 1, "write to a --ro mount");
     assert_success(&sb.exec(&["write", "/work/x"]), "write to a --rw mount");
     assert_success(&sb.exec(&["write", "/state/y"]), "write to --state-dir");
     assert_success(&sb.exec(&["write", "/tmp/y"]), "write /tmp as uid 1000");
     assert!(host.join("x").exists() && state.join("y").exists());
+    // Root gives the socket directory away; otherwise it is the caller's marker directory.
     let md = std::fs::metadata(w.socket_root.join(&sb.id)).unwrap();
-    assert_eq!(std::os::unix::fs::MetadataExt::uid(&md), 1000);
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&md), uid);
     drop(sb);
     std::fs::remove_dir_all(&host).unwrap();
     std::fs::remove_dir_all(&state).unwrap();
@@ -351,7 +363,12 @@ fn ls_and_inspect_report_the_record() {
     let rec: serde_json::Value = serde_json::from_slice(&w.sbx(&["inspect", &sb.id]).stdout).unwrap();
     assert_eq!(rec["session"], "agent-7");
     assert_eq!(rec["image"], w.image.as_str());
-    assert_eq!(rec["socket"], w.socket_root.join(&sb.id).join("sandbox.sock").display().to_string());
+    let socket = if nix::unistd::geteuid().is_root() {
+        w.socket_root.join(&sb.id).join("sandbox.sock").display().to_string()
+    } else {
+        "/run/sandbox/sandbox.sock".to_string()
+    };
+    assert_eq!(rec["socket"], socket);
     assert_eq!(rec["user"], "65534:65534");
 }
 

@@ -28,13 +28,15 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
         setup: a.setup,
         command: a.command,
         seccomp_profile: a.seccomp_profile.or_else(|| env.seccomp_profile.clone()),
+        channel: a.channel,
     };
     let spec = SandboxSpec::from_request(&req, env.docker_host.as_deref())?;
     // From here on a signal must not kill sbx before it has cleaned up.
     interrupt::install();
     let created = crate::real_driver(env, dirs).create(&spec)?;
     if created.expires_at.is_some() {
-        if let Err(e) = super::watchdog::spawn(&created.id, std::path::Path::new(&created.socket), dirs) {
+        if let Err(e) = super::watchdog::spawn(&created.id, &created.socket_dir.join(crate::socket::SOCKET_NAME), dirs)
+        {
             // The sandbox stands; `sbx gc` still reaps it once expired.
             crate::messages::warn(
                 "ttl_watchdog",

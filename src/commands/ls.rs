@@ -70,6 +70,7 @@ mod tests {
             image: "i".into(),
             tier: 2,
             socket: "/x".into(),
+            channel: crate::channel::Kind::Direct,
             routes: BTreeMap::from([("a".into(), "sbx-a".into()), ("b".into(), "sbx-b".into())]),
             created_at: "2026-11-29T09:00:00Z".into(),
             state: "running".into(),

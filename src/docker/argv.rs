@@ -58,6 +58,9 @@ pub struct RunPlan<'a> {
     pub volume: Option<&'a str>,
     /// The seccomp profile file the docker CLI reads (see `seccomp`).
     pub seccomp: &'a Path,
+    /// Direct: `socket_dir` is bind-mounted at /run/sandbox. Exec: a small
+    /// tmpfs there instead, reached through the helper (see `channel`).
+    pub channel: crate::channel::Kind,
 }
 
 impl RunPlan<'_> {
@@ -84,6 +87,9 @@ impl RunPlan<'_> {
         }
         if let Some(vol) = self.volume {
             v.push((record::VOLUME.to_string(), vol.to_string()));
+        }
+        if let Some(c) = self.channel.label() {
+            v.push((record::CHANNEL.to_string(), c.to_string()));
         }
         if !self.private.is_empty() {
             let private: BTreeMap<&str, &str> = self.private.iter().map(|(n, s)| (n.as_str(), s.as_str())).collect();
@@ -153,7 +159,16 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         (None, Some(m)) => push("--mount", m.mount_arg()),
         (None, None) => push("--tmpfs", format!("/state:rw,exec,nosuid,size=512m,mode=1777,{own}")),
     }
-    push("--mount", format!("type=bind,src={},dst={SANDBOX_SOCKET_DIR}", plan.socket_dir.display()));
+    match plan.channel {
+        crate::channel::Kind::Direct => {
+            push("--mount", format!("type=bind,src={},dst={SANDBOX_SOCKET_DIR}", plan.socket_dir.display()))
+        }
+        // Issue 9 finding 7 without root: bounded, and nothing of it on the host.
+        crate::channel::Kind::Exec => push(
+            "--tmpfs",
+            format!("{SANDBOX_SOCKET_DIR}:rw,noexec,nosuid,nodev,{},mode=0700,{own}", crate::socket::TMPFS_OPTIONS),
+        ),
+    }
     if let Some(h) = plan.helper {
         // The helper's directory AT /run/sbx: a mount point the sandbox
         // cannot rename or replace (issue 9 finding 1; see `helper`).
@@ -341,6 +356,7 @@ mod tests {
             networks: Box::leak(networks.into_boxed_slice()),
             private: &[],
             dns: None,
+            channel: crate::channel::Kind::Direct,
             helper: None,
             volume: None,
             seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
@@ -352,7 +368,11 @@ mod tests {
         let s = spec(CreateRequest { command: vec!["serve".into(), "--x".into()], ..Default::default() });
         let got = strs(container(&plan(&s), true));
         let labels: Vec<String> = got.windows(2).filter(|w| w[0] == "--label").map(|w| w[1].clone()).collect();
-        assert_eq!(labels.len(), record::ALL.len() - 3, "every label but sbx.expires, sbx.private and sbx.volume");
+        assert_eq!(
+            labels.len(),
+            record::ALL.len() - 4,
+            "every label but sbx.expires, sbx.private, sbx.volume and sbx.channel (direct)"
+        );
         assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
         assert!(labels.contains(&"sbx.routes={}".to_string()));
         let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();

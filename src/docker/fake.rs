@@ -152,10 +152,48 @@ impl DockerExec for FakeDocker {
         Ok(super::Streamed { status: out.status, stderr: out.stderr, input: input_r, output: output_r })
     }
 
+    /// The scripted stdout is what the process prints; what sbx writes to
+    /// its stdin is recorded like `run_input`'s.
+    fn open_pipe(&self, args: &[OsString]) -> Result<super::Piped, DockerError> {
+        let at = {
+            let mut st = self.state.lock().unwrap();
+            let at = st.calls.len();
+            st.inputs.push((at, Vec::new()));
+            at
+        };
+        let out = self.run(args)?;
+        let (status, stderr) = (out.status, out.stderr_str());
+        Ok(super::Piped {
+            stdin: Box::new(Recorder { state: self.state.clone(), at }),
+            stdout: Box::new(std::io::Cursor::new(out.stdout)),
+            wait: Box::new(move || Ok((status, stderr))),
+        })
+    }
+
     /// Background calls take the next scripted answer too, in call order.
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
         let out = self.run(args);
         Ok(Box::new(Scripted(Some(out))))
+    }
+}
+
+/// Appends what is written to the recorded input of call `at`.
+struct Recorder {
+    state: Arc<Mutex<State>>,
+    at: usize,
+}
+
+impl std::io::Write for Recorder {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut st = self.state.lock().unwrap();
+        if let Some((_, v)) = st.inputs.iter_mut().rev().find(|(i, _)| *i == self.at) {
+            v.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -87,6 +87,19 @@ pub trait DockerExec: Send + Sync {
         input: Option<&mut StreamIn<'_>>,
         output: &mut StreamOut<'_>,
     ) -> Result<Streamed, DockerError>;
+    /// Start `docker ARGS` with its stdin and stdout handed to sbx, for a
+    /// channel relayed through it (`docker exec -i ... helper connect`,
+    /// issue 10 item 7); stderr is kept for the error.
+    fn open_pipe(&self, args: &[OsString]) -> Result<Piped, DockerError>;
+}
+
+/// A docker process sbx relays through: write its stdin (dropping it is
+/// EOF, the half-close), read its stdout, then `wait` for how it ended.
+pub struct Piped {
+    pub stdin: Box<dyn std::io::Write + Send>,
+    pub stdout: Box<dyn Read + Send>,
+    /// Its exit status and the first 64 KiB of its stderr.
+    pub wait: Box<dyn FnOnce() -> Result<(i32, String), DockerError> + Send>,
 }
 
 /// Writes a streamed command's stdin.
@@ -190,6 +203,11 @@ impl Deadlines {
             "container" | "image" | "network" | "volume" | "system" => (word(1), word(0)),
             v => (v, ""),
         };
+        // The relayed channel's readiness poll is a prompt look-up, though an exec
+        // (the helper waits at most 500 ms inside): a hung engine must not hang create.
+        if verb == "exec" && args.iter().any(|a| a == "probe-socket") {
+            return Some(self.quick);
+        }
         match verb {
             "exec" | "logs" | "attach" | "cp" | "stats" | "events" | "wait" | "pull" | "push" | "load" | "save"
             | "export" | "build" | "prune" => None,
@@ -404,6 +422,35 @@ impl DockerExec for RealDocker {
             status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
         tracing::debug!(status, "docker done");
         Ok(Streamed { status, stderr: err, input: input_r, output: output_r })
+    }
+
+    fn open_pipe(&self, args: &[OsString]) -> Result<Piped, DockerError> {
+        tracing::debug!(command = %render(args), "docker (piped)");
+        let mut child = self.piped(args).spawn().map_err(|e| self.spawn_err(e))?;
+        // A hung engine ends the relayed channel at the start deadline, as other streams.
+        let watch = self.watch_start(args, &child, true);
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let err = std::thread::spawn(move || {
+            let mut head = Vec::new();
+            let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut head);
+            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+            String::from_utf8_lossy(&head).trim().to_string()
+        });
+        let program = self.program_name();
+        let wait = Box::new(move || {
+            let spawn_err = |source| DockerError::Spawn { program: program.clone(), source };
+            let status = match watch {
+                Some(w) => w.reap(&mut child).map_err(spawn_err)??,
+                None => child.wait().map_err(spawn_err)?,
+            };
+            let code = status
+                .code()
+                .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
+            Ok((code, err.join().unwrap_or_default()))
+        });
+        Ok(Piped { stdin: Box::new(stdin), stdout: Box::new(stdout), wait })
     }
 
     fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
@@ -766,6 +813,8 @@ mod tests {
         assert_eq!(d.of(&argv(&["network", "rm", "x"])), Some(Duration::from_secs(20)));
         assert_eq!(d.of(&argv(&["run", "-d", "x"])), Some(Duration::from_secs(20)));
         assert_eq!(d.of(&argv(&["exec", "-i", "x"])), None);
+        let probe = argv(&["exec", "--", "c", "/run/sbx/helper", "probe-socket", "/run/sandbox/sandbox.sock", "500"]);
+        assert_eq!(d.of(&probe), Some(Duration::from_secs(5)));
         assert_eq!(d.of(&argv(&["logs", "-f", "x"])), None);
         assert_eq!(Deadlines::from_env(None).unwrap(), Deadlines::default());
         assert!(Deadlines::from_env(Some("soon")).is_err());

@@ -533,9 +533,95 @@ fn channel_requires_a_running_sandbox() {
     let err = rig.driver().channel(ID).unwrap_err();
     assert!(matches!(err, Error::NotRunning { ref state, .. } if state == "exited"));
     rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
-    let (path, owners) = rig.driver().channel(ID).unwrap();
+    let crate::channel::Channel::Direct { path, owners } = rig.driver().channel(ID).unwrap() else {
+        panic!("a sandbox without an sbx.channel label is direct")
+    };
     assert_eq!(path, rig.sock_dir().join("sandbox.sock"));
     assert!(owners.contains(&65534));
+}
+
+/// Issue 10 item 7: a relayed sandbox is reached by `docker exec` on its
+/// container id, as its (token-covered) sbx.channel label says.
+#[test]
+fn a_relayed_sandbox_is_reached_through_docker_exec() {
+    let rig = Rig::new();
+    let cid = "ab".repeat(32);
+    let mut v: serde_json::Value = serde_json::from_str(&rig.inspect_line(ID, ID, &[])).unwrap();
+    let mut labels: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(v["Config"]["Labels"].clone()).unwrap();
+    labels.insert("sbx.channel".into(), "exec".into());
+    labels.remove("sbx.owner");
+    v["Config"]["Labels"] = rig.seal(serde_json::to_value(&labels).unwrap());
+    v["Id"] = cid.clone().into();
+    rig.fake.push(Output::ok(&v.to_string()));
+    assert_eq!(
+        rig.driver().channel(ID).unwrap(),
+        crate::channel::Channel::Exec { id: ID.into(), container: cid.clone() }
+    );
+    // Without the label's token covering it, the label is not sbx's: refused.
+    v["Config"]["Labels"]["sbx.channel"] = "direct".into();
+    rig.fake.push(Output::ok(&v.to_string()));
+    assert!(matches!(rig.driver().channel(ID), Err(Error::Foreign { .. })));
+    let r =
+        rig.driver().record(&record::RawContainer { name: ID.into(), labels: labels.clone(), ..Default::default() });
+    assert_eq!((r.channel, r.socket.as_str()), (crate::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
+}
+
+/// Issue 10 item 7 / issue 9 finding 7: with `--channel exec` nothing of
+/// /run/sandbox is on the host (a bounded tmpfs in the container), and
+/// readiness is polled through the helper, with the container's state
+/// checked between polls.
+#[test]
+fn the_relayed_channel_mounts_a_tmpfs_and_waits_through_the_helper() {
+    use std::os::unix::fs::MetadataExt;
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.running();
+    rig.fake.push(Output::fail(3, ""));
+    rig.fake.push(Output::ok("running 0\n"));
+    rig.fake.push(Output::ok(""));
+    let s = spec(CreateRequest { channel: crate::channel::Choice::Exec, ..Default::default() });
+    let c = rig.driver().create(&s).unwrap();
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "exec", "container inspect", "exec"]);
+    let calls = rig.fake.calls();
+    let run = &calls[1];
+    assert!(
+        run.iter()
+            .any(|a| a
+                .starts_with("/run/sandbox:rw,noexec,nosuid,nodev,size=1m,nr_inodes=64,mode=0700,uid=65534,gid=65534")),
+        "{run:?}"
+    );
+    assert!(!run.iter().any(|a| a.contains("dst=/run/sandbox")), "the host directory is not mounted: {run:?}");
+    assert!(run.iter().any(|a| a == "sbx.channel=exec"));
+    assert_eq!(
+        calls[3],
+        ["exec", "--", "deadbeef", "/run/sbx/helper", "probe-socket", "/run/sandbox/sandbox.sock", "500"]
+    );
+    assert_eq!((c.channel, c.socket.as_str()), (crate::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
+    // The marker directory: sbx's own, 0700, not a mount.
+    let md = std::fs::metadata(rig.sock_dir()).unwrap();
+    assert_eq!(md.mode() & 0o7777, 0o700);
+    assert_eq!(std::fs::read_dir(rig.sock_dir()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_relayed_create_refuses_what_is_not_a_socket() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.running();
+    rig.fake.push(Output::fail(4, "sbx-helper: /run/sandbox/sandbox.sock is a symlink, not a unix socket"));
+    rig.fake.push(Output::ok("running 0\n"));
+    rig.removed();
+    let s = spec(CreateRequest { channel: crate::channel::Choice::Exec, ..Default::default() });
+    let err = rig.driver().create(&s).unwrap_err();
+    assert!(
+        matches!(err, Error::Socket(SocketError::Hostile { ref reason, .. }) if reason == "it is a symlink, not a unix socket"),
+        "{err:?}"
+    );
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "exec", "container inspect", "rm"]);
+    assert!(!rig.sock_dir().exists());
 }
 
 #[test]

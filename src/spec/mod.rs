@@ -59,6 +59,8 @@ pub struct SandboxSpec {
     pub command: Vec<String>,
     /// The operator's own seccomp profile instead of sbx's (`--seccomp-profile`).
     pub seccomp_profile: Option<crate::seccomp::CustomProfile>,
+    /// How sbx reaches the sandbox's socket (`--channel`; see `channel`).
+    pub channel: crate::channel::Choice,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,6 +279,7 @@ pub struct CreateRequest {
     pub setup: Vec<String>,
     pub command: Vec<String>,
     pub seccomp_profile: Option<String>,
+    pub channel: crate::channel::Choice,
 }
 
 impl SandboxSpec {
@@ -378,6 +381,7 @@ impl SandboxSpec {
             setup,
             command: req.command.clone(),
             seccomp_profile,
+            channel: req.channel,
         })
     }
 }

@@ -1,0 +1,310 @@
+//! The channel seam: how sbx reaches the program in a sandbox.
+//!
+//! - [`Channel::Direct`]: the sandbox's socket directory is a host directory
+//!   bind-mounted at /run/sandbox; sbx connects to the socket itself (see
+//!   `socket` for how it is checked). Needs a caller who may write a socket
+//!   the sandbox user bound: root.
+//! - [`Channel::Exec`]: /run/sandbox is a small tmpfs inside the container
+//!   and sbx relays through `docker exec -i ID /run/sbx/helper connect
+//!   /run/sandbox/sandbox.sock`; the helper refuses anything there that is
+//!   not a socket. Works for any caller the engine lets `docker exec`: a
+//!   non-root user in the docker group (issue 10 item 7), and remote engines.
+//!
+//! `create` chooses one ([`Choice::resolve`]) and records it in the
+//! `sbx.channel` label, so `connect` and `doctor` use the same path.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::docker::{argv, DockerExec};
+use crate::error::{Error, Result, SocketError};
+use crate::socket;
+
+/// What `--channel` asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Choice {
+    /// Direct when sbx runs as root, else relayed.
+    #[default]
+    Auto,
+    /// Connect to the socket on the host.
+    Direct,
+    /// Relay through `docker exec` and the helper.
+    Exec,
+}
+
+/// The channel a sandbox was made with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Direct,
+    Exec,
+}
+
+impl Choice {
+    /// Issue 10 item 7: the sandbox user (65534 by default) binds the socket
+    /// with its umask, so only root can be sure to connect to it from the
+    /// host. Anyone else gets the relayed channel, which also keeps what the
+    /// sandbox writes to /run/sandbox off the host (issue 9 finding 7).
+    pub fn resolve(self, euid: u32) -> Kind {
+        match self {
+            Choice::Direct => Kind::Direct,
+            Choice::Exec => Kind::Exec,
+            Choice::Auto if euid == 0 => Kind::Direct,
+            Choice::Auto => Kind::Exec,
+        }
+    }
+}
+
+impl Kind {
+    /// The `sbx.channel` label's value; Direct writes no label (sandboxes
+    /// from before the label are direct).
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            Kind::Direct => None,
+            Kind::Exec => Some("exec"),
+        }
+    }
+
+    pub fn from_label(value: Option<&str>) -> Kind {
+        match value {
+            Some("exec") => Kind::Exec,
+            _ => Kind::Direct,
+        }
+    }
+}
+
+/// Exit codes of the helper's `probe-socket` and `connect` (helper/sbx_helper.rs).
+pub const HELPER_NO_SOCKET: i32 = 3;
+pub const HELPER_NOT_A_SOCKET: i32 = 4;
+pub const HELPER_CONNECT_FAILED: i32 = 5;
+pub const HELPER_NOT_ACCEPTING: i32 = 6;
+
+/// `docker exec -i -- CID /run/sbx/helper connect /run/sandbox/sandbox.sock MILLIS`.
+pub fn connect_argv(container: &str, timeout: Duration) -> Vec<std::ffi::OsString> {
+    let ms = timeout.as_millis().max(1).to_string();
+    ["exec", "-i", "--", container, crate::helper::SANDBOX_PATH, "connect", argv::SANDBOX_SOCKET, &ms]
+        .iter()
+        .map(Into::into)
+        .collect()
+}
+
+/// `docker exec -- CID /run/sbx/helper probe-socket /run/sandbox/sandbox.sock MILLIS`.
+pub fn probe_argv(container: &str, wait: Duration) -> Vec<std::ffi::OsString> {
+    let ms = wait.as_millis().to_string();
+    ["exec", "--", container, crate::helper::SANDBOX_PATH, "probe-socket", argv::SANDBOX_SOCKET, &ms]
+        .iter()
+        .map(Into::into)
+        .collect()
+}
+
+/// Between bind() and listen() a connect is refused; give the sandbox a moment.
+const REFUSED_GRACE: Duration = Duration::from_secs(2);
+
+/// How sbx reaches one running sandbox's program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Channel {
+    /// The socket's path on the host, and the owners it may have.
+    Direct { path: PathBuf, owners: Vec<u32> },
+    /// The sandbox's id (for messages) and its container id (what
+    /// `docker exec` is given: never a name a later container could take).
+    Exec { id: String, container: String },
+}
+
+/// An open connection: bytes both ways, and half-close (dropping `writer`).
+pub struct Conn {
+    pub reader: Box<dyn Read + Send>,
+    pub writer: Box<dyn Write + Send>,
+    /// After `reader` hit EOF: how the channel ended (the relayed one
+    /// reports a refused or missing socket only here).
+    pub end: Box<dyn FnOnce() -> Result<()> + Send>,
+}
+
+impl Channel {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Channel::Direct { .. } => Kind::Direct,
+            Channel::Exec { .. } => Kind::Exec,
+        }
+    }
+
+    /// Connect, waiting at most `timeout` for the sandbox to accept.
+    pub fn open(&self, docker: &dyn DockerExec, timeout: Duration) -> Result<Conn> {
+        match self {
+            Channel::Direct { path, owners } => {
+                let stream = direct(path, owners, timeout)?;
+                let reader =
+                    stream.try_clone().map_err(|e| Error::io(format!("connecting to {}", path.display()), e))?;
+                Ok(Conn { reader: Box::new(reader), writer: Box::new(HalfClose(stream)), end: Box::new(|| Ok(())) })
+            }
+            Channel::Exec { id, container } => {
+                let p = docker.open_pipe(&connect_argv(container, timeout))?;
+                let (id, wait) = (id.clone(), p.wait);
+                let end = Box::new(move || {
+                    let (code, stderr) = wait()?;
+                    relay_status(&id, code, &stderr, timeout)
+                });
+                Ok(Conn { reader: p.stdout, writer: p.stdin, end })
+            }
+        }
+    }
+}
+
+fn direct(path: &std::path::Path, owners: &[u32], timeout: Duration) -> Result<std::os::unix::net::UnixStream> {
+    let started = Instant::now();
+    loop {
+        // One deadline for the whole connect, refused retries included.
+        match socket::connect_within(path, owners, timeout.saturating_sub(started.elapsed())) {
+            Err(SocketError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::ConnectionRefused && started.elapsed() < REFUSED_GRACE =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Say the deadline the user gave, not what was left of it.
+            Err(SocketError::NotAccepting { path, .. }) => {
+                let waited = humantime::format_duration(timeout).to_string();
+                return Err(SocketError::NotAccepting { path, waited }.into());
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
+/// How `docker exec ... helper connect` ended, in sbx's words. The helper's
+/// codes are its own (docker's are 1 and 125-127); its stderr is the
+/// sandbox's side of the story and only quoted.
+pub fn relay_status(id: &str, code: i32, stderr: &str, timeout: Duration) -> Result<()> {
+    let path = PathBuf::from(argv::SANDBOX_SOCKET);
+    // The helper runs as the sandbox user, which could tamper with what it
+    // says: only printable text reaches the terminal, and a hostile entry is
+    // named from a fixed list.
+    let said: String =
+        stderr.trim().trim_start_matches("sbx-helper: ").chars().filter(|c| !c.is_control()).take(300).collect();
+    let e: SocketError = match code {
+        0 => return Ok(()),
+        HELPER_NO_SOCKET => SocketError::Io {
+            path,
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "the sandbox has not bound its socket"),
+        },
+        HELPER_NOT_A_SOCKET => {
+            let what = ["a symlink", "a FIFO", "a regular file", "a directory"]
+                .into_iter()
+                .find(|w| said.ends_with(&format!(" is {w}, not a unix socket")))
+                .unwrap_or("something other than a unix socket");
+            SocketError::Hostile { path, reason: format!("it is {what}, not a unix socket") }
+        }
+        HELPER_NOT_ACCEPTING => {
+            SocketError::NotAccepting { path, waited: humantime::format_duration(timeout).to_string() }
+        }
+        HELPER_CONNECT_FAILED => SocketError::Relay { id: id.to_string(), detail: said },
+        _ if stderr.contains("is not running") => {
+            return Err(Error::NotRunning { id: id.to_string(), state: "not running".into() })
+        }
+        _ => SocketError::Relay {
+            id: id.to_string(),
+            detail: if said.is_empty() { format!("docker exec exited with {code}") } else { said },
+        },
+    };
+    Err(e.into())
+}
+
+/// A socket whose writer half-closes when dropped, as a pipe's does.
+struct HalfClose(std::os::unix::net::UnixStream);
+
+impl Write for HalfClose {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl Drop for HalfClose {
+    fn drop(&mut self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::docker::fake::FakeDocker;
+    use crate::docker::Output;
+
+    #[test]
+    fn auto_is_direct_only_for_root() {
+        assert_eq!(Choice::Auto.resolve(0), Kind::Direct);
+        assert_eq!(Choice::Auto.resolve(1001), Kind::Exec);
+        assert_eq!(Choice::Exec.resolve(0), Kind::Exec);
+        assert_eq!(Choice::Direct.resolve(1001), Kind::Direct);
+        assert_eq!(Kind::from_label(Kind::Exec.label()), Kind::Exec);
+        assert_eq!(Kind::from_label(Kind::Direct.label()), Kind::Direct);
+        assert_eq!(Kind::from_label(Some("other")), Kind::Direct);
+    }
+
+    #[test]
+    fn the_relay_runs_the_helper_on_the_container_id_and_half_closes() {
+        let fake = FakeDocker::new();
+        fake.push(Output::ok("echo: hi\n"));
+        let ch = Channel::Exec { id: "sbx-0123456789ab".into(), container: "c0ffee".into() };
+        let mut conn = ch.open(&fake, Duration::from_secs(10)).unwrap();
+        conn.writer.write_all(b"hi\n").unwrap();
+        drop(conn.writer);
+        let mut got = String::new();
+        conn.reader.read_to_string(&mut got).unwrap();
+        (conn.end)().unwrap();
+        assert_eq!(got, "echo: hi\n");
+        assert_eq!(
+            fake.calls(),
+            vec![vec![
+                "exec",
+                "-i",
+                "--",
+                "c0ffee",
+                "/run/sbx/helper",
+                "connect",
+                "/run/sandbox/sandbox.sock",
+                "10000"
+            ]]
+        );
+        assert_eq!(fake.inputs(), vec![(0, b"hi\n".to_vec())]);
+    }
+
+    #[test]
+    fn helper_codes_become_sbx_errors() {
+        let t = Duration::from_secs(10);
+        let id = "sbx-0123456789ab";
+        assert!(relay_status(id, 0, "", t).is_ok());
+        let e = relay_status(
+            id,
+            HELPER_NOT_A_SOCKET,
+            "sbx-helper: /run/sandbox/sandbox.sock is a FIFO, not a unix socket",
+            t,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::Socket(SocketError::Hostile { reason, .. }) if reason == "it is a FIFO, not a unix socket"),
+            "{e}"
+        );
+        assert!(matches!(
+            relay_status(id, HELPER_NOT_ACCEPTING, "", t),
+            Err(Error::Socket(SocketError::NotAccepting { waited, .. })) if waited == "10s"
+        ));
+        assert!(matches!(
+            relay_status(id, HELPER_NO_SOCKET, "", t),
+            Err(Error::Socket(SocketError::Io { source, .. })) if source.kind() == std::io::ErrorKind::NotFound
+        ));
+        let e = relay_status(id, 1, "Error response from daemon: Container abc is not running", t).unwrap_err();
+        assert!(matches!(e, Error::NotRunning { .. }), "{e}");
+        let e = relay_status(id, HELPER_NOT_A_SOCKET, "\x1b]0;pwned\x07 is a sock, not a unix socket", t).unwrap_err();
+        assert!(e.to_string().contains("it is something other than a unix socket"), "{e}");
+        let e = relay_status(id, HELPER_CONNECT_FAILED, "sbx-helper: refused\x1b[2J", t).unwrap_err();
+        assert!(!e.to_string().contains('\x1b'), "{e}");
+        let e = relay_status(id, 137, "", t).unwrap_err();
+        assert!(e.to_string().contains("docker exec exited with 137"), "{e}");
+    }
+}
