@@ -3,9 +3,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
 use common::*;
 
 fn state_opts(sb: &Sandbox) -> Vec<String> {
@@ -35,37 +32,6 @@ fn a_restarted_persistent_sandbox_keeps_state_nosuid_nodev() {
         "after docker start: {opts:?}"
     );
     assert_success(&w.sbx(&["destroy", "--purge", &sb.id]), "purge");
-}
-
-/// `levels` directories nested in `dir`, made relative to descriptors (as a
-/// sandbox does in its /state), so making them needs no long paths.
-fn nest(dir: &Path, levels: usize) {
-    use nix::fcntl::{open, openat, OFlag};
-    use nix::sys::stat::{mkdirat, Mode};
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let mut fd = open(dir, flags, Mode::empty()).unwrap();
-    for _ in 0..levels {
-        mkdirat(Some(fd), "d", Mode::from_bits_truncate(0o700)).unwrap();
-        let next = openat(Some(fd), "d", flags, Mode::empty()).unwrap();
-        nix::unistd::close(fd).unwrap();
-        fd = next;
-    }
-    nix::unistd::close(fd).unwrap();
-}
-
-/// Run sbx with at most `nofile` open descriptors.
-fn sbx_limited(w: &World, args: &[&str], nofile: u64) -> std::process::Output {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(SBX);
-    cmd.args(w.dir_args()).args(args).stdin(std::process::Stdio::null());
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, nofile, nofile)
-                .map_err(std::io::Error::from)
-        });
-    }
-    cmd.output().expect("spawn sbx")
 }
 
 /// Issue 9 finding 8 again, in the persistent volume: a sandbox nests

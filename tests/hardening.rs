@@ -66,15 +66,7 @@ impl AttackImage {
             assert!(out.status.success(), "gcc {name}: {}", String::from_utf8_lossy(&out.stderr));
         }
         let tar = dir.join("img.tar");
-        let st = Command::new("tar")
-            .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
-            .arg(dir.join("root"))
-            .arg("-cf")
-            .arg(&tar)
-            .arg(".")
-            .status()
-            .unwrap();
-        assert!(st.success());
+        tar_root(&dir.join("root"), &tar);
         let label = format!("LABEL {TEST_LABEL}=1 {}", w.case_label());
         let mut args = vec!["import", "--change", "CMD [\"/bin/fixture\", \"serve\"]", "--change", &label];
         for c in changes {

@@ -30,15 +30,7 @@ impl HostileImage {
         std::fs::copy(attacker(), root.join("bin/attack")).unwrap();
         shape(&root);
         let tar = dir.join("image.tar");
-        let st = Command::new("tar")
-            .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
-            .arg(&root)
-            .arg("-cf")
-            .arg(&tar)
-            .arg(".")
-            .status()
-            .unwrap();
-        assert!(st.success(), "tar failed");
+        tar_root(&root, &tar);
         let label = format!("LABEL {TEST_LABEL}=1 {}", w.case_label());
         let mut args = vec!["import", "--change", "ENTRYPOINT [\"/bin/fixture\"]", "--change", &label];
         for c in changes {
@@ -185,37 +177,6 @@ fn the_sandbox_cannot_replace_the_helper() {
     let pid = sb.inspect("{{.State.Pid}}");
     let inside = std::fs::read(format!("/proc/{pid}/root/run/sbx/helper")).unwrap();
     assert!(inside == host, "the helper inside differs from the one sbx installed");
-}
-
-/// `levels` directories nested in `dir`, made relative to descriptors (as a
-/// sandbox would), so making them needs no long paths.
-fn nest(dir: &Path, levels: usize) {
-    use nix::fcntl::{open, openat, OFlag};
-    use nix::sys::stat::{mkdirat, Mode};
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let mut fd = open(dir, flags, Mode::empty()).unwrap();
-    for _ in 0..levels {
-        mkdirat(Some(fd), "d", Mode::from_bits_truncate(0o700)).unwrap();
-        let next = openat(Some(fd), "d", flags, Mode::empty()).unwrap();
-        nix::unistd::close(fd).unwrap();
-        fd = next;
-    }
-    nix::unistd::close(fd).unwrap();
-}
-
-/// Run sbx with at most `nofile` open descriptors.
-fn sbx_limited(w: &World, args: &[&str], nofile: u64) -> std::process::Output {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(SBX);
-    cmd.args(w.dir_args()).args(args).stdin(std::process::Stdio::null());
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, nofile, nofile)
-                .map_err(std::io::Error::from)
-        });
-    }
-    cmd.output().expect("spawn sbx")
 }
 
 /// Issue 9 finding 8: deeply nested directories in a socket directory do

@@ -37,15 +37,7 @@ fn image_with_hostile_state(w: &World) -> Image {
         std::fs::set_permissions(root.join(d), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let tar = dir.join("img.tar");
-    let st = Command::new("tar")
-        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
-        .arg(&root)
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .unwrap();
-    assert!(st.success(), "tar failed");
+    tar_root(&root, &tar);
     let id = docker_ok(&[
         "import",
         "--change",

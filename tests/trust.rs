@@ -28,15 +28,7 @@ impl HostileImage {
             std::fs::write(root.join(path), text).unwrap();
         }
         let tar = dir.join("image.tar");
-        let st = std::process::Command::new("tar")
-            .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
-            .arg(&root)
-            .arg("-cf")
-            .arg(&tar)
-            .arg(".")
-            .status()
-            .unwrap();
-        assert!(st.success(), "tar failed");
+        tar_root(&root, &tar);
         let mut args = vec!["import", "--change", "ENTRYPOINT [\"/bin/fixture\"]", "--change"];
         let own = format!("LABEL {TEST_LABEL}=1");
         args.push(&own);

@@ -111,15 +111,7 @@ fn build_fixture() -> String {
         let _ = docker(&["rmi", old]);
     }
     let tar = dir.join("fixture.tar");
-    let st = Command::new("tar")
-        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
-        .arg(&root)
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .expect("spawn tar");
-    assert!(st.success(), "tar failed");
+    tar_root(&root, &tar);
     let id = docker_ok(&[
         "import",
         "--change",
@@ -129,6 +121,51 @@ fn build_fixture() -> String {
         tar.to_str().unwrap(),
     ]);
     id
+}
+
+/// Pack the directory `root` into the tar file `tar`, every entry owned by
+/// root (what `docker import` of an image tree wants).
+pub fn tar_root(root: &Path, tar: &Path) {
+    let st = Command::new("tar")
+        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+        .arg(root)
+        .arg("-cf")
+        .arg(tar)
+        .arg(".")
+        .status()
+        .expect("spawn tar");
+    assert!(st.success(), "tar failed");
+}
+
+/// `levels` directories nested in `dir`, made relative to descriptors (as a
+/// sandbox would), so making them needs no long paths.
+pub fn nest(dir: &Path, levels: usize) {
+    use nix::fcntl::{open, openat, OFlag};
+    use nix::sys::stat::{mkdirat, Mode};
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut fd = open(dir, flags, Mode::empty()).unwrap();
+    for _ in 0..levels {
+        mkdirat(Some(fd), "d", Mode::from_bits_truncate(0o700)).unwrap();
+        let next = openat(Some(fd), "d", flags, Mode::empty()).unwrap();
+        nix::unistd::close(fd).unwrap();
+        fd = next;
+    }
+    nix::unistd::close(fd).unwrap();
+}
+
+/// Run sbx with this world's directories and at most `nofile` open descriptors.
+pub fn sbx_limited(w: &World, args: &[&str], nofile: u64) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(SBX);
+    cmd.args(w.dir_args()).args(args).stdin(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, nofile, nofile)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.output().expect("spawn sbx")
 }
 
 fn set_mode(p: &Path, mode: u32) {
