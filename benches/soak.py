@@ -63,7 +63,7 @@ class Soak:
         return self.spawn("create", "--image", self.image, "--label", LABEL, "--socket-wait", "30s")
 
     def engine_ids(self):
-        out = sh(["docker", "ps", "-aq", "--no-trunc", "--filter", "label=" + LABEL, "--format", "{{.Names}}"])
+        out = sh(["docker", "ps", "-a", "--filter", "label=" + LABEL, "--format", "{{.Names}}"])
         return set(out.stdout.split())
 
     def leftovers(self):
@@ -98,8 +98,12 @@ class Soak:
             if random.random() < 1 / 3:
                 time.sleep(random.uniform(0, 0.4))
                 p.send_signal(signal.SIGKILL)
-                p.wait()
+                out, _ = p.communicate()
                 killed += 1
+                # The kill may land after create finished and printed its id:
+                # then the sandbox is the caller's to destroy, as in a script.
+                if p.returncode == 0 and out.strip():
+                    self.sbx("destroy", out.strip())
                 continue
             out, err = p.communicate()
             if p.returncode != 0:
