@@ -322,41 +322,6 @@ fn sbx_ps_of_a_sandbox_that_floods_its_process_list_stays_bounded() {
     assert!(stderr(&out).contains("more than 64 MiB"), "{}", stderr(&out));
 }
 
-/// Run sbx and report its peak RSS in KiB (wait4's rusage of that child alone).
-// Reaped by wait4, which clippy does not see.
-#[allow(clippy::zombie_processes)]
-fn sbx_rss(w: &World, args: &[&str]) -> (std::process::Output, i64) {
-    use std::process::Stdio;
-    let mut child = Command::new(SBX)
-        .args(w.dir_args())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn sbx");
-    let drain = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            r.read_to_end(&mut v).unwrap();
-            v
-        })
-    };
-    let t_out = drain(Box::new(child.stdout.take().unwrap()));
-    let t_err = drain(Box::new(child.stderr.take().unwrap()));
-    let mut status = 0;
-    // SAFETY: wait4 on our own child, filling a zeroed rusage.
-    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { nix::libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4");
-    let out = std::process::Output {
-        status: std::os::unix::process::ExitStatusExt::from_raw(status),
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
-    };
-    (out, usage.ru_maxrss)
-}
-
 /// Finding 4 one level up: the descriptor walk guarded everything below
 /// DST and DST itself, but DST's own ancestors were followed as symlinks.
 /// With `--rw HOST:/work`, the sandbox makes `/work/build` a symlink to a

@@ -7,46 +7,8 @@
 mod common;
 
 use std::os::unix::fs::MetadataExt;
-use std::process::{Command, Output, Stdio};
 
 use common::*;
-
-/// Run sbx and report its peak RSS in KiB (wait4's rusage of that child alone).
-// Reaped by wait4, which clippy does not see.
-#[allow(clippy::zombie_processes)]
-fn sbx_rss(w: &World, args: &[&str]) -> (Output, i64) {
-    let mut child = Command::new(SBX)
-        .args(w.dir_args())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn sbx");
-    // Drain the pipes from threads so sbx never blocks on them.
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut so, &mut v).unwrap();
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut se, &mut v).unwrap();
-        v
-    });
-    let mut status = 0;
-    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { nix::libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4");
-    let out = Output {
-        status: std::os::unix::process::ExitStatusExt::from_raw(status),
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
-    };
-    (out, usage.ru_maxrss)
-}
 
 /// A record stream as a replaced helper could send it.
 fn stream(records: &[(u8, u32, &str, &[u8])]) -> Vec<u8> {
