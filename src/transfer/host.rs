@@ -208,8 +208,10 @@ impl<'h> HostWriter<'h> {
             if let Some(h) = self.between.as_mut() {
                 h(&rel);
             }
-            // No setuid/setgid from a sandbox onto the host.
-            let mode = rec.mode & 0o1777;
+            // No setuid/setgid from a sandbox onto the host, and no group or
+            // other write: sbx often runs as root, and a root-owned 0777 file
+            // or directory in DST would be anyone's to change.
+            let mode = rec.mode & 0o1777 & !0o022;
             match rec.kind {
                 Kind::Dir => {
                     match rustix::fs::mkdirat(&pfd, name, Mode::from_raw_mode(0o700)) {
@@ -585,9 +587,12 @@ mod tests {
             write(&raw(&[(b'D', 0o755, "u", b""), (b'F', 0o644, "u/f", b"mine")]), "u", &dst).unwrap();
             assert!(!outside.join("victim").exists());
             assert_eq!(std::fs::read(dst.join("u/f")).unwrap(), b"mine");
-            // setuid does not survive the trip to the host.
+            // setuid does not survive the trip to the host, nor group/other write.
             write(&raw(&[(b'F', 0o4755, "suid", b"x")]), "suid", &dst).unwrap();
             assert_eq!(std::fs::metadata(dst.join("suid")).unwrap().mode() & 0o7777, 0o755);
+            write(&raw(&[(b'D', 0o777, "open", b""), (b'F', 0o666, "open/f", b"x")]), "open", &dst).unwrap();
+            assert_eq!(std::fs::metadata(dst.join("open")).unwrap().mode() & 0o7777, 0o755);
+            assert_eq!(std::fs::metadata(dst.join("open/f")).unwrap().mode() & 0o7777, 0o644);
             // A destination that is itself a link is refused, not followed.
             std::os::unix::fs::symlink(&outside, dst.join("dlink")).unwrap();
             let err = write(&raw(&[(b'F', 0o644, "f", b"x")]), "f", &dst.join("dlink")).unwrap_err();
