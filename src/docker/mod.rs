@@ -244,7 +244,7 @@ impl RealDocker {
         cmd
     }
 
-    fn finish(&self, args: &[OsString], mut child: Child) -> Result<std::process::Output, DockerError> {
+    fn finish(&self, args: &[OsString], child: Child) -> Result<std::process::Output, DockerError> {
         let Some(watch) = self.watch_start(args, &child, true) else {
             return finish(&self.program_name(), args, self.deadlines.of(args), child);
         };
@@ -252,31 +252,10 @@ impl RealDocker {
         // exec` of a setup command): its output is read whole, within
         // MAX_OUTPUT like every call read whole (a sandbox writes it), and its
         // start watched.
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let read = |r: Option<Box<dyn Read + Send>>| {
-            let over = over.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(r) = r {
-                    let _ = r.take(MAX_OUTPUT as u64 + 1).read_to_end(&mut buf);
-                }
-                if buf.len() > MAX_OUTPUT {
-                    over.store(true, std::sync::atomic::Ordering::SeqCst);
-                    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-                    buf = Vec::new();
-                }
-                buf
-            })
-        };
-        let out = read(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-        let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-        let status = watch.reap(&mut child).map_err(|e| self.spawn_err(e))?;
-        let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-        if over.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(output_cut(args));
+        match bounded_output(child, |c| watch.reap(c)).map_err(|e| self.spawn_err(e))? {
+            Bounded::Whole { status, stdout, stderr } => Ok(std::process::Output { status: status?, stdout, stderr }),
+            Bounded::Cut => Err(output_cut(args)),
         }
-        Ok(std::process::Output { status: status?, stdout, stderr })
     }
 
     /// Watch the start of `docker ARGS` (just spawned as `child`) when it
@@ -488,18 +467,18 @@ fn finish(
     child: Child,
 ) -> Result<std::process::Output, DockerError> {
     let spawn_err = |source| DockerError::Spawn { program: program.to_string(), source };
-    let cut = |out: std::io::Result<Bounded>| match out {
-        Ok(Bounded::Whole(out)) => Ok(out),
+    let cut = |out: std::io::Result<Bounded<std::process::ExitStatus>>| match out {
+        Ok(Bounded::Whole { status, stdout, stderr }) => Ok(std::process::Output { status, stdout, stderr }),
         Ok(Bounded::Cut) => Err(output_cut(args)),
         Err(e) => Err(spawn_err(e)),
     };
     let Some(limit) = limit else {
-        return cut(bounded_output(child));
+        return cut(bounded_output(child, Child::wait));
     };
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(bounded_output(child));
+        let _ = tx.send(bounded_output(child, Child::wait));
     });
     match rx.recv_timeout(limit) {
         Ok(out) => cut(out),
@@ -655,15 +634,22 @@ fn output_cut(args: &[OsString]) -> DockerError {
     }
 }
 
-enum Bounded {
-    Whole(std::process::Output),
+enum Bounded<S> {
+    Whole {
+        status: S,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+    },
     /// Past [`MAX_OUTPUT`]: the call was killed.
     Cut,
 }
 
-/// `wait_with_output`, holding at most [`MAX_OUTPUT`] of each stream; past
-/// it the CLI's process group is killed.
-fn bounded_output(mut child: Child) -> std::io::Result<Bounded> {
+/// Wait for `child` with `wait` while reading both its streams, holding at
+/// most [`MAX_OUTPUT`] of each; past it the CLI's process group is killed.
+fn bounded_output<S>(
+    mut child: Child,
+    wait: impl FnOnce(&mut Child) -> std::io::Result<S>,
+) -> std::io::Result<Bounded<S>> {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let read = |r: Option<Box<dyn Read + Send>>| {
@@ -684,12 +670,12 @@ fn bounded_output(mut child: Child) -> std::io::Result<Bounded> {
     };
     let out = read(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
     let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let status = child.wait()?;
+    let status = wait(&mut child)?;
     let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
     if over.load(std::sync::atomic::Ordering::SeqCst) {
         return Ok(Bounded::Cut);
     }
-    Ok(Bounded::Whole(std::process::Output { status, stdout, stderr }))
+    Ok(Bounded::Whole { status, stdout, stderr })
 }
 
 /// How docker's own messages begin when `docker exec` or `docker logs`
