@@ -8,7 +8,6 @@ mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 
@@ -120,15 +119,6 @@ fn a_session_volume_takes_nothing_from_the_image_and_is_the_sandbox_users_nosuid
     let sb = w.adopt(stdout(&out).trim());
     assert_success(&w.sbx(&["destroy", "--purge", &sb.id]), "purge");
     w.assert_nothing_left();
-}
-
-fn git(args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.email=t@t", "-c", "user.name=t", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn make_repo(w: &World) -> PathBuf {

@@ -166,17 +166,9 @@ fn ports_on_a_sandbox_without_network() {
     assert_success(&w.sbx(&["exec", "-d", &sb.id, "--", "/bin/fixture", "tcp-echo", "7000"]), "start a listener");
     assert_success(&w.sbx(&["wait-port", &sb.id, "7000", "--timeout", "10s"]), "wait-port sees it");
 
-    let mut pf = Command::new(SBX)
-        .args(w.dir_args())
-        .args(["port-forward", &sb.id, "0:7000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(pf.stdout.as_mut().unwrap()), &mut line).unwrap();
-    let local = line.split_whitespace().next().unwrap().to_string();
-    assert!(local.starts_with("127.0.0.1:"), "listens on loopback only: {line}");
+    let mut pf = Forward::start(&w, &sb.id, "7000");
+    let local = pf.local.clone();
+    assert!(local.starts_with("127.0.0.1:"), "listens on loopback only: {local}");
     let data = blob(3 << 20);
     for _ in 0..2 {
         let mut s = std::net::TcpStream::connect(&local).unwrap();
@@ -191,8 +183,8 @@ fn ports_on_a_sandbox_without_network() {
         t.join().unwrap();
         assert!(got == data, "port-forward changed the bytes ({} of {})", got.len(), data.len());
     }
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pf.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let status = pf.wait().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pf.child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = pf.child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "port-forward ends cleanly on Ctrl-C");
     assert_exit(&w.sbx(&["port-forward", &sb.id, "0:0"]), 2, "bad port");
 }
@@ -303,14 +295,6 @@ fn a_persistent_session_survives_destroy_and_recreate() {
 fn clone_and_setup_prepare_the_workspace_and_a_failing_setup_leaves_nothing() {
     let w = World::new();
     let repo = std::path::PathBuf::from("/tmp").join(format!("sbxt-{}-repo", w.case));
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.email=t@t", "-c", "user.name=t", "-c", "init.defaultBranch=main"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
     git(&["init", "-q", repo.to_str().unwrap()]);
     std::fs::write(repo.join("README"), b"from the repo\n").unwrap();
     git(&["-C", repo.to_str().unwrap(), "add", "."]);

@@ -205,6 +205,16 @@ pub fn sbx_rss(w: &World, args: &[&str]) -> (Output, i64) {
     (out, usage.ru_maxrss)
 }
 
+/// Run git with a fixed identity and default branch; panics on failure.
+pub fn git(args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 fn set_mode(p: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
