@@ -5,10 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use common::*;
 
@@ -17,7 +14,7 @@ struct Image(String);
 
 impl Drop for Image {
     fn drop(&mut self) {
-        let _ = docker(&["rmi", "-f", &self.0]);
+        let _ = docker(&["rmi", "-f", "--no-prune", &self.0]);
     }
 }
 
@@ -35,40 +32,9 @@ fn the_readme_example_builds_runs_and_answers_line_by_line() {
     assert_success(&out, "sbx create --image $(pack.sh)");
     let sb = w.adopt(stdout(&out).trim());
 
-    let mut child = Command::new(SBX)
-        .args(w.dir_args())
-        .args(["connect", &sb.id])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn sbx connect");
-    let mut to = child.stdin.take().unwrap();
-    // Lines arrive through a channel so a missing answer fails the test after
-    // a deadline instead of hanging it.
-    let (tx, rx) = mpsc::channel();
-    let from = BufReader::new(child.stdout.take().unwrap());
-    std::thread::spawn(move || {
-        for line in from.lines() {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    for word in ["hello", "second line", "third"] {
-        writeln!(to, "{word}").and_then(|()| to.flush()).expect("write a line to sbx connect");
-        let got = rx.recv_timeout(Duration::from_secs(10));
-        match got {
-            Ok(Ok(line)) => assert_eq!(line, format!("echo: {word}")),
-            other => {
-                let _ = child.kill();
-                panic!("no answer to {word:?} while the connection stays open: {other:?}");
-            }
-        }
-    }
-    drop(to);
-    let status = child.wait().expect("wait for sbx connect");
-    assert!(status.success(), "sbx connect ends cleanly once stdin closes: {status}");
+    let mut connect = Command::new(SBX);
+    connect.args(w.dir_args()).args(["connect", &sb.id]);
+    line_by_line(connect, &["hello", "second line", "third"], |l| format!("echo: {l}"));
 
     assert_success(&w.sbx(&["destroy", &sb.id]), "sbx destroy");
     w.assert_nothing_left();

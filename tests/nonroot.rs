@@ -10,11 +10,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::{mpsc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
@@ -118,36 +117,6 @@ impl Drop for UserWorld {
     }
 }
 
-/// Talk to `sbx connect` line by line: each answer is read before the next
-/// line goes, nothing half-closed (an interactive client), then EOF.
-fn line_by_line(mut connect: Command, lines: &[&str]) {
-    let mut child = connect.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut to = child.stdin.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let from = BufReader::new(child.stdout.take().unwrap());
-    std::thread::spawn(move || {
-        for line in from.lines() {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    for word in lines {
-        writeln!(to, "{word}").and_then(|()| to.flush()).expect("write a line to sbx connect");
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(line)) => assert_eq!(&line, word),
-            other => {
-                let _ = child.kill();
-                let out = child.wait_with_output().unwrap();
-                panic!("no answer to {word:?} while the connection stays open: {other:?}; stderr: {}", stderr(&out));
-            }
-        }
-    }
-    drop(to);
-    let out = child.wait_with_output().unwrap();
-    assert_success(&out, "sbx connect, ended by EOF on stdin");
-}
-
 #[test]
 fn doctor_passes_as_a_non_root_docker_user() {
     let w = UserWorld::new();
@@ -171,7 +140,7 @@ fn a_non_root_user_creates_and_talks_to_a_sandbox_line_by_line() {
     assert_eq!(created["socket"], "/run/sandbox/sandbox.sock");
     assert_eq!(created["user"], "65534:65534", "the --user default is unchanged");
 
-    line_by_line(w.command(&["connect", &id]), &["hello", "second line", "third"]);
+    line_by_line(w.command(&["connect", &id]), &["hello", "second line", "third"], |l| l.to_string());
     // Nothing of /run/sandbox is on the host: a tmpfs in the container, and
     // the host directory (sbx's marker for gc and the watchdog) stays empty.
     let tmpfs = docker_ok(&["inspect", "--format", "{{json .HostConfig.Tmpfs}}", &id]);
@@ -197,6 +166,7 @@ fn channel_exec_as_root_relays_and_bounds_run_sandbox() {
             c
         },
         &["one", "two"],
+        |l| l.to_string(),
     );
     // A half-closed connection gets the whole answer, binary-safe.
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();

@@ -215,6 +215,39 @@ pub fn git(args: &[&str]) {
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Talk to `sbx connect` line by line: each answer is read before the next
+/// line goes, nothing half-closed (an interactive client), then EOF.
+/// `answer` says what the sandbox program answers to a line.
+pub fn line_by_line(mut connect: Command, lines: &[&str], answer: impl Fn(&str) -> String) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::mpsc;
+    let mut child = connect.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut to = child.stdin.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let from = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in from.lines() {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    for word in lines {
+        writeln!(to, "{word}").and_then(|()| to.flush()).expect("write a line to sbx connect");
+        match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(Ok(line)) => assert_eq!(line, answer(word)),
+            other => {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!("no answer to {word:?} while the connection stays open: {other:?}; stderr: {}", stderr(&out));
+            }
+        }
+    }
+    drop(to);
+    let out = child.wait_with_output().unwrap();
+    assert_success(&out, "sbx connect, ended by EOF on stdin");
+}
+
 fn set_mode(p: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
