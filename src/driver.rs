@@ -1435,18 +1435,12 @@ fn inert(text: &str) -> String {
     while !text.is_char_boundary(start) {
         start += 1;
     }
-    let mut out = String::with_capacity(text.len() - start);
+    let kept = crate::error::inert_chars(&text[start..]);
     if start > 0 {
-        out.push_str("[...] ");
+        format!("[...] {kept}")
+    } else {
+        kept
     }
-    for c in text[start..].chars() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Why a paced batch was not tried: an earlier one found the engine not answering.

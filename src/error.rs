@@ -274,11 +274,16 @@ pub enum Error {
 /// terminal as a control sequence, and each line after the first starts
 /// with "  | ", so no line from the sandbox can pass for an `sbx:` line.
 pub fn for_terminal(s: &str) -> String {
+    inert_chars(s.trim_end_matches('\n')).replace('\n', "\n  | ")
+}
+
+/// `s` with every control character but newline and tab, and every bidi
+/// override, written as an escape: what a sandbox wrote, safe to show.
+pub fn inert_chars(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.trim_end_matches('\n').chars() {
+    for c in s.chars() {
         match c {
-            '\n' => out.push_str("\n  | "),
-            '\t' => out.push(c),
+            '\n' | '\t' => out.push(c),
             c if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') => {
                 out.extend(c.escape_default())
             }
