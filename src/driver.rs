@@ -1185,11 +1185,7 @@ impl ContainerDriver {
         if out.status == 0 {
             return Ok(false);
         }
-        let dir = crate::persist::host_dir(&state.dir, session);
-        crate::persist::unbind(&dir);
-        socket::remove_tree(&state.dir.join("volumes"), session)
-            .map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
-        let _ = std::fs::remove_file(crate::persist::lock_path(&state.dir, session));
+        remove_session_state(state, session)?;
         Ok(true)
     }
 
@@ -1301,16 +1297,7 @@ impl ContainerDriver {
         {
             return Err(status_error(&args, &out).into());
         }
-        let dir = crate::persist::host_dir(&state.dir, session);
-        crate::persist::unbind(&dir);
-        // The sandbox filled this tree: std's remove_dir_all holds one
-        // descriptor per level and a deep /state ran it out of them (EMFILE,
-        // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
-        let parent = dir.parent().unwrap_or(Path::new("/"));
-        socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
-        // The lock file goes with its volume (issue 10).
-        let _ = std::fs::remove_file(crate::persist::lock_path(&state.dir, session));
-        Ok(())
+        remove_session_state(state, session)
     }
 
     /// `sbx volumes rm KEY`: the session's volume (only one this host made),
@@ -1420,6 +1407,21 @@ impl ContainerDriver {
 
 fn socket_error(e: crate::error::SocketError) -> Error {
     e.into()
+}
+
+/// A session's directory under the data dir (its nosuid,nodev bind
+/// detached first) and its lock file, with the session's lock held.
+fn remove_session_state(state: &State, session: &str) -> Result<()> {
+    let dir = crate::persist::host_dir(&state.dir, session);
+    crate::persist::unbind(&dir);
+    // The sandbox filled this tree: std's remove_dir_all holds one
+    // descriptor per level and a deep /state ran it out of them (EMFILE,
+    // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
+    // The lock file goes with its volume (issue 10).
+    let _ = std::fs::remove_file(crate::persist::lock_path(&state.dir, session));
+    Ok(())
 }
 
 /// Most of the sandbox's output sbx quotes in its own messages.
