@@ -137,8 +137,8 @@ impl Bench {
         .unwrap();
         std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         // The same read-only helper mount sbx gives every sandbox.
-        let helper = sbx::helper::install(&data).unwrap();
-        let seccomp = sbx::seccomp::install(&data).unwrap();
+        let helper = sbx::host::helper::install(&data).unwrap();
+        let seccomp = sbx::host::seccomp::install(&data).unwrap();
         Bench { image, root, data, shim_log, shim, helper, seccomp }
     }
 
@@ -167,7 +167,7 @@ impl Bench {
         let spec = sbx::spec::SandboxSpec::from_request(&req, None).unwrap();
         let sock = dir.join("sandbox.sock");
         let plan = sbx::docker::argv::RunPlan {
-            channel: sbx::channel::Kind::Direct,
+            channel: sbx::host::channel::Kind::Direct,
             id: name,
             spec: &spec,
             uid: 65534,
@@ -484,7 +484,7 @@ fn run(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>, notes: &
 
     // 5. gc reaping 100 expired sandboxes, against one `docker rm -f` of 100.
     let mut gc = Case { name: "gc of 100 expired".into(), target: Some(1.2), ..Default::default() };
-    let state = sbx::state::State::at(b.data.clone());
+    let state = sbx::host::state::State::at(b.data.clone());
     for round in 0..reps(4).min(4) {
         let ids: Vec<String> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4)

@@ -28,7 +28,7 @@
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
 //!
 //! Record stream, version 3 (the host's side and its full description are
-//! in src/transfer.rs; both must agree): the magic "SBXREC\0\x03", then per
+//! in src/workbench/transfer/mod.rs; both must agree): the magic "SBXREC\0\x03", then per
 //! entry a type byte (b'F' file, b'D' directory, b'L' symlink, b'E' end),
 //! mode (u32 BE), mtime (i64 BE, seconds), path length (u16 BE), the relative path, a length (u64 BE:
 //! a file's size, a link target's length, else 0), then for a link its
@@ -110,7 +110,7 @@ fn after_dashes(args: &[String]) -> &[String] {
     }
 }
 
-/// Exit codes sbx turns into its own messages (src/workbench.rs
+/// Exit codes sbx turns into its own messages (src/workbench/mod.rs
 /// `helper_exit` has the same table); 1 is any other failure, with a
 /// message on stderr.
 const NO_PROCESS: i32 = 3;

@@ -235,7 +235,7 @@ pub struct CreateArgs {
     /// `exec` (relay through `docker exec` and sbx's helper; /run/sandbox is then a
     /// 1 MiB tmpfs inside the sandbox), or `auto`: direct as root, exec otherwise.
     #[arg(long, value_name = "auto|direct|exec", value_enum, default_value_t)]
-    pub channel: crate::channel::Choice,
+    pub channel: crate::host::channel::Choice,
     /// The command to run in the sandbox (default: the image's).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -213,7 +213,7 @@ pub enum Error {
     #[error("route network(s) missing: {}", networks.join(", "))]
     NetworkMissing { networks: Vec<String> },
     #[error("routes reach beyond their targets, refused under strict egress: {}", gaps.iter().map(|g| format!("{} ({})", g.network, g.property)).collect::<Vec<_>>().join(", "))]
-    NotContained { gaps: Vec<crate::boundary::Gap> },
+    NotContained { gaps: Vec<crate::checks::boundary::Gap> },
     #[error("with --private-routes each route's host must name a running service container; not running: {}", hosts.join(", "))]
     ServiceMissing { hosts: Vec<String> },
     #[error("no sandbox {id} on this engine")]

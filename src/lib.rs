@@ -5,28 +5,16 @@
 //! `docker::DockerExec` (real CLI, or the recording fake in tests).
 //! The container's labels are the only state (`record`).
 
-pub mod audit;
-pub mod boundary;
-pub mod channel;
+pub mod checks;
 pub mod cli;
 pub mod commands;
 pub mod docker;
-pub mod doctor;
-pub mod driver;
 pub mod error;
-pub mod gc;
-pub mod helper;
-pub mod interrupt;
+pub mod host;
 pub mod messages;
-pub mod persist;
-pub mod probe;
-pub mod record;
-pub mod relay;
-pub mod seccomp;
-pub mod socket;
+pub mod model;
+pub mod sandbox;
 pub mod spec;
-pub mod state;
-pub mod transfer;
 pub mod workbench;
 
 use std::ffi::OsString;
@@ -217,22 +205,22 @@ pub fn real_docker(env: &Env) -> docker::RealDocker {
 }
 
 /// The production driver: the real docker CLI and the process's signals.
-pub fn real_driver(env: &Env, dirs: &Dirs) -> driver::ContainerDriver {
+pub fn real_driver(env: &Env, dirs: &Dirs) -> sandbox::ContainerDriver {
     let euid = nix::unistd::geteuid().as_raw();
-    let roots = socket::RootChoice {
+    let roots = host::socket::RootChoice {
         explicit: dirs.socket_dir.clone(),
         xdg_runtime_dir: env.xdg_runtime_dir.clone(),
         temp_dir: std::env::temp_dir(),
         euid,
     };
-    let states = state::StateChoice {
+    let states = host::state::StateChoice {
         explicit: dirs.state_dir.clone(),
         xdg_state_home: env.xdg_state_home.clone(),
         home: env.home.clone(),
         euid,
     };
-    driver::ContainerDriver::new(Arc::new(real_docker(env)), roots, states)
-        .with_interrupts(Arc::new(interrupt::pending))
+    sandbox::ContainerDriver::new(Arc::new(real_docker(env)), roots, states)
+        .with_interrupts(Arc::new(host::interrupt::pending))
 }
 
 #[cfg(test)]

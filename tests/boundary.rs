@@ -153,13 +153,13 @@ fn a_sandbox_swapping_decoys_under_its_socket_never_gets_the_host_elsewhere() {
     assert!(bound, "the other uid never bound its socket");
     std::fs::write(dir.join("go"), b"").unwrap();
 
-    let owners = sbx::socket::allowed_owners(Some(65534));
+    let owners = sbx::host::socket::allowed_owners(Some(65534));
     let (mut real, mut refused) = (0, std::collections::BTreeMap::<String, u32>::new());
     let kinds = ["symlink", "regular file", "FIFO", "uid 4242"];
     let mut tries = 0;
     while tries < 50_000 && (real < 100 || kinds.iter().any(|k| !refused.contains_key(*k))) {
         tries += 1;
-        match sbx::socket::connect_checked(&sock, &owners) {
+        match sbx::host::socket::connect_checked(&sock, &owners) {
             Ok(mut s) => {
                 s.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
                 let mut got = Vec::new();

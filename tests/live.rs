@@ -50,7 +50,7 @@ fn hardening_as_docker_and_the_sandbox_see_it() {
     assert_eq!(hc("AutoRemove"), "false");
     let sec: Vec<String> = serde_json::from_str(&hc("SecurityOpt")).unwrap();
     assert_eq!(sec[0], "no-new-privileges");
-    assert!(sbx::seccomp::is_sbx_profile(&sec) && sec.len() == 2, "sbx's own seccomp profile (finding 14)");
+    assert!(sbx::host::seccomp::is_sbx_profile(&sec) && sec.len() == 2, "sbx's own seccomp profile (finding 14)");
     assert_eq!(hc("RestartPolicy.Name"), r#""no""#);
     assert_eq!(hc("NetworkMode"), r#""none""#);
     assert_eq!(hc("PidsLimit"), "512");

@@ -2,8 +2,8 @@
 
 use crate::error::{Error, Invalid, Result};
 use crate::spec::parse_id;
-use crate::transfer::{parse_max_bytes, Limits};
 use crate::workbench;
+use crate::workbench::transfer::{parse_max_bytes, Limits};
 use crate::{Dirs, Env};
 
 pub fn backup(id: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::spec::{parse_duration, parse_id};
-use crate::{relay, Dirs, Env};
+use crate::{host::relay, Dirs, Env};
 
 pub fn exec(id: &str, timeout: &str, env: &Env, dirs: &Dirs) -> Result<()> {
     let id = parse_id(id)?;

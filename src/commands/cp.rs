@@ -1,7 +1,7 @@
 //! `sbx cp SRC DST`: files and directories between host and sandbox.
 
 use crate::error::{Invalid, Result};
-use crate::transfer::{parse_max_bytes, Limits};
+use crate::workbench::transfer::{parse_max_bytes, Limits};
 use crate::workbench::{self, CpSide};
 use crate::{Dirs, Env};
 

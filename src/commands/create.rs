@@ -3,7 +3,7 @@
 use crate::cli::CreateArgs;
 use crate::error::Result;
 use crate::spec::{CreateRequest, SandboxSpec};
-use crate::{interrupt, Dirs, Env};
+use crate::{host::interrupt, Dirs, Env};
 
 pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let req = CreateRequest {
@@ -35,7 +35,8 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     interrupt::install();
     let created = crate::real_driver(env, dirs).create(&spec)?;
     if created.expires_at.is_some() {
-        if let Err(e) = super::watchdog::spawn(&created.id, &created.socket_dir.join(crate::socket::SOCKET_NAME), dirs)
+        if let Err(e) =
+            super::watchdog::spawn(&created.id, &created.socket_dir.join(crate::host::socket::SOCKET_NAME), dirs)
         {
             // The sandbox stands; `sbx gc` still reaps it once expired.
             crate::messages::warn(

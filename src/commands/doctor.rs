@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::doctor::{Doctor, Status};
+use crate::checks::doctor::{Doctor, Status};
 use crate::error::{Error, Invalid, Result};
 use crate::spec::Route;
 use crate::{Dirs, Env};
@@ -17,7 +17,7 @@ pub fn exec(routes: &[String], json: bool, env: &Env, dirs: &Dirs) -> Result<()>
         }
         parsed.push(route);
     }
-    crate::interrupt::install();
+    crate::host::interrupt::install();
     let driver = crate::real_driver(env, dirs);
     let exe = std::env::current_exe().map_err(|e| Error::io("finding the sbx executable", e))?;
     let report = Doctor { driver: &driver, exec: driver.docker(), exe: &exe }.run(&parsed);

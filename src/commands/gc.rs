@@ -6,7 +6,7 @@ use crate::{Dirs, Env};
 pub fn exec(dry_run: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let report = crate::real_driver(env, dirs).gc(dry_run)?;
     // Everything else was done; then say what was not, and exit 1.
-    let incomplete = |report: &crate::driver::GcReport| match report.failed.len() {
+    let incomplete = |report: &crate::sandbox::GcReport| match report.failed.len() {
         0 => Ok(()),
         n => Err(Error::GcIncomplete {
             failed: report.failed.iter().map(|f| format!("{}: {}", f.item, f.error)).collect::<Vec<_>>(),

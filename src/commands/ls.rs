@@ -3,7 +3,7 @@
 use std::time::SystemTime;
 
 use crate::error::Result;
-use crate::record::Record;
+use crate::model::record::Record;
 use crate::{Dirs, Env};
 
 pub fn exec(json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
@@ -70,7 +70,7 @@ mod tests {
             image: "i".into(),
             tier: 2,
             socket: "/x".into(),
-            channel: crate::channel::Kind::Direct,
+            channel: crate::host::channel::Kind::Direct,
             routes: BTreeMap::from([("a".into(), "sbx-a".into()), ("b".into(), "sbx-b".into())]),
             created_at: "2026-11-29T09:00:00Z".into(),
             state: "running".into(),

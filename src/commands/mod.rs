@@ -62,14 +62,14 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
         Command::Ttl(a) => done(ttl::exec(&a.id, &a.duration, json, env, dirs)),
         Command::Gc(a) => done(gc::exec(a.dry_run, json, env, dirs)),
         Command::Doctor(a) => done(doctor::exec(&a.routes, json, env, dirs)),
-        Command::Probe(a) => done(crate::probe::serve(&a.targets).map_err(|e| Error::io("probe", e))),
+        Command::Probe(a) => done(crate::checks::probe::serve(&a.targets).map_err(|e| Error::io("probe", e))),
         Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, env, dirs)),
     }
 }
 
 /// Prove `id` is a sandbox of this host before touching it (issue 9
 /// finding 9); returns the full container id to give docker.
-pub(crate) fn owned(driver: &crate::driver::ContainerDriver, id: &str) -> Result<String> {
+pub(crate) fn owned(driver: &crate::sandbox::ContainerDriver, id: &str) -> Result<String> {
     driver.owned(id)
 }
 

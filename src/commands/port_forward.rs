@@ -32,7 +32,7 @@ pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
     let driver = crate::real_driver(env, dirs);
     driver.channel(&id)?;
     let target = super::owned(&driver, &id)?;
-    crate::interrupt::install();
+    crate::host::interrupt::install();
     let mut lines = String::new();
     for (local, remote) in pairs {
         let listener = TcpListener::bind(("127.0.0.1", local))
@@ -50,7 +50,7 @@ pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
     }
     super::out(&lines)?;
     crate::messages::note("forwarding", "forwarding; Ctrl-C to stop");
-    while crate::interrupt::pending().is_none() {
+    while crate::host::interrupt::pending().is_none() {
         std::thread::sleep(Duration::from_millis(100));
     }
     Ok(())
@@ -67,11 +67,11 @@ fn relay(conn: TcpStream, docker: &RealDocker, id: &str, port: u16) {
     let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else { return };
     let Ok(mut up) = conn.try_clone() else { return };
     let upload = std::thread::spawn(move || {
-        let _ = crate::relay::copy(&mut up, &mut stdin);
+        let _ = crate::host::relay::copy(&mut up, &mut stdin);
         // Dropping stdin is the half-close the sandbox side sees as EOF.
     });
     let mut down = conn;
-    let _ = crate::relay::copy(&mut stdout, &mut down);
+    let _ = crate::host::relay::copy(&mut stdout, &mut down);
     let _ = down.shutdown(Shutdown::Write);
     let _ = upload.join();
     match watch {

@@ -26,7 +26,7 @@ pub fn exec(ids: &[String], watch: bool, json: bool, env: &Env, dirs: &Dirs) -> 
         e
     };
     if watch {
-        crate::interrupt::install();
+        crate::host::interrupt::install();
     }
     loop {
         let asked: Vec<String> = targets.iter().map(|(t, _)| t.clone()).collect();
@@ -52,7 +52,7 @@ pub fn exec(ids: &[String], watch: bool, json: bool, env: &Env, dirs: &Dirs) -> 
             return Ok(());
         }
         for _ in 0..20 {
-            if crate::interrupt::pending().is_some() {
+            if crate::host::interrupt::pending().is_some() {
                 return Ok(());
             }
             std::thread::sleep(std::time::Duration::from_millis(100));

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::record;
+use crate::model::record;
 use crate::spec::SandboxSpec;
 
 /// Where the sandbox sees its socket directory, and the socket in it.
@@ -60,7 +60,7 @@ pub struct RunPlan<'a> {
     pub seccomp: &'a Path,
     /// Direct: `socket_dir` is bind-mounted at /run/sandbox. Exec: a small
     /// tmpfs there instead, reached through the helper (see `channel`).
-    pub channel: crate::channel::Kind,
+    pub channel: crate::host::channel::Kind,
 }
 
 impl RunPlan<'_> {
@@ -160,22 +160,25 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         (None, None) => push("--tmpfs", format!("/state:rw,exec,nosuid,size=512m,mode=1777,{own}")),
     }
     match plan.channel {
-        crate::channel::Kind::Direct => {
+        crate::host::channel::Kind::Direct => {
             push("--mount", format!("type=bind,src={},dst={SANDBOX_SOCKET_DIR}", plan.socket_dir.display()))
         }
         // Issue 9 finding 7 without root: bounded, and nothing of it on the host.
-        crate::channel::Kind::Exec => push(
+        crate::host::channel::Kind::Exec => push(
             "--tmpfs",
-            format!("{SANDBOX_SOCKET_DIR}:rw,noexec,nosuid,nodev,{},mode=0700,{own}", crate::socket::TMPFS_OPTIONS),
+            format!(
+                "{SANDBOX_SOCKET_DIR}:rw,noexec,nosuid,nodev,{},mode=0700,{own}",
+                crate::host::socket::TMPFS_OPTIONS
+            ),
         ),
     }
     if let Some(h) = plan.helper {
         // The helper's directory AT /run/sbx: a mount point the sandbox
         // cannot rename or replace (issue 9 finding 1; see `helper`).
-        push("--mount", format!("type=bind,src={},dst={},readonly", h.display(), crate::helper::SANDBOX_DIR));
+        push("--mount", format!("type=bind,src={},dst={},readonly", h.display(), crate::host::helper::SANDBOX_DIR));
         // The helper's background-process state, off the sandbox's /tmp
         // (issue 10 item 9); only the helper uses it, so noexec.
-        push("--tmpfs", format!("{}:rw,noexec,nosuid,nodev,size=512m,mode=1777,{own}", crate::helper::BG_DIR));
+        push("--tmpfs", format!("{}:rw,noexec,nosuid,nodev,size=512m,mode=1777,{own}", crate::host::helper::BG_DIR));
     }
     for m in &s.mounts {
         push("--mount", m.mount_arg());
@@ -356,7 +359,7 @@ mod tests {
             networks: Box::leak(networks.into_boxed_slice()),
             private: &[],
             dns: None,
-            channel: crate::channel::Kind::Direct,
+            channel: crate::host::channel::Kind::Direct,
             helper: None,
             volume: None,
             seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),

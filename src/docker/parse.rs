@@ -39,7 +39,7 @@ pub fn networks(asked: &[String], stdout: &str, stderr: &str) -> NetworkReport {
             internal,
             inhibit_ipv4: options.get("com.docker.network.bridge.inhibit_ipv4").map(String::as_str) == Some("true"),
             driver,
-            private_for: labels.get(crate::record::PRIVATE_FOR).cloned(),
+            private_for: labels.get(crate::model::record::PRIVATE_FOR).cloned(),
         };
         nets.insert(name, info);
     }

@@ -58,9 +58,9 @@ pub struct SandboxSpec {
     pub setup: Vec<Vec<String>>,
     pub command: Vec<String>,
     /// The operator's own seccomp profile instead of sbx's (`--seccomp-profile`).
-    pub seccomp_profile: Option<crate::seccomp::CustomProfile>,
+    pub seccomp_profile: Option<crate::host::seccomp::CustomProfile>,
     /// How sbx reaches the sandbox's socket (`--channel`; see `channel`).
-    pub channel: crate::channel::Choice,
+    pub channel: crate::host::channel::Choice,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,7 +279,7 @@ pub struct CreateRequest {
     pub setup: Vec<String>,
     pub command: Vec<String>,
     pub seccomp_profile: Option<String>,
-    pub channel: crate::channel::Choice,
+    pub channel: crate::host::channel::Choice,
 }
 
 impl SandboxSpec {
@@ -359,7 +359,7 @@ impl SandboxSpec {
             .hint("add --persist (with --session) or --state-dir DIR"));
         }
         let setup = req.setup.iter().map(|c| parse_setup(c)).collect::<Result<_, _>>()?;
-        let seccomp_profile = req.seccomp_profile.as_deref().map(crate::seccomp::check_custom).transpose()?;
+        let seccomp_profile = req.seccomp_profile.as_deref().map(crate::host::seccomp::check_custom).transpose()?;
         Ok(SandboxSpec {
             image,
             session,

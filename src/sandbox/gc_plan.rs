@@ -13,8 +13,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::record::RawContainer;
-use crate::state::ProcId;
+use crate::host::state::ProcId;
+use crate::model::record::RawContainer;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reap {
@@ -115,7 +115,7 @@ pub fn plan(i: &Inputs) -> GcPlan {
 /// gone (killed, or the host crashed) until `gc` reaps it (issue 10 item 9:
 /// a SIGKILLed create showed as `running`).
 pub fn mark_creates(
-    records: &mut [crate::record::Record],
+    records: &mut [crate::model::record::Record],
     creating: &[(String, Option<ProcId>)],
     alive: &dyn Fn(&ProcId) -> bool,
 ) {
@@ -136,7 +136,7 @@ mod tests {
     fn c(name: &str, expires: Option<&str>) -> RawContainer {
         let mut labels = BTreeMap::new();
         if let Some(e) = expires {
-            labels.insert(crate::record::EXPIRES.to_string(), e.to_string());
+            labels.insert(crate::model::record::EXPIRES.to_string(), e.to_string());
         }
         RawContainer {
             name: name.into(),

@@ -14,7 +14,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::record;
+use crate::model::record;
 
 pub fn volume_name(session: &str) -> String {
     format!("sbx-state-{session}")

@@ -255,7 +255,7 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
 
 fn sbx_seccomp(sec: &[String]) -> (bool, String) {
     let profiles = sec.iter().filter(|s| s.starts_with("seccomp=") || s.starts_with("seccomp:")).count();
-    if crate::seccomp::is_sbx_profile(sec) {
+    if crate::host::seccomp::is_sbx_profile(sec) {
         return (true, "the profile sbx ships (io_uring refused)".into());
     }
     let what = match profiles {
@@ -283,7 +283,7 @@ fn log_capped(lc: &serde_json::Value) -> (bool, String) {
 /// (`sbx.routes`, written by sbx at create); `none` only when it has none.
 /// Finding 3: someone may attach a sandbox to more, by hand.
 fn only_route_networks(c: &serde_json::Value) -> (bool, String) {
-    let declared: Vec<String> = c["Config"]["Labels"][crate::record::ROUTES]
+    let declared: Vec<String> = c["Config"]["Labels"][crate::model::record::ROUTES]
         .as_str()
         .and_then(|r| serde_json::from_str::<std::collections::BTreeMap<String, String>>(r).ok())
         .map(|m| m.into_values().collect())
@@ -304,7 +304,7 @@ mod tests {
     use super::*;
 
     fn good() -> serde_json::Value {
-        let profile: serde_json::Value = serde_json::from_str(crate::seccomp::PROFILE).unwrap();
+        let profile: serde_json::Value = serde_json::from_str(crate::host::seccomp::PROFILE).unwrap();
         serde_json::json!({
             "AppArmorProfile": "docker-default",
             "Config": {"User": "65534:65534", "Labels": {"sbx.routes": "{\"inference\":\"sbx-proxy\"}"}},

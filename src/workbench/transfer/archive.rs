@@ -280,8 +280,8 @@ fn now() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transfer::tests::raw;
-    use crate::transfer::Limits;
+    use crate::workbench::transfer::tests::raw;
+    use crate::workbench::transfer::Limits;
 
     fn tar_of(stream: &[u8], root: &str) -> Vec<u8> {
         let mut dec = Decoder::new(stream, root, Limits::default()).unwrap();

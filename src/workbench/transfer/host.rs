@@ -471,7 +471,7 @@ fn send_file<W: Write>(f: File, rel: &str, mode: u32, mtime: i64, size: u64, enc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transfer::{Limits, MAGIC};
+    use crate::workbench::transfer::{Limits, MAGIC};
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn tmp(tag: &str) -> PathBuf {
@@ -491,7 +491,7 @@ mod tests {
         HostWriter::new(dst, root)?.write_from(&mut dec)
     }
 
-    use crate::transfer::tests::raw;
+    use crate::workbench::transfer::tests::raw;
 
     #[test]
     fn round_trip_through_the_stream_and_the_host() {

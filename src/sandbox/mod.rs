@@ -3,6 +3,8 @@
 //! Every docker call goes through the injected [`DockerExec`]; the driver
 //! decides what to run, in which order, and what to undo when a step fails.
 
+pub mod gc_plan;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -10,15 +12,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
-use crate::boundary::{self, Gap};
+use crate::checks::boundary::{self, Gap};
 use crate::docker::pace::Pace;
 use crate::docker::parse::NetInfo;
 use crate::docker::{argv, parse, run_ok, status_error, DockerExec, Output};
 use crate::error::{DockerError, Error, Result};
-use crate::record::{self, RawContainer, Record};
-use crate::socket::{self, RootChoice};
+use crate::host::socket::{self, RootChoice};
+use crate::host::state::{self, ProcId, State, StateChoice};
+use crate::model::record::{self, RawContainer, Record};
 use crate::spec::{self, SandboxSpec, UserSpec, NOBODY};
-use crate::state::{self, ProcId, State, StateChoice};
 
 /// Returns the signal number once one is pending (see `interrupt`).
 pub type InterruptCheck = Arc<dyn Fn() -> Option<i32> + Send + Sync>;
@@ -33,7 +35,7 @@ pub struct Created {
     pub tier: u8,
     pub socket: String,
     /// `direct` or `exec` (relayed; see `channel`).
-    pub channel: crate::channel::Kind,
+    pub channel: crate::host::channel::Kind,
     pub routes: BTreeMap<String, String>,
     pub created_at: String,
     pub user: String,
@@ -63,7 +65,7 @@ pub struct Revoked {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct GcReport {
     pub dry_run: bool,
-    pub containers: Vec<crate::gc::Reap>,
+    pub containers: Vec<crate::sandbox::gc_plan::Reap>,
     pub socket_dirs: Vec<String>,
     pub networks: Vec<String>,
     /// Session state under the data dir whose volume is gone: the session
@@ -217,9 +219,9 @@ impl ContainerDriver {
         let expires = spec.ttl.map(|t| now + t);
         let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
         let owner = state::owner_token(key, &id);
-        let helper = crate::helper::install(&state.dir)?;
+        let helper = crate::host::helper::install(&state.dir)?;
         let channel = spec.channel.resolve(nix::unistd::geteuid().as_raw());
-        if channel == crate::channel::Kind::Exec && helper.is_none() {
+        if channel == crate::host::channel::Kind::Exec && helper.is_none() {
             return Err(Error::HelperMissing { id: id.clone() });
         }
         let seccomp = match &spec.seccomp_profile {
@@ -227,7 +229,7 @@ impl ContainerDriver {
                 warnings.push(custom.warning());
                 custom.path.clone()
             }
-            None => crate::seccomp::install(&state.dir)?,
+            None => crate::host::seccomp::install(&state.dir)?,
         };
         // Held until the sandbox runs: one writer per persistent session.
         // The volume's clone happens inside, before the volume exists, so a
@@ -255,9 +257,9 @@ impl ContainerDriver {
                 state.set_expiry(&id, e).map_err(early)?;
             }
             let dir = match channel {
-                crate::channel::Kind::Direct => socket::make_dir(&root, &id, user.uid, user.gid),
+                crate::host::channel::Kind::Direct => socket::make_dir(&root, &id, user.uid, user.gid),
                 // Not mounted: it marks the sandbox for gc and the watchdog.
-                crate::channel::Kind::Exec => socket::make_marker_dir(&root, &id),
+                crate::host::channel::Kind::Exec => socket::make_marker_dir(&root, &id),
             }
             .map_err(|e| early(e.into()))?;
             let unsealed = argv::RunPlan {
@@ -316,8 +318,8 @@ impl ContainerDriver {
             image: spec.image.as_str().to_string(),
             tier,
             socket: match channel {
-                crate::channel::Kind::Direct => sock.display().to_string(),
-                crate::channel::Kind::Exec => argv::SANDBOX_SOCKET.to_string(),
+                crate::host::channel::Kind::Direct => sock.display().to_string(),
+                crate::host::channel::Kind::Exec => argv::SANDBOX_SOCKET.to_string(),
             },
             channel,
             routes: routes.networks.iter().cloned().collect(),
@@ -436,25 +438,25 @@ impl ContainerDriver {
         clone: Option<&crate::spec::CloneSpec>,
         warnings: &mut Vec<String>,
     ) -> Result<Persisted> {
-        let lock = crate::persist::lock(&state.dir, session)?;
-        let volume = crate::persist::volume_name(session);
-        let out = run_ok(&*self.exec, &crate::persist::users_argv(Some(&volume)))?;
+        let lock = crate::host::persist::lock(&state.dir, session)?;
+        let volume = crate::host::persist::volume_name(session);
+        let out = run_ok(&*self.exec, &crate::host::persist::users_argv(Some(&volume)))?;
         if let Some(user_of) = out.stdout_str().lines().find_map(|l| serde_json::from_str::<(String, String)>(l).ok()) {
             return Err(Error::VolumeInUse { session: session.to_string(), id: user_of.0 });
         }
-        let dir = crate::persist::host_dir(&state.dir, session);
-        let fresh = crate::persist::prepare_dir(&dir, user.uid, user.gid)?;
+        let dir = crate::host::persist::host_dir(&state.dir, session);
+        let fresh = crate::host::persist::prepare_dir(&dir, user.uid, user.gid)?;
         let owner = state::owner_token(key, &volume);
         let filled = match clone {
             Some(c) => {
                 // An earlier create's bind: a rename cannot cross into it.
-                crate::persist::unbind(&dir);
+                crate::host::persist::unbind(&dir);
                 self.clone_workspace(c, &dir, user, warnings)
             }
             None => Ok(()),
         }
         .and_then(|()| {
-            run_ok(&*self.exec, &crate::persist::create_argv(&volume, &dir, session, &owner))
+            run_ok(&*self.exec, &crate::host::persist::create_argv(&volume, &dir, session, &owner))
                 .map(drop)
                 .map_err(Error::from)
         });
@@ -466,7 +468,7 @@ impl ContainerDriver {
         }
         // After the clone: a rename cannot cross into this bind mount. It
         // stays after create (see `NosuidBind`).
-        let nosuid = match crate::persist::NosuidBind::new(&dir) {
+        let nosuid = match crate::host::persist::NosuidBind::new(&dir) {
             Ok(b) => Some(b),
             Err(e) => {
                 warnings.push(format!(
@@ -489,7 +491,7 @@ impl ContainerDriver {
         warnings: &mut Vec<String>,
     ) -> Result<()> {
         let owner = (user.uid != 0).then_some((user.uid, user.gid));
-        if crate::persist::clone_workspace(c, base, owner)? == crate::persist::Cloned::Kept {
+        if crate::host::persist::clone_workspace(c, base, owner)? == crate::host::persist::Cloned::Kept {
             warnings.push(format!(
                 "{} already has files (an earlier sandbox's work); not cloning {}",
                 base.join("workspace").display(),
@@ -591,7 +593,7 @@ impl ContainerDriver {
         self.check_mounts(plan)?;
         if plan.spec.socket_wait.is_zero() {
             self.check_interrupt()?;
-        } else if plan.channel == crate::channel::Kind::Exec {
+        } else if plan.channel == crate::host::channel::Kind::Exec {
             self.wait_for_relayed_socket(plan, &cid)?;
         } else {
             self.wait_for_socket(plan)?;
@@ -613,7 +615,7 @@ impl ContainerDriver {
         let checked = std::fs::read_to_string(&path)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))
             .and_then(|info| {
-                crate::helper::check_mounts(
+                crate::host::helper::check_mounts(
                     &info,
                     plan.spec.image.as_str(),
                     plan.helper.is_some(),
@@ -713,7 +715,7 @@ impl ContainerDriver {
     /// the container's state is checked, so a boot crash is reported as
     /// promptly as on the direct path.
     fn wait_for_relayed_socket(&self, plan: &argv::RunPlan, cid: &str) -> Result<()> {
-        use crate::channel::{probe_argv, relay_status, HELPER_NO_SOCKET};
+        use crate::host::channel::{probe_argv, relay_status, HELPER_NO_SOCKET};
         let started = Instant::now();
         loop {
             self.check_interrupt()?;
@@ -840,7 +842,7 @@ impl ContainerDriver {
         let raw = self.inspect_one(id)?;
         let mut r = [self.record(&raw)];
         if let Ok((state, _)) = self.state() {
-            crate::gc::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
+            crate::sandbox::gc_plan::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
         }
         let [r] = r;
         Ok(r)
@@ -866,7 +868,7 @@ impl ContainerDriver {
         }
         let raws = record::parse_ps(&out.stdout_str(), "docker ps")?;
         let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect();
-        crate::gc::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
+        crate::sandbox::gc_plan::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
         Ok(recs)
     }
 
@@ -1033,7 +1035,7 @@ impl ContainerDriver {
         let creating = state.creating();
         let expiring = state.expiring();
         let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
-        let mut plan = crate::gc::plan(&crate::gc::Inputs {
+        let mut plan = crate::sandbox::gc_plan::plan(&crate::sandbox::gc_plan::Inputs {
             containers: &owned,
             creating: &creating,
             expiring: &expiring,
@@ -1086,8 +1088,8 @@ impl ContainerDriver {
                 Ok(true) => {}
                 // A create of that session holds its lock now: not orphaned.
                 Ok(false) => {
-                    let dir = crate::persist::host_dir(&state.dir, session).display().to_string();
-                    let lock = crate::persist::lock_path(&state.dir, session).display().to_string();
+                    let dir = crate::host::persist::host_dir(&state.dir, session).display().to_string();
+                    let lock = crate::host::persist::lock_path(&state.dir, session).display().to_string();
                     report.volume_state.retain(|p| *p != dir && *p != lock);
                 }
                 Err(e) => {
@@ -1164,7 +1166,7 @@ impl ContainerDriver {
             return Ok(Vec::new());
         }
         sessions.values_mut().for_each(|paths| paths.sort());
-        let out = run_ok(&*self.exec, &crate::persist::list_argv())?;
+        let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
         let volumes: Vec<String> = out
             .stdout_str()
             .lines()
@@ -1172,16 +1174,16 @@ impl ContainerDriver {
             .filter(|(n, _, owner)| *owner == state::owner_token(key, n))
             .map(|(n, _, _)| n)
             .collect();
-        Ok(sessions.into_iter().filter(|(s, _)| !volumes.contains(&crate::persist::volume_name(s))).collect())
+        Ok(sessions.into_iter().filter(|(s, _)| !volumes.contains(&crate::host::persist::volume_name(s))).collect())
     }
 
     /// Remove a session's orphaned state under its lock, taken without
     /// waiting: Ok(false) when a create holds it. The volume is looked up
     /// again under the lock, since a create may have finished since the list.
     fn remove_orphan_volume_state(&self, state: &State, session: &str) -> Result<bool> {
-        let Some(_lock) = crate::persist::try_lock(&state.dir, session)? else { return Ok(false) };
-        let name = crate::persist::volume_name(session);
-        let out = self.exec.run(&crate::persist::inspect_argv(&name))?;
+        let Some(_lock) = crate::host::persist::try_lock(&state.dir, session)? else { return Ok(false) };
+        let name = crate::host::persist::volume_name(session);
+        let out = self.exec.run(&crate::host::persist::inspect_argv(&name))?;
         if out.status == 0 {
             return Ok(false);
         }
@@ -1282,14 +1284,14 @@ impl ContainerDriver {
 
     fn purge_volume(&self, volume: &str, session: &str) -> Result<()> {
         let (state, _) = self.state()?;
-        let _lock = crate::persist::lock(&state.dir, session)?;
+        let _lock = crate::host::persist::lock(&state.dir, session)?;
         self.purge_volume_locked(volume, session)
     }
 
     /// [`Self::purge_volume`] with the session's lock already held.
     fn purge_volume_locked(&self, volume: &str, session: &str) -> Result<()> {
         let (state, _) = self.state()?;
-        let args = crate::persist::remove_argv(volume);
+        let args = crate::host::persist::remove_argv(volume);
         let out = self.exec.run(&args)?;
         if out.status != 0
             && !out.stderr_str().contains("No such volume")
@@ -1306,18 +1308,18 @@ impl ContainerDriver {
     /// Returns the volume's name.
     pub fn remove_volume(&self, session: &str) -> Result<String> {
         let (state, key) = self.state()?;
-        let name = crate::persist::volume_name(session);
-        let _lock = crate::persist::lock(&state.dir, session)?;
-        let users = run_ok(&*self.exec, &crate::persist::users_argv(Some(&name)))?;
+        let name = crate::host::persist::volume_name(session);
+        let _lock = crate::host::persist::lock(&state.dir, session)?;
+        let users = run_ok(&*self.exec, &crate::host::persist::users_argv(Some(&name)))?;
         if let Some((user, _)) =
             users.stdout_str().lines().filter_map(|l| serde_json::from_str::<(String, String)>(l).ok()).next()
         {
             return Err(Error::VolumeInUse { session: session.to_string(), id: user });
         }
-        let out = run_ok(&*self.exec, &crate::persist::list_argv())?;
+        let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
         let listed: Vec<(String, String, String)> =
             out.stdout_str().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-        let dir = crate::persist::host_dir(&state.dir, session);
+        let dir = crate::host::persist::host_dir(&state.dir, session);
         match listed.iter().find(|(n, _, _)| *n == name) {
             Some((_, _, owner)) if *owner != state::owner_token(key, &name) => {
                 return Err(Error::Foreign { id: name });
@@ -1330,10 +1332,10 @@ impl ContainerDriver {
     }
 
     /// The persistent session volumes sbx made, and who uses each.
-    pub fn volumes(&self) -> Result<Vec<crate::persist::VolumeInfo>> {
+    pub fn volumes(&self) -> Result<Vec<crate::host::persist::VolumeInfo>> {
         let (state, key) = self.state()?;
-        let out = run_ok(&*self.exec, &crate::persist::list_argv())?;
-        let users = run_ok(&*self.exec, &crate::persist::users_argv(None))?;
+        let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
+        let users = run_ok(&*self.exec, &crate::host::persist::users_argv(None))?;
         let users: Vec<(String, String)> =
             users.stdout_str().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
         Ok(out
@@ -1342,10 +1344,10 @@ impl ContainerDriver {
             .filter_map(|l| serde_json::from_str::<(String, String, String)>(l).ok())
             .filter(|(name, _, owner)| *owner == state::owner_token(key, name))
             .map(|(name, session, _)| {
-                let dir = crate::persist::host_dir(&state.dir, &session);
-                crate::persist::VolumeInfo {
+                let dir = crate::host::persist::host_dir(&state.dir, &session);
+                crate::host::persist::VolumeInfo {
                     in_use_by: users.iter().filter(|(_, v)| *v == name).map(|(c, _)| c.clone()).collect(),
-                    bytes: crate::persist::du(&dir),
+                    bytes: crate::host::persist::du(&dir),
                     path: dir.display().to_string(),
                     name,
                     session,
@@ -1355,10 +1357,10 @@ impl ContainerDriver {
     }
 
     /// Check a sandbox against the CIS runtime rules (see `audit`).
-    pub fn audit(&self, id: &str) -> Result<crate::audit::AuditReport> {
+    pub fn audit(&self, id: &str) -> Result<crate::checks::audit::AuditReport> {
         let raw = self.inspect_one(id)?;
         let full = &raw.full;
-        let status = crate::audit::ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));
+        let status = crate::checks::audit::ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));
         // The image's own labels: a container inherits them, sbx's record must not.
         let image = full["Image"].as_str().unwrap_or_default();
         let args = argv::image_labels(image);
@@ -1369,29 +1371,29 @@ impl ContainerDriver {
             _ if parse::no_such_image(&out.stderr_str()) => Err(out.stderr_str()),
             _ => return Err(status_error(&args, &out).into()),
         };
-        let facts = crate::audit::Facts { apparmor: crate::audit::apparmor_enabled(), image_labels };
-        let rules = crate::audit::audit(full, status.as_ref(), &facts);
-        Ok(crate::audit::AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), rules })
+        let facts = crate::checks::audit::Facts { apparmor: crate::checks::audit::apparmor_enabled(), image_labels };
+        let rules = crate::checks::audit::audit(full, status.as_ref(), &facts);
+        Ok(crate::checks::audit::AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), rules })
     }
 
     /// How to reach a running sandbox's program (`connect`, `doctor`): the
     /// channel its create chose, as its (token-covered) label records it.
-    pub fn channel(&self, id: &str) -> Result<crate::channel::Channel> {
+    pub fn channel(&self, id: &str) -> Result<crate::host::channel::Channel> {
         let raw = self.inspect_one(id)?;
         if raw.state != "running" {
             return Err(Error::NotRunning { id: id.to_string(), state: raw.state });
         }
         let rec = self.record(&raw);
-        Ok(match crate::channel::Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str)) {
-            crate::channel::Kind::Direct => {
+        Ok(match crate::host::channel::Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str)) {
+            crate::host::channel::Kind::Direct => {
                 let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());
                 let path = PathBuf::from(raw.labels.get(record::SOCKET).cloned().unwrap_or_default());
-                crate::channel::Channel::Direct { path, owners: socket::allowed_owners(uid) }
+                crate::host::channel::Channel::Direct { path, owners: socket::allowed_owners(uid) }
             }
             // `docker exec` on the container id, never a name another container could take.
-            crate::channel::Kind::Exec => match raw.full["Id"].as_str() {
+            crate::host::channel::Kind::Exec => match raw.full["Id"].as_str() {
                 Some(cid) if cid.len() == 64 && cid.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                    crate::channel::Channel::Exec { id: id.to_string(), container: cid.to_string() }
+                    crate::host::channel::Channel::Exec { id: id.to_string(), container: cid.to_string() }
                 }
                 _ => {
                     return Err(DockerError::Parse {
@@ -1412,15 +1414,15 @@ fn socket_error(e: crate::error::SocketError) -> Error {
 /// A session's directory under the data dir (its nosuid,nodev bind
 /// detached first) and its lock file, with the session's lock held.
 fn remove_session_state(state: &State, session: &str) -> Result<()> {
-    let dir = crate::persist::host_dir(&state.dir, session);
-    crate::persist::unbind(&dir);
+    let dir = crate::host::persist::host_dir(&state.dir, session);
+    crate::host::persist::unbind(&dir);
     // The sandbox filled this tree: std's remove_dir_all holds one
     // descriptor per level and a deep /state ran it out of them (EMFILE,
     // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
     let parent = dir.parent().unwrap_or(Path::new("/"));
     socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
     // The lock file goes with its volume (issue 10).
-    let _ = std::fs::remove_file(crate::persist::lock_path(&state.dir, session));
+    let _ = std::fs::remove_file(crate::host::persist::lock_path(&state.dir, session));
     Ok(())
 }
 
@@ -1484,7 +1486,7 @@ enum MainProcess {
 struct Persisted {
     volume: String,
     /// The bind stays after create (see `NosuidBind`); this only says it was made.
-    _nosuid: Option<crate::persist::NosuidBind>,
+    _nosuid: Option<crate::host::persist::NosuidBind>,
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 

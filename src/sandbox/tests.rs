@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::*;
 use crate::docker::fake::FakeDocker;
 use crate::error::SocketError;
+use crate::host::state::{self, State};
 use crate::spec::CreateRequest;
-use crate::state::{self, State};
 
 const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const ID: &str = "sbx-00000000000f";
@@ -533,7 +533,7 @@ fn channel_requires_a_running_sandbox() {
     let err = rig.driver().channel(ID).unwrap_err();
     assert!(matches!(err, Error::NotRunning { ref state, .. } if state == "exited"));
     rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
-    let crate::channel::Channel::Direct { path, owners } = rig.driver().channel(ID).unwrap() else {
+    let crate::host::channel::Channel::Direct { path, owners } = rig.driver().channel(ID).unwrap() else {
         panic!("a sandbox without an sbx.channel label is direct")
     };
     assert_eq!(path, rig.sock_dir().join("sandbox.sock"));
@@ -556,7 +556,7 @@ fn a_relayed_sandbox_is_reached_through_docker_exec() {
     rig.fake.push(Output::ok(&v.to_string()));
     assert_eq!(
         rig.driver().channel(ID).unwrap(),
-        crate::channel::Channel::Exec { id: ID.into(), container: cid.clone() }
+        crate::host::channel::Channel::Exec { id: ID.into(), container: cid.clone() }
     );
     // Without the label's token covering it, the label is not sbx's: refused.
     v["Config"]["Labels"]["sbx.channel"] = "direct".into();
@@ -564,7 +564,7 @@ fn a_relayed_sandbox_is_reached_through_docker_exec() {
     assert!(matches!(rig.driver().channel(ID), Err(Error::Foreign { .. })));
     let r =
         rig.driver().record(&record::RawContainer { name: ID.into(), labels: labels.clone(), ..Default::default() });
-    assert_eq!((r.channel, r.socket.as_str()), (crate::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
+    assert_eq!((r.channel, r.socket.as_str()), (crate::host::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
 }
 
 /// Issue 10 item 7 / issue 9 finding 7: with `--channel exec` nothing of
@@ -581,7 +581,7 @@ fn the_relayed_channel_mounts_a_tmpfs_and_waits_through_the_helper() {
     rig.fake.push(Output::fail(3, ""));
     rig.fake.push(Output::ok("running 0\n"));
     rig.fake.push(Output::ok(""));
-    let s = spec(CreateRequest { channel: crate::channel::Choice::Exec, ..Default::default() });
+    let s = spec(CreateRequest { channel: crate::host::channel::Choice::Exec, ..Default::default() });
     let c = rig.driver().create(&s).unwrap();
     assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "exec", "container inspect", "exec"]);
     let calls = rig.fake.calls();
@@ -598,7 +598,7 @@ fn the_relayed_channel_mounts_a_tmpfs_and_waits_through_the_helper() {
         calls[3],
         ["exec", "--", "deadbeef", "/run/sbx/helper", "probe-socket", "/run/sandbox/sandbox.sock", "500"]
     );
-    assert_eq!((c.channel, c.socket.as_str()), (crate::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
+    assert_eq!((c.channel, c.socket.as_str()), (crate::host::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
     // The marker directory: sbx's own, 0700, not a mount.
     let md = std::fs::metadata(rig.sock_dir()).unwrap();
     assert_eq!(md.mode() & 0o7777, 0o700);
@@ -614,7 +614,7 @@ fn a_relayed_create_refuses_what_is_not_a_socket() {
     rig.fake.push(Output::fail(4, "sbx-helper: /run/sandbox/sandbox.sock is a symlink, not a unix socket"));
     rig.fake.push(Output::ok("running 0\n"));
     rig.removed();
-    let s = spec(CreateRequest { channel: crate::channel::Choice::Exec, ..Default::default() });
+    let s = spec(CreateRequest { channel: crate::host::channel::Choice::Exec, ..Default::default() });
     let err = rig.driver().create(&s).unwrap_err();
     assert!(
         matches!(err, Error::Socket(SocketError::Hostile { ref reason, .. }) if reason == "it is a symlink, not a unix socket"),
@@ -1122,7 +1122,7 @@ fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
     assert!(vols.join("alive/workspace").exists() && vols.join("racing/workspace").exists());
     assert_eq!(r.volume_state.len(), 3, "{:?}", r.volume_state);
     // A create holding a session's lock is never judged.
-    let held = crate::persist::lock(&rig.state, "racing").unwrap();
+    let held = crate::host::persist::lock(&rig.state, "racing").unwrap();
     gc_calls(&rig, &listed("sbx-state-alive"));
     let r = rig.driver().gc(false).unwrap();
     assert!(r.volume_state.is_empty(), "{:?}", r.volume_state);

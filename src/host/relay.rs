@@ -33,16 +33,16 @@ where
 
 /// [`relay`] over any channel (see `channel`): stdin to the connection,
 /// the connection to stdout, then how the channel ended.
-pub fn conn_stdio(conn: crate::channel::Conn, id: &str) -> crate::error::Result<()> {
+pub fn conn_stdio(conn: crate::host::channel::Conn, id: &str) -> crate::error::Result<()> {
     relay_conn(conn, io::stdin(), io::stdout(), id)
 }
 
-pub fn relay_conn<R, W>(conn: crate::channel::Conn, input: R, mut output: W, id: &str) -> crate::error::Result<()>
+pub fn relay_conn<R, W>(conn: crate::host::channel::Conn, input: R, mut output: W, id: &str) -> crate::error::Result<()>
 where
     R: Read + Send + 'static,
     W: Write,
 {
-    let crate::channel::Conn { mut reader, writer, end } = conn;
+    let crate::host::channel::Conn { mut reader, writer, end } = conn;
     // Detached, as in `relay`: dropping the writer is the half-close.
     std::thread::spawn(move || {
         let (mut input, mut writer) = (input, writer);

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::docker::{argv, DockerExec};
 use crate::error::{Error, Result, SocketError};
-use crate::socket;
+use crate::host::socket;
 
 /// What `--channel` asks for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -86,7 +86,7 @@ pub const HELPER_NOT_ACCEPTING: i32 = 6;
 /// `docker exec -i -- CID /run/sbx/helper connect /run/sandbox/sandbox.sock MILLIS`.
 pub fn connect_argv(container: &str, timeout: Duration) -> Vec<std::ffi::OsString> {
     let ms = timeout.as_millis().max(1).to_string();
-    ["exec", "-i", "--", container, crate::helper::SANDBOX_PATH, "connect", argv::SANDBOX_SOCKET, &ms]
+    ["exec", "-i", "--", container, crate::host::helper::SANDBOX_PATH, "connect", argv::SANDBOX_SOCKET, &ms]
         .iter()
         .map(Into::into)
         .collect()
@@ -95,7 +95,7 @@ pub fn connect_argv(container: &str, timeout: Duration) -> Vec<std::ffi::OsStrin
 /// `docker exec -- CID /run/sbx/helper probe-socket /run/sandbox/sandbox.sock MILLIS`.
 pub fn probe_argv(container: &str, wait: Duration) -> Vec<std::ffi::OsString> {
     let ms = wait.as_millis().to_string();
-    ["exec", "--", container, crate::helper::SANDBOX_PATH, "probe-socket", argv::SANDBOX_SOCKET, &ms]
+    ["exec", "--", container, crate::host::helper::SANDBOX_PATH, "probe-socket", argv::SANDBOX_SOCKET, &ms]
         .iter()
         .map(Into::into)
         .collect()

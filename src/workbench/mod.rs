@@ -3,14 +3,16 @@
 //! in-sandbox helper (`helper`), so it works on a read-only, networkless,
 //! capability-less sandbox whose image has nothing but its own program.
 
+pub mod transfer;
+
 use std::ffi::OsString;
 
 use serde::{Deserialize, Serialize};
 
 use crate::docker::{run_ok, Attach, DockerExec, Output};
 use crate::error::{Error, Explained, Invalid, Result};
-use crate::helper::SANDBOX_PATH as HELPER;
-use crate::transfer::{self, Limits};
+use crate::host::helper::SANDBOX_PATH as HELPER;
+use crate::workbench::transfer::Limits;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecOpts {
@@ -82,7 +84,7 @@ pub fn exec_status(code: i32, docker_stderr: &str) -> i32 {
 /// it, or no such sandbox. `None`: the command itself failed.
 fn sandbox_error(id: &str, stderr: &str) -> Option<Error> {
     if stderr.contains(HELPER) && (stderr.contains("no such file") || stderr.contains("not found")) {
-        return Some(crate::helper::missing(id));
+        return Some(crate::host::helper::missing(id));
     }
     if let Some(crate::docker::explain::Known::NotRunning { .. }) = crate::docker::explain::classify(stderr) {
         return Some(Explained::Stopped { id: id.to_string() }.into());
@@ -210,7 +212,7 @@ pub fn exec_watched(
     id: &str,
     o: &ExecOpts,
     cmd: &[String],
-    watch: &crate::interrupt::Watch,
+    watch: &crate::host::interrupt::Watch,
 ) -> Result<i32> {
     let token = format!("{:016x}", rand::random::<u64>());
     let mut tagged = o.clone();
@@ -839,7 +841,7 @@ mod tests {
         let f = FakeDocker::new();
         let id = "sbx-0123456789ab";
         let o = ExecOpts { user: Some("1000:1000".into()), ..ExecOpts::default() };
-        let watch = std::sync::Arc::new(crate::interrupt::Watch::manual().unwrap());
+        let watch = std::sync::Arc::new(crate::host::interrupt::Watch::manual().unwrap());
         // No signal: one docker call, the command's own code.
         f.push(Output::fail(3, ""));
         assert_eq!(exec_watched(&f, id, &o, &["x".into()], &watch).unwrap(), 3);

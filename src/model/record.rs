@@ -63,7 +63,7 @@ pub struct Record {
     pub tier: u8,
     pub socket: String,
     /// `direct`, or `exec`: relayed, and `socket` is inside the sandbox.
-    pub channel: crate::channel::Kind,
+    pub channel: crate::host::channel::Kind,
     /// Live routes only: a revoked route's network is no longer attached.
     pub routes: BTreeMap<String, String>,
     pub created_at: String,
@@ -109,7 +109,10 @@ impl RawContainer {
         let foreign_key = |k: &String| k.starts_with("sbx.") && !ALL.contains(&k.as_str());
         self.labels.get(MANAGED).map(String::as_str) == Some("1")
             && self.labels.get(ID) == Some(&self.name)
-            && self.labels.get(OWNER).is_some_and(|t| *t == crate::state::record_token(key, &self.name, &self.labels))
+            && self
+                .labels
+                .get(OWNER)
+                .is_some_and(|t| *t == crate::host::state::record_token(key, &self.name, &self.labels))
             && !self.labels.keys().any(foreign_key)
     }
 
@@ -140,7 +143,7 @@ impl RawContainer {
             session: l(SESSION),
             image: l(IMAGE),
             tier,
-            channel: crate::channel::Kind::from_label(self.labels.get(CHANNEL).map(String::as_str)),
+            channel: crate::host::channel::Kind::from_label(self.labels.get(CHANNEL).map(String::as_str)),
             // The label keeps the host directory (gc, the watchdog); a relayed
             // sandbox's socket is only inside it.
             socket: match self.labels.get(CHANNEL).map(String::as_str) {
@@ -266,7 +269,7 @@ mod tests {
 
     /// Write the token sbx would have written for these labels.
     fn seal(r: &mut RawContainer) {
-        let token = crate::state::record_token(KEY, &r.name, &r.labels);
+        let token = crate::host::state::record_token(KEY, &r.name, &r.labels);
         r.labels.insert(OWNER.into(), token);
     }
 

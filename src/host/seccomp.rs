@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Invalid, Result};
 
-pub const PROFILE: &str = include_str!("../assets/seccomp.json");
+pub const PROFILE: &str = include_str!("../../assets/seccomp.json");
 /// Syscalls sbx's profile refuses that the engine's default may allow.
 pub const REFUSED: &[&str] = &["io_uring_setup", "io_uring_enter", "io_uring_register"];
 

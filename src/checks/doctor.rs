@@ -6,11 +6,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::checks::probe::Report;
 use crate::docker::{parse, DockerExec};
-use crate::driver::ContainerDriver;
 use crate::error::{Error, Result};
-use crate::probe::Report;
-use crate::socket;
+use crate::host::socket;
+use crate::sandbox::ContainerDriver;
 use crate::spec::{ImageRef, Route, SandboxSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -221,7 +221,7 @@ impl Doctor<'_> {
 
     /// The probe image, made from this executable and cached by content.
     fn probe_image(&self) -> Result<String> {
-        let (tar, hash) = crate::probe::image_tar(self.exe)
+        let (tar, hash) = crate::checks::probe::image_tar(self.exe)
             .map_err(|e| Error::io(format!("packing {} into the probe image", self.exe.display()), e))?;
         let label = format!("sbx-probe.hash={hash}");
         let out = crate::docker::run_ok(self.exec, &crate::docker::argv::images_labelled(&label))?;
@@ -264,7 +264,7 @@ impl Doctor<'_> {
                                 // What a sandbox on this shared network would reach besides the target.
                                 let one = [(r.kind.clone(), n.clone())];
                                 let nets = std::collections::BTreeMap::from([(n.clone(), info.clone())]);
-                                for g in crate::boundary::assess("", std::slice::from_ref(r), &one, &nets) {
+                                for g in crate::checks::boundary::assess("", std::slice::from_ref(r), &one, &nets) {
                                     let status = if g.property == "egress" { Status::Fail } else { Status::Warn };
                                     checks.push(check(
                                         &format!("{name} {}", g.property),
@@ -317,7 +317,7 @@ impl Doctor<'_> {
             setup: vec![],
             command: targets.clone(),
             seccomp_profile: None,
-            channel: crate::channel::Choice::Auto,
+            channel: crate::host::channel::Choice::Auto,
         };
         let started = std::time::Instant::now();
         let created = match self.driver.create(&spec) {
@@ -340,8 +340,10 @@ impl Doctor<'_> {
         match report {
             Ok((nonce, r)) => {
                 let how = match created.channel {
-                    crate::channel::Kind::Direct => "its socket on the host".to_string(),
-                    crate::channel::Kind::Exec => "the relayed channel (docker exec; sbx is not root)".to_string(),
+                    crate::host::channel::Kind::Direct => "its socket on the host".to_string(),
+                    crate::host::channel::Kind::Exec => {
+                        "the relayed channel (docker exec; sbx is not root)".to_string()
+                    }
                 };
                 let detail =
                     format!("hardened sandbox {} ready in {} ms, reached through {how}", created.id, took.as_millis());
@@ -367,7 +369,8 @@ impl Doctor<'_> {
     /// One exchange with the probe over the channel `connect` would use.
     fn exchange(&self, id: &str) -> Result<(String, Report)> {
         let channel = self.driver.channel(id)?;
-        let crate::channel::Conn { mut reader, mut writer, end } = channel.open(self.exec, socket::CONNECT_TIMEOUT)?;
+        let crate::host::channel::Conn { mut reader, mut writer, end } =
+            channel.open(self.exec, socket::CONNECT_TIMEOUT)?;
         let nonce = format!("sbx-doctor-{:016x}", rand::random::<u64>());
         let io = |e| Error::io(format!("talking to the probe in {id}"), e);
         writer.write_all(nonce.as_bytes()).and_then(|()| writer.flush()).map_err(io)?;
@@ -556,8 +559,11 @@ mod tests {
         let route = Route::parse("inference:proxy:8080").unwrap();
         let mut r = good();
         r.interfaces = vec!["lo".into(), "eth0".into()];
-        r.routes =
-            vec![crate::probe::RouteCheck { target: "proxy:8080".into(), reached: false, detail: "refused".into() }];
+        r.routes = vec![crate::checks::probe::RouteCheck {
+            target: "proxy:8080".into(),
+            reached: false,
+            detail: "refused".into(),
+        }];
         let mut checks = Vec::new();
         evaluate(&r, "n", std::slice::from_ref(&route), &["proxy:8080".into()], &mut checks);
         let c = checks.iter().find(|c| c.name == "route inference").unwrap();

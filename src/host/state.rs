@@ -321,7 +321,7 @@ pub fn record_token(key: &[u8], id: &str, labels: &std::collections::BTreeMap<St
     mac.update(&(id.len() as u64).to_be_bytes());
     mac.update(id.as_bytes());
     for (k, v) in labels {
-        if v.is_empty() || k == crate::record::OWNER || !crate::record::ALL.contains(&k.as_str()) {
+        if v.is_empty() || k == crate::model::record::OWNER || !crate::model::record::ALL.contains(&k.as_str()) {
             continue;
         }
         // Length-prefixed, so no two label sets encode alike.

@@ -1,0 +1,3 @@
+//! What sbx knows about a sandbox, independent of how it learned it.
+
+pub mod record;
