@@ -265,6 +265,24 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// No state directory candidate could be made and written (see
+    /// `host::state::StateChoice`). The text and kind are those of the
+    /// `Io` error this used to be.
+    #[error("no usable state directory (tried: {tried}); set SBX_DATA_DIR: no state directory")]
+    NoStateDir { tried: String },
+    /// The ownership key file holds something other than 32 bytes.
+    #[error("{} is not a 32-byte key: invalid data", path.display())]
+    BadKey { path: PathBuf },
+    /// JSON sbx writes (a record) or reads (the probe's report) that does not encode or parse.
+    #[error("{context}: {source}")]
+    Json {
+        context: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// sbx's seccomp profile file is not what sbx just wrote there.
+    #[error("verifying {}: the profile changed after it was written (is the data dir shared?)", path.display())]
+    SeccompChanged { path: PathBuf },
 }
 
 /// Text that may carry what a sandbox or its image wrote (log tails, a
@@ -354,7 +372,11 @@ impl Error {
             | Error::SetupFailed { .. }
             | Error::ImageHasSbxLabel { .. }
             | Error::ServiceIsSandbox { .. }
-            | Error::Io { .. } => EXIT_FAILED,
+            | Error::Io { .. }
+            | Error::NoStateDir { .. }
+            | Error::BadKey { .. }
+            | Error::Json { .. }
+            | Error::SeccompChanged { .. } => EXIT_FAILED,
         }
     }
 
@@ -395,6 +417,8 @@ impl Error {
             Error::ImageHasSbxLabel { .. } => "image_has_sbx_label",
             Error::ServiceIsSandbox { .. } => "service_is_sandbox",
             Error::Io { .. } => "io",
+            // Once `Io` errors: scripts may match the kind.
+            Error::NoStateDir { .. } | Error::BadKey { .. } | Error::Json { .. } | Error::SeccompChanged { .. } => "io",
         }
     }
 
@@ -489,6 +513,9 @@ impl Error {
                 "route to a service container that is not a sandbox; to let sandboxes talk, use a shared route network you create".into()
             }
             Error::Io { .. } => return None,
+            Error::NoStateDir { .. } | Error::BadKey { .. } | Error::Json { .. } | Error::SeccompChanged { .. } => {
+                return None
+            }
         })
     }
 }

@@ -60,10 +60,7 @@ pub fn install(data_dir: &Path) -> Result<PathBuf> {
     f.write_all(PROFILE.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| io("writing", e))?;
     std::fs::rename(&tmp, &path).map_err(|e| io("installing", e))?;
     if !verify(&path) {
-        return Err(io(
-            "verifying",
-            std::io::Error::other("the profile changed after it was written (is the data dir shared?)"),
-        ));
+        return Err(Error::SeccompChanged { path });
     }
     Ok(path)
 }

@@ -67,10 +67,7 @@ impl StateChoice {
                 Err(e) => tried.push(format!("{} ({e})", p.display())),
             }
         }
-        Err(Error::io(
-            format!("no usable state directory (tried: {}); set SBX_DATA_DIR", tried.join("; ")),
-            std::io::Error::new(ErrorKind::NotFound, "no state directory"),
-        ))
+        Err(Error::NoStateDir { tried: tried.join("; ") })
     }
 }
 
@@ -152,12 +149,7 @@ impl State {
         let path = self.dir.join("key");
         match std::fs::read(&path) {
             Ok(k) if k.len() == 32 => return Ok(k),
-            Ok(_) => {
-                return Err(Error::io(
-                    format!("{} is not a 32-byte key", path.display()),
-                    ErrorKind::InvalidData.into(),
-                ))
-            }
+            Ok(_) => return Err(Error::BadKey { path }),
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         }
@@ -246,7 +238,8 @@ impl State {
     }
 
     pub fn set_record(&self, id: &str, r: &SandboxRecord) -> Result<()> {
-        let text = serde_json::to_string(r).map_err(|e| Error::io("encoding the sandbox record", e.into()))?;
+        let text = serde_json::to_string(r)
+            .map_err(|source| Error::Json { context: "encoding the sandbox record".into(), source })?;
         self.put("records", id, &text)
     }
 
@@ -334,75 +327,4 @@ pub fn record_token(key: &[u8], id: &str, labels: &std::collections::BTreeMap<St
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tmp() -> State {
-        let d = std::env::temp_dir().join(format!("sbx-state-{}-{:x}", std::process::id(), rand::random::<u64>()));
-        std::fs::create_dir_all(&d).unwrap();
-        State::at(d)
-    }
-
-    #[test]
-    fn key_is_made_once_and_tokens_depend_on_it() {
-        let s = tmp();
-        let k1 = s.key().unwrap();
-        assert_eq!(s.key().unwrap(), k1);
-        let mode =
-            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(s.dir.join("key")).unwrap().permissions());
-        assert_eq!(mode & 0o777, 0o600);
-        let t = owner_token(&k1, "sbx-0123456789ab");
-        assert_eq!(t.len(), 32);
-        assert_eq!(t, owner_token(&k1, "sbx-0123456789ab"));
-        assert_ne!(t, owner_token(&k1, "sbx-0123456789ac"));
-        assert_ne!(t, owner_token(&[7u8; 32], "sbx-0123456789ab"));
-        std::fs::remove_dir_all(&s.dir).unwrap();
-    }
-
-    #[test]
-    fn concurrent_first_runs_agree_on_one_key() {
-        let s = tmp();
-        let keys: Vec<Vec<u8>> = std::thread::scope(|sc| {
-            let hs: Vec<_> = (0..8).map(|_| sc.spawn(|| s.key().unwrap())).collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        assert!(keys.windows(2).all(|w| w[0] == w[1]));
-        std::fs::remove_dir_all(&s.dir).unwrap();
-    }
-
-    #[test]
-    fn expiry_creating_and_forget() {
-        let s = tmp();
-        let id = "sbx-0123456789ab";
-        let at = humantime::parse_rfc3339("2026-11-29T10:00:00Z").unwrap();
-        s.set_expiry(id, at).unwrap();
-        assert_eq!(s.expiry(id), Some(at));
-        assert_eq!(s.expiring(), vec![id.to_string()]);
-        let me = ProcId::current().unwrap();
-        assert!(me.is_alive());
-        s.begin_create(id, me).unwrap();
-        assert_eq!(s.creating(), vec![(id.to_string(), Some(me))]);
-        let reused = ProcId { pid: me.pid, start: me.start + 1 };
-        assert!(!reused.is_alive(), "same pid, other start time: not the same process");
-        s.forget(id);
-        assert!(s.expiry(id).is_none() && s.creating().is_empty());
-        std::fs::remove_dir_all(&s.dir).unwrap();
-    }
-
-    #[test]
-    fn start_time_survives_odd_command_names() {
-        let stat = "123 (a) b (c)) S 1 123 123 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 200";
-        assert_eq!(parse_start_time(stat), Some(98765));
-        assert_eq!(parse_start_time("garbage"), None);
-    }
-
-    #[test]
-    fn candidates_prefer_explicit_then_system_then_user() {
-        let c = StateChoice { explicit: None, xdg_state_home: Some("/x".into()), home: Some("/h".into()), euid: 0 };
-        assert_eq!(c.candidates(), vec![PathBuf::from("/var/lib/sbx"), "/x/sbx".into(), "/h/.local/state/sbx".into()]);
-        let c = StateChoice { euid: 1000, ..c };
-        assert_eq!(c.candidates()[0], PathBuf::from("/x/sbx"));
-        let c = StateChoice { explicit: Some("/e".into()), ..c };
-        assert_eq!(c.candidates(), vec![PathBuf::from("/e")]);
-    }
-}
+mod tests;

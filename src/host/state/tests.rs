@@ -1,0 +1,113 @@
+use super::*;
+
+fn tmp() -> State {
+    let d = std::env::temp_dir().join(format!("sbx-state-{}-{:x}", std::process::id(), rand::random::<u64>()));
+    std::fs::create_dir_all(&d).unwrap();
+    State::at(d)
+}
+
+#[test]
+fn key_is_made_once_and_tokens_depend_on_it() {
+    let s = tmp();
+    let k1 = s.key().unwrap();
+    assert_eq!(s.key().unwrap(), k1);
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(s.dir.join("key")).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let t = owner_token(&k1, "sbx-0123456789ab");
+    assert_eq!(t.len(), 32);
+    assert_eq!(t, owner_token(&k1, "sbx-0123456789ab"));
+    assert_ne!(t, owner_token(&k1, "sbx-0123456789ac"));
+    assert_ne!(t, owner_token(&[7u8; 32], "sbx-0123456789ab"));
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn concurrent_first_runs_agree_on_one_key() {
+    let s = tmp();
+    let keys: Vec<Vec<u8>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..8).map(|_| sc.spawn(|| s.key().unwrap())).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(keys.windows(2).all(|w| w[0] == w[1]));
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn expiry_creating_and_forget() {
+    let s = tmp();
+    let id = "sbx-0123456789ab";
+    let at = humantime::parse_rfc3339("2026-11-29T10:00:00Z").unwrap();
+    s.set_expiry(id, at).unwrap();
+    assert_eq!(s.expiry(id), Some(at));
+    assert_eq!(s.expiring(), vec![id.to_string()]);
+    let me = ProcId::current().unwrap();
+    assert!(me.is_alive());
+    s.begin_create(id, me).unwrap();
+    assert_eq!(s.creating(), vec![(id.to_string(), Some(me))]);
+    let reused = ProcId { pid: me.pid, start: me.start + 1 };
+    assert!(!reused.is_alive(), "same pid, other start time: not the same process");
+    s.forget(id);
+    assert!(s.expiry(id).is_none() && s.creating().is_empty());
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+#[test]
+fn start_time_survives_odd_command_names() {
+    let stat = "123 (a) b (c)) S 1 123 123 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 200";
+    assert_eq!(parse_start_time(stat), Some(98765));
+    assert_eq!(parse_start_time("garbage"), None);
+}
+
+#[test]
+fn candidates_prefer_explicit_then_system_then_user() {
+    let c = StateChoice { explicit: None, xdg_state_home: Some("/x".into()), home: Some("/h".into()), euid: 0 };
+    assert_eq!(c.candidates(), vec![PathBuf::from("/var/lib/sbx"), "/x/sbx".into(), "/h/.local/state/sbx".into()]);
+    let c = StateChoice { euid: 1000, ..c };
+    assert_eq!(c.candidates()[0], PathBuf::from("/x/sbx"));
+    let c = StateChoice { explicit: Some("/e".into()), ..c };
+    assert_eq!(c.candidates(), vec![PathBuf::from("/e")]);
+}
+
+/// The errors that were `Error::Io` with made-up sources say, and are
+/// classed, exactly as before.
+#[test]
+fn former_io_errors_keep_their_text_kind_and_code() {
+    use std::io::ErrorKind;
+    let same = |new: Error, old: Error| {
+        assert_eq!(new.to_string(), old.to_string());
+        assert_eq!((new.kind(), new.exit_code(), new.hint()), (old.kind(), old.exit_code(), old.hint()));
+    };
+    let s = tmp();
+    let file = s.dir.join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let tried = format!("{} (Not a directory (os error 20))", file.join("sbx").display());
+    let none = StateChoice { explicit: Some(file.join("sbx")), xdg_state_home: None, home: None, euid: 1000 };
+    let err = none.resolve().unwrap_err();
+    assert!(matches!(&err, Error::NoStateDir { tried: t } if *t == tried), "{err}");
+    same(
+        err,
+        Error::io(
+            format!("no usable state directory (tried: {tried}); set SBX_DATA_DIR"),
+            std::io::Error::new(ErrorKind::NotFound, "no state directory"),
+        ),
+    );
+    std::fs::write(s.dir.join("key"), b"short").unwrap();
+    let err = s.key().unwrap_err();
+    assert!(matches!(&err, Error::BadKey { .. }), "{err}");
+    same(
+        err,
+        Error::io(format!("{} is not a 32-byte key", s.dir.join("key").display()), ErrorKind::InvalidData.into()),
+    );
+    let bad = serde_json::from_str::<u8>("{").unwrap_err();
+    let old = Error::io("reading the probe's report", serde_json::from_str::<u8>("{").unwrap_err().into());
+    same(Error::Json { context: "reading the probe's report".into(), source: bad }, old);
+    let path = s.dir.join("seccomp.json");
+    same(
+        Error::SeccompChanged { path: path.clone() },
+        Error::io(
+            format!("verifying {}", path.display()),
+            std::io::Error::other("the profile changed after it was written (is the data dir shared?)"),
+        ),
+    );
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}
