@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::docker::{argv, DockerExec};
 use crate::error::{Error, Result, SocketError};
+use crate::host::helper::SANDBOX_PATH;
 use crate::host::socket;
 
 /// What `--channel` asks for.
@@ -83,22 +84,9 @@ pub const HELPER_NOT_A_SOCKET: i32 = 4;
 pub const HELPER_CONNECT_FAILED: i32 = 5;
 pub const HELPER_NOT_ACCEPTING: i32 = 6;
 
-/// `docker exec -i -- CID /run/sbx/helper connect /run/sandbox/sandbox.sock MILLIS`.
-pub fn connect_argv(container: &str, timeout: Duration) -> Vec<std::ffi::OsString> {
-    let ms = timeout.as_millis().max(1).to_string();
-    ["exec", "-i", "--", container, crate::host::helper::SANDBOX_PATH, "connect", argv::SANDBOX_SOCKET, &ms]
-        .iter()
-        .map(Into::into)
-        .collect()
-}
-
-/// `docker exec -- CID /run/sbx/helper probe-socket /run/sandbox/sandbox.sock MILLIS`.
+/// The helper's socket probe in `container` (see `argv::helper_probe_socket`).
 pub fn probe_argv(container: &str, wait: Duration) -> Vec<std::ffi::OsString> {
-    let ms = wait.as_millis().to_string();
-    ["exec", "--", container, crate::host::helper::SANDBOX_PATH, "probe-socket", argv::SANDBOX_SOCKET, &ms]
-        .iter()
-        .map(Into::into)
-        .collect()
+    argv::helper_probe_socket(container, SANDBOX_PATH, wait)
 }
 
 /// Between bind() and listen() a connect is refused; give the sandbox a moment.
@@ -141,7 +129,7 @@ impl Channel {
                 Ok(Conn { reader: Box::new(reader), writer: Box::new(HalfClose(stream)), end: Box::new(|| Ok(())) })
             }
             Channel::Exec { id, container } => {
-                let p = docker.open_pipe(&connect_argv(container, timeout))?;
+                let p = docker.open_pipe(&argv::helper_connect(container, SANDBOX_PATH, timeout))?;
                 let (id, wait) = (id.clone(), p.wait);
                 let end = Box::new(move || {
                     let (code, stderr) = wait()?;

@@ -5,8 +5,9 @@
 //! One writer at a time: a create holds an exclusive lock on the session
 //! while it checks that no running sandbox uses the volume and starts its
 //! own, so two creates for one session cannot both get it.
+//!
+//! The docker calls for the volume itself are `docker::argv::volume_*`.
 
-use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,6 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::model::record;
 
 pub fn volume_name(session: &str) -> String {
     format!("sbx-state-{session}")
@@ -44,11 +44,6 @@ pub fn try_lock(data_dir: &Path, session: &str) -> Result<Option<Flock<File>>> {
     }
 }
 
-/// `docker volume inspect NAME`: exit 0 when it exists.
-pub fn inspect_argv(name: &str) -> Vec<OsString> {
-    os(&["volume", "inspect", "--format", "{{.Name}}", "--", name])
-}
-
 /// Held for the whole create: see the module docs.
 pub fn lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
     let dir = data_dir.join("volumes");
@@ -61,70 +56,6 @@ pub fn lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
         .open(&path)
         .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
     Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| Error::io(format!("locking {}", path.display()), e.into()))
-}
-
-fn os(v: &[&str]) -> Vec<OsString> {
-    v.iter().map(OsString::from).collect()
-}
-
-/// A named volume that is a bind of `dir` (the local driver's bind options).
-pub fn create_argv(name: &str, dir: &Path, session: &str, owner: &str) -> Vec<OsString> {
-    os(&[
-        "volume",
-        "create",
-        "--driver",
-        "local",
-        "--opt",
-        "type=none",
-        "--opt",
-        "o=bind",
-        "--opt",
-        &format!("device={}", dir.display()),
-        "--label",
-        &format!("{}={session}", record::SESSION),
-        "--label",
-        &format!("{}={owner}", record::OWNER),
-        "--",
-        name,
-    ])
-}
-
-/// Running containers that have a volume mounted: one volume by what is
-/// really mounted (a label is anyone's to set: issue 9 finding 5 blocked a
-/// session with `LABEL sbx.volume=...`), all of sbx's by volume label.
-pub fn users_argv(volume: Option<&str>) -> Vec<OsString> {
-    let filter = match volume {
-        Some(v) => format!("volume={v}"),
-        None => format!("label={}", record::VOLUME),
-    };
-    os(&[
-        "ps",
-        "--filter",
-        &filter,
-        "--filter",
-        "status=running",
-        "--format",
-        &format!("[{{{{json .Names}}}},{{{{json (.Label \"{}\")}}}}]", record::VOLUME),
-    ])
-}
-
-pub fn list_argv() -> Vec<OsString> {
-    os(&[
-        "volume",
-        "ls",
-        "--filter",
-        &format!("label={}", record::SESSION),
-        "--format",
-        &format!(
-            "[{{{{json .Name}}}},{{{{json (.Label \"{}\")}}}},{{{{json (.Label \"{}\")}}}}]",
-            record::SESSION,
-            record::OWNER
-        ),
-    ])
-}
-
-pub fn remove_argv(name: &str) -> Vec<OsString> {
-    os(&["volume", "rm", "--", name])
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -440,7 +440,7 @@ impl ContainerDriver {
     ) -> Result<Persisted> {
         let lock = crate::host::persist::lock(&state.dir, session)?;
         let volume = crate::host::persist::volume_name(session);
-        let out = run_ok(&*self.exec, &crate::host::persist::users_argv(Some(&volume)))?;
+        let out = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&volume)))?;
         if let Some(user_of) = out.stdout_str().lines().find_map(|l| serde_json::from_str::<(String, String)>(l).ok()) {
             return Err(Error::VolumeInUse { session: session.to_string(), id: user_of.0 });
         }
@@ -456,7 +456,7 @@ impl ContainerDriver {
             None => Ok(()),
         }
         .and_then(|()| {
-            run_ok(&*self.exec, &crate::host::persist::create_argv(&volume, &dir, session, &owner))
+            run_ok(&*self.exec, &crate::docker::argv::volume_create(&volume, &dir, session, &owner))
                 .map(drop)
                 .map_err(Error::from)
         });
@@ -1166,7 +1166,7 @@ impl ContainerDriver {
             return Ok(Vec::new());
         }
         sessions.values_mut().for_each(|paths| paths.sort());
-        let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
+        let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
         let volumes: Vec<String> = out
             .stdout_str()
             .lines()
@@ -1183,7 +1183,7 @@ impl ContainerDriver {
     fn remove_orphan_volume_state(&self, state: &State, session: &str) -> Result<bool> {
         let Some(_lock) = crate::host::persist::try_lock(&state.dir, session)? else { return Ok(false) };
         let name = crate::host::persist::volume_name(session);
-        let out = self.exec.run(&crate::host::persist::inspect_argv(&name))?;
+        let out = self.exec.run(&crate::docker::argv::volume_inspect(&name))?;
         if out.status == 0 {
             return Ok(false);
         }
@@ -1291,7 +1291,7 @@ impl ContainerDriver {
     /// [`Self::purge_volume`] with the session's lock already held.
     fn purge_volume_locked(&self, volume: &str, session: &str) -> Result<()> {
         let (state, _) = self.state()?;
-        let args = crate::host::persist::remove_argv(volume);
+        let args = crate::docker::argv::volume_remove(volume);
         let out = self.exec.run(&args)?;
         if out.status != 0
             && !out.stderr_str().contains("No such volume")
@@ -1310,13 +1310,13 @@ impl ContainerDriver {
         let (state, key) = self.state()?;
         let name = crate::host::persist::volume_name(session);
         let _lock = crate::host::persist::lock(&state.dir, session)?;
-        let users = run_ok(&*self.exec, &crate::host::persist::users_argv(Some(&name)))?;
+        let users = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&name)))?;
         if let Some((user, _)) =
             users.stdout_str().lines().filter_map(|l| serde_json::from_str::<(String, String)>(l).ok()).next()
         {
             return Err(Error::VolumeInUse { session: session.to_string(), id: user });
         }
-        let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
+        let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
         let listed: Vec<(String, String, String)> =
             out.stdout_str().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
         let dir = crate::host::persist::host_dir(&state.dir, session);
@@ -1334,8 +1334,8 @@ impl ContainerDriver {
     /// The persistent session volumes sbx made, and who uses each.
     pub fn volumes(&self) -> Result<Vec<crate::host::persist::VolumeInfo>> {
         let (state, key) = self.state()?;
-        let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
-        let users = run_ok(&*self.exec, &crate::host::persist::users_argv(None))?;
+        let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
+        let users = run_ok(&*self.exec, &crate::docker::argv::volume_users(None))?;
         let users: Vec<(String, String)> =
             users.stdout_str().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
         Ok(out
