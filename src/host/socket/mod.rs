@@ -1,0 +1,36 @@
+//! The host side of the sandbox channel: where socket directories live, how
+//! they are made and removed, and how sbx checks and connects to a socket
+//! that the (untrusted) sandbox controls.
+//!
+//! The sandbox owns its socket directory, so it can swap `sandbox.sock` for
+//! a symlink, a FIFO or someone else's socket at any moment. Checking a path
+//! and then connecting to the same path is a race it can win; instead sbx
+//! opens the entry once with `O_PATH|O_NOFOLLOW`, checks that inode with
+//! `fstat`, connects through `/proc/self/fd/N` (the same inode, whatever the
+//! path now names), and checks the peer's credentials after connecting.
+//!
+//! - `root`: where socket roots come from, making and removing one sandbox's directory;
+//! - `remove`: removing a tree the sandbox wrote, with bounded descriptors;
+//! - `connect`: the checked open and connect.
+
+mod connect;
+mod remove;
+mod root;
+
+pub use connect::{
+    allowed_owners, connect_checked, connect_within, may_connect, not_yours, open_checked, CONNECT_TIMEOUT,
+};
+pub use remove::remove_tree;
+pub use root::{check_path_len, make_dir, make_marker_dir, remove_dir, socket_path, RootChoice, TMPFS_OPTIONS};
+
+pub const SOCKET_NAME: &str = "sandbox.sock";
+/// sun_path is 108 bytes including the terminating NUL.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// A fresh directory under the system temp dir, for tests.
+#[cfg(test)]
+fn tmp(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("sbx-sock-{tag}-{}-{}", std::process::id(), rand::random::<u32>()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
