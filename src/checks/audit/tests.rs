@@ -1,0 +1,120 @@
+use super::*;
+
+fn good() -> serde_json::Value {
+    let profile: serde_json::Value = serde_json::from_str(crate::host::seccomp::PROFILE).unwrap();
+    serde_json::json!({
+        "AppArmorProfile": "docker-default",
+        "Config": {"User": "65534:65534", "Labels": {"sbx.routes": "{\"inference\":\"sbx-proxy\"}"}},
+        "Mounts": [{"Source": "/run/sbx/sandboxes/sbx-1", "Destination": "/run/sandbox", "Propagation": "rprivate"}],
+        "NetworkSettings": {"Networks": {"sbx-proxy": {}}},
+        "HostConfig": {
+            "CapDrop": ["ALL"], "CapAdd": null, "Privileged": false, "PortBindings": {}, "NetworkMode": "sbx-proxy",
+            "Memory": 4294967296i64, "ReadonlyRootfs": true, "RestartPolicy": {"Name": "no", "MaximumRetryCount": 0},
+            "PidMode": "", "IpcMode": "private", "Devices": [], "UTSMode": "", "CgroupParent": "",
+            "Ulimits": [{"Name": "nofile"}, {"Name": "core"}],
+            "SecurityOpt": ["no-new-privileges", format!("seccomp={profile}")],
+            "PidsLimit": 512, "UsernsMode": "", "NanoCpus": 1000000000i64, "CpuQuota": 0,
+            "LogConfig": {"Type": "json-file", "Config": {"max-size": "10m", "max-file": "3"}}
+        }
+    })
+}
+
+fn facts() -> Facts {
+    Facts { apparmor: true, image_labels: Ok(serde_json::json!({"org.opencontainers.image.title": "agent"})) }
+}
+
+fn proc_ok() -> ProcStatus {
+    ProcStatus::parse("Uid:\t65534\t65534\t65534\t65534\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n")
+}
+
+fn failing(c: &serde_json::Value, p: Option<&ProcStatus>) -> Vec<&'static str> {
+    audit(c, p, &facts()).into_iter().filter(|r| !r.pass).map(|r| r.id).collect()
+}
+
+#[test]
+fn a_hardened_sandbox_passes_every_rule() {
+    let rules = audit(&good(), Some(&proc_ok()), &facts());
+    assert!(rules.iter().all(|r| r.pass), "{rules:#?}");
+    assert_eq!(rules.len(), 28);
+    let mut none = good();
+    none["Config"]["Labels"]["sbx.routes"] = "{}".into();
+    none["HostConfig"]["NetworkMode"] = "none".into();
+    none["NetworkSettings"]["Networks"] = serde_json::json!({"none": {}});
+    assert!(failing(&none, Some(&proc_ok())).is_empty(), "no routes: only `none`");
+}
+
+#[test]
+fn each_weakness_fails_its_rule() {
+    type Weaken = fn(&mut serde_json::Value);
+    let cases: Vec<(&str, Weaken)> = vec![
+        ("5.2", |c| c["AppArmorProfile"] = "unconfined".into()),
+        ("5.4", |c| c["HostConfig"]["CapAdd"] = serde_json::json!(["NET_ADMIN"])),
+        ("5.5", |c| c["HostConfig"]["Privileged"] = true.into()),
+        ("5.6", |c| c["Mounts"] = serde_json::json!([{"Source": "/etc", "Destination": "/x"}])),
+        ("5.9", |c| c["HostConfig"]["PortBindings"] = serde_json::json!({"80/tcp": [{}]})),
+        ("5.10", |c| c["HostConfig"]["NetworkMode"] = "host".into()),
+        ("5.11", |c| c["HostConfig"]["Memory"] = 0.into()),
+        ("5.12", |c| c["HostConfig"]["NanoCpus"] = 0.into()),
+        ("5.13", |c| c["HostConfig"]["ReadonlyRootfs"] = false.into()),
+        ("5.15", |c| c["HostConfig"]["RestartPolicy"]["Name"] = "always".into()),
+        ("5.16", |c| c["HostConfig"]["PidMode"] = "host".into()),
+        ("5.17", |c| c["HostConfig"]["IpcMode"] = "host".into()),
+        ("5.18", |c| c["HostConfig"]["Devices"] = serde_json::json!([{"PathOnHost": "/dev/kvm"}])),
+        ("5.19", |c| c["HostConfig"]["Ulimits"] = serde_json::json!([])),
+        ("5.20", |c| c["Mounts"][0]["Propagation"] = "rshared".into()),
+        ("5.21", |c| c["HostConfig"]["UTSMode"] = "host".into()),
+        ("5.25", |c| c["HostConfig"]["CgroupParent"] = "/custom".into()),
+        ("5.26", |c| {
+            c["HostConfig"]["SecurityOpt"].as_array_mut().unwrap().remove(0);
+        }),
+        ("5.29", |c| c["HostConfig"]["PidsLimit"] = 0.into()),
+        ("5.30", |c| {
+            c["HostConfig"]["NetworkMode"] = "default".into();
+            c["NetworkSettings"]["Networks"] = serde_json::json!({"sbx-proxy": {}});
+        }),
+        ("5.31", |c| c["HostConfig"]["UsernsMode"] = "host".into()),
+        ("5.32", |c| c["Mounts"] = serde_json::json!([{"Source": "/var/run/docker.sock", "Destination": "/x.sock"}])),
+        ("4.1", |c| c["Config"]["User"] = "".into()),
+        ("sbx.seccomp", |c| c["HostConfig"]["SecurityOpt"] = serde_json::json!(["no-new-privileges"])),
+        ("sbx.log", |c| c["HostConfig"]["LogConfig"] = serde_json::json!({"Type": "json-file", "Config": {}})),
+        ("sbx.log", |c| {
+            c["HostConfig"]["LogConfig"] = serde_json::json!({"Type": "journald", "Config": {"max-size": "10m"}})
+        }),
+        ("sbx.networks", |c| c["NetworkSettings"]["Networks"]["bridge"] = serde_json::json!({})),
+    ];
+    for (id, weaken) in cases {
+        let mut c = good();
+        weaken(&mut c);
+        assert_eq!(failing(&c, Some(&proc_ok())), vec![id], "weakening {id}");
+    }
+    let mut c = good();
+    c["HostConfig"]["SecurityOpt"] = serde_json::json!(["no-new-privileges", "seccomp:unconfined"]);
+    assert_eq!(failing(&c, Some(&proc_ok())), vec!["5.22", "sbx.seccomp"]);
+}
+
+#[test]
+fn what_the_process_has_counts_too() {
+    let mut p = proc_ok();
+    p.cap_eff = "00000000a80425fb".into();
+    assert_eq!(failing(&good(), Some(&p)), vec!["5.4"]);
+    let p = ProcStatus { seccomp: "0".into(), no_new_privs: "0".into(), uid: "0".into(), ..proc_ok() };
+    assert_eq!(failing(&good(), Some(&p)), vec!["5.22", "5.26", "4.1"]);
+    assert!(failing(&good(), None).is_empty(), "config alone when the process is not visible");
+    let no_apparmor = Facts { apparmor: false, ..facts() };
+    assert!(audit(&good(), Some(&proc_ok()), &no_apparmor)[0].detail.contains("not applicable"));
+}
+
+#[test]
+fn labels_the_image_carries_under_sbx_fail() {
+    let hostile = Facts { image_labels: Ok(serde_json::json!({"sbx.private": "{}", "a": "b"})), ..facts() };
+    let rules = audit(&good(), Some(&proc_ok()), &hostile);
+    let bad: Vec<&Rule> = rules.iter().filter(|r| !r.pass).collect();
+    assert_eq!(bad.len(), 1);
+    assert_eq!(bad[0].id, "sbx.labels");
+    assert!(bad[0].detail.contains("sbx.private"));
+    let unknown = Facts { image_labels: Err("No such image".into()), ..facts() };
+    assert_eq!(
+        audit(&good(), Some(&proc_ok()), &unknown).iter().filter(|r| !r.pass).map(|r| r.id).collect::<Vec<_>>(),
+        ["sbx.labels"]
+    );
+}
