@@ -164,8 +164,8 @@ pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str
         format!("no mount at {path} in the sandbox (mount points under /run and /tmp: {})", {
             let run: Vec<&str> = mounts
                 .iter()
-                .filter(|(p, _)| p.starts_with("/run") || p.starts_with("/tmp"))
-                .map(|(p, _)| p.as_str())
+                .filter(|m| m.path.starts_with("/run") || m.path.starts_with("/tmp"))
+                .map(|m| m.path.as_str())
                 .collect();
             if run.is_empty() {
                 "none".to_string()
@@ -174,13 +174,13 @@ pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str
             }
         })
     };
-    if !mounts.iter().any(|(p, _)| p == socket_dir) {
+    if !mounts.iter().any(|m| m.path == socket_dir) {
         return Err(redirected(socket_dir, elsewhere(socket_dir)));
     }
     if helper {
-        match mounts.iter().rev().find(|(p, _)| p == SANDBOX_DIR) {
+        match mounts.iter().rev().find(|m| m.path == SANDBOX_DIR) {
             None => return Err(redirected(SANDBOX_DIR, elsewhere(SANDBOX_DIR))),
-            Some((_, ro)) if !ro => {
+            Some(m) if !m.read_only => {
                 return Err(redirected(SANDBOX_DIR, "the mount there is writable, not sbx's read-only helper".into()))
             }
             Some(_) => {}
@@ -203,23 +203,30 @@ pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str
 /// of path depth and runc follows the image's symlinks, so `VOLUME
 /// /x/y/z` with `/x/y/z -> /run` in the image put a writable volume (holding
 /// the image's own `sbx/helper`) over /run after /run/sbx was mounted.
-fn covered(mounts: &[(String, bool)], at: &str) -> Option<String> {
-    let first = mounts.iter().position(|(p, _)| p == at)?;
+fn covered(mounts: &[MountPoint], at: &str) -> Option<String> {
+    let first = mounts.iter().position(|m| m.path == at)?;
     let over = |p: &str| {
         let base = p.trim_end_matches('/');
         p == at || at.starts_with(&format!("{base}/")) || p.starts_with(&format!("{at}/"))
     };
-    mounts[first + 1..].iter().find(|(p, _)| over(p)).map(|(p, _)| p.clone())
+    mounts[first + 1..].iter().find(|m| over(&m.path)).map(|m| m.path.clone())
 }
 
-/// (mount point, read-only) of each line of a mountinfo file, in order.
-fn parse_mountinfo(text: &str) -> Vec<(String, bool)> {
+/// One line of a mountinfo file: where something is mounted, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MountPoint {
+    path: String,
+    read_only: bool,
+}
+
+/// The mount points of a mountinfo file, in order.
+fn parse_mountinfo(text: &str) -> Vec<MountPoint> {
     text.lines()
         .filter_map(|l| {
             let mut f = l.split(' ');
             let point = f.nth(4)?;
             let opts = f.next()?;
-            Some((unescape(point), opts.split(',').any(|o| o == "ro")))
+            Some(MountPoint { path: unescape(point), read_only: opts.split(',').any(|o| o == "ro") })
         })
         .collect()
 }
@@ -303,7 +310,7 @@ mod tests {
     #[test]
     fn accepts_mounts_where_sbx_put_them() {
         check_mounts(GOOD, "img", true, "/run/sandbox").unwrap();
-        assert!(parse_mountinfo(GOOD).contains(&("/data dir".to_string(), false)));
+        assert!(parse_mountinfo(GOOD).contains(&MountPoint { path: "/data dir".to_string(), read_only: false }));
     }
 
     #[test]

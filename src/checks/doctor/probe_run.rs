@@ -129,7 +129,7 @@ impl Doctor<'_> {
             ));
         }
         match report {
-            Ok((nonce, r)) => {
+            Ok(Exchange { nonce, report: r }) => {
                 let how = match created.channel {
                     crate::host::channel::Kind::Direct => "its socket on the host".to_string(),
                     crate::host::channel::Kind::Exec => {
@@ -148,7 +148,7 @@ impl Doctor<'_> {
     }
 
     /// One exchange with the probe over the channel `connect` would use.
-    fn exchange(&self, id: &str) -> Result<(String, Report)> {
+    fn exchange(&self, id: &str) -> Result<Exchange> {
         let channel = self.driver.channel(id)?;
         let crate::host::channel::Conn { mut reader, mut writer, end } =
             channel.open(self.exec, socket::CONNECT_TIMEOUT)?;
@@ -163,8 +163,14 @@ impl Doctor<'_> {
         read.map_err(io)?;
         let report = serde_json::from_slice(&body)
             .map_err(|source| Error::Json { context: "reading the probe's report".into(), source })?;
-        Ok((nonce, report))
+        Ok(Exchange { nonce, report })
     }
+}
+
+/// What one exchange with the probe gave: the nonce sbx sent, and the report.
+struct Exchange {
+    nonce: String,
+    report: Report,
 }
 
 fn route_port(r: &Route) -> Option<u16> {
