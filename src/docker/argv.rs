@@ -324,7 +324,7 @@ pub fn list() -> Vec<OsString> {
         "--filter".into(),
         filter.into(),
         "--format".into(),
-        record::ps_template().into(),
+        super::parse::ps_template().into(),
     ]
 }
 

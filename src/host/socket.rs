@@ -147,12 +147,7 @@ pub fn not_yours(path: &Path, uid: u32, reason: String) -> SocketError {
     SocketError::NotYours { path: path.to_path_buf(), uid, reason }
 }
 
-/// Issue 9 finding 7: what the sandbox writes to /run/sandbox lands on the
-/// host (often a RAM-backed /run). As root, each socket directory is its
-/// own tmpfs: 1 MiB and 64 inodes hold a socket and a few small files, far
-/// from filling the host; nosuid,nodev,noexec since nothing there is run.
-/// Without root the directory stays unbounded (`sbx doctor` says so).
-pub const TMPFS_OPTIONS: &str = "size=1m,nr_inodes=64";
+pub use crate::model::paths::SOCKET_TMPFS_OPTIONS as TMPFS_OPTIONS;
 
 fn bound(dir: &Path, mode: u32, uid: u32, gid: u32) -> nix::Result<()> {
     use nix::mount::{mount, MsFlags};
