@@ -102,6 +102,8 @@ pub fn wait_port(a: &WaitPortArgs, env: &Env, dirs: &Dirs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::docker::fake::{Call, FakeDocker};
+    use crate::docker::{ModeKind, Output};
 
     #[test]
     fn port_specs() {
@@ -111,5 +113,26 @@ mod tests {
         for bad in ["", "0", "x", "80:", ":80", "1:2:3", "70000", "-1"] {
             assert!(parse_spec(bad).is_err(), "{bad}");
         }
+    }
+
+    /// One connection through the fake: what the client sends is docker's
+    /// stdin, what docker prints comes back, and both half-closes pass.
+    #[test]
+    fn a_connection_is_one_piped_helper_relay() {
+        use std::io::{Read, Write};
+        let fake = FakeDocker::new();
+        fake.push(Output::ok("pong"));
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        client.write_all(b"ping").unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        relay(conn, &fake, "sbx-0123456789ab", 8080);
+        let mut back = String::new();
+        client.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "pong");
+        let args = workbench::relay_argv("sbx-0123456789ab", 8080);
+        let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(fake.invocations(), vec![Call { args, stdin: Some(b"ping".to_vec()), mode: ModeKind::Piped }]);
     }
 }

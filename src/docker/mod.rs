@@ -305,6 +305,8 @@ pub(crate) fn verb(args: &[OsString]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     #[test]
@@ -320,5 +322,46 @@ mod tests {
         assert_eq!(exit_code(std::process::ExitStatus::from_raw(3 << 8)), 3);
         assert_eq!(exit_code(std::process::ExitStatus::from_raw(9)), 137);
         assert_eq!(exit_code(std::process::ExitStatus::from_raw(15)), 143);
+    }
+
+    /// Every shorthand is one invocation, recorded whole by the fake:
+    /// argv, what went to stdin, and how the streams were attached.
+    #[test]
+    fn each_shorthand_is_one_invocation_with_its_mode() {
+        use fake::{Call, FakeDocker};
+        let fake = FakeDocker::new();
+        for _ in 0..6 {
+            fake.push(Output::ok("out"));
+        }
+        let a = |w: &str| vec![OsString::from(w)];
+        let exec: &dyn DockerExec = &fake;
+        assert_eq!(exec.run(&a("ps")).unwrap().stdout, b"out");
+        exec.run_input(&a("import"), b"tar").unwrap();
+        assert_eq!(exec.spawn(&a("info")).unwrap().wait().unwrap().stdout, b"out");
+        let attach = Attach { stdin: true, capture_stderr: false };
+        assert_eq!(exec.run_attached(&a("exec"), attach).unwrap(), (0, String::new()));
+        let mut got = Vec::new();
+        let s = exec
+            .run_stream(&a("cp"), Some(&mut |w| w.write_all(b"in")), &mut |r| r.read_to_end(&mut got).map(drop))
+            .unwrap();
+        assert_eq!((s.status, got.as_slice()), (0, &b"out"[..]));
+        let p = exec.open_pipe(&a("relay")).unwrap();
+        let (mut stdin, wait) = (p.stdin, p.wait);
+        stdin.write_all(b"up").unwrap();
+        assert_eq!(wait().unwrap(), (0, String::new()));
+        let call =
+            |w: &str, stdin: Option<&[u8]>, mode| Call { args: vec![w.into()], stdin: stdin.map(<[u8]>::to_vec), mode };
+        assert_eq!(
+            fake.invocations(),
+            vec![
+                call("ps", None, ModeKind::Captured),
+                call("import", Some(b"tar"), ModeKind::Captured),
+                call("info", None, ModeKind::Background),
+                call("exec", None, ModeKind::Terminal(attach)),
+                call("cp", Some(b"in"), ModeKind::Streamed),
+                call("relay", Some(b"up"), ModeKind::Piped),
+            ]
+        );
+        assert_eq!(fake.inputs(), vec![(1, b"tar".to_vec()), (4, b"in".to_vec()), (5, b"up".to_vec())]);
     }
 }

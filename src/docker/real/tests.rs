@@ -132,3 +132,19 @@ fn real_docker_reports_spawn_failure() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A docker killed by a signal reports 128+N whichever way it ran (the
+/// captured-with-input path once said -1).
+#[test]
+fn a_signal_death_is_128_plus_n_in_every_mode() {
+    let d = RealDocker::new(Some("sh".into()));
+    let die = argv(&["-c", "cat >/dev/null; kill -9 $$"]);
+    assert_eq!(d.run(&die).unwrap().status, 137);
+    assert_eq!(d.run_input(&die, b"x").unwrap().status, 137);
+    assert_eq!(d.spawn(&die).unwrap().wait().unwrap().status, 137);
+    let s = d.run_stream(&die, Some(&mut |w| w.write_all(b"x")), &mut |r| drain(r)).unwrap();
+    assert_eq!(s.status, 137);
+    let p = d.open_pipe(&die).unwrap();
+    drop(p.stdin);
+    assert_eq!((p.wait)().unwrap().0, 137);
+}
