@@ -18,45 +18,8 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
 
-/// Input that sbx refuses before it touches docker.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {what} {value:?}: {reason}")]
-pub struct Invalid {
-    pub what: &'static str,
-    pub value: String,
-    pub reason: String,
-    pub hint: Option<String>,
-}
-
-impl Invalid {
-    pub fn new(what: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Self {
-        Invalid { what, value: value.into(), reason: reason.into(), hint: None }
-    }
-
-    pub fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
-    }
-}
-
-/// A docker invocation that could not run or that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum DockerError {
-    #[error("could not run `{program}`: {source}")]
-    Spawn {
-        program: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// `command` says what sbx was doing (`explain::doing`), never the argv.
-    #[error("docker failed while {command} (exit {status}): {}", crate::docker::explain::first_line(stderr))]
-    Status { command: String, status: i32, stderr: String },
-    #[error("could not parse the output of `{command}`: {reason}")]
-    Parse { command: String, reason: String },
-    /// The engine took longer than the call's deadline; sbx killed the CLI.
-    #[error("the Docker engine did not answer `{command}` within {}", humantime::format_duration(*after))]
-    Timeout { command: String, after: std::time::Duration },
-}
+pub use crate::docker::DockerError;
+pub use crate::model::invalid::Invalid;
 
 /// Failures sbx says in its own words: the daemon's known answers and the
 /// in-sandbox helper's exit codes (issue 10 item 5). Ids are the ones the

@@ -9,7 +9,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::time::Duration;
 
 use crate::cli::WaitPortArgs;
-use crate::docker::RealDocker;
+use crate::docker::{DockerError, DockerExec, Piped};
 use crate::error::{Error, Invalid, Result};
 use crate::spec::{parse_duration, parse_id};
 use crate::workbench;
@@ -39,12 +39,12 @@ pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
             .map_err(|e| Error::io(format!("listening on 127.0.0.1:{local}"), e))?;
         let addr = listener.local_addr().map_err(|e| Error::io("reading the local address", e))?;
         lines.push_str(&format!("{addr} -> {id}:{remote}\n"));
-        let docker = std::sync::Arc::new(crate::real_docker(env));
+        let docker: std::sync::Arc<dyn DockerExec> = std::sync::Arc::new(crate::real_docker(env));
         let id = target.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
                 let (docker, id) = (docker.clone(), id.clone());
-                std::thread::spawn(move || relay(conn, &docker, &id, remote));
+                std::thread::spawn(move || relay(conn, docker.as_ref(), &id, remote));
             }
         });
     }
@@ -59,12 +59,9 @@ pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
 /// One connection: TCP <-> `docker exec -i ID helper relay PORT`, with
 /// half-close passed on in both directions. Both directions copy with
 /// `relay::copy` (read/write, no splice: issue 10.1).
-fn relay(conn: TcpStream, docker: &RealDocker, id: &str, port: u16) {
-    let args = workbench::relay_argv(id, port);
-    let Ok(mut child) = docker.piped(&args).spawn() else { return };
+fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16) {
     // A hung engine ends this connection at the start deadline (issue 10).
-    let watch = docker.watch_start(&args, &child, true);
-    let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else { return };
+    let Ok(Piped { mut stdin, mut stdout, wait }) = docker.open_pipe(&workbench::relay_argv(id, port)) else { return };
     let Ok(mut up) = conn.try_clone() else { return };
     let upload = std::thread::spawn(move || {
         let _ = crate::host::relay::copy(&mut up, &mut stdin);
@@ -74,15 +71,8 @@ fn relay(conn: TcpStream, docker: &RealDocker, id: &str, port: u16) {
     let _ = crate::host::relay::copy(&mut stdout, &mut down);
     let _ = down.shutdown(Shutdown::Write);
     let _ = upload.join();
-    match watch {
-        Some(w) => {
-            if let Ok(Err(e)) = w.reap(&mut child) {
-                eprintln!("sbx: warning: connection to port {port} closed: {e}");
-            }
-        }
-        None => {
-            let _ = child.wait();
-        }
+    if let Err(e @ DockerError::Timeout { .. }) = wait() {
+        eprintln!("sbx: warning: connection to port {port} closed: {e}");
     }
 }
 
@@ -112,6 +102,8 @@ pub fn wait_port(a: &WaitPortArgs, env: &Env, dirs: &Dirs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::docker::fake::{Call, FakeDocker};
+    use crate::docker::{ModeKind, Output};
 
     #[test]
     fn port_specs() {
@@ -121,5 +113,26 @@ mod tests {
         for bad in ["", "0", "x", "80:", ":80", "1:2:3", "70000", "-1"] {
             assert!(parse_spec(bad).is_err(), "{bad}");
         }
+    }
+
+    /// One connection through the fake: what the client sends is docker's
+    /// stdin, what docker prints comes back, and both half-closes pass.
+    #[test]
+    fn a_connection_is_one_piped_helper_relay() {
+        use std::io::{Read, Write};
+        let fake = FakeDocker::new();
+        fake.push(Output::ok("pong"));
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        client.write_all(b"ping").unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        relay(conn, &fake, "sbx-0123456789ab", 8080);
+        let mut back = String::new();
+        client.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "pong");
+        let args = workbench::relay_argv("sbx-0123456789ab", 8080);
+        let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(fake.invocations(), vec![Call { args, stdin: Some(b"ping".to_vec()), mode: ModeKind::Piped }]);
     }
 }

@@ -39,6 +39,12 @@ pub fn classify(stderr: &str) -> Option<Known> {
     None
 }
 
+/// The CLI could not reach a daemon at all (none runs, or DOCKER_HOST
+/// points nowhere): `Error::hint` tells the operator to start one.
+pub fn daemon_down(stderr: &str) -> bool {
+    stderr.contains("Cannot connect to the Docker daemon") || stderr.contains("Is the docker daemon running")
+}
+
 fn strip_prefixes(mut l: &str) -> &str {
     for p in ["docker: ", "Error response from daemon: ", "Error: "] {
         l = l.strip_prefix(p).unwrap_or(l);
@@ -113,6 +119,16 @@ mod tests {
     /// Captured from engine 20.10.
     const CPUS: &str = "docker: Error response from daemon: Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs available.\nSee 'docker run --help'.";
     const NOT_RUNNING: &str = "Error response from daemon: Container 53597ea0a2bf3e44b0ca572e43ff1138d92d9bba134d4caecd2c4cadb6a79deb is not running";
+
+    /// Captured from CLI 28.2.2 with DOCKER_HOST naming no socket (exit 1).
+    const DAEMON_DOWN: &str =
+        "Cannot connect to the Docker daemon at unix:///nonexistent.sock. Is the docker daemon running?";
+
+    #[test]
+    fn a_missing_daemon_is_told_from_a_daemon_error() {
+        assert!(daemon_down(DAEMON_DOWN));
+        assert!(!daemon_down(CPUS) && !daemon_down(NOT_RUNNING));
+    }
 
     #[test]
     fn known_daemon_answers() {

@@ -1,15 +1,15 @@
-//! A scripted stand-in for the docker CLI, for tests.
+//! A scripted stand-in for the docker CLI, for unit tests only (not built
+//! into sbx).
 //!
-//! Answers are replayed in order; every argv is recorded so a test can
-//! compare the exact calls. An unscripted call panics, so a test cannot
+//! Answers are replayed in order; every invocation is recorded whole (argv,
+//! what was written to its stdin, how its streams were attached) so a test
+//! can compare the exact calls. An unscripted call panics, so a test cannot
 //! pass while sbx makes calls nobody expected.
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
 
-use super::{Background, DockerExec, Output};
-use crate::error::DockerError;
+use super::{Background, DockerError, DockerExec, Invocation, Mode, ModeKind, Outcome, Output, Piped, Streamed};
 
 type Hook = Box<dyn FnOnce(&[String]) + Send>;
 
@@ -19,11 +19,20 @@ enum Answer {
     TimesOut(std::time::Duration),
 }
 
+/// One recorded invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub args: Vec<String>,
+    /// What sbx wrote to its stdin: the input of a captured or streamed
+    /// call, everything written to a piped one; None when it had none.
+    pub stdin: Option<Vec<u8>>,
+    pub mode: ModeKind,
+}
+
 #[derive(Default)]
 struct State {
     answers: VecDeque<Answer>,
-    calls: Vec<Vec<String>>,
-    inputs: Vec<(usize, Vec<u8>)>,
+    calls: Vec<Call>,
 }
 
 #[derive(Clone, Default)]
@@ -60,9 +69,14 @@ impl FakeDocker {
         self
     }
 
+    /// Every invocation so far, whole, in order.
+    pub fn invocations(&self) -> Vec<Call> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
     /// Every argv run or spawned so far, in order.
     pub fn calls(&self) -> Vec<Vec<String>> {
-        self.state.lock().unwrap().calls.clone()
+        self.invocations().into_iter().map(|c| c.args).collect()
     }
 
     /// Just the docker subcommands, e.g. `["image inspect", "run"]`.
@@ -72,11 +86,44 @@ impl FakeDocker {
 
     /// Stdin given to calls, as (index into `calls`, bytes).
     pub fn inputs(&self) -> Vec<(usize, Vec<u8>)> {
-        self.state.lock().unwrap().inputs.clone()
+        self.invocations().into_iter().enumerate().filter_map(|(i, c)| Some((i, c.stdin?))).collect()
     }
 
     pub fn remaining(&self) -> usize {
         self.state.lock().unwrap().answers.len()
+    }
+
+    /// Record the call and take its scripted answer.
+    fn answer(&self, call: Call) -> Result<Output, DockerError> {
+        self.answer_at(call).1
+    }
+
+    /// Like `answer`, with the call's index in `calls`.
+    fn answer_at(&self, call: Call) -> (usize, Result<Output, DockerError>) {
+        let argv = call.args.clone();
+        let (at, answer) = {
+            let mut st = self.state.lock().unwrap();
+            st.calls.push(call);
+            (st.calls.len() - 1, st.answers.pop_front())
+        };
+        let out = match answer {
+            Some(Answer::Output(out, hook)) => {
+                if let Some(h) = hook {
+                    h(&argv);
+                }
+                Ok(out)
+            }
+            Some(Answer::SpawnFails) => Err(DockerError::Spawn {
+                program: "docker".into(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory"),
+            }),
+            Some(Answer::TimesOut(after)) => Err(DockerError::Timeout {
+                command: super::verb(&argv.iter().map(Into::into).collect::<Vec<_>>()),
+                after,
+            }),
+            None => panic!("unscripted docker call: {argv:?}"),
+        };
+        (at, out)
     }
 }
 
@@ -90,94 +137,50 @@ fn verb(argv: &[String]) -> String {
     }
 }
 
-fn strings(args: &[OsString]) -> Vec<String> {
-    args.iter().map(|a| a.to_string_lossy().into_owned()).collect()
-}
-
 impl DockerExec for FakeDocker {
-    fn run(&self, args: &[OsString]) -> Result<Output, DockerError> {
-        let argv = strings(args);
-        let answer = {
-            let mut st = self.state.lock().unwrap();
-            st.calls.push(argv.clone());
-            st.answers.pop_front()
-        };
-        match answer {
-            Some(Answer::Output(out, hook)) => {
-                if let Some(h) = hook {
-                    h(&argv);
-                }
-                Ok(out)
+    /// Captured: the scripted output. Background: the next answer, taken in
+    /// call order. Terminal: its status and stderr. Streamed: what `input`
+    /// writes is recorded, the scripted stdout goes to `output`. Piped: the
+    /// scripted stdout is what the process prints, what sbx writes to its
+    /// stdin is recorded as it comes.
+    fn execute(&self, inv: Invocation<'_>) -> Result<Outcome, DockerError> {
+        let kind = inv.mode.kind();
+        let args: Vec<String> = inv.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let call = |stdin| Call { args: args.clone(), stdin, mode: kind };
+        Ok(match inv.mode {
+            Mode::Captured { input } => Outcome::Output(self.answer(call(input.map(<[u8]>::to_vec)))?),
+            Mode::Background => Outcome::Background(Box::new(Scripted(Some(self.answer(call(None)))))),
+            Mode::Terminal(_) => {
+                let out = self.answer(call(None))?;
+                Outcome::Terminal { status: out.status, held: out.stderr_str() }
             }
-            Some(Answer::SpawnFails) => Err(DockerError::Spawn {
-                program: "docker".into(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory"),
-            }),
-            Some(Answer::TimesOut(after)) => Err(DockerError::Timeout { command: super::verb(args), after }),
-            None => panic!("unscripted docker call: {argv:?}"),
-        }
-    }
-
-    fn run_input(&self, args: &[OsString], input: &[u8]) -> Result<Output, DockerError> {
-        {
-            let mut st = self.state.lock().unwrap();
-            let at = st.calls.len();
-            st.inputs.push((at, input.to_vec()));
-        }
-        self.run(args)
-    }
-
-    fn run_attached(&self, args: &[OsString], _attach: super::Attach) -> Result<(i32, String), DockerError> {
-        let out = self.run(args)?;
-        Ok((out.status, out.stderr_str()))
-    }
-
-    /// Streams the scripted stdout to `output`; what `input` writes is
-    /// recorded like `run_input`'s.
-    fn run_stream(
-        &self,
-        args: &[OsString],
-        input: Option<&mut super::StreamIn<'_>>,
-        output: &mut super::StreamOut<'_>,
-    ) -> Result<super::Streamed, DockerError> {
-        let mut written = Vec::new();
-        let input_r = input.map(|f| f(&mut written)).unwrap_or(Ok(()));
-        {
-            let mut st = self.state.lock().unwrap();
-            let at = st.calls.len();
-            st.inputs.push((at, written));
-        }
-        let out = self.run(args)?;
-        let output_r = output(&mut out.stdout.as_slice());
-        Ok(super::Streamed { status: out.status, stderr: out.stderr, input: input_r, output: output_r })
-    }
-
-    /// The scripted stdout is what the process prints; what sbx writes to
-    /// its stdin is recorded like `run_input`'s.
-    fn open_pipe(&self, args: &[OsString]) -> Result<super::Piped, DockerError> {
-        let at = {
-            let mut st = self.state.lock().unwrap();
-            let at = st.calls.len();
-            st.inputs.push((at, Vec::new()));
-            at
-        };
-        let out = self.run(args)?;
-        let (status, stderr) = (out.status, out.stderr_str());
-        Ok(super::Piped {
-            stdin: Box::new(Recorder { state: self.state.clone(), at }),
-            stdout: Box::new(std::io::Cursor::new(out.stdout)),
-            wait: Box::new(move || Ok((status, stderr))),
+            Mode::Streamed { input, output } => {
+                let mut written = Vec::new();
+                let input_r = input.map(|f| f(&mut written));
+                let out = self.answer(call(input_r.is_some().then_some(written)))?;
+                let output_r = output(&mut out.stdout.as_slice());
+                Outcome::Streamed(Streamed {
+                    status: out.status,
+                    stderr: out.stderr,
+                    input: input_r.unwrap_or(Ok(())),
+                    output: output_r,
+                })
+            }
+            Mode::Piped => {
+                let (at, out) = self.answer_at(call(Some(Vec::new())));
+                let out = out?;
+                let (status, stderr) = (out.status, out.stderr_str());
+                Outcome::Piped(Piped {
+                    stdin: Box::new(Recorder { state: self.state.clone(), at }),
+                    stdout: Box::new(std::io::Cursor::new(out.stdout)),
+                    wait: Box::new(move || Ok((status, stderr))),
+                })
+            }
         })
     }
-
-    /// Background calls take the next scripted answer too, in call order.
-    fn spawn(&self, args: &[OsString]) -> Result<Box<dyn Background>, DockerError> {
-        let out = self.run(args);
-        Ok(Box::new(Scripted(Some(out))))
-    }
 }
 
-/// Appends what is written to the recorded input of call `at`.
+/// Appends what is written to the recorded stdin of call `at`.
 struct Recorder {
     state: Arc<Mutex<State>>,
     at: usize,
@@ -186,7 +189,7 @@ struct Recorder {
 impl std::io::Write for Recorder {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut st = self.state.lock().unwrap();
-        if let Some((_, v)) = st.inputs.iter_mut().rev().find(|(i, _)| *i == self.at) {
+        if let Some(v) = st.calls.get_mut(self.at).and_then(|c| c.stdin.as_mut()) {
             v.extend_from_slice(buf);
         }
         Ok(buf.len())

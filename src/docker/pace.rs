@@ -18,8 +18,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::{run_ok, DockerExec, Output};
-use crate::error::DockerError;
+use super::{run_ok, DockerError, DockerExec, Output};
 
 /// How bulk removals are split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,11 @@
 //! Pure parsers for docker's output, tested on text captured from the
 //! engine this project runs on (20.10, with a 28.x CLI).
 
+mod container;
+
 use std::collections::BTreeMap;
+
+pub use container::{parse_inspect, parse_ps, ps_template, RawContainer};
 
 /// What sbx needs to know about one network to judge a route's boundary.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -17,12 +17,11 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use crate::docker::{argv, DockerExec};
 use crate::error::{Error, Result, SocketError};
 use crate::host::helper::SANDBOX_PATH;
 use crate::host::socket;
+pub use crate::model::channel::Kind;
 
 /// What `--channel` asks for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -33,15 +32,6 @@ pub enum Choice {
     /// Connect to the socket on the host.
     Direct,
     /// Relay through `docker exec` and the helper.
-    Exec,
-}
-
-/// The channel a sandbox was made with.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    #[default]
-    Direct,
     Exec,
 }
 
@@ -56,24 +46,6 @@ impl Choice {
             Choice::Exec => Kind::Exec,
             Choice::Auto if euid == 0 => Kind::Direct,
             Choice::Auto => Kind::Exec,
-        }
-    }
-}
-
-impl Kind {
-    /// The `sbx.channel` label's value; Direct writes no label (sandboxes
-    /// from before the label are direct).
-    pub fn label(self) -> Option<&'static str> {
-        match self {
-            Kind::Direct => None,
-            Kind::Exec => Some("exec"),
-        }
-    }
-
-    pub fn from_label(value: Option<&str>) -> Kind {
-        match value {
-            Some("exec") => Kind::Exec,
-            _ => Kind::Direct,
         }
     }
 }

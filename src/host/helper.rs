@@ -24,13 +24,7 @@ use crate::error::{Error, Result};
 
 pub const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sbx-helper"));
 const KEY: &str = include_str!(concat!(env!("OUT_DIR"), "/sbx-helper.key"));
-/// Where sandboxes see the helper's directory (a read-only mount point).
-pub const SANDBOX_DIR: &str = "/run/sbx";
-/// Where sandboxes see it.
-pub const SANDBOX_PATH: &str = "/run/sbx/helper";
-/// Where the helper keeps background processes' state (a tmpfs of its own;
-/// `BG` in helper/sbx_helper.rs).
-pub const BG_DIR: &str = "/run/sbx-bg";
+pub use crate::model::paths::{HELPER_BG_DIR as BG_DIR, HELPER_DIR as SANDBOX_DIR, HELPER_PATH as SANDBOX_PATH};
 /// The helper's name inside its directory.
 const FILE: &str = "helper";
 /// Execute-only for the sandbox (issue 9 finding 1, deeper): the running

@@ -1,3 +1,10 @@
-//! What sbx knows about a sandbox, independent of how it learned it.
+//! What sbx knows about a sandbox, independent of how it learned it: the
+//! record and its label keys, the ownership tokens, the channel kind, the
+//! fixed paths inside a sandbox and the shape of refused input. A leaf: it
+//! imports nothing else of the crate.
 
+pub mod channel;
+pub mod invalid;
+pub mod paths;
 pub mod record;
+pub mod token;

@@ -13,8 +13,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::docker::parse::RawContainer;
 use crate::host::state::ProcId;
-use crate::model::record::RawContainer;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reap {

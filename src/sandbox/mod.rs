@@ -15,11 +15,12 @@ use serde::Serialize;
 use crate::checks::boundary::{self, Gap};
 use crate::docker::pace::Pace;
 use crate::docker::parse::NetInfo;
+use crate::docker::parse::RawContainer;
 use crate::docker::{argv, parse, run_ok, status_error, DockerExec, Output};
 use crate::error::{DockerError, Error, Result};
 use crate::host::socket::{self, RootChoice};
 use crate::host::state::{self, ProcId, State, StateChoice};
-use crate::model::record::{self, RawContainer, Record};
+use crate::model::record::{self, Record};
 use crate::spec::{self, SandboxSpec, UserSpec, NOBODY};
 
 /// Returns the signal number once one is pending (see `interrupt`).
@@ -395,7 +396,7 @@ impl ContainerDriver {
     fn check_services(&self, hosts: &[String]) -> Result<()> {
         let args = argv::inspect(hosts);
         let out = self.exec.run(&args)?;
-        let found = record::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
+        let found = parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
         // Issue 9 finding 3: a route naming another sandbox would attach it
         // to this one's network. Refused whoever's key made it, and also a
         // container that only looks like a sandbox (sbx labels, sbx's names).
@@ -803,7 +804,7 @@ impl ContainerDriver {
     fn inspect_many(&self, ids: &[String]) -> Result<Vec<RawContainer>> {
         let args = argv::inspect(ids);
         let out = self.exec.run(&args)?;
-        let raws = record::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
+        let raws = parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
         if out.status != 0 {
             let missing = parse::missing_containers(ids, &out.stderr_str());
             if missing.len() + raws.len() != ids.len() {
@@ -866,7 +867,7 @@ impl ContainerDriver {
         if out.status != 0 {
             return Err(status_error(&args, &out).into());
         }
-        let raws = record::parse_ps(&out.stdout_str(), "docker ps")?;
+        let raws = parse::parse_ps(&out.stdout_str(), "docker ps")?;
         let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect();
         crate::sandbox::gc_plan::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
         Ok(recs)
@@ -1031,7 +1032,7 @@ impl ContainerDriver {
             .collect();
         let out = run_ok(&*self.exec, &argv::list())?;
         let owned: Vec<RawContainer> =
-            record::parse_ps(&out.stdout_str(), "docker ps")?.into_iter().filter(|r| r.is_sbx(key)).collect();
+            parse::parse_ps(&out.stdout_str(), "docker ps")?.into_iter().filter(|r| r.is_sbx(key)).collect();
         let creating = state.creating();
         let expiring = state.expiring();
         let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
@@ -1050,7 +1051,7 @@ impl ContainerDriver {
         if !plan.orphan_dirs.is_empty() {
             let args = argv::inspect(&plan.orphan_dirs);
             let out = self.exec.run(&args)?;
-            let exists: Vec<String> = record::parse_inspect(&out.stdout_str(), "docker container inspect")?
+            let exists: Vec<String> = parse::parse_inspect(&out.stdout_str(), "docker container inspect")?
                 .into_iter()
                 .map(|r| r.name)
                 .collect();
@@ -1235,7 +1236,7 @@ impl ContainerDriver {
             }
             std::thread::sleep(Duration::from_millis(50));
             let out = self.exec.run(&argv::inspect(&racing))?;
-            let still: Vec<String> = record::parse_inspect(&out.stdout_str(), "docker container inspect")?
+            let still: Vec<String> = parse::parse_inspect(&out.stdout_str(), "docker container inspect")?
                 .into_iter()
                 .map(|r| r.name)
                 .collect();

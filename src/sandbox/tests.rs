@@ -562,8 +562,11 @@ fn a_relayed_sandbox_is_reached_through_docker_exec() {
     v["Config"]["Labels"]["sbx.channel"] = "direct".into();
     rig.fake.push(Output::ok(&v.to_string()));
     assert!(matches!(rig.driver().channel(ID), Err(Error::Foreign { .. })));
-    let r =
-        rig.driver().record(&record::RawContainer { name: ID.into(), labels: labels.clone(), ..Default::default() });
+    let r = rig.driver().record(&crate::docker::parse::RawContainer {
+        name: ID.into(),
+        labels: labels.clone(),
+        ..Default::default()
+    });
     assert_eq!((r.channel, r.socket.as_str()), (crate::host::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
 }
 

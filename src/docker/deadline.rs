@@ -1,0 +1,96 @@
+//! How long a docker call may take (see [`Deadlines`]).
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use crate::model::invalid::Invalid;
+
+/// How long a docker call may take before sbx stops waiting for the engine.
+///
+/// Engine 20.10's network controller can deadlock when many containers go
+/// at once (libnetwork's controller and datastore locks taken in opposite
+/// orders); every later `docker rm`, `ps` or `info` then hangs until dockerd
+/// restarts. A script or cron job must get an error instead of hanging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// Look-ups that should answer at once: version, info, inspect, ps, ls.
+    pub quick: Duration,
+    /// Calls that change the engine: run, create, start, rm, network and
+    /// volume changes, import (4x quick).
+    pub change: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines::scaled(Duration::from_secs(30))
+    }
+}
+
+impl Deadlines {
+    fn scaled(quick: Duration) -> Self {
+        Deadlines { quick, change: quick * 4 }
+    }
+
+    /// From `SBX_DOCKER_TIMEOUT` (a duration such as `30s` or `2m`: the
+    /// look-ups' deadline; changes get four times as long).
+    pub fn from_env(value: Option<&str>) -> Result<Self, Invalid> {
+        let Some(v) = value else { return Ok(Deadlines::default()) };
+        match humantime::parse_duration(v.trim()) {
+            Ok(d) if d >= Duration::from_millis(100) => Ok(Deadlines::scaled(d)),
+            _ => Err(Invalid::new("SBX_DOCKER_TIMEOUT", v, "it must be a duration of at least 100ms")
+                .hint("e.g. SBX_DOCKER_TIMEOUT=30s (look-ups; engine changes get 4x that)")),
+        }
+    }
+
+    /// The deadline of `docker ARGS`, or None for calls that stream or run
+    /// for as long as their user wants (exec, logs, cp, stats, events, wait).
+    pub fn of(&self, args: &[OsString]) -> Option<Duration> {
+        let word = |i: usize| args.get(i).and_then(|a| a.to_str()).unwrap_or("");
+        let (verb, sub) = match word(0) {
+            "container" | "image" | "network" | "volume" | "system" => (word(1), word(0)),
+            v => (v, ""),
+        };
+        // The relayed channel's readiness poll is a prompt look-up, though an exec
+        // (the helper waits at most 500 ms inside): a hung engine must not hang create.
+        if verb == "exec" && args.iter().any(|a| a == "probe-socket") {
+            return Some(self.quick);
+        }
+        match verb {
+            "exec" | "logs" | "attach" | "cp" | "stats" | "events" | "wait" | "pull" | "push" | "load" | "save"
+            | "export" | "build" | "prune" => None,
+            "run" | "create" | "start" | "stop" | "restart" | "rm" | "kill" | "pause" | "unpause" | "import"
+            | "connect" | "disconnect" | "rmi" | "update" => Some(self.change),
+            _ if sub == "network" || sub == "volume" => {
+                Some(if verb == "inspect" || verb == "ls" { self.quick } else { self.change })
+            }
+            _ => Some(self.quick),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn every_prompt_call_has_a_deadline_and_streams_have_none() {
+        let d = Deadlines::from_env(Some("5s")).unwrap();
+        assert_eq!(d.of(&argv(&["ps", "-a"])), Some(Duration::from_secs(5)));
+        assert_eq!(d.of(&argv(&["container", "inspect", "x"])), Some(Duration::from_secs(5)));
+        assert_eq!(d.of(&argv(&["network", "ls"])), Some(Duration::from_secs(5)));
+        assert_eq!(d.of(&argv(&["rm", "-f", "x"])), Some(Duration::from_secs(20)));
+        assert_eq!(d.of(&argv(&["network", "rm", "x"])), Some(Duration::from_secs(20)));
+        assert_eq!(d.of(&argv(&["run", "-d", "x"])), Some(Duration::from_secs(20)));
+        assert_eq!(d.of(&argv(&["exec", "-i", "x"])), None);
+        let probe = argv(&["exec", "--", "c", "/run/sbx/helper", "probe-socket", "/run/sandbox/sandbox.sock", "500"]);
+        assert_eq!(d.of(&probe), Some(Duration::from_secs(5)));
+        assert_eq!(d.of(&argv(&["logs", "-f", "x"])), None);
+        assert_eq!(Deadlines::from_env(None).unwrap(), Deadlines::default());
+        assert!(Deadlines::from_env(Some("soon")).is_err());
+        assert!(Deadlines::from_env(Some("0s")).is_err());
+    }
+}

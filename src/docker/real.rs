@@ -1,0 +1,237 @@
+//! [`RealDocker`]: runs an [`Invocation`] as the docker CLI (never a
+//! shell), in its own process group, within its deadline (`deadline`), its
+//! start watched when it streams (`watch`), its captured output bounded
+//! (`capture`), its terminal streams forwarded (`forward`).
+
+mod capture;
+mod forward;
+mod watch;
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+
+pub use capture::MAX_OUTPUT;
+use capture::{bounded_output, finish, output_cut, Bounded, RealBackground};
+use forward::forward;
+use watch::{start_probe, StartWatch};
+
+use super::{
+    exit_code, render, verb, Attach, Background, Deadlines, DockerError, DockerExec, Invocation, Mode, Outcome, Output,
+    Piped, StreamIn, StreamOut, Streamed,
+};
+
+/// Spawns the real docker CLI (`$SBX_DOCKER` or `docker` on PATH).
+pub struct RealDocker {
+    program: OsString,
+    deadlines: Deadlines,
+}
+
+impl RealDocker {
+    pub fn new(program: Option<OsString>) -> Self {
+        RealDocker { program: program.unwrap_or_else(|| OsString::from("docker")), deadlines: Deadlines::default() }
+    }
+
+    pub fn with_deadlines(mut self, deadlines: Deadlines) -> Self {
+        self.deadlines = deadlines;
+        self
+    }
+
+    fn finish(&self, args: &[OsString], child: Child) -> Result<std::process::Output, DockerError> {
+        let Some(watch) = self.watch_start(args, &child, true) else {
+            return finish(&self.program_name(), args, self.deadlines.of(args), child);
+        };
+        // A stream run to completion (a helper call such as `sbx ps`, `docker
+        // exec` of a setup command): its output is read whole, within
+        // MAX_OUTPUT like every call read whole (a sandbox writes it), and its
+        // start watched.
+        match bounded_output(child, |c| watch.reap(c)).map_err(|e| self.spawn_err(e))? {
+            Bounded::Whole { status, stdout, stderr } => Ok(std::process::Output { status: status?, stdout, stderr }),
+            Bounded::Cut => Err(output_cut(args)),
+        }
+    }
+
+    /// Watch the start of `docker ARGS` (just spawned as `child`) when it
+    /// has no deadline of its own and names a container; see [`StartWatch`].
+    /// `group`: the child leads its own process group (kill the group).
+    fn watch_start(&self, args: &[OsString], child: &Child, group: bool) -> Option<StartWatch> {
+        if self.deadlines.of(args).is_some() {
+            return None;
+        }
+        let probe = start_probe(args)?;
+        Some(StartWatch::new(self.program.clone(), probe, child.id() as i32, group, self.deadlines.quick, verb(args)))
+    }
+
+    fn program_name(&self) -> String {
+        OsStr::new(&self.program).to_string_lossy().into_owned()
+    }
+
+    fn command(&self, args: &[OsString]) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(args).stdin(Stdio::null());
+        // Its own process group: a Ctrl-C at the terminal reaches sbx alone,
+        // which finishes the step in flight and then tears down what it made,
+        // instead of docker dying half-way through a create or a cleanup.
+        cmd.process_group(0);
+        cmd
+    }
+
+    fn spawn_err(&self, source: std::io::Error) -> DockerError {
+        DockerError::Spawn { program: self.program_name(), source }
+    }
+
+    fn captured(&self, args: &[OsString], input: Option<&[u8]>) -> Result<Output, DockerError> {
+        use std::io::Write;
+        tracing::debug!(command = %render(args), bytes = input.map(<[u8]>::len), "docker");
+        let mut cmd = self.command(args);
+        if input.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
+        // Write from a thread: docker may fill its output pipes before it has read all input.
+        let writer = match (input, child.stdin.take()) {
+            (Some(data), Some(mut stdin)) => {
+                let data = data.to_vec();
+                Some(std::thread::spawn(move || stdin.write_all(&data)))
+            }
+            _ => None,
+        };
+        let out = self.finish(args, child)?;
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
+        let status = exit_code(out.status);
+        tracing::debug!(status, "docker done");
+        Ok(Output { status, stdout: out.stdout, stderr: out.stderr })
+    }
+
+    fn background(&self, args: Vec<OsString>) -> Result<Box<dyn Background>, DockerError> {
+        tracing::debug!(command = %render(&args), "docker (background)");
+        let child =
+            self.command(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
+        let limit = self.deadlines.of(&args);
+        Ok(Box::new(RealBackground { child: Some(child), program: self.program_name(), args, limit }))
+    }
+
+    fn terminal(&self, args: &[OsString], attach: Attach) -> Result<(i32, String), DockerError> {
+        tracing::debug!(command = %render(args), "docker (attached)");
+        let mut cmd = Command::new(&self.program);
+        cmd.args(args);
+        cmd.stdin(if attach.stdin { Stdio::inherit() } else { Stdio::null() });
+        if attach.capture_stderr {
+            // docker exec reports "could not start" on stdout or stderr
+            // depending on the version: watch both, pass both through.
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        let mut child = cmd.spawn().map_err(|e| self.spawn_err(e))?;
+        // In sbx's process group (for the terminal): only the CLI is killed.
+        let watch = self.watch_start(args, &child, false);
+        let out = child.stdout.take().map(|s| forward(s, std::io::stdout));
+        let err = child.stderr.take().map(|s| forward(s, std::io::stderr));
+        let status = match watch {
+            Some(w) => w.reap(&mut child).map_err(|e| self.spawn_err(e))?,
+            None => Ok(child.wait().map_err(|e| self.spawn_err(e))?),
+        };
+        let status = match status {
+            Ok(s) => s,
+            Err(timeout) => {
+                for t in [out, err].into_iter().flatten() {
+                    let _ = t.join();
+                }
+                return Err(timeout);
+            }
+        };
+        let mut held = String::new();
+        for t in [out, err].into_iter().flatten() {
+            held.push_str(&t.join().unwrap_or_default());
+        }
+        Ok((exit_code(status), held))
+    }
+
+    fn streamed(
+        &self,
+        args: &[OsString],
+        input: Option<&mut StreamIn<'_>>,
+        output: &mut StreamOut<'_>,
+    ) -> Result<Streamed, DockerError> {
+        tracing::debug!(command = %render(args), "docker (streamed)");
+        let mut cmd = self.command(args);
+        cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
+        let watch = self.watch_start(args, &child, true);
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (input_r, output_r, err, status) = std::thread::scope(|s| {
+            let err = s.spawn(move || stderr_head(stderr));
+            let writer = match (input, stdin) {
+                (Some(f), Some(mut w)) => Some(s.spawn(move || f(&mut w))),
+                _ => None,
+            };
+            let output_r = output(&mut stdout);
+            if output_r.is_err() {
+                let _ = child.kill();
+            }
+            drop(stdout);
+            let status = match watch {
+                Some(w) => w.reap(&mut child),
+                None => child.wait().map(Ok),
+            };
+            let input_r = writer.map(|t| t.join().unwrap_or_else(|_| Err(std::io::Error::other("writer panicked"))));
+            (input_r.unwrap_or(Ok(())), output_r, err.join().unwrap_or_default(), status)
+        });
+        let status = exit_code(status.map_err(|e| self.spawn_err(e))??);
+        tracing::debug!(status, "docker done");
+        Ok(Streamed { status, stderr: err, input: input_r, output: output_r })
+    }
+
+    fn piped(&self, args: &[OsString]) -> Result<Piped, DockerError> {
+        tracing::debug!(command = %render(args), "docker (piped)");
+        let mut cmd = self.command(args);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| self.spawn_err(e))?;
+        // A hung engine ends the relayed channel at the start deadline, as other streams.
+        let watch = self.watch_start(args, &child, true);
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let err = std::thread::spawn(move || String::from_utf8_lossy(&stderr_head(stderr)).trim().to_string());
+        let program = self.program_name();
+        let wait = Box::new(move || {
+            let spawn_err = |source| DockerError::Spawn { program: program.clone(), source };
+            let status = match watch {
+                Some(w) => w.reap(&mut child).map_err(spawn_err)??,
+                None => child.wait().map_err(spawn_err)?,
+            };
+            Ok((exit_code(status), err.join().unwrap_or_default()))
+        });
+        Ok(Piped { stdin: Box::new(stdin), stdout: Box::new(stdout), wait })
+    }
+}
+
+/// The first 64 KiB of a stream's stderr; the rest is drained so docker never blocks on it.
+fn stderr_head(mut stderr: impl Read) -> Vec<u8> {
+    let mut head = Vec::new();
+    let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut head);
+    let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+    head
+}
+
+impl DockerExec for RealDocker {
+    fn execute(&self, inv: Invocation<'_>) -> Result<Outcome, DockerError> {
+        let Invocation { args, mode } = inv;
+        match mode {
+            Mode::Captured { input } => self.captured(&args, input).map(Outcome::Output),
+            Mode::Background => self.background(args).map(Outcome::Background),
+            Mode::Terminal(attach) => {
+                self.terminal(&args, attach).map(|(status, held)| Outcome::Terminal { status, held })
+            }
+            Mode::Streamed { input, output } => self.streamed(&args, input, output).map(Outcome::Streamed),
+            Mode::Piped => self.piped(&args).map(Outcome::Piped),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

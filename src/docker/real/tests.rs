@@ -1,0 +1,150 @@
+//! The real runner against stand-in CLIs (`sleep`, `yes`, a shell script):
+//! deadlines, start watches, output caps and spawn failures, no daemon needed.
+
+use std::time::Duration;
+
+use super::watch::START_GRACE;
+use super::*;
+
+fn argv(v: &[&str]) -> Vec<OsString> {
+    v.iter().map(OsString::from).collect()
+}
+
+#[test]
+fn an_engine_that_never_answers_is_cut_off_at_the_deadline() {
+    // A stand-in CLI that hangs like `docker ps` on a deadlocked engine.
+    let d = RealDocker::new(Some("sleep".into()))
+        .with_deadlines(Deadlines { quick: Duration::from_millis(300), change: Duration::from_millis(300) });
+    let started = std::time::Instant::now();
+    match d.run(&argv(&["30"])) {
+        Err(DockerError::Timeout { command, after }) => {
+            assert_eq!(command, "docker 30");
+            assert_eq!(verb(&argv(&["network", "rm", "--", "x"])), "docker network rm");
+            assert_eq!(verb(&argv(&["ps", "-a", "--no-trunc"])), "docker ps");
+            assert_eq!(after, Duration::from_millis(300));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10), "returned at the deadline, not when sleep ended");
+}
+
+/// A stand-in CLI: `exec -- ID SECS` and `logs -- ID SECS` run SECS;
+/// `container inspect ... -- ID` answers at once, except for `c-hung`,
+/// where it hangs like every call on a deadlocked engine. Logs its verbs.
+fn stand_in(dir: &std::path::Path) -> RealDocker {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"$1\" >> '{log}'\n\
+         case \"$1\" in\n\
+         exec|logs) exec sleep \"$4\" ;;\n\
+         container) [ \"$6\" = c-hung ] && exec sleep 30; echo running ;;\n\
+         esac\n",
+        log = dir.join("calls").display()
+    );
+    let path = dir.join("docker");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    RealDocker::new(Some(path.into()))
+        .with_deadlines(Deadlines { quick: Duration::from_millis(300), change: Duration::from_millis(300) })
+}
+
+#[test]
+fn a_stream_on_a_hung_engine_is_cut_off_at_its_start_deadline() {
+    let dir = std::env::temp_dir().join(format!("sbx-startwatch-{}", rand::random::<u64>()));
+    let d = stand_in(&dir);
+    let started = std::time::Instant::now();
+    let hung = |r: Result<(), DockerError>, what: &str| match r {
+        Err(DockerError::Timeout { command, after }) => {
+            assert_eq!(command, what);
+            assert_eq!(after, START_GRACE + Duration::from_millis(300));
+        }
+        other => panic!("{what}: {other:?}"),
+    };
+    // Attached (exec), streamed (logs -f, cp), and run whole (helper calls).
+    let attach = Attach { stdin: false, capture_stderr: true };
+    hung(d.run_attached(&argv(&["exec", "--", "c-hung", "30"]), attach).map(drop), "docker exec");
+    hung(d.run_stream(&argv(&["logs", "--", "c-hung", "30"]), None, &mut |r| drain(r)).map(drop), "docker logs");
+    hung(d.run(&argv(&["exec", "--", "c-hung", "30"])).map(drop), "docker exec");
+    assert!(started.elapsed() < Duration::from_secs(15), "cut off at the start deadline, not after 30 s");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stream_on_a_working_engine_runs_as_long_as_it_likes_and_a_short_one_costs_no_call() {
+    let dir = std::env::temp_dir().join(format!("sbx-startwatch-{}", rand::random::<u64>()));
+    let d = stand_in(&dir);
+    let calls = || std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
+    let attach = Attach { stdin: false, capture_stderr: false };
+    assert_eq!(d.run_attached(&argv(&["exec", "--", "c-ok", "0"]), attach).unwrap().0, 0);
+    assert_eq!(calls(), "exec\n", "no look-up for a call that ended within the grace");
+    let started = std::time::Instant::now();
+    assert_eq!(d.run_attached(&argv(&["exec", "--", "c-ok", "2"]), attach).unwrap().0, 0);
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert_eq!(calls(), "exec\nexec\ncontainer\n", "one look-up; the engine answered, the stream went on");
+    let r = d.run_stream(&argv(&["logs", "--", "c-ok", "2"]), None, &mut |r| drain(r)).unwrap();
+    assert_eq!(r.status, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn drain(r: &mut dyn Read) -> std::io::Result<()> {
+    std::io::copy(r, &mut std::io::sink()).map(drop)
+}
+
+#[test]
+fn start_probes_name_the_stream_s_container() {
+    let p = start_probe(&argv(&["exec", "-i", "-e", "A=--", "--", "sbx-0123", "cat"])).unwrap();
+    assert_eq!(p, argv(&["container", "inspect", "--format", "{{.State.Status}}", "--", "sbx-0123"]));
+    assert!(start_probe(&argv(&["events"])).is_none());
+    let d = RealDocker::new(None);
+    let mut child = Command::new("true").spawn().unwrap();
+    assert!(d.watch_start(&argv(&["ps", "--", "x"]), &child, true).is_none(), "prompt calls have their own deadline");
+    child.wait().unwrap();
+}
+
+/// A call whose output never ends (what a sandbox can make `sbx ps`
+/// print) is stopped past MAX_OUTPUT, with and without a deadline.
+#[test]
+fn endless_output_is_cut_off_at_the_cap() {
+    for d in [
+        RealDocker::new(Some("yes".into())),
+        RealDocker::new(Some("yes".into()))
+            .with_deadlines(Deadlines { quick: Duration::from_secs(60), change: Duration::from_secs(60) }),
+    ] {
+        // `exec x` has no deadline and no container to watch; `exec -- ID`
+        // (how `sbx ps` asks the helper) is watched at its start.
+        for call in [&["exec", "x"][..], &["exec", "--", "sbx-000000000001", "ps"][..]] {
+            match d.run(&argv(call)) {
+                Err(DockerError::Parse { reason, .. }) => assert!(reason.contains("more than 64 MiB"), "{reason}"),
+                other => panic!("{call:?}: {other:?}"),
+            }
+        }
+    }
+    // Short output is whole.
+    let out = RealDocker::new(Some("echo".into())).run(&argv(&["hi"])).unwrap();
+    assert_eq!(out.stdout, b"hi\n");
+}
+
+#[test]
+fn real_docker_reports_spawn_failure() {
+    let d = RealDocker::new(Some("/nonexistent/docker".into()));
+    match d.run(&[]) {
+        Err(DockerError::Spawn { program, .. }) => assert_eq!(program, "/nonexistent/docker"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A docker killed by a signal reports 128+N whichever way it ran (the
+/// captured-with-input path once said -1).
+#[test]
+fn a_signal_death_is_128_plus_n_in_every_mode() {
+    let d = RealDocker::new(Some("sh".into()));
+    let die = argv(&["-c", "cat >/dev/null; kill -9 $$"]);
+    assert_eq!(d.run(&die).unwrap().status, 137);
+    assert_eq!(d.run_input(&die, b"x").unwrap().status, 137);
+    assert_eq!(d.spawn(&die).unwrap().wait().unwrap().status, 137);
+    let s = d.run_stream(&die, Some(&mut |w| w.write_all(b"x")), &mut |r| drain(r)).unwrap();
+    assert_eq!(s.status, 137);
+    let p = d.open_pipe(&die).unwrap();
+    drop(p.stdin);
+    assert_eq!((p.wait)().unwrap().0, 137);
+}
