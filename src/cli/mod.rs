@@ -1,19 +1,15 @@
 //! The command line, as clap parses it. Parsing only; validation happens in
 //! `spec`, and nothing here touches docker.
 
+mod examples;
+
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-const AFTER_HELP: &str = "\
-Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was created),
-130/143 interrupted by SIGINT/SIGTERM (after removing what was made).
-
-Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRESS=1 (as --strict-egress),
-SBX_DOCKER (docker CLI to run), SBX_DOCKER_TIMEOUT (how long a docker look-up may take, default 30s;
-changes get 4x; a stream such as exec or logs -f must get an answer about its
-sandbox within 1s plus that), SBX_SECCOMP_PROFILE (as create --seccomp-profile), DOCKER_HOST (passed to docker),
-RUST_LOG (tracing).";
+use crate::error::Invalid;
+use examples::*;
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
 ///
@@ -47,7 +43,7 @@ pub struct Cli {
 pub enum Command {
     /// Create a sandbox, wait until it binds its socket, print its id.
     #[command(after_help = EX_CREATE)]
-    Create(Box<CreateArgs>),
+    Create(Box<crate::spec::CreateRequest>),
     /// Relay stdin to the sandbox's socket and the socket to stdout.
     #[command(after_help = EX_CONNECT)]
     Connect(ConnectArgs),
@@ -158,87 +154,6 @@ pub struct WatchdogArgs {
     /// The sandbox's socket directory: when it is gone, so is the sandbox.
     #[arg(long)]
     pub dir: PathBuf,
-}
-
-#[derive(Debug, Args)]
-pub struct CreateArgs {
-    /// Image pinned by digest: repo[:tag]@sha256:<64 hex> or sha256:<64 hex>.
-    /// Refused if it carries a label starting with `sbx.`.
-    #[arg(long, value_name = "IMAGE")]
-    pub image: String,
-    /// Session key recorded on the sandbox [default: the sandbox id].
-    #[arg(long, value_name = "KEY")]
-    pub session: Option<String>,
-    /// Route KIND:TARGET (e.g. inference:proxy:8080): joins network sbx-<host>. Repeatable.
-    #[arg(long = "route", value_name = "KIND:TARGET")]
-    pub routes: Vec<String>,
-    /// Bind-mount HOST read-only at SANDBOX (default: the same path). Repeatable.
-    #[arg(long, value_name = "HOST[:SANDBOX]")]
-    pub ro: Vec<String>,
-    /// Bind-mount HOST read-write at SANDBOX (default: the same path). Repeatable.
-    #[arg(long, value_name = "HOST[:SANDBOX]")]
-    pub rw: Vec<String>,
-    /// Host directory mounted at /state instead of a tmpfs.
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<String>,
-    /// Memory limit in MiB (swap is not added on top) [default: 4096].
-    #[arg(long, value_name = "MIB")]
-    pub memory: Option<u64>,
-    /// CPU limit, e.g. 1.5 [default: 1].
-    #[arg(long, value_name = "N")]
-    pub cpus: Option<String>,
-    /// Process limit [default: 512].
-    #[arg(long, value_name = "N")]
-    pub pids: Option<u32>,
-    /// Environment variable K=V for the sandbox (SBX_* is reserved). Repeatable.
-    #[arg(long = "env", value_name = "K=V")]
-    pub env: Vec<String>,
-    /// Label K=V added to the container (sbx.* is reserved). Repeatable.
-    #[arg(long = "label", value_name = "K=V")]
-    pub labels: Vec<String>,
-    /// Numeric UID[:GID] [default: the image's numeric non-root user, else 65534:65534].
-    /// Group 0 only when given here (UID:0), with a warning; never from the image.
-    #[arg(long, value_name = "UID[:GID]")]
-    pub user: Option<String>,
-    /// How long to wait for the sandbox to bind its socket; 0 returns once it runs [default: 90s].
-    #[arg(long, value_name = "DURATION")]
-    pub socket_wait: Option<String>,
-    /// Destroy the sandbox after DURATION (e.g. 90s, 30m, 2h), even after sbx and the shell exit.
-    #[arg(long, value_name = "DURATION")]
-    pub ttl: Option<String>,
-    /// Keep /state in the session's named volume (needs --session): a new sandbox for
-    /// the same session continues where the last left off. `destroy --purge` removes it.
-    #[arg(long)]
-    pub persist: bool,
-    /// Clone URL[#REF] on the host into /state/workspace before the sandbox starts
-    /// (needs --persist or --state-dir; skipped when the workspace already has files,
-    /// refused when it is a symlink or not a directory).
-    #[arg(long, value_name = "URL[#REF]")]
-    pub clone: Option<String>,
-    /// Run CMD (split into words, never through a shell) in the ready sandbox; in order,
-    /// repeatable. A failing one fails the create and removes the sandbox.
-    #[arg(long, value_name = "CMD")]
-    pub setup: Vec<String>,
-    /// Give each route its own internal network, with no host address and only the
-    /// route's service (the container named HOST, never a sandbox) on it: tier 2.
-    /// Removed with the sandbox.
-    #[arg(long)]
-    pub private_routes: bool,
-    /// Refuse, instead of lowering the tier, when a route reaches more than its target.
-    #[arg(long)]
-    pub strict_egress: bool,
-    /// Seccomp profile FILE (Docker's JSON format) instead of sbx's own; `unconfined` is
-    /// refused, and `sbx audit` then fails the sandbox's sbx.seccomp rule. [env: SBX_SECCOMP_PROFILE]
-    #[arg(long, value_name = "FILE")]
-    pub seccomp_profile: Option<String>,
-    /// How sbx reaches the sandbox's socket: `direct` (connect to it on the host),
-    /// `exec` (relay through `docker exec` and sbx's helper; /run/sandbox is then a
-    /// 1 MiB tmpfs inside the sandbox), or `auto`: direct as root, exec otherwise.
-    #[arg(long, value_name = "auto|direct|exec", value_enum, default_value_t)]
-    pub channel: crate::host::channel::Choice,
-    /// The command to run in the sandbox (default: the image's).
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -406,48 +321,39 @@ pub struct WaitPortArgs {
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
 }
-const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex>
-  sbx create --image IMG --session task-42 --persist --ttl 2h
-  sbx create --image IMG --route inference:proxy:8080 --private-routes
-  sbx --json create --image IMG -- /bin/server --verbose";
-const EX_CONNECT: &str = "Examples:\n  echo hello | sbx connect sbx-0123456789ab
-  sbx connect --timeout 30s sbx-0123456789ab < request.json";
-const EX_REVOKE: &str = "Examples:\n  sbx revoke sbx-0123456789ab inference
-  sbx revoke sbx-0123456789ab all";
-const EX_DESTROY: &str = "Examples:\n  sbx destroy sbx-0123456789ab
-  sbx destroy --purge sbx-0123456789ab sbx-0123456789cd";
-const EX_LS: &str = "Examples:\n  sbx ls
-  sbx --json ls";
-const EX_INSPECT: &str = "Examples:\n  sbx inspect sbx-0123456789ab";
-const EX_EXEC: &str = "Examples:\n  sbx exec sbx-0123456789ab -- id
-  sbx exec -i sbx-0123456789ab -- /bin/sh -c 'wc -l' < file
-  sbx exec -d sbx-0123456789ab -- /bin/server --port 8000";
-const EX_PS: &str = "Examples:\n  sbx ps sbx-0123456789ab";
-const EX_KILL: &str = "Examples:\n  sbx kill sbx-0123456789ab p0123abcd
-  sbx kill --signal KILL sbx-0123456789ab p0123abcd";
-const EX_LOGS: &str = "Examples:\n  sbx logs sbx-0123456789ab
-  sbx logs -f --tail 20 sbx-0123456789ab p0123abcd";
-const EX_SHELL: &str = "Examples:\n  sbx shell sbx-0123456789ab";
-const EX_CP: &str = "Examples:\n  sbx cp ./src sbx-0123456789ab:/tmp/src
-  sbx cp sbx-0123456789ab:/state/workspace/out.txt .";
-const EX_STATS: &str = "Examples:\n  sbx stats sbx-0123456789ab
-  sbx stats --watch sbx-0123456789ab sbx-0123456789cd";
-const EX_PORT_FORWARD: &str = "Examples:\n  sbx port-forward sbx-0123456789ab 8000
-  sbx port-forward sbx-0123456789ab 9000:80 0:5432";
-const EX_WAIT_PORT: &str = "Examples:\n  sbx wait-port sbx-0123456789ab 8000
-  sbx wait-port --timeout 2m sbx-0123456789ab 8000";
-const EX_BACKUP: &str = "Examples:\n  sbx backup sbx-0123456789ab > state.tar";
-const EX_RESTORE: &str = "Examples:\n  sbx restore sbx-0123456789ab < state.tar";
-const EX_AUDIT: &str = "Examples:\n  sbx audit sbx-0123456789ab
-  sbx --json audit sbx-0123456789ab";
-const EX_VOLUMES: &str = "Examples:\n  sbx volumes
-  sbx --json volumes
-  sbx volumes rm agent-7        # the session's volume, its directory and lock (refused while in use)";
-const EX_TTL: &str = "Examples:\n  sbx ttl sbx-0123456789ab 30m";
-const EX_GC: &str = "Examples:\n  sbx gc --dry-run
-  sbx gc";
-const EX_DOCTOR: &str = "Examples:\n  sbx doctor
-  sbx doctor --route inference:proxy:8080";
+
+/// `sbx exec ID id` (no `--`): clap only says "unexpected argument"; say
+/// where the command goes (issue 10, help texts).
+pub fn missing_dashes(args: &[OsString]) -> Option<Invalid> {
+    let words: Vec<String> = args.iter().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+    if words.iter().any(|w| w == "--") {
+        return None;
+    }
+    let at = words.iter().position(|w| w == "exec" || w == "create")?;
+    let sub = words[at].as_str();
+    // Options of exec that take a value; their values are not the command.
+    let valued = ["-e", "--env", "-w", "--workdir", "-u", "--user"];
+    let mut rest = Vec::new();
+    let mut skip = false;
+    for w in &words[at + 1..] {
+        if skip {
+            skip = false;
+        } else if sub == "exec" && valued.contains(&w.as_str()) {
+            skip = true;
+        } else if !w.starts_with('-') {
+            rest.push(w.clone());
+        }
+    }
+    let hint = if sub == "exec" && rest.len() >= 2 {
+        format!("put `--` before the command: sbx exec {} -- {}", rest[0], rest[1..].join(" "))
+    } else if sub == "exec" {
+        "put `--` before the command: sbx exec ID -- CMD [ARGS...]".to_string()
+    } else {
+        "put `--` before the sandbox's command: sbx create --image IMAGE -- CMD [ARGS...]".to_string()
+    };
+    let extra = if sub == "exec" { rest.get(1..).map(|r| r.join(" ")).unwrap_or_default() } else { rest.join(" ") };
+    Some(Invalid::new("arguments", extra, format!("`sbx {sub}` takes its command after `--`")).hint(hint))
+}
 
 #[cfg(test)]
 mod tests {
@@ -480,5 +386,19 @@ mod tests {
         }
         let top = Cli::command().render_help().to_string();
         assert!(!top.contains("__probe") && !top.contains("__watchdog"), "{top}");
+    }
+
+    fn args(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_command_without_dashes_gets_a_hint() {
+        let inv = missing_dashes(&args(&["sbx", "exec", "-e", "A=1", "sbx-0123456789ab", "id", "-u"])).unwrap();
+        assert_eq!(inv.hint.as_deref(), Some("put `--` before the command: sbx exec sbx-0123456789ab -- id"));
+        assert!(missing_dashes(&args(&["sbx", "exec", "x", "--", "id"])).is_none());
+        assert!(missing_dashes(&args(&["sbx", "ls", "x"])).is_none());
+        let inv = missing_dashes(&args(&["sbx", "create", "--image", "i", "srv"])).unwrap();
+        assert!(inv.hint.unwrap().contains("-- CMD"));
     }
 }
