@@ -81,7 +81,8 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
         return e.exit_code();
     }
     let dirs = Dirs::new(cli.socket_dir, cli.data_dir, &env);
-    let ctx = commands::Context { driver: real_driver(&env, &dirs), out, env, dirs };
+    let driver = real_driver(&env, &dirs);
+    let ctx = commands::Context { driver, out, env, dirs, catch_signals: host::interrupt::install };
     let code = commands::run(cli.command, &ctx);
     log_own_cpu();
     code

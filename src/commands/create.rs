@@ -2,7 +2,6 @@
 
 use super::Context;
 use crate::error::Result;
-use crate::host::interrupt;
 use crate::spec::{CreateRequest, SandboxSpec};
 
 pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
@@ -13,7 +12,7 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
     }
     let spec = SandboxSpec::from_request(&req, ctx.env.docker_host.as_deref())?;
     // From here on a signal must not kill sbx before it has cleaned up.
-    interrupt::install();
+    (ctx.catch_signals)();
     let created = ctx.driver.create(&spec)?;
     if created.expires_at.is_some() {
         if let Err(e) =

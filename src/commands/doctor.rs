@@ -17,7 +17,7 @@ pub fn exec(routes: &[String], ctx: &Context) -> Result<()> {
         }
         parsed.push(route);
     }
-    crate::host::interrupt::install();
+    (ctx.catch_signals)();
     let driver = &ctx.driver;
     let exe = std::env::current_exe().map_err(|e| Error::io("finding the sbx executable", e))?;
     let report = Doctor { driver, exec: driver.docker(), exe: &exe }.run(&parsed);

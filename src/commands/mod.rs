@@ -38,6 +38,10 @@ pub struct Context {
     pub out: Printer,
     pub env: Env,
     pub dirs: Dirs,
+    /// From here on SIGINT/SIGTERM/SIGHUP only set a flag the driver polls,
+    /// so sbx cleans up before it exits (`host::interrupt::install`); tests
+    /// pass a no-op and keep their process's signals.
+    pub catch_signals: fn(),
 }
 
 impl Context {

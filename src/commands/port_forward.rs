@@ -32,7 +32,7 @@ pub fn exec(id: &str, specs: &[String], ctx: &Context) -> Result<()> {
     let driver = &ctx.driver;
     driver.channel(&id)?;
     let target = driver.owned(&id)?;
-    crate::host::interrupt::install();
+    (ctx.catch_signals)();
     let mut lines = String::new();
     for (local, remote) in pairs {
         let listener = TcpListener::bind(("127.0.0.1", local))

@@ -26,7 +26,7 @@ pub fn exec(ids: &[String], watch: bool, ctx: &Context) -> Result<()> {
         e
     };
     if watch {
-        crate::host::interrupt::install();
+        (ctx.catch_signals)();
     }
     loop {
         let asked: Vec<String> = targets.iter().map(|(t, _)| t.clone()).collect();

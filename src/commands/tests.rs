@@ -65,7 +65,8 @@ impl Rig {
     fn sbx(&self, args: &[&str]) -> Ran {
         let cli = crate::cli::Cli::try_parse_from(std::iter::once("sbx").chain(args.iter().copied())).unwrap();
         let (out, captured) = output::capture(cli.json);
-        let ctx = Context { driver: self.driver(), out, env: Env::default(), dirs: Dirs::default() };
+        let ctx =
+            Context { driver: self.driver(), out, env: Env::default(), dirs: Dirs::default(), catch_signals: || {} };
         let code = run(cli.command, &ctx);
         assert_eq!(self.fake.remaining(), 0, "unused answers after {args:?}");
         Ran { code, stdout: captured.stdout(), stderr: captured.stderr() }
