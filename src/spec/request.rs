@@ -193,3 +193,42 @@ impl SandboxSpec {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn req() -> CreateRequest {
+        CreateRequest { image: IMG.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn defaults() {
+        let s = SandboxSpec::from_request(&req(), None).unwrap();
+        assert_eq!(s.pids, DEFAULT_PIDS);
+        assert_eq!(s.socket_wait, DEFAULT_SOCKET_WAIT);
+        assert!(s.routes.is_empty() && s.user.is_none() && s.session.is_none());
+    }
+
+    #[test]
+    fn refuses_duplicate_kinds() {
+        let r = CreateRequest { routes: vec!["a:x:1".into(), "a:y:2".into()], ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("twice"));
+    }
+
+    #[test]
+    fn memory_and_pids_bounds() {
+        let r = CreateRequest { memory_mib: Some(1), ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("6"));
+        let r = CreateRequest { pids: Some(0), ..req() };
+        assert!(SandboxSpec::from_request(&r, None).is_err());
+        let r = CreateRequest { pids: Some(MAX_PIDS), ..req() };
+        assert_eq!(SandboxSpec::from_request(&r, None).unwrap().pids, MAX_PIDS);
+        for p in [MAX_PIDS + 1, u32::MAX] {
+            let r = CreateRequest { pids: Some(p), ..req() };
+            assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("at most"), "{p}");
+        }
+    }
+}
