@@ -1,9 +1,12 @@
 //! sbx: disposable, hardened Docker sandboxes for AI-agent sessions.
 //!
-//! Flow: `cli` (clap) -> `spec` (validated, typed) -> `driver`
-//! (`ContainerDriver`) -> `docker::argv` (pure argv builders) ->
-//! `docker::DockerExec` (real CLI, or the recording fake in tests).
-//! The container's labels are the only state (`record`).
+//! Flow: `run` parses the command line (`cli`, clap) and builds one
+//! `commands::Context` (the driver on the real docker, the `output::Printer`,
+//! the environment); `commands` (one file per subcommand) validates input
+//! into a `spec`, calls the driver (`sandbox::ContainerDriver`), which runs
+//! docker through `docker::DockerExec` (real CLI, or the recording fake in
+//! tests), and prints through the printer. The container's labels are the
+//! only state (`model::record`).
 
 pub mod checks;
 pub mod cli;
@@ -11,19 +14,19 @@ pub mod commands;
 pub mod docker;
 pub mod error;
 pub mod host;
-pub mod messages;
 pub mod model;
+pub mod output;
 pub mod sandbox;
 pub mod spec;
 pub mod workbench;
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::sync::Arc;
 
 use clap::Parser;
 
 use crate::error::{Error, EXIT_INVALID, EXIT_OK};
+use crate::output::Printer;
 
 /// What sbx reads from its environment, gathered once at the edge.
 #[derive(Debug, Clone, Default)]
@@ -68,79 +71,46 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     let wants_json = args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json");
     let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                let _ = e.print();
-                return EXIT_OK;
-            }
-            if e.kind() == ErrorKind::UnknownArgument {
-                if let Some(inv) = missing_dashes(&args) {
-                    let e = Error::from(inv);
-                    report(&e, wants_json);
-                    return e.exit_code();
-                }
-            }
-            if wants_json {
-                let msg = e.kind().as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
-                let detail = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
-                print_json_error("invalid_input", &format!("{msg}: {detail}"), Some("see `sbx --help`"));
-            } else {
-                let _ = e.print();
-            }
-            return EXIT_INVALID;
-        }
+        Err(e) => return refuse(e, &args, &Printer::stdio(wants_json)),
     };
     init_tracing(cli.verbose);
-    let json = cli.json;
-    messages::set_json(json);
+    let out = Printer::stdio(cli.json);
     if let Err(e) = docker::Deadlines::from_env(env.docker_timeout.as_deref()) {
         let e = Error::from(e);
-        report(&e, json);
+        out.error(&e);
         return e.exit_code();
     }
-    let code = match commands::dispatch(cli, &env) {
-        Ok(code) => code,
-        Err(e) => {
-            report(&e, json);
-            e.exit_code()
-        }
-    };
+    let dirs = Dirs::new(cli.socket_dir, cli.data_dir, &env);
+    let driver = real_driver(&env, &dirs);
+    let ctx = commands::Context { driver, out, env, dirs, catch_signals: host::interrupt::install };
+    let code = commands::run(cli.command, &ctx);
     log_own_cpu();
     code
 }
 
-/// `sbx exec ID id` (no `--`): clap only says "unexpected argument"; say
-/// where the command goes (issue 10, help texts).
-fn missing_dashes(args: &[OsString]) -> Option<error::Invalid> {
-    let words: Vec<String> = args.iter().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
-    if words.iter().any(|w| w == "--") {
-        return None;
+/// Answer a command line clap did not accept: help and version are
+/// printed (exit 0), anything else is invalid input (exit 2).
+fn refuse(e: clap::Error, args: &[OsString], out: &Printer) -> u8 {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return EXIT_OK;
     }
-    let at = words.iter().position(|w| w == "exec" || w == "create")?;
-    let sub = words[at].as_str();
-    // Options of exec that take a value; their values are not the command.
-    let valued = ["-e", "--env", "-w", "--workdir", "-u", "--user"];
-    let mut rest = Vec::new();
-    let mut skip = false;
-    for w in &words[at + 1..] {
-        if skip {
-            skip = false;
-        } else if sub == "exec" && valued.contains(&w.as_str()) {
-            skip = true;
-        } else if !w.starts_with('-') {
-            rest.push(w.clone());
+    if e.kind() == ErrorKind::UnknownArgument {
+        if let Some(inv) = cli::missing_dashes(args) {
+            let e = Error::from(inv);
+            out.error(&e);
+            return e.exit_code();
         }
     }
-    let hint = if sub == "exec" && rest.len() >= 2 {
-        format!("put `--` before the command: sbx exec {} -- {}", rest[0], rest[1..].join(" "))
-    } else if sub == "exec" {
-        "put `--` before the command: sbx exec ID -- CMD [ARGS...]".to_string()
+    if out.json() {
+        let msg = e.kind().as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
+        let detail = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
+        out.json_error("invalid_input", &format!("{msg}: {detail}"), Some("see `sbx --help`"));
     } else {
-        "put `--` before the sandbox's command: sbx create --image IMAGE -- CMD [ARGS...]".to_string()
-    };
-    let extra = if sub == "exec" { rest.get(1..).map(|r| r.join(" ")).unwrap_or_default() } else { rest.join(" ") };
-    Some(error::Invalid::new("arguments", extra, format!("`sbx {sub}` takes its command after `--`")).hint(hint))
+        let _ = e.print();
+    }
+    EXIT_INVALID
 }
 
 /// sbx's own CPU time, docker children excluded (`-v`; the benchmark reads it).
@@ -149,25 +119,6 @@ fn log_own_cpu() {
         let ms = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e3 + t.tv_usec() as f64 / 1e3;
         tracing::debug!(user_ms = ms(u.user_time()), sys_ms = ms(u.system_time()), "sbx cpu");
     }
-}
-
-fn report(e: &Error, json: bool) {
-    let hint = e.hint();
-    if json {
-        print_json_error(e.kind(), &e.to_string(), hint.as_deref());
-    } else {
-        let mut err = std::io::stderr().lock();
-        // Messages quote what the sandbox wrote: never raw to the terminal.
-        let _ = writeln!(err, "sbx: error: {}", error::for_terminal(&e.to_string()));
-        if let Some(h) = hint {
-            let _ = writeln!(err, "sbx: hint: {}", error::for_terminal(&h));
-        }
-    }
-}
-
-fn print_json_error(kind: &str, message: &str, hint: Option<&str>) {
-    let v = serde_json::json!({ "error": { "kind": kind, "message": message, "hint": hint } });
-    let _ = writeln!(std::io::stderr().lock(), "{v}");
 }
 
 fn init_tracing(verbose: u8) {
@@ -197,6 +148,16 @@ pub struct Dirs {
     pub state_dir: Option<std::path::PathBuf>,
 }
 
+impl Dirs {
+    /// `--socket-dir`/`--data-dir`, else `SBX_SOCKET_DIR`/`SBX_DATA_DIR`; an
+    /// empty one means unset, as for most path variables.
+    pub fn new(socket_dir: Option<std::path::PathBuf>, data_dir: Option<std::path::PathBuf>, env: &Env) -> Self {
+        Dirs {
+            socket_dir: socket_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.socket_dir.clone()),
+            state_dir: data_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.data_dir.clone()),
+        }
+    }
+}
 /// The real docker CLI as the environment configures it (`run` has already
 /// refused a malformed `SBX_DOCKER_TIMEOUT`).
 pub fn real_docker(env: &Env) -> docker::RealDocker {
@@ -229,16 +190,6 @@ mod tests {
 
     fn args(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn a_command_without_dashes_gets_a_hint() {
-        let inv = missing_dashes(&args(&["sbx", "exec", "-e", "A=1", "sbx-0123456789ab", "id", "-u"])).unwrap();
-        assert_eq!(inv.hint.as_deref(), Some("put `--` before the command: sbx exec sbx-0123456789ab -- id"));
-        assert!(missing_dashes(&args(&["sbx", "exec", "x", "--", "id"])).is_none());
-        assert!(missing_dashes(&args(&["sbx", "ls", "x"])).is_none());
-        let inv = missing_dashes(&args(&["sbx", "create", "--image", "i", "srv"])).unwrap();
-        assert!(inv.hint.unwrap().contains("-- CMD"));
     }
 
     #[test]

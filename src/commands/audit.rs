@@ -1,21 +1,21 @@
 //! `sbx audit ID`: one line per CIS runtime rule, pass or fail.
 
+use super::Context;
 use crate::error::{Error, Result};
 use crate::spec::parse_id;
-use crate::{Dirs, Env};
 
-pub fn exec(id: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn exec(id: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
-    let report = crate::real_driver(env, dirs).audit(&id)?;
-    if json {
-        super::json_line(&report)?;
+    let report = ctx.driver.audit(&id)?;
+    if ctx.json() {
+        ctx.out.json_line(&report)?;
     } else {
         let mut text = String::new();
         for r in &report.rules {
             let tag = if r.pass { "PASS" } else { "FAIL" };
             text.push_str(&format!("{tag}  {:<12} {:<42} {}\n", r.id, r.title, r.detail));
         }
-        super::out(&text)?;
+        ctx.out.data(&text)?;
     }
     if report.passed {
         Ok(())

@@ -1,12 +1,12 @@
 //! `sbx backup ID > state.tar` and `sbx restore ID < state.tar`.
 
+use super::Context;
 use crate::error::{Error, Invalid, Result};
 use crate::spec::parse_id;
 use crate::workbench;
 use crate::workbench::transfer::{parse_max_bytes, Limits};
-use crate::{Dirs, Env};
 
-pub fn backup(id: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn backup(id: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
     let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
     if nix::unistd::isatty(1).unwrap_or(false) {
@@ -14,14 +14,14 @@ pub fn backup(id: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {
             .hint(format!("redirect it: sbx backup {id} > state.tar"))
             .into());
     }
-    let driver = crate::real_driver(env, dirs);
-    let target = super::owned(&driver, &id)?;
+    let driver = &ctx.driver;
+    let target = driver.owned(&id)?;
     let mut out = std::io::stdout().lock();
     workbench::backup(driver.docker(), &target, &mut out, &limits).map_err(|e| super::named(e, &target, &id))?;
     std::io::Write::flush(&mut out).map_err(|e| Error::io("writing stdout", e))
 }
 
-pub fn restore(id: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn restore(id: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
     let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
     if nix::unistd::isatty(0).unwrap_or(false) {
@@ -29,8 +29,8 @@ pub fn restore(id: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> 
             .hint(format!("sbx restore {id} < state.tar"))
             .into());
     }
-    let driver = crate::real_driver(env, dirs);
-    let target = super::owned(&driver, &id)?;
+    let driver = &ctx.driver;
+    let target = driver.owned(&id)?;
     workbench::restore(driver.docker(), &target, std::io::stdin().lock(), &limits)
         .map_err(|e| super::named(e, &target, &id))
 }

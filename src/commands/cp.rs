@@ -1,11 +1,11 @@
 //! `sbx cp SRC DST`: files and directories between host and sandbox.
 
+use super::Context;
 use crate::error::{Invalid, Result};
 use crate::workbench::transfer::{parse_max_bytes, Limits};
 use crate::workbench::{self, CpSide};
-use crate::{Dirs, Env};
 
-pub fn exec(src: &str, dst: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn exec(src: &str, dst: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
     let (s, d) = (workbench::parse_cp_side(src)?, workbench::parse_cp_side(dst)?);
     // `-` is a tar stream (issue 10 item 9), never a terminal's keystrokes or screen.
     use std::io::IsTerminal;
@@ -20,13 +20,13 @@ pub fn exec(src: &str, dst: &str, max_bytes: &str, env: &Env, dirs: &Dirs) -> Re
             .into());
     }
     let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
-    let driver = crate::real_driver(env, dirs);
+    let driver = &ctx.driver;
     // The sandbox side is proven this host's and then named by its container id.
     let mut names = Vec::new();
     let mut owned = |side: CpSide| -> Result<CpSide> {
         Ok(match side {
             CpSide::Sandbox { id, path } => {
-                let target = super::owned(&driver, &id)?;
+                let target = driver.owned(&id)?;
                 names.push((target.clone(), id));
                 CpSide::Sandbox { id: target, path }
             }

@@ -2,12 +2,12 @@
 
 use std::collections::BTreeSet;
 
+use super::Context;
 use crate::checks::doctor::{Doctor, Status};
 use crate::error::{Error, Invalid, Result};
 use crate::spec::Route;
-use crate::{Dirs, Env};
 
-pub fn exec(routes: &[String], json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn exec(routes: &[String], ctx: &Context) -> Result<()> {
     let mut parsed = Vec::new();
     let mut kinds = BTreeSet::new();
     for r in routes {
@@ -17,12 +17,12 @@ pub fn exec(routes: &[String], json: bool, env: &Env, dirs: &Dirs) -> Result<()>
         }
         parsed.push(route);
     }
-    crate::host::interrupt::install();
-    let driver = crate::real_driver(env, dirs);
+    (ctx.catch_signals)();
+    let driver = &ctx.driver;
     let exe = std::env::current_exe().map_err(|e| Error::io("finding the sbx executable", e))?;
-    let report = Doctor { driver: &driver, exec: driver.docker(), exe: &exe }.run(&parsed);
-    if json {
-        super::json_line(&report)?;
+    let report = Doctor { driver, exec: driver.docker(), exe: &exe }.run(&parsed);
+    if ctx.json() {
+        ctx.out.json_line(&report)?;
     } else {
         let mut text = String::new();
         for c in &report.checks {
@@ -42,7 +42,7 @@ pub fn exec(routes: &[String], json: bool, env: &Env, dirs: &Dirs) -> Result<()>
         } else {
             "sbx doctor: some checks failed (see FAIL above)\n"
         });
-        super::out(&text)?;
+        ctx.out.data(&text)?;
     }
     if report.ok {
         Ok(())

@@ -1,13 +1,13 @@
 //! `sbx exec` and `sbx shell`: run a command in a sandbox, its exit code
 //! becoming sbx's.
 
+use super::Context;
 use crate::cli::ExecArgs;
 use crate::error::{Invalid, Result};
 use crate::spec::{parse_env, parse_id, UserSpec};
 use crate::workbench::{self, ExecOpts};
-use crate::{Dirs, Env};
 
-pub fn exec(a: ExecArgs, env: &Env, dirs: &Dirs) -> Result<u8> {
+pub fn exec(a: ExecArgs, ctx: &Context) -> Result<u8> {
     let id = parse_id(&a.id)?;
     let envs = a.env.iter().map(|e| parse_env(e)).collect::<Result<Vec<_>, _>>()?;
     if let Some(w) = &a.workdir {
@@ -20,14 +20,14 @@ pub fn exec(a: ExecArgs, env: &Env, dirs: &Dirs) -> Result<u8> {
         return Err(Invalid::new("exec", "-d", "a background process has no terminal or stdin: drop -i/-t").into());
     }
     let opts = ExecOpts { interactive: a.interactive, tty: a.tty, env: envs, workdir: a.workdir, user };
-    let driver = crate::real_driver(env, dirs);
-    let target = super::owned(&driver, &id)?;
+    let driver = &ctx.driver;
+    let target = driver.owned(&id)?;
     let named = |e| super::named(e, &target, &id);
     if a.detach {
         let (handle, _pid) =
             workbench::exec_detached(driver.docker(), &target, &opts, &workbench::new_handle(), &a.command)
                 .map_err(named)?;
-        super::out(&format!("{handle}\n"))?;
+        ctx.out.data(&format!("{handle}\n"))?;
         return Ok(0);
     }
     // Signals reaching sbx go on to the command (issue 10.4).
@@ -37,11 +37,11 @@ pub fn exec(a: ExecArgs, env: &Env, dirs: &Dirs) -> Result<u8> {
     Ok(code.clamp(0, 255) as u8)
 }
 
-pub fn shell(id: &str, env: &Env, dirs: &Dirs) -> Result<u8> {
+pub fn shell(id: &str, ctx: &Context) -> Result<u8> {
     let id = parse_id(id)?;
     let tty = nix::unistd::isatty(0).unwrap_or(false) && nix::unistd::isatty(1).unwrap_or(false);
-    let driver = crate::real_driver(env, dirs);
-    let target = super::owned(&driver, &id)?;
+    let driver = &ctx.driver;
+    let target = driver.owned(&id)?;
     let code = workbench::shell(driver.docker(), &target, tty).map_err(|e| super::named(e, &target, &id))?;
     Ok(code.clamp(0, 255) as u8)
 }

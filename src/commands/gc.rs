@@ -1,10 +1,10 @@
 //! `sbx gc`: reap what leaked, in a few batched docker calls.
 
+use super::Context;
 use crate::error::{Error, Result};
-use crate::{Dirs, Env};
 
-pub fn exec(dry_run: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
-    let report = crate::real_driver(env, dirs).gc(dry_run)?;
+pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
+    let report = ctx.driver.gc(dry_run)?;
     // Everything else was done; then say what was not, and exit 1.
     let incomplete = |report: &crate::sandbox::GcReport| match report.failed.len() {
         0 => Ok(()),
@@ -13,8 +13,8 @@ pub fn exec(dry_run: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
             count: n,
         }),
     };
-    if json {
-        super::json_line(&report)?;
+    if ctx.json() {
+        ctx.out.json_line(&report)?;
         return incomplete(&report);
     }
     let verb = if dry_run { "would remove" } else { "removed" };
@@ -31,6 +31,6 @@ pub fn exec(dry_run: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     for p in &report.volume_state {
         text.push_str(&format!("{verb} orphaned session state {p}\n"));
     }
-    super::out(&text)?;
+    ctx.out.data(&text)?;
     incomplete(&report)
 }

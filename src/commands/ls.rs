@@ -2,16 +2,16 @@
 
 use std::time::SystemTime;
 
+use super::Context;
 use crate::error::Result;
 use crate::model::record::Record;
-use crate::{Dirs, Env};
 
-pub fn exec(json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
-    let records = crate::real_driver(env, dirs).list()?;
-    if json {
-        return super::json_line(&records);
+pub fn exec(ctx: &Context) -> Result<()> {
+    let records = ctx.driver.list()?;
+    if ctx.json() {
+        return ctx.out.json_line(&records);
     }
-    super::out(&table(&records, SystemTime::now()))
+    ctx.out.data(&table(&records, SystemTime::now()))
 }
 
 pub fn table(records: &[Record], now: SystemTime) -> String {

@@ -1,5 +1,9 @@
-//! One file per subcommand: each turns parsed arguments into driver calls
-//! and prints the result (data on stdout, everything else on stderr).
+//! One file per subcommand: each `exec` takes the parsed arguments and a
+//! [`Context`] (the driver, the printer, the environment), calls the
+//! library and prints the result (data on stdout, everything else on
+//! stderr, through `ctx.out`). `dispatch` picks the subcommand; nothing
+//! here builds the production driver, so every command runs on the fake
+//! in unit tests (see `tests.rs`).
 
 mod audit;
 mod backup;
@@ -18,59 +22,79 @@ mod ps;
 mod revoke;
 mod stats;
 mod ttl;
+mod volumes;
 pub(crate) mod watchdog;
 
-use std::io::Write;
-
-use crate::cli::{Cli, Command};
+use crate::cli::{Command, VolumesAction};
 use crate::error::{Error, Result};
+use crate::output::Printer;
+use crate::sandbox::ContainerDriver;
 use crate::{Dirs, Env};
 
-/// Run the command; Ok carries the exit code (`exec` passes its command's on).
-pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
-    let json = cli.json;
-    // An empty SBX_SOCKET_DIR / SBX_DATA_DIR means unset, as for most path variables.
-    let dirs = Dirs {
-        socket_dir: cli.socket_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.socket_dir.clone()),
-        state_dir: cli.data_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.data_dir.clone()),
-    };
-    let dirs = &dirs;
-    let done = |r: Result<()>| r.map(|()| 0u8);
-    match cli.command {
-        Command::Exec(a) => exec::exec(a, env, dirs),
-        Command::Ps(a) => done(ps::ps(&a.id, json, env, dirs)),
-        Command::Kill(a) => done(ps::kill(&a, env, dirs)),
-        Command::Logs(a) => logs::exec(&a, env, dirs),
-        Command::Shell(a) => exec::shell(&a.id, env, dirs),
-        Command::Cp(a) => done(cp::exec(&a.src, &a.dst, &a.max_bytes, env, dirs)),
-        Command::Stats(a) => done(stats::exec(&a.ids, a.watch, json, env, dirs)),
-        Command::PortForward(a) => done(port_forward::exec(&a.id, &a.ports, env, dirs)),
-        Command::WaitPort(a) => done(port_forward::wait_port(&a, env, dirs)),
-        Command::Backup(a) => done(backup::backup(&a.id, &a.max_bytes, env, dirs)),
-        Command::Restore(a) => done(backup::restore(&a.id, &a.max_bytes, env, dirs)),
-        Command::Create(a) => done(create::exec(*a, json, env, dirs)),
-        Command::Connect(a) => done(connect::exec(&a.id, &a.timeout, env, dirs)),
-        Command::Revoke(a) => done(revoke::exec(&a.id, &a.kind, json, env, dirs)),
-        Command::Destroy(a) => done(destroy::exec(&a.ids, a.purge, json, env, dirs)),
-        Command::Volumes(a) => match a.action {
-            None => done(volumes(json, env, dirs)),
-            Some(crate::cli::VolumesAction::Rm { keys }) => done(volumes_rm(&keys, json, env, dirs)),
-        },
-        Command::Ls => done(ls::exec(json, env, dirs)),
-        Command::Inspect(a) => done(inspect::exec(&a.id, env, dirs)),
-        Command::Audit(a) => done(audit::exec(&a.id, json, env, dirs)),
-        Command::Ttl(a) => done(ttl::exec(&a.id, &a.duration, json, env, dirs)),
-        Command::Gc(a) => done(gc::exec(a.dry_run, json, env, dirs)),
-        Command::Doctor(a) => done(doctor::exec(&a.routes, json, env, dirs)),
-        Command::Probe(a) => done(crate::checks::probe::serve(&a.targets).map_err(|e| Error::io("probe", e))),
-        Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, env, dirs)),
+/// What every command is handed: built once by `run` (the real docker) or
+/// by a test (the fake).
+pub struct Context {
+    pub driver: ContainerDriver,
+    pub out: Printer,
+    pub env: Env,
+    pub dirs: Dirs,
+    /// From here on SIGINT/SIGTERM/SIGHUP only set a flag the driver polls,
+    /// so sbx cleans up before it exits (`host::interrupt::install`); tests
+    /// pass a no-op and keep their process's signals.
+    pub catch_signals: fn(),
+}
+
+impl Context {
+    /// `--json`: results, warnings and errors as JSON lines.
+    pub fn json(&self) -> bool {
+        self.out.json()
     }
 }
 
-/// Prove `id` is a sandbox of this host before touching it (issue 9
-/// finding 9); returns the full container id to give docker.
-pub(crate) fn owned(driver: &crate::sandbox::ContainerDriver, id: &str) -> Result<String> {
-    driver.owned(id)
+/// Run the command and report its error; returns the exit code (`exec`
+/// passes its command's on). Library warnings made meanwhile go to `ctx.out`.
+pub fn run(command: Command, ctx: &Context) -> u8 {
+    ctx.out.scope(|| match dispatch(command, ctx) {
+        Ok(code) => code,
+        Err(e) => {
+            ctx.out.error(&e);
+            e.exit_code()
+        }
+    })
+}
+
+/// Run the command; Ok carries the exit code.
+pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
+    let done = |r: Result<()>| r.map(|()| 0u8);
+    match command {
+        Command::Exec(a) => exec::exec(a, ctx),
+        Command::Ps(a) => done(ps::ps(&a.id, ctx)),
+        Command::Kill(a) => done(ps::kill(&a, ctx)),
+        Command::Logs(a) => logs::exec(&a, ctx),
+        Command::Shell(a) => exec::shell(&a.id, ctx),
+        Command::Cp(a) => done(cp::exec(&a.src, &a.dst, &a.max_bytes, ctx)),
+        Command::Stats(a) => done(stats::exec(&a.ids, a.watch, ctx)),
+        Command::PortForward(a) => done(port_forward::exec(&a.id, &a.ports, ctx)),
+        Command::WaitPort(a) => done(port_forward::wait_port(&a, ctx)),
+        Command::Backup(a) => done(backup::backup(&a.id, &a.max_bytes, ctx)),
+        Command::Restore(a) => done(backup::restore(&a.id, &a.max_bytes, ctx)),
+        Command::Create(a) => done(create::exec(*a, ctx)),
+        Command::Connect(a) => done(connect::exec(&a.id, &a.timeout, ctx)),
+        Command::Revoke(a) => done(revoke::exec(&a.id, &a.kind, ctx)),
+        Command::Destroy(a) => done(destroy::exec(&a.ids, a.purge, ctx)),
+        Command::Volumes(a) => match a.action {
+            None => done(volumes::list(ctx)),
+            Some(VolumesAction::Rm { keys }) => done(volumes::rm(&keys, ctx)),
+        },
+        Command::Ls => done(ls::exec(ctx)),
+        Command::Inspect(a) => done(inspect::exec(&a.id, ctx)),
+        Command::Audit(a) => done(audit::exec(&a.id, ctx)),
+        Command::Ttl(a) => done(ttl::exec(&a.id, &a.duration, ctx)),
+        Command::Gc(a) => done(gc::exec(a.dry_run, ctx)),
+        Command::Doctor(a) => done(doctor::exec(&a.routes, ctx)),
+        Command::Probe(a) => done(crate::checks::probe::serve(&a.targets).map_err(|e| Error::io("probe", e))),
+        Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),
+    }
 }
 
 /// Errors about `target` (the container id a command acted on) name the
@@ -86,50 +110,5 @@ pub(crate) fn named(e: Error, target: &str, id: &str) -> Error {
     }
 }
 
-/// Write data to stdout; a closed pipe (`sbx ls | head -1`) is not an error.
-pub(crate) fn out(text: &str) -> Result<()> {
-    let mut o = std::io::stdout().lock();
-    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::io("writing to stdout", e)),
-    }
-}
-
-pub(crate) fn json_line<T: serde::Serialize>(v: &T) -> Result<()> {
-    out(&format!("{}\n", serde_json::to_string(v).map_err(|e| Error::io("encoding JSON", e.into()))?))
-}
-
-/// A warning on stderr; under `--json` a `{"warning":..}` line (see `messages`).
-pub(crate) fn warn(msg: &str) {
-    crate::messages::warn("warning", msg);
-}
-
-/// `sbx volumes`: the persistent session volumes.
-fn volumes(json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
-    let list = crate::real_driver(env, dirs).volumes()?;
-    if json {
-        return json_line(&list);
-    }
-    let mut t = String::from("VOLUME                  SESSION         SIZE        IN USE BY\n");
-    for v in &list {
-        let users = if v.in_use_by.is_empty() { "-".to_string() } else { v.in_use_by.join(",") };
-        t.push_str(&format!("{:<23} {:<15} {:<11} {}\n", v.name, v.session, v.bytes, users));
-    }
-    out(&t)
-}
-
-/// `sbx volumes rm KEY...`: each session's volume, directory and lock file.
-fn volumes_rm(keys: &[String], json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
-    let keys: Vec<String> = keys.iter().map(|k| crate::spec::parse_session(k)).collect::<Result<_, _>>()?;
-    let driver = crate::real_driver(env, dirs);
-    for k in &keys {
-        let name = driver.remove_volume(k)?;
-        if json {
-            json_line(&serde_json::json!({ "removed": name, "session": k }))?;
-        } else {
-            out(&format!("{name}\n"))?;
-        }
-    }
-    Ok(())
-}
+#[cfg(test)]
+mod tests;

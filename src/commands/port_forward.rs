@@ -8,12 +8,12 @@
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::time::Duration;
 
+use super::Context;
 use crate::cli::WaitPortArgs;
 use crate::docker::{DockerError, DockerExec, Piped};
 use crate::error::{Error, Invalid, Result};
 use crate::spec::{parse_duration, parse_id};
 use crate::workbench;
-use crate::{Dirs, Env};
 
 fn parse_spec(s: &str) -> std::result::Result<(u16, u16), Invalid> {
     let bad = || Invalid::new("port", s, "write [LOCAL:]PORT with ports from 1 to 65535 (LOCAL 0: any free port)");
@@ -25,21 +25,21 @@ fn parse_spec(s: &str) -> std::result::Result<(u16, u16), Invalid> {
     Ok((local, remote))
 }
 
-pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn exec(id: &str, specs: &[String], ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
     let pairs = specs.iter().map(|s| parse_spec(s)).collect::<Result<Vec<_>, _>>()?;
     // The sandbox must exist and run; the relays then need no more checks.
-    let driver = crate::real_driver(env, dirs);
+    let driver = &ctx.driver;
     driver.channel(&id)?;
-    let target = super::owned(&driver, &id)?;
-    crate::host::interrupt::install();
+    let target = driver.owned(&id)?;
+    (ctx.catch_signals)();
     let mut lines = String::new();
     for (local, remote) in pairs {
         let listener = TcpListener::bind(("127.0.0.1", local))
             .map_err(|e| Error::io(format!("listening on 127.0.0.1:{local}"), e))?;
         let addr = listener.local_addr().map_err(|e| Error::io("reading the local address", e))?;
         lines.push_str(&format!("{addr} -> {id}:{remote}\n"));
-        let docker: std::sync::Arc<dyn DockerExec> = std::sync::Arc::new(crate::real_docker(env));
+        let docker: std::sync::Arc<dyn DockerExec> = std::sync::Arc::new(crate::real_docker(&ctx.env));
         let id = target.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
@@ -48,8 +48,8 @@ pub fn exec(id: &str, specs: &[String], env: &Env, dirs: &Dirs) -> Result<()> {
             }
         });
     }
-    super::out(&lines)?;
-    crate::messages::note("forwarding", "forwarding; Ctrl-C to stop");
+    ctx.out.data(&lines)?;
+    ctx.out.note("forwarding", "forwarding; Ctrl-C to stop");
     while crate::host::interrupt::pending().is_none() {
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -76,7 +76,7 @@ fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16) {
     }
 }
 
-pub fn wait_port(a: &WaitPortArgs, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn wait_port(a: &WaitPortArgs, ctx: &Context) -> Result<()> {
     let id = parse_id(&a.id)?;
     if a.port == 0 {
         return Err(Invalid::new("port", "0", "ports run from 1 to 65535").into());
@@ -85,8 +85,8 @@ pub fn wait_port(a: &WaitPortArgs, env: &Env, dirs: &Dirs) -> Result<()> {
         Some(t) => parse_duration("--timeout", t)?,
         None => Duration::from_secs(30),
     };
-    let driver = crate::real_driver(env, dirs);
-    let target = super::owned(&driver, &id)?;
+    let driver = &ctx.driver;
+    let target = driver.owned(&id)?;
     if workbench::wait_port(driver.docker(), &target, a.port, timeout).map_err(|e| super::named(e, &target, &id))? {
         Ok(())
     } else {

@@ -1,18 +1,18 @@
 //! `sbx ps ID` and `sbx kill ID HANDLE`: background processes from `exec -d`.
 
+use super::Context;
 use crate::cli::KillArgs;
 use crate::error::Result;
 use crate::spec::parse_id;
 use crate::workbench;
-use crate::{Dirs, Env};
 
-pub fn ps(id: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn ps(id: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
-    let driver = crate::real_driver(env, dirs);
-    let target = super::owned(&driver, &id)?;
+    let driver = &ctx.driver;
+    let target = driver.owned(&id)?;
     let list = workbench::ps(driver.docker(), &target).map_err(|e| super::named(e, &target, &id))?;
-    if json {
-        return super::json_line(&list);
+    if ctx.json() {
+        return ctx.out.json_line(&list);
     }
     let mut text = String::from("HANDLE     PID     STATUS          COMMAND\n");
     for p in &list {
@@ -26,14 +26,14 @@ pub fn ps(id: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
             crate::error::for_terminal(&p.command.join(" "))
         ));
     }
-    super::out(&text)
+    ctx.out.data(&text)
 }
 
-pub fn kill(a: &KillArgs, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn kill(a: &KillArgs, ctx: &Context) -> Result<()> {
     let id = parse_id(&a.id)?;
     workbench::validate_handle(&a.handle)?;
     let sig = workbench::parse_signal(&a.signal)?;
-    let driver = crate::real_driver(env, dirs);
-    let target = super::owned(&driver, &id)?;
+    let driver = &ctx.driver;
+    let target = driver.owned(&id)?;
     workbench::kill(driver.docker(), &target, &a.handle, sig).map_err(|e| super::named(e, &target, &id))
 }

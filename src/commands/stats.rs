@@ -1,19 +1,19 @@
 //! `sbx stats ID...`: resource use, as numbers.
 
+use super::Context;
 use crate::error::{Error, Result};
 use crate::spec::parse_id;
 use crate::workbench::{self, Stats};
-use crate::{Dirs, Env};
 
-pub fn exec(ids: &[String], watch: bool, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn exec(ids: &[String], watch: bool, ctx: &Context) -> Result<()> {
     let ids: Vec<String> = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
-    let driver = crate::real_driver(env, dirs);
+    let driver = &ctx.driver;
     // A missing sandbox is reported alone, after the others are shown
     // (issue 10 item 9: `stats MISSING LIVE` named both as missing).
     let mut missing = Vec::new();
     let mut targets = Vec::new();
     for id in &ids {
-        match super::owned(&driver, id) {
+        match driver.owned(id) {
             Ok(t) => targets.push((t, id.clone())),
             Err(Error::NotFound { .. }) => missing.push(id.clone()),
             Err(e) => return Err(e),
@@ -26,16 +26,16 @@ pub fn exec(ids: &[String], watch: bool, json: bool, env: &Env, dirs: &Dirs) -> 
         e
     };
     if watch {
-        crate::host::interrupt::install();
+        (ctx.catch_signals)();
     }
     loop {
         let asked: Vec<String> = targets.iter().map(|(t, _)| t.clone()).collect();
         let (s, gone) = workbench::stats_present(driver.docker(), &asked).map_err(|e| named(e, &targets))?;
         if !s.is_empty() || (missing.is_empty() && gone.is_empty()) {
-            if json {
-                super::json_line(&s)?;
+            if ctx.json() {
+                ctx.out.json_line(&s)?;
             } else {
-                super::out(&table(&s))?;
+                ctx.out.data(&table(&s))?;
             }
         }
         targets.retain(|(t, id)| {

@@ -5,12 +5,13 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use super::Context;
 use crate::error::{Error, Result};
-use crate::{Dirs, Env};
+use crate::Dirs;
 
-pub fn exec(id: &str, dir: &Path, env: &Env, dirs: &Dirs) -> Result<()> {
+pub fn exec(id: &str, dir: &Path, ctx: &Context) -> Result<()> {
     let id = crate::spec::parse_id(id)?;
-    crate::real_driver(env, dirs).watch(&id, dir)
+    ctx.driver.watch(&id, dir)
 }
 
 /// Start the watchdog in its own session with no terminal and no inherited

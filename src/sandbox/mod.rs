@@ -771,7 +771,7 @@ impl ContainerDriver {
         match self.exec.run(&argv::remove(&[id])) {
             Ok(out) if out.status == 0 || parse::no_such_container(&out.stderr_str()) => {}
             Ok(out) => {
-                crate::messages::warn(
+                crate::output::warn(
                     "cleanup",
                     &format!(
                         "could not remove {id}: {}; `sbx gc` will",
@@ -781,19 +781,19 @@ impl ContainerDriver {
                 clean = false;
             }
             Err(e) => {
-                crate::messages::warn("cleanup", &format!("could not remove {id}: {e}; `sbx gc` will"));
+                crate::output::warn("cleanup", &format!("could not remove {id}: {e}; `sbx gc` will"));
                 clean = false;
             }
         }
         if let Err(e) = self.remove_private(private) {
-            crate::messages::warn(
+            crate::output::warn(
                 "cleanup",
                 &format!("could not remove the private route networks of {id}: {e}; `sbx gc` will"),
             );
             clean = false;
         }
         if let Err(e) = socket::remove_dir(dir, id) {
-            crate::messages::warn("cleanup", &format!("could not remove {}: {e}", dir.display()));
+            crate::output::warn("cleanup", &format!("could not remove {}: {e}", dir.display()));
             clean = false;
         }
         clean

@@ -4,13 +4,14 @@
 
 mod image;
 mod mount;
+mod request;
 mod route;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 pub use image::ImageRef;
 pub use mount::{docker_socket_paths, MountSpec};
+pub use request::CreateRequest;
 pub use route::{is_loopback, network_for, validate_kind, Route};
 
 use crate::error::Invalid;
@@ -255,137 +256,6 @@ fn parse_cpus_on(s: &str, host: u64) -> Result<String, Invalid> {
     Ok(s.to_string())
 }
 
-/// Raw, unvalidated create options as they come from the command line.
-#[derive(Debug, Clone, Default)]
-pub struct CreateRequest {
-    pub image: String,
-    pub session: Option<String>,
-    pub routes: Vec<String>,
-    pub ro: Vec<String>,
-    pub rw: Vec<String>,
-    pub state_dir: Option<String>,
-    pub memory_mib: Option<u64>,
-    pub cpus: Option<String>,
-    pub pids: Option<u32>,
-    pub env: Vec<String>,
-    pub user: Option<String>,
-    pub socket_wait: Option<String>,
-    pub strict_egress: bool,
-    pub labels: Vec<String>,
-    pub ttl: Option<String>,
-    pub private_routes: bool,
-    pub persist: bool,
-    pub clone: Option<String>,
-    pub setup: Vec<String>,
-    pub command: Vec<String>,
-    pub seccomp_profile: Option<String>,
-    pub channel: crate::host::channel::Choice,
-}
-
-impl SandboxSpec {
-    /// `docker_host` is `$DOCKER_HOST`, so a socket there is refused as a mount too.
-    pub fn from_request(req: &CreateRequest, docker_host: Option<&str>) -> Result<Self, Invalid> {
-        let image = ImageRef::parse(&req.image)?;
-        let session = req.session.as_deref().map(parse_session).transpose()?;
-        let mut routes = Vec::with_capacity(req.routes.len());
-        let mut kinds = BTreeSet::new();
-        for r in &req.routes {
-            let route = Route::parse(r)?;
-            if !kinds.insert(route.kind.clone()) {
-                return Err(Invalid::new("route", r, format!("the kind {:?} is given twice", route.kind))
-                    .hint("give each route a distinct KIND"));
-            }
-            routes.push(route);
-        }
-        let sockets = docker_socket_paths(docker_host);
-        let mut mounts = Vec::new();
-        for m in &req.ro {
-            mounts.push(MountSpec::parse(m, true, &sockets)?);
-        }
-        for m in &req.rw {
-            mounts.push(MountSpec::parse(m, false, &sockets)?);
-        }
-        let mut targets = BTreeSet::new();
-        for m in &mounts {
-            if !targets.insert(m.sandbox.clone()) {
-                return Err(Invalid::new("mount", m.sandbox.clone(), "two mounts target the same sandbox path"));
-            }
-        }
-        let state_dir = req.state_dir.as_deref().map(|d| MountSpec::state_dir(d, &sockets)).transpose()?;
-        if let Some(m) = req.memory_mib {
-            if !(6..=16 * 1024 * 1024).contains(&m) {
-                return Err(Invalid::new(
-                    "--memory",
-                    m.to_string(),
-                    "it must be between 6 and 16777216 MiB (docker's minimum is 6)",
-                ));
-            }
-        }
-        let cpus = parse_cpus(req.cpus.as_deref().unwrap_or(DEFAULT_CPUS))?;
-        let pids = req.pids.unwrap_or(DEFAULT_PIDS);
-        if pids == 0 {
-            return Err(Invalid::new("--pids", "0", "a sandbox needs at least one process"));
-        }
-        if pids > MAX_PIDS {
-            return Err(Invalid::new("--pids", pids.to_string(), format!("the kernel allows at most {MAX_PIDS}")));
-        }
-        let env = req.env.iter().map(|e| parse_env(e)).collect::<Result<_, _>>()?;
-        let user = req.user.as_deref().map(UserSpec::parse).transpose()?;
-        let socket_wait = match &req.socket_wait {
-            Some(w) => parse_duration("--socket-wait", w)?,
-            None => DEFAULT_SOCKET_WAIT,
-        };
-        let labels = req.labels.iter().map(|l| parse_label(l)).collect::<Result<_, _>>()?;
-        let ttl = req.ttl.as_deref().map(parse_ttl).transpose()?;
-        if req.persist && session.is_none() {
-            return Err(
-                Invalid::new("--persist", "", "a persistent /state belongs to a session").hint("add --session KEY")
-            );
-        }
-        if req.persist && state_dir.is_some() {
-            return Err(Invalid::new(
-                "--persist",
-                "",
-                "--persist and --state-dir both choose what /state is; pick one",
-            ));
-        }
-        let clone = req.clone.as_deref().map(CloneSpec::parse).transpose()?;
-        if clone.is_some() && !req.persist && state_dir.is_none() {
-            return Err(Invalid::new(
-                "--clone",
-                req.clone.clone().unwrap_or_default(),
-                "the workspace must be on the host to be filled before the sandbox starts",
-            )
-            .hint("add --persist (with --session) or --state-dir DIR"));
-        }
-        let setup = req.setup.iter().map(|c| parse_setup(c)).collect::<Result<_, _>>()?;
-        let seccomp_profile = req.seccomp_profile.as_deref().map(crate::host::seccomp::check_custom).transpose()?;
-        Ok(SandboxSpec {
-            image,
-            session,
-            routes,
-            mounts,
-            state_dir,
-            memory_mib: Some(req.memory_mib.unwrap_or(DEFAULT_MEMORY_MIB)),
-            cpus: Some(cpus),
-            pids,
-            env,
-            user,
-            socket_wait,
-            strict_egress: req.strict_egress,
-            labels,
-            ttl,
-            private_routes: req.private_routes,
-            persist: req.persist,
-            clone,
-            setup,
-            command: req.command.clone(),
-            seccomp_profile,
-            channel: req.channel,
-        })
-    }
-}
-
 /// Sandbox ids are container names sbx generates: `sbx-` and 12 hex digits.
 /// They also name the socket directory, so nothing else may pass.
 pub fn parse_id(s: &str) -> Result<String, Invalid> {
@@ -417,14 +287,6 @@ mod tests {
     }
 
     #[test]
-    fn defaults() {
-        let s = SandboxSpec::from_request(&req(), None).unwrap();
-        assert_eq!(s.pids, DEFAULT_PIDS);
-        assert_eq!(s.socket_wait, DEFAULT_SOCKET_WAIT);
-        assert!(s.routes.is_empty() && s.user.is_none() && s.session.is_none());
-    }
-
-    #[test]
     fn users() {
         assert_eq!(UserSpec::parse("1000").unwrap(), UserSpec { uid: 1000, gid: 1000 });
         assert_eq!(UserSpec::parse("1000:50").unwrap(), UserSpec { uid: 1000, gid: 50 });
@@ -436,12 +298,6 @@ mod tests {
         assert_eq!(UserSpec::from_image("0"), None);
         assert_eq!(UserSpec::from_image("root"), None);
         assert_eq!(UserSpec::from_image(""), None);
-    }
-
-    #[test]
-    fn refuses_duplicate_kinds() {
-        let r = CreateRequest { routes: vec!["a:x:1".into(), "a:y:2".into()], ..req() };
-        assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("twice"));
     }
 
     #[test]
@@ -510,20 +366,6 @@ mod tests {
         assert_eq!(parse_setup("echo $(reboot); rm -rf /").unwrap(), ["echo", "$(reboot);", "rm", "-rf", "/"]);
         assert!(parse_setup("unbalanced 'quote").is_err());
         assert!(parse_setup("   ").is_err());
-    }
-
-    #[test]
-    fn memory_and_pids_bounds() {
-        let r = CreateRequest { memory_mib: Some(1), ..req() };
-        assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("6"));
-        let r = CreateRequest { pids: Some(0), ..req() };
-        assert!(SandboxSpec::from_request(&r, None).is_err());
-        let r = CreateRequest { pids: Some(MAX_PIDS), ..req() };
-        assert_eq!(SandboxSpec::from_request(&r, None).unwrap().pids, MAX_PIDS);
-        for p in [MAX_PIDS + 1, u32::MAX] {
-            let r = CreateRequest { pids: Some(p), ..req() };
-            assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("at most"), "{p}");
-        }
     }
 
     #[test]

@@ -1,19 +1,15 @@
 //! The command line, as clap parses it. Parsing only; validation happens in
 //! `spec`, and nothing here touches docker.
 
+mod dashes;
+mod examples;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-const AFTER_HELP: &str = "\
-Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was created),
-130/143 interrupted by SIGINT/SIGTERM (after removing what was made).
-
-Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRESS=1 (as --strict-egress),
-SBX_DOCKER (docker CLI to run), SBX_DOCKER_TIMEOUT (how long a docker look-up may take, default 30s;
-changes get 4x; a stream such as exec or logs -f must get an answer about its
-sandbox within 1s plus that), SBX_SECCOMP_PROFILE (as create --seccomp-profile), DOCKER_HOST (passed to docker),
-RUST_LOG (tracing).";
+pub use dashes::missing_dashes;
+use examples::*;
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
 ///
@@ -47,7 +43,7 @@ pub struct Cli {
 pub enum Command {
     /// Create a sandbox, wait until it binds its socket, print its id.
     #[command(after_help = EX_CREATE)]
-    Create(Box<CreateArgs>),
+    Create(Box<crate::spec::CreateRequest>),
     /// Relay stdin to the sandbox's socket and the socket to stdout.
     #[command(after_help = EX_CONNECT)]
     Connect(ConnectArgs),
@@ -158,87 +154,6 @@ pub struct WatchdogArgs {
     /// The sandbox's socket directory: when it is gone, so is the sandbox.
     #[arg(long)]
     pub dir: PathBuf,
-}
-
-#[derive(Debug, Args)]
-pub struct CreateArgs {
-    /// Image pinned by digest: repo[:tag]@sha256:<64 hex> or sha256:<64 hex>.
-    /// Refused if it carries a label starting with `sbx.`.
-    #[arg(long, value_name = "IMAGE")]
-    pub image: String,
-    /// Session key recorded on the sandbox [default: the sandbox id].
-    #[arg(long, value_name = "KEY")]
-    pub session: Option<String>,
-    /// Route KIND:TARGET (e.g. inference:proxy:8080): joins network sbx-<host>. Repeatable.
-    #[arg(long = "route", value_name = "KIND:TARGET")]
-    pub routes: Vec<String>,
-    /// Bind-mount HOST read-only at SANDBOX (default: the same path). Repeatable.
-    #[arg(long, value_name = "HOST[:SANDBOX]")]
-    pub ro: Vec<String>,
-    /// Bind-mount HOST read-write at SANDBOX (default: the same path). Repeatable.
-    #[arg(long, value_name = "HOST[:SANDBOX]")]
-    pub rw: Vec<String>,
-    /// Host directory mounted at /state instead of a tmpfs.
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<String>,
-    /// Memory limit in MiB (swap is not added on top) [default: 4096].
-    #[arg(long, value_name = "MIB")]
-    pub memory: Option<u64>,
-    /// CPU limit, e.g. 1.5 [default: 1].
-    #[arg(long, value_name = "N")]
-    pub cpus: Option<String>,
-    /// Process limit [default: 512].
-    #[arg(long, value_name = "N")]
-    pub pids: Option<u32>,
-    /// Environment variable K=V for the sandbox (SBX_* is reserved). Repeatable.
-    #[arg(long = "env", value_name = "K=V")]
-    pub env: Vec<String>,
-    /// Label K=V added to the container (sbx.* is reserved). Repeatable.
-    #[arg(long = "label", value_name = "K=V")]
-    pub labels: Vec<String>,
-    /// Numeric UID[:GID] [default: the image's numeric non-root user, else 65534:65534].
-    /// Group 0 only when given here (UID:0), with a warning; never from the image.
-    #[arg(long, value_name = "UID[:GID]")]
-    pub user: Option<String>,
-    /// How long to wait for the sandbox to bind its socket; 0 returns once it runs [default: 90s].
-    #[arg(long, value_name = "DURATION")]
-    pub socket_wait: Option<String>,
-    /// Destroy the sandbox after DURATION (e.g. 90s, 30m, 2h), even after sbx and the shell exit.
-    #[arg(long, value_name = "DURATION")]
-    pub ttl: Option<String>,
-    /// Keep /state in the session's named volume (needs --session): a new sandbox for
-    /// the same session continues where the last left off. `destroy --purge` removes it.
-    #[arg(long)]
-    pub persist: bool,
-    /// Clone URL[#REF] on the host into /state/workspace before the sandbox starts
-    /// (needs --persist or --state-dir; skipped when the workspace already has files,
-    /// refused when it is a symlink or not a directory).
-    #[arg(long, value_name = "URL[#REF]")]
-    pub clone: Option<String>,
-    /// Run CMD (split into words, never through a shell) in the ready sandbox; in order,
-    /// repeatable. A failing one fails the create and removes the sandbox.
-    #[arg(long, value_name = "CMD")]
-    pub setup: Vec<String>,
-    /// Give each route its own internal network, with no host address and only the
-    /// route's service (the container named HOST, never a sandbox) on it: tier 2.
-    /// Removed with the sandbox.
-    #[arg(long)]
-    pub private_routes: bool,
-    /// Refuse, instead of lowering the tier, when a route reaches more than its target.
-    #[arg(long)]
-    pub strict_egress: bool,
-    /// Seccomp profile FILE (Docker's JSON format) instead of sbx's own; `unconfined` is
-    /// refused, and `sbx audit` then fails the sandbox's sbx.seccomp rule. [env: SBX_SECCOMP_PROFILE]
-    #[arg(long, value_name = "FILE")]
-    pub seccomp_profile: Option<String>,
-    /// How sbx reaches the sandbox's socket: `direct` (connect to it on the host),
-    /// `exec` (relay through `docker exec` and sbx's helper; /run/sandbox is then a
-    /// 1 MiB tmpfs inside the sandbox), or `auto`: direct as root, exec otherwise.
-    #[arg(long, value_name = "auto|direct|exec", value_enum, default_value_t)]
-    pub channel: crate::host::channel::Choice,
-    /// The command to run in the sandbox (default: the image's).
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -406,48 +321,6 @@ pub struct WaitPortArgs {
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
 }
-const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex>
-  sbx create --image IMG --session task-42 --persist --ttl 2h
-  sbx create --image IMG --route inference:proxy:8080 --private-routes
-  sbx --json create --image IMG -- /bin/server --verbose";
-const EX_CONNECT: &str = "Examples:\n  echo hello | sbx connect sbx-0123456789ab
-  sbx connect --timeout 30s sbx-0123456789ab < request.json";
-const EX_REVOKE: &str = "Examples:\n  sbx revoke sbx-0123456789ab inference
-  sbx revoke sbx-0123456789ab all";
-const EX_DESTROY: &str = "Examples:\n  sbx destroy sbx-0123456789ab
-  sbx destroy --purge sbx-0123456789ab sbx-0123456789cd";
-const EX_LS: &str = "Examples:\n  sbx ls
-  sbx --json ls";
-const EX_INSPECT: &str = "Examples:\n  sbx inspect sbx-0123456789ab";
-const EX_EXEC: &str = "Examples:\n  sbx exec sbx-0123456789ab -- id
-  sbx exec -i sbx-0123456789ab -- /bin/sh -c 'wc -l' < file
-  sbx exec -d sbx-0123456789ab -- /bin/server --port 8000";
-const EX_PS: &str = "Examples:\n  sbx ps sbx-0123456789ab";
-const EX_KILL: &str = "Examples:\n  sbx kill sbx-0123456789ab p0123abcd
-  sbx kill --signal KILL sbx-0123456789ab p0123abcd";
-const EX_LOGS: &str = "Examples:\n  sbx logs sbx-0123456789ab
-  sbx logs -f --tail 20 sbx-0123456789ab p0123abcd";
-const EX_SHELL: &str = "Examples:\n  sbx shell sbx-0123456789ab";
-const EX_CP: &str = "Examples:\n  sbx cp ./src sbx-0123456789ab:/tmp/src
-  sbx cp sbx-0123456789ab:/state/workspace/out.txt .";
-const EX_STATS: &str = "Examples:\n  sbx stats sbx-0123456789ab
-  sbx stats --watch sbx-0123456789ab sbx-0123456789cd";
-const EX_PORT_FORWARD: &str = "Examples:\n  sbx port-forward sbx-0123456789ab 8000
-  sbx port-forward sbx-0123456789ab 9000:80 0:5432";
-const EX_WAIT_PORT: &str = "Examples:\n  sbx wait-port sbx-0123456789ab 8000
-  sbx wait-port --timeout 2m sbx-0123456789ab 8000";
-const EX_BACKUP: &str = "Examples:\n  sbx backup sbx-0123456789ab > state.tar";
-const EX_RESTORE: &str = "Examples:\n  sbx restore sbx-0123456789ab < state.tar";
-const EX_AUDIT: &str = "Examples:\n  sbx audit sbx-0123456789ab
-  sbx --json audit sbx-0123456789ab";
-const EX_VOLUMES: &str = "Examples:\n  sbx volumes
-  sbx --json volumes
-  sbx volumes rm agent-7        # the session's volume, its directory and lock (refused while in use)";
-const EX_TTL: &str = "Examples:\n  sbx ttl sbx-0123456789ab 30m";
-const EX_GC: &str = "Examples:\n  sbx gc --dry-run
-  sbx gc";
-const EX_DOCTOR: &str = "Examples:\n  sbx doctor
-  sbx doctor --route inference:proxy:8080";
 
 #[cfg(test)]
 mod tests {

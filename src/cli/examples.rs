@@ -1,0 +1,55 @@
+//! The help texts' tails: the exit codes and environment after `sbx --help`,
+//! and each subcommand's examples (issue 10, help texts).
+
+pub const AFTER_HELP: &str = "\
+Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was created),
+130/143 interrupted by SIGINT/SIGTERM (after removing what was made).
+
+Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRESS=1 (as --strict-egress),
+SBX_DOCKER (docker CLI to run), SBX_DOCKER_TIMEOUT (how long a docker look-up may take, default 30s;
+changes get 4x; a stream such as exec or logs -f must get an answer about its
+sandbox within 1s plus that), SBX_SECCOMP_PROFILE (as create --seccomp-profile), DOCKER_HOST (passed to docker),
+RUST_LOG (tracing).";
+
+pub const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex>
+  sbx create --image IMG --session task-42 --persist --ttl 2h
+  sbx create --image IMG --route inference:proxy:8080 --private-routes
+  sbx --json create --image IMG -- /bin/server --verbose";
+pub const EX_CONNECT: &str = "Examples:\n  echo hello | sbx connect sbx-0123456789ab
+  sbx connect --timeout 30s sbx-0123456789ab < request.json";
+pub const EX_REVOKE: &str = "Examples:\n  sbx revoke sbx-0123456789ab inference
+  sbx revoke sbx-0123456789ab all";
+pub const EX_DESTROY: &str = "Examples:\n  sbx destroy sbx-0123456789ab
+  sbx destroy --purge sbx-0123456789ab sbx-0123456789cd";
+pub const EX_LS: &str = "Examples:\n  sbx ls
+  sbx --json ls";
+pub const EX_INSPECT: &str = "Examples:\n  sbx inspect sbx-0123456789ab";
+pub const EX_EXEC: &str = "Examples:\n  sbx exec sbx-0123456789ab -- id
+  sbx exec -i sbx-0123456789ab -- /bin/sh -c 'wc -l' < file
+  sbx exec -d sbx-0123456789ab -- /bin/server --port 8000";
+pub const EX_PS: &str = "Examples:\n  sbx ps sbx-0123456789ab";
+pub const EX_KILL: &str = "Examples:\n  sbx kill sbx-0123456789ab p0123abcd
+  sbx kill --signal KILL sbx-0123456789ab p0123abcd";
+pub const EX_LOGS: &str = "Examples:\n  sbx logs sbx-0123456789ab
+  sbx logs -f --tail 20 sbx-0123456789ab p0123abcd";
+pub const EX_SHELL: &str = "Examples:\n  sbx shell sbx-0123456789ab";
+pub const EX_CP: &str = "Examples:\n  sbx cp ./src sbx-0123456789ab:/tmp/src
+  sbx cp sbx-0123456789ab:/state/workspace/out.txt .";
+pub const EX_STATS: &str = "Examples:\n  sbx stats sbx-0123456789ab
+  sbx stats --watch sbx-0123456789ab sbx-0123456789cd";
+pub const EX_PORT_FORWARD: &str = "Examples:\n  sbx port-forward sbx-0123456789ab 8000
+  sbx port-forward sbx-0123456789ab 9000:80 0:5432";
+pub const EX_WAIT_PORT: &str = "Examples:\n  sbx wait-port sbx-0123456789ab 8000
+  sbx wait-port --timeout 2m sbx-0123456789ab 8000";
+pub const EX_BACKUP: &str = "Examples:\n  sbx backup sbx-0123456789ab > state.tar";
+pub const EX_RESTORE: &str = "Examples:\n  sbx restore sbx-0123456789ab < state.tar";
+pub const EX_AUDIT: &str = "Examples:\n  sbx audit sbx-0123456789ab
+  sbx --json audit sbx-0123456789ab";
+pub const EX_VOLUMES: &str = "Examples:\n  sbx volumes
+  sbx --json volumes
+  sbx volumes rm agent-7        # the session's volume, its directory and lock (refused while in use)";
+pub const EX_TTL: &str = "Examples:\n  sbx ttl sbx-0123456789ab 30m";
+pub const EX_GC: &str = "Examples:\n  sbx gc --dry-run
+  sbx gc";
+pub const EX_DOCTOR: &str = "Examples:\n  sbx doctor
+  sbx doctor --route inference:proxy:8080";

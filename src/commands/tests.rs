@@ -1,0 +1,363 @@
+//! What each command prints, in text and JSON, on success and on error:
+//! the real command line parsed by clap, run by `commands::run` against
+//! the recording fake, stdout and stderr captured by the printer.
+
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+
+use super::*;
+use crate::docker::fake::FakeDocker;
+use crate::docker::Output;
+use crate::host::socket::RootChoice;
+use crate::host::state::{self, State, StateChoice};
+use crate::output;
+
+const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const ID: &str = "sbx-00000000000f";
+/// Where a sandbox's mounts are when the image redirects nothing.
+const MOUNTINFO: &str = "\
+600 500 0:51 / / ro,relatime - overlay overlay rw
+611 600 8:1 /tmp/root/sbx-00000000000f /run/sandbox rw,relatime - ext4 /dev/sda1 rw
+612 600 8:1 /var/lib/sbx/helper/v-k /run/sbx ro,relatime - ext4 /dev/sda1 rw
+";
+
+/// What one `sbx ...` printed and how it exited.
+#[derive(Debug)]
+struct Ran {
+    code: u8,
+    stdout: String,
+    stderr: String,
+}
+
+struct Rig {
+    fake: FakeDocker,
+    root: PathBuf,
+    state: PathBuf,
+}
+
+impl Rig {
+    fn new() -> Self {
+        let root = std::env::temp_dir().join(format!("sbx-cmd-{}-{}", std::process::id(), rand::random::<u64>()));
+        let state = root.with_extension("state");
+        Rig { fake: FakeDocker::new(), root, state }
+    }
+
+    fn driver(&self) -> ContainerDriver {
+        let roots = RootChoice {
+            explicit: Some(self.root.clone()),
+            xdg_runtime_dir: None,
+            temp_dir: self.root.clone(),
+            euid: 0,
+        };
+        let states = StateChoice { explicit: Some(self.state.clone()), xdg_state_home: None, home: None, euid: 0 };
+        let proc = self.root.with_extension("proc");
+        std::fs::create_dir_all(proc.join("4242")).unwrap();
+        std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO).unwrap();
+        ContainerDriver::new(Arc::new(self.fake.clone()), roots, states)
+            .with_ids(Arc::new(|| ID.to_string()))
+            .with_proc(proc)
+    }
+
+    /// `sbx ARGS...` against the fake; every scripted answer must be used.
+    fn sbx(&self, args: &[&str]) -> Ran {
+        let cli = crate::cli::Cli::try_parse_from(std::iter::once("sbx").chain(args.iter().copied())).unwrap();
+        let (out, captured) = output::capture(cli.json);
+        let ctx =
+            Context { driver: self.driver(), out, env: Env::default(), dirs: Dirs::default(), catch_signals: || {} };
+        let code = run(cli.command, &ctx);
+        assert_eq!(self.fake.remaining(), 0, "unused answers after {args:?}");
+        Ran { code, stdout: captured.stdout(), stderr: captured.stderr() }
+    }
+
+    /// Labels as sbx writes them on a container: `sbx.owner` covers the rest.
+    fn seal(&self, mut labels: serde_json::Value) -> serde_json::Value {
+        std::fs::create_dir_all(&self.state).unwrap();
+        let map: std::collections::BTreeMap<String, String> = serde_json::from_value(labels.clone()).unwrap();
+        let key = State::at(self.state.clone()).key().unwrap();
+        labels["sbx.owner"] = state::record_token(&key, &map["sbx.id"], &map).into();
+        labels
+    }
+
+    /// `docker container inspect` of sandbox ID on `networks`.
+    fn inspect_line(&self, networks: &[&str]) -> String {
+        let nets: serde_json::Map<String, serde_json::Value> =
+            networks.iter().map(|n| (n.to_string(), serde_json::json!({}))).collect();
+        serde_json::json!({
+            "Name": format!("/{ID}"),
+            "State": {"Status": "running"},
+            "Config": {"Labels": self.seal(serde_json::json!({
+                "sbx.managed": "1",
+                "sbx.id": ID,
+                "sbx.routes": "{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-proxy\",\"docs\":\"sbx-docs\"}",
+                "sbx.user": "65534:65534",
+                "sbx.created": "2026-11-29T09:00:00Z",
+            }))},
+            "NetworkSettings": {"Networks": nets},
+        })
+        .to_string()
+    }
+
+    /// `docker ps` line of sandbox ID, as `ls` and `gc` read it.
+    fn ps_line(&self, extra: serde_json::Value) -> String {
+        let mut labels = serde_json::json!({"sbx.managed": "1", "sbx.id": ID, "sbx.tier": "2",
+            "sbx.session": "task-1", "sbx.created": "2026-11-29T09:00:00Z"});
+        for (k, v) in extra.as_object().unwrap() {
+            labels[k] = v.clone();
+        }
+        serde_json::json!({"name": ID, "state": "running", "networks": "", "labels": self.seal(labels)}).to_string()
+    }
+
+    /// `image inspect` (user `user`), `run`, the sandbox binds its socket and runs.
+    fn creates(&self, user: &str) {
+        self.fake.push(Output::ok(&format!("[{user:?},{{}}]\n")));
+        let dir = self.root.join(ID);
+        self.fake.push_with(Output::ok("deadbeef\n"), move |_| {
+            std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap());
+        });
+        self.fake.push(Output::ok("4242 running 0\n"));
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = crate::host::socket::remove_dir(&self.root.join(ID), ID);
+        let _ = std::fs::remove_dir_all(&self.root);
+        let _ = std::fs::remove_dir_all(&self.state);
+        let _ = std::fs::remove_dir_all(self.root.with_extension("proc"));
+    }
+}
+
+fn json(line: &str) -> serde_json::Value {
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+}
+
+const MISSING: &str = "Error: No such container: sbx-00000000000f";
+
+#[test]
+fn create_prints_the_id_and_its_warnings_on_stderr() {
+    let rig = Rig::new();
+    rig.creates("root");
+    let r = rig.sbx(&["create", "--image", IMG]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "sbx-00000000000f\n"));
+    assert!(r.stderr.starts_with("sbx: warning: ") && r.stderr.contains("root"), "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1);
+}
+
+#[test]
+fn create_under_json_prints_one_object_with_the_warnings_in_it() {
+    let rig = Rig::new();
+    rig.creates("root");
+    let r = rig.sbx(&["--json", "create", "--image", IMG]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert_eq!(r.stdout.lines().count(), 1);
+    let v = json(&r.stdout);
+    assert_eq!(v["id"], ID);
+    assert_eq!(v["tier"], 2);
+    assert!(v["warnings"][0].as_str().unwrap().contains("root"), "{v}");
+}
+
+#[test]
+fn create_errors_in_text_and_json() {
+    let rig = Rig::new();
+    // Invalid input: exit 2 before any docker call (the fake has no answer).
+    let r = rig.sbx(&["create", "--image", "bad"]);
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""));
+    assert!(r
+        .stderr
+        .starts_with("sbx: error: invalid image \"bad\": it is not pinned to a sha256 digest\nsbx: hint: "));
+    let r = rig.sbx(&["--json", "create", "--image", "bad"]);
+    assert_eq!(r.code, 2);
+    assert_eq!(json(&r.stderr)["error"]["kind"], "invalid_input");
+
+    rig.fake.push(Output::fail(1, "Error response from daemon: no such image: x: No such image: x"));
+    let r = rig.sbx(&["create", "--image", IMG]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert!(r.stderr.starts_with("sbx: error: "), "{}", r.stderr);
+    rig.fake.push(Output::fail(1, "Error response from daemon: no such image: x: No such image: x"));
+    let r = rig.sbx(&["--json", "create", "--image", IMG]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert_eq!(r.stderr.lines().count(), 1);
+    assert_eq!(json(&r.stderr)["error"]["kind"], "image_missing");
+}
+
+#[test]
+fn the_drivers_cleanup_warnings_reach_the_commands_printer() {
+    let rig = Rig::new();
+    rig.fake.push(Output::ok("[\"\",{}]\n"));
+    rig.fake.push(Output::fail(125, "docker: Error response from daemon: OCI runtime create failed"));
+    rig.fake.push(Output::fail(1, "Error response from daemon: engine busy"));
+    let r = rig.sbx(&["--json", "create", "--image", IMG]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    let lines: Vec<serde_json::Value> = r.stderr.lines().map(json).collect();
+    assert_eq!(lines.len(), 2, "{}", r.stderr);
+    assert_eq!(lines[0]["warning"]["kind"], "cleanup");
+    assert!(lines[0]["warning"]["message"].as_str().unwrap().contains("`sbx gc` will"));
+    assert_eq!(lines[1]["error"]["kind"], "docker_failed");
+}
+
+#[test]
+fn ls_prints_a_table_or_json() {
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(&format!("{}\n", rig.ps_line(serde_json::json!({})))));
+    let r = rig.sbx(&["ls"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], "ID                SESSION  TIER  ROUTES  STATE    AGE  EXPIRES");
+    assert!(lines[1].starts_with("sbx-00000000000f  task-1   2     -       running  "), "{}", lines[1]);
+    assert_eq!(lines.len(), 2);
+
+    rig.fake.push(Output::ok(&format!("{}\n", rig.ps_line(serde_json::json!({})))));
+    let r = rig.sbx(&["--json", "ls"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let v = json(&r.stdout);
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    assert_eq!((&v[0]["id"], &v[0]["session"]), (&ID.into(), &"task-1".into()));
+}
+
+#[test]
+fn ls_without_docker_fails_in_text_and_json() {
+    let rig = Rig::new();
+    rig.fake.push_spawn_failure();
+    let r = rig.sbx(&["ls"]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert_eq!(
+        r.stderr,
+        "sbx: error: could not run `docker`: No such file or directory\n\
+         sbx: hint: install the docker CLI (or set SBX_DOCKER to its path) and check that `docker version` answers\n"
+    );
+    rig.fake.push_spawn_failure();
+    let r = rig.sbx(&["--json", "ls"]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    let v = json(&r.stderr);
+    assert_eq!(v["error"]["kind"], "docker_missing");
+    assert_eq!(v["error"]["message"], "could not run `docker`: No such file or directory");
+    assert!(v["error"]["hint"].as_str().unwrap().contains("SBX_DOCKER"));
+}
+
+#[test]
+fn inspect_prints_the_record_as_pretty_json() {
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(&rig.inspect_line(&["sbx-proxy"])));
+    let r = rig.sbx(&["inspect", ID]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert!(r.stdout.starts_with("{\n  \"id\": \"sbx-00000000000f\",\n") && r.stdout.ends_with("}\n"), "{}", r.stdout);
+    let v = json(&r.stdout);
+    assert_eq!(v["routes"]["inference"], "sbx-proxy");
+    assert_eq!(v["networks"], serde_json::json!([{"name": "sbx-proxy", "by_sbx": true}]));
+
+    rig.fake.push(Output::fail(1, MISSING));
+    let r = rig.sbx(&["inspect", ID]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert!(r.stderr.starts_with("sbx: error: no sandbox sbx-00000000000f"), "{}", r.stderr);
+    rig.fake.push(Output::fail(1, MISSING));
+    let r = rig.sbx(&["--json", "inspect", ID]);
+    assert_eq!((r.code, json(&r.stderr)["error"]["kind"].as_str()), (1, Some("not_found")));
+}
+
+#[test]
+fn destroy_is_silent_in_text_and_reports_in_json() {
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(&rig.inspect_line(&[])));
+    rig.fake.push(Output::ok(&format!("{ID}\n")));
+    let r = rig.sbx(&["destroy", ID]);
+    assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""));
+
+    rig.fake.push(Output::fail(1, MISSING));
+    let r = rig.sbx(&["--json", "destroy", ID]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert_eq!(r.stdout, "{\"removed\":[],\"already_gone\":[\"sbx-00000000000f\"]}\n");
+
+    let r = rig.sbx(&["destroy", "nope"]);
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""));
+    assert_eq!(
+        r.stderr,
+        "sbx: error: invalid sandbox id \"nope\": sandbox ids look like sbx-0123456789ab\n\
+         sbx: hint: `sbx ls` lists the sandboxes on this engine\n"
+    );
+}
+
+#[test]
+fn revoke_notes_shared_networks_on_stderr_and_prints_json() {
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(&rig.inspect_line(&["sbx-proxy", "sbx-docs"])));
+    rig.fake.push(Output::ok(""));
+    let r = rig.sbx(&["revoke", ID, "inference"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""));
+    assert_eq!(r.stderr, "sbx: revoked inference (network sbx-proxy, shared with routes inference, tools)\n");
+
+    rig.fake.push(Output::ok(&rig.inspect_line(&["sbx-docs"])));
+    let r = rig.sbx(&["--json", "revoke", ID, "tools"]);
+    assert_eq!(r.code, 0);
+    let note = json(&r.stderr);
+    assert_eq!(note["note"]["kind"], "already_revoked");
+    assert_eq!(note["note"]["message"], "route tools of sbx-00000000000f was already revoked");
+    let v = json(&r.stdout);
+    assert_eq!((&v["kind"], &v["already"]), (&"tools".into(), &true.into()));
+
+    rig.fake.push(Output::ok(&rig.inspect_line(&["sbx-docs"])));
+    let r = rig.sbx(&["revoke", ID, "nope"]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert!(r.stderr.starts_with("sbx: error: ") && r.stderr.contains("its routes: docs"), "{}", r.stderr);
+}
+
+#[test]
+fn gc_says_what_it_would_remove_and_fails_when_it_cannot() {
+    let rig = Rig::new();
+    let expired = rig.ps_line(serde_json::json!({"sbx.expires": "2000-01-01T00:00:00Z",
+        "sbx.socket": rig.root.join(ID).join("sandbox.sock").display().to_string()}));
+    std::fs::create_dir_all(rig.root.join(ID)).unwrap();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(&format!("{expired}\n")));
+    let r = rig.sbx(&["gc", "--dry-run"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let dir = rig.root.join(ID);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "would remove sbx-00000000000f (expired at 2000-01-01T00:00:00Z)\nwould remove socket directory {}\n",
+            dir.display()
+        )
+    );
+
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(&format!("{expired}\n")));
+    let r = rig.sbx(&["--json", "gc", "--dry-run"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let v = json(&r.stdout);
+    assert_eq!((&v["dry_run"], &v["containers"][0]["id"]), (&true.into(), &ID.into()));
+
+    rig.fake.push_spawn_failure();
+    let r = rig.sbx(&["--json", "gc"]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert_eq!(json(&r.stderr)["error"]["kind"], "docker_missing");
+}
+
+#[test]
+fn ttl_prints_the_new_expiry() {
+    let rig = Rig::new();
+    // No sbx.socket label: no watchdog to start.
+    rig.fake.push(Output::ok(&rig.inspect_line(&[])));
+    let r = rig.sbx(&["ttl", ID, "30m"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let at = humantime::parse_rfc3339(r.stdout.trim_end()).unwrap();
+    let left = at.duration_since(std::time::SystemTime::now()).unwrap().as_secs();
+    assert!((1790..=1800).contains(&left), "{left}");
+
+    rig.fake.push(Output::ok(&rig.inspect_line(&[])));
+    let r = rig.sbx(&["--json", "ttl", ID, "30m"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let v = json(&r.stdout);
+    assert_eq!(v["id"], ID);
+    assert!(humantime::parse_rfc3339(v["expires_at"].as_str().unwrap()).is_ok());
+
+    let r = rig.sbx(&["--json", "ttl", ID, "nope"]);
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""));
+    assert_eq!(
+        r.stderr,
+        "{\"error\":{\"hint\":\"write a duration such as 500ms, 90s, 30m or 2h\",\"kind\":\"invalid_input\",\
+         \"message\":\"invalid --ttl \\\"nope\\\": expected number at 0\"}}\n"
+    );
+}

@@ -1,0 +1,234 @@
+//! The create request: `sbx create`'s options exactly as clap parses them
+//! (this struct is flattened into the subcommand, so its doc comments are
+//! the help text), and the one step that validates them into a
+//! [`SandboxSpec`].
+
+use std::collections::BTreeSet;
+
+use super::*;
+
+/// Raw, unvalidated create options as they come from the command line;
+/// `SBX_STRICT_EGRESS` and `SBX_SECCOMP_PROFILE` are folded in by the command.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CreateRequest {
+    /// Image pinned by digest: repo[:tag]@sha256:<64 hex> or sha256:<64 hex>.
+    /// Refused if it carries a label starting with `sbx.`.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+    /// Session key recorded on the sandbox [default: the sandbox id].
+    #[arg(long, value_name = "KEY")]
+    pub session: Option<String>,
+    /// Route KIND:TARGET (e.g. inference:proxy:8080): joins network sbx-<host>. Repeatable.
+    #[arg(long = "route", value_name = "KIND:TARGET")]
+    pub routes: Vec<String>,
+    /// Bind-mount HOST read-only at SANDBOX (default: the same path). Repeatable.
+    #[arg(long, value_name = "HOST[:SANDBOX]")]
+    pub ro: Vec<String>,
+    /// Bind-mount HOST read-write at SANDBOX (default: the same path). Repeatable.
+    #[arg(long, value_name = "HOST[:SANDBOX]")]
+    pub rw: Vec<String>,
+    /// Host directory mounted at /state instead of a tmpfs.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<String>,
+    /// Memory limit in MiB (swap is not added on top) [default: 4096].
+    #[arg(long = "memory", value_name = "MIB")]
+    pub memory_mib: Option<u64>,
+    /// CPU limit, e.g. 1.5 [default: 1].
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<String>,
+    /// Process limit [default: 512].
+    #[arg(long, value_name = "N")]
+    pub pids: Option<u32>,
+    /// Environment variable K=V for the sandbox (SBX_* is reserved). Repeatable.
+    #[arg(long = "env", value_name = "K=V")]
+    pub env: Vec<String>,
+    /// Label K=V added to the container (sbx.* is reserved). Repeatable.
+    #[arg(long = "label", value_name = "K=V")]
+    pub labels: Vec<String>,
+    /// Numeric UID[:GID] [default: the image's numeric non-root user, else 65534:65534].
+    /// Group 0 only when given here (UID:0), with a warning; never from the image.
+    #[arg(long, value_name = "UID[:GID]")]
+    pub user: Option<String>,
+    /// How long to wait for the sandbox to bind its socket; 0 returns once it runs [default: 90s].
+    #[arg(long, value_name = "DURATION")]
+    pub socket_wait: Option<String>,
+    /// Destroy the sandbox after DURATION (e.g. 90s, 30m, 2h), even after sbx and the shell exit.
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<String>,
+    /// Keep /state in the session's named volume (needs --session): a new sandbox for
+    /// the same session continues where the last left off. `destroy --purge` removes it.
+    #[arg(long)]
+    pub persist: bool,
+    /// Clone URL[#REF] on the host into /state/workspace before the sandbox starts
+    /// (needs --persist or --state-dir; skipped when the workspace already has files,
+    /// refused when it is a symlink or not a directory).
+    #[arg(long, value_name = "URL[#REF]")]
+    pub clone: Option<String>,
+    /// Run CMD (split into words, never through a shell) in the ready sandbox; in order,
+    /// repeatable. A failing one fails the create and removes the sandbox.
+    #[arg(long, value_name = "CMD")]
+    pub setup: Vec<String>,
+    /// Give each route its own internal network, with no host address and only the
+    /// route's service (the container named HOST, never a sandbox) on it: tier 2.
+    /// Removed with the sandbox.
+    #[arg(long)]
+    pub private_routes: bool,
+    /// Refuse, instead of lowering the tier, when a route reaches more than its target.
+    #[arg(long)]
+    pub strict_egress: bool,
+    /// Seccomp profile FILE (Docker's JSON format) instead of sbx's own; `unconfined` is
+    /// refused, and `sbx audit` then fails the sandbox's sbx.seccomp rule. [env: SBX_SECCOMP_PROFILE]
+    #[arg(long, value_name = "FILE")]
+    pub seccomp_profile: Option<String>,
+    /// How sbx reaches the sandbox's socket: `direct` (connect to it on the host),
+    /// `exec` (relay through `docker exec` and sbx's helper; /run/sandbox is then a
+    /// 1 MiB tmpfs inside the sandbox), or `auto`: direct as root, exec otherwise.
+    #[arg(long, value_name = "auto|direct|exec", value_enum, default_value_t)]
+    pub channel: crate::host::channel::Choice,
+    /// The command to run in the sandbox (default: the image's).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+impl SandboxSpec {
+    /// `docker_host` is `$DOCKER_HOST`, so a socket there is refused as a mount too.
+    pub fn from_request(req: &CreateRequest, docker_host: Option<&str>) -> Result<Self, Invalid> {
+        let image = ImageRef::parse(&req.image)?;
+        let session = req.session.as_deref().map(parse_session).transpose()?;
+        let mut routes = Vec::with_capacity(req.routes.len());
+        let mut kinds = BTreeSet::new();
+        for r in &req.routes {
+            let route = Route::parse(r)?;
+            if !kinds.insert(route.kind.clone()) {
+                return Err(Invalid::new("route", r, format!("the kind {:?} is given twice", route.kind))
+                    .hint("give each route a distinct KIND"));
+            }
+            routes.push(route);
+        }
+        let sockets = docker_socket_paths(docker_host);
+        let mut mounts = Vec::new();
+        for m in &req.ro {
+            mounts.push(MountSpec::parse(m, true, &sockets)?);
+        }
+        for m in &req.rw {
+            mounts.push(MountSpec::parse(m, false, &sockets)?);
+        }
+        let mut targets = BTreeSet::new();
+        for m in &mounts {
+            if !targets.insert(m.sandbox.clone()) {
+                return Err(Invalid::new("mount", m.sandbox.clone(), "two mounts target the same sandbox path"));
+            }
+        }
+        let state_dir = req.state_dir.as_deref().map(|d| MountSpec::state_dir(d, &sockets)).transpose()?;
+        if let Some(m) = req.memory_mib {
+            if !(6..=16 * 1024 * 1024).contains(&m) {
+                return Err(Invalid::new(
+                    "--memory",
+                    m.to_string(),
+                    "it must be between 6 and 16777216 MiB (docker's minimum is 6)",
+                ));
+            }
+        }
+        let cpus = parse_cpus(req.cpus.as_deref().unwrap_or(DEFAULT_CPUS))?;
+        let pids = req.pids.unwrap_or(DEFAULT_PIDS);
+        if pids == 0 {
+            return Err(Invalid::new("--pids", "0", "a sandbox needs at least one process"));
+        }
+        if pids > MAX_PIDS {
+            return Err(Invalid::new("--pids", pids.to_string(), format!("the kernel allows at most {MAX_PIDS}")));
+        }
+        let env = req.env.iter().map(|e| parse_env(e)).collect::<Result<_, _>>()?;
+        let user = req.user.as_deref().map(UserSpec::parse).transpose()?;
+        let socket_wait = match &req.socket_wait {
+            Some(w) => parse_duration("--socket-wait", w)?,
+            None => DEFAULT_SOCKET_WAIT,
+        };
+        let labels = req.labels.iter().map(|l| parse_label(l)).collect::<Result<_, _>>()?;
+        let ttl = req.ttl.as_deref().map(parse_ttl).transpose()?;
+        if req.persist && session.is_none() {
+            return Err(
+                Invalid::new("--persist", "", "a persistent /state belongs to a session").hint("add --session KEY")
+            );
+        }
+        if req.persist && state_dir.is_some() {
+            return Err(Invalid::new(
+                "--persist",
+                "",
+                "--persist and --state-dir both choose what /state is; pick one",
+            ));
+        }
+        let clone = req.clone.as_deref().map(CloneSpec::parse).transpose()?;
+        if clone.is_some() && !req.persist && state_dir.is_none() {
+            return Err(Invalid::new(
+                "--clone",
+                req.clone.clone().unwrap_or_default(),
+                "the workspace must be on the host to be filled before the sandbox starts",
+            )
+            .hint("add --persist (with --session) or --state-dir DIR"));
+        }
+        let setup = req.setup.iter().map(|c| parse_setup(c)).collect::<Result<_, _>>()?;
+        let seccomp_profile = req.seccomp_profile.as_deref().map(crate::host::seccomp::check_custom).transpose()?;
+        Ok(SandboxSpec {
+            image,
+            session,
+            routes,
+            mounts,
+            state_dir,
+            memory_mib: Some(req.memory_mib.unwrap_or(DEFAULT_MEMORY_MIB)),
+            cpus: Some(cpus),
+            pids,
+            env,
+            user,
+            socket_wait,
+            strict_egress: req.strict_egress,
+            labels,
+            ttl,
+            private_routes: req.private_routes,
+            persist: req.persist,
+            clone,
+            setup,
+            command: req.command.clone(),
+            seccomp_profile,
+            channel: req.channel,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn req() -> CreateRequest {
+        CreateRequest { image: IMG.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn defaults() {
+        let s = SandboxSpec::from_request(&req(), None).unwrap();
+        assert_eq!(s.pids, DEFAULT_PIDS);
+        assert_eq!(s.socket_wait, DEFAULT_SOCKET_WAIT);
+        assert!(s.routes.is_empty() && s.user.is_none() && s.session.is_none());
+    }
+
+    #[test]
+    fn refuses_duplicate_kinds() {
+        let r = CreateRequest { routes: vec!["a:x:1".into(), "a:y:2".into()], ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("twice"));
+    }
+
+    #[test]
+    fn memory_and_pids_bounds() {
+        let r = CreateRequest { memory_mib: Some(1), ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("6"));
+        let r = CreateRequest { pids: Some(0), ..req() };
+        assert!(SandboxSpec::from_request(&r, None).is_err());
+        let r = CreateRequest { pids: Some(MAX_PIDS), ..req() };
+        assert_eq!(SandboxSpec::from_request(&r, None).unwrap().pids, MAX_PIDS);
+        for p in [MAX_PIDS + 1, u32::MAX] {
+            let r = CreateRequest { pids: Some(p), ..req() };
+            assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("at most"), "{p}");
+        }
+    }
+}
