@@ -110,7 +110,7 @@ fn after_dashes(args: &[String]) -> &[String] {
     }
 }
 
-/// Exit codes sbx turns into its own messages (src/workbench/mod.rs
+/// Exit codes sbx turns into its own messages (src/workbench/helper.rs
 /// `helper_exit` has the same table); 1 is any other failure, with a
 /// message on stderr.
 const NO_PROCESS: i32 = 3;
