@@ -27,23 +27,24 @@
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
 //!
-//! Record stream, version 3 (the host's side and its full description are
-//! in src/workbench/transfer/mod.rs; both must agree): the magic "SBXREC\0\x03", then per
-//! entry a type byte (b'F' file, b'D' directory, b'L' symlink, b'E' end),
-//! mode (u32 BE), mtime (i64 BE, seconds), path length (u16 BE), the relative path, a length (u64 BE:
-//! a file's size, a link target's length, else 0), then for a link its
-//! target and for a file its data segments (offset u64, length u64, bytes;
-//! holes are not sent) ended by a zero-length segment. The commands were
-//! get/put with version 1: a helper of the other version fails clearly.
-//! Version 3 added mtime (issue 10 item 9: backup tars had mtime 0).
+//! Record stream, version 3: `send` and `receive` speak it through the
+//! host's own src/workbench/transfer/wire.rs (format, checks, walk),
+//! included below with `#[path]`. The commands were get/put with version 1:
+//! a helper of the other version fails clearly.
 
 use std::io::{self, BufWriter, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The record stream's format, decoder, encoder and walk: the host's own
+/// file, so the two sides cannot drift (issue 11).
+#[allow(dead_code)]
+#[path = "../src/workbench/transfer/wire.rs"]
+mod wire;
 
 /// Background processes' state (pid, command, exit, log): sbx's own tmpfs,
 /// not the sandbox's /tmp, where it cluttered what the sandbox works with
@@ -69,7 +70,6 @@ fn set_mtime(path: &Path, mtime: i64) {
     unsafe { utimensat(AT_FDCWD, c.as_ptr(), &times, AT_SYMLINK_NOFOLLOW) };
 }
 
-const MAGIC: &[u8; 8] = b"SBXREC\x00\x03";
 const SEEK_DATA: i32 = 3;
 const SEEK_HOLE: i32 = 4;
 
@@ -110,7 +110,7 @@ fn after_dashes(args: &[String]) -> &[String] {
     }
 }
 
-/// Exit codes sbx turns into its own messages (src/workbench/mod.rs
+/// Exit codes sbx turns into its own messages (src/workbench/helper.rs
 /// `helper_exit` has the same table); 1 is any other failure, with a
 /// message on stderr.
 const NO_PROCESS: i32 = 3;
@@ -613,96 +613,76 @@ fn connect(path: &Path, millis: u64) -> i32 {
     std::process::exit(0)
 }
 
-fn put_record(w: &mut impl Write, kind: u8, mode: u32, mtime: i64, path: &str, len: u64) -> io::Result<()> {
-    w.write_all(&[kind])?;
-    w.write_all(&mode.to_be_bytes())?;
-    w.write_all(&mtime.to_be_bytes())?;
-    w.write_all(&(path.len() as u16).to_be_bytes())?;
-    w.write_all(path.as_bytes())?;
-    w.write_all(&len.to_be_bytes())
-}
-
+/// Write PATH as a record stream on stdout, by the walk the host uses too.
 fn send(src: &Path) -> io::Result<()> {
     let name = src.file_name().and_then(|n| n.to_str()).filter(|n| !n.is_empty()).unwrap_or(".").to_string();
-    let mut w = BufWriter::new(io::stdout().lock());
-    w.write_all(MAGIC)?;
-    walk(src, &name, &mut w)?;
-    put_record(&mut w, b'E', 0, 0, "", 0)?;
-    w.flush()
+    // The entry itself, named in its parent (`/` and the like: itself, as ".").
+    let parent = match src.file_name() {
+        Some(_) => src.parent().unwrap_or(Path::new("")).to_path_buf(),
+        None => src.to_path_buf(),
+    };
+    let mut enc = wire::Encoder::new(BufWriter::new(io::stdout().lock()))?;
+    wire::send_tree(&mut Paths, &parent, &name, &name, &mut enc)?;
+    enc.end().map(drop)
 }
 
-/// Never follows a symlink: a link is sent as a link.
-fn walk(path: &Path, rel: &str, w: &mut impl Write) -> io::Result<()> {
-    let md = std::fs::symlink_metadata(path)?;
-    let mode = md.mode() & 0o7777;
-    let mtime = md.mtime();
-    if md.file_type().is_symlink() {
-        let target = std::fs::read_link(path)?;
-        let t = target.as_os_str().as_encoded_bytes();
-        put_record(w, b'L', mode, mtime, rel, t.len() as u64)?;
-        w.write_all(t)
-    } else if md.is_dir() {
-        put_record(w, b'D', mode, mtime, rel, 0)?;
-        let mut names: Vec<_> = std::fs::read_dir(path)?.flatten().map(|e| e.file_name()).collect();
-        names.sort();
-        for n in names {
-            let Some(s) = n.to_str() else { continue };
-            walk(&path.join(&n), &format!("{rel}/{s}"), w)?;
-        }
-        Ok(())
-    } else if md.is_file() {
-        send_file(path, rel, mode, w)
-    } else {
-        Ok(())
-    }
-}
+/// The helper's [`wire::Tree`]: entries by path, never following a symlink
+/// (a link is sent as a link; a file is opened with O_NOFOLLOW).
+struct Paths;
 
-/// Only the data segments (SEEK_DATA/SEEK_HOLE), streamed: a sparse file
-/// costs what it holds, not its size.
-fn send_file(path: &Path, rel: &str, mode: u32, w: &mut impl Write) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    use std::os::unix::io::AsRawFd;
-    let f = std::fs::OpenOptions::new().read(true).custom_flags_nofollow().open(path)?;
-    let md = f.metadata()?;
-    let size = md.len();
-    put_record(w, b'F', mode, md.mtime(), rel, size)?;
-    let fd = f.as_raw_fd();
-    let mut pos = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    while pos < size {
-        let start = unsafe { lseek(fd, pos as i64, SEEK_DATA) };
-        let start = if start < 0 {
-            match io::Error::last_os_error().raw_os_error() {
-                Some(6) => break, // ENXIO: no data after pos
-                _ => pos,         // no hole support: the rest is data
-            }
+impl wire::Tree for Paths {
+    type Dir = PathBuf;
+    type File = std::fs::File;
+
+    fn node(&mut self, dir: &PathBuf, name: &str, _rel: &str) -> io::Result<wire::Node<PathBuf, std::fs::File>> {
+        let path = dir.join(name);
+        let md = std::fs::symlink_metadata(&path)?;
+        let (mode, mtime) = (md.mode() & 0o7777, md.mtime());
+        Ok(if md.file_type().is_symlink() {
+            let target = std::fs::read_link(&path)?.into_os_string().into_encoded_bytes();
+            wire::Node::Symlink { mode, mtime, target }
+        } else if md.is_dir() {
+            wire::Node::Dir { mode, mtime, dir: path }
+        } else if md.is_file() {
+            let file = std::fs::OpenOptions::new().read(true).custom_flags_nofollow().open(&path)?;
+            let md = file.metadata()?;
+            wire::Node::File { mode, mtime: md.mtime(), size: md.len(), file }
         } else {
-            start as u64
-        };
-        if start >= size {
-            break;
-        }
-        let hole = unsafe { lseek(fd, start as i64, SEEK_HOLE) };
-        let end = if hole < 0 { size } else { (hole as u64).min(size) };
-        w.write_all(&start.to_be_bytes())?;
-        w.write_all(&(end - start).to_be_bytes())?;
-        let mut at = start;
-        while at < end {
-            let want = buf.len().min((end - at) as usize);
-            let n = f.read_at(&mut buf[..want], at)?;
-            if n == 0 {
-                // Shrunk while read: pad, so the stream stays whole.
-                buf[..want].fill(0);
-                w.write_all(&buf[..want])?;
-                at += want as u64;
-                continue;
-            }
-            w.write_all(&buf[..n])?;
-            at += n as u64;
-        }
-        pos = end;
+            wire::Node::Skip
+        })
     }
-    w.write_all(&[0u8; 16])
+
+    fn names(&mut self, dir: &PathBuf) -> io::Result<Vec<String>> {
+        Ok(std::fs::read_dir(dir)?.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+    }
+}
+
+impl wire::SparseFile for std::fs::File {
+    fn next_data(&mut self, pos: u64) -> io::Result<Option<u64>> {
+        use std::os::unix::io::AsRawFd;
+        let start = unsafe { lseek(self.as_raw_fd(), pos as i64, SEEK_DATA) };
+        if start >= 0 {
+            return Ok(Some(start as u64));
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(6) => Ok(None), // ENXIO: no data after pos
+            _ => Ok(Some(pos)),  // no hole support: the rest is data
+        }
+    }
+
+    fn next_hole(&mut self, pos: u64, size: u64) -> u64 {
+        use std::os::unix::io::AsRawFd;
+        let hole = unsafe { lseek(self.as_raw_fd(), pos as i64, SEEK_HOLE) };
+        if hole < 0 {
+            size
+        } else {
+            hole as u64
+        }
+    }
+
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, at)
+    }
 }
 
 trait NoFollow {
@@ -714,18 +694,6 @@ impl NoFollow for std::fs::OpenOptions {
         // O_NOFOLLOW on Linux (all architectures sbx builds for).
         std::os::unix::fs::OpenOptionsExt::custom_flags(self, 0o400000)
     }
-}
-
-fn read_exact_vec(r: &mut impl Read, n: usize) -> io::Result<Vec<u8>> {
-    let mut v = vec![0u8; n];
-    r.read_exact(&mut v)?;
-    Ok(v)
-}
-
-fn read_u64(r: &mut impl Read) -> io::Result<u64> {
-    let mut b = [0u8; 8];
-    r.read_exact(&mut b)?;
-    Ok(u64::from_be_bytes(b))
 }
 
 fn bad(msg: String) -> io::Error {
@@ -747,13 +715,16 @@ fn no_symlinks(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Read a record stream from stdin into DEST. The host chose what it sends
+/// and capped it, so no limits here; names are checked all the same (the
+/// decoder refuses any entry outside the stream's root).
 fn receive(dest: &Path, replace: bool, into: bool) -> io::Result<()> {
     let mut r = io::BufReader::new(io::stdin().lock());
     // Before anything changes: a stream of another version is refused.
-    let mut magic = [0u8; 8];
-    r.read_exact(&mut magic).map_err(|_| bad("no record stream on stdin".into()))?;
-    if &magic != MAGIC {
-        return Err(bad("stdin is not sbx's record stream version 3".into()));
+    match wire::read_magic(&mut r)? {
+        wire::Start::Magic => {}
+        wire::Start::Empty => return Err(bad("no record stream on stdin".into())),
+        wire::Start::Other => return Err(bad("stdin is not sbx's record stream version 3".into())),
     }
     no_symlinks(dest)?;
     let into_dir = std::fs::symlink_metadata(dest).map(|m| m.is_dir()).unwrap_or(false);
@@ -773,32 +744,17 @@ fn receive(dest: &Path, replace: bool, into: bool) -> io::Result<()> {
             }
         }
     }
+    let mut dec = wire::Decoder::after_magic(r, None, wire::Limits::UNLIMITED);
     let mut dirs: Vec<(PathBuf, u32, i64)> = Vec::new();
-    loop {
-        let mut head = [0u8; 15];
-        r.read_exact(&mut head)?;
-        let kind = head[0];
-        let mode = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) & 0o7777;
-        let mut t = [0u8; 8];
-        t.copy_from_slice(&head[5..13]);
-        let mtime = i64::from_be_bytes(t);
-        let plen = u16::from_be_bytes([head[13], head[14]]) as usize;
-        let rel = String::from_utf8(read_exact_vec(&mut r, plen)?).map_err(|_| bad("path is not UTF-8".into()))?;
-        let len = read_u64(&mut r)?;
-        if kind == b'E' {
-            break;
-        }
-        let rel_path = Path::new(&rel);
-        if rel.is_empty() || !rel_path.components().all(|c| matches!(c, Component::Normal(_))) {
-            return Err(bad(format!("refusing entry {rel:?}: it would leave the destination")));
-        }
+    while let Some(rec) = dec.next_record()? {
+        let rel_path = Path::new(&rec.path);
         // Into an existing directory the top-level name is kept; otherwise
         // (and when replacing) DEST itself takes the top-level entry's place.
         let strip = replace || into || !into_dir;
         let rest: PathBuf = rel_path.components().skip(1).collect();
         if into && rest.as_os_str().is_empty() {
             // `cp - ID:/dir`: the archive's root is DEST, which keeps its own mode and time.
-            if kind != b'D' {
+            if rec.kind != wire::Kind::Dir {
                 return Err(bad("the archive's root is not a directory".into()));
             }
             continue;
@@ -809,31 +765,32 @@ fn receive(dest: &Path, replace: bool, into: bool) -> io::Result<()> {
             (false, _) => dest.join(rel_path),
         };
         no_symlinks(target.parent().unwrap_or(dest))?;
-        match kind {
-            b'D' => {
+        match rec.kind {
+            wire::Kind::Dir => {
                 if !target.is_dir() {
                     std::fs::create_dir_all(&target)?;
                 }
-                dirs.push((target, mode, mtime));
+                dirs.push((target, rec.mode, rec.mtime));
             }
-            b'F' => {
+            wire::Kind::File { size } => {
                 if std::fs::symlink_metadata(&target).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
                     std::fs::remove_file(&target)?;
                 }
-                receive_file(&mut r, &target, len)?;
-                std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
-                set_mtime(&target, mtime);
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .custom_flags_nofollow()
+                    .open(&target)?;
+                wire::fill(&f, size, &mut dec)?;
+                std::fs::set_permissions(&target, std::fs::Permissions::from_mode(rec.mode))?;
+                set_mtime(&target, rec.mtime);
             }
-            b'L' => {
-                if len > 4096 {
-                    return Err(bad(format!("symlink {rel:?} has a {len}-byte target")));
-                }
-                let data = read_exact_vec(&mut r, len as usize)?;
+            wire::Kind::Symlink { target: to } => {
                 let _ = std::fs::remove_file(&target);
-                std::os::unix::fs::symlink(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&data), &target)?;
-                set_mtime(&target, mtime);
+                std::os::unix::fs::symlink(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&to), &target)?;
+                set_mtime(&target, rec.mtime);
             }
-            other => return Err(bad(format!("unknown record type {other}"))),
         }
     }
     // Directory times and modes last, so a read-only directory can still
@@ -843,32 +800,6 @@ fn receive(dest: &Path, replace: bool, into: bool) -> io::Result<()> {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))?;
     }
     Ok(())
-}
-
-/// A file's size first, then its segments where they belong: holes stay holes.
-fn receive_file(r: &mut impl Read, target: &Path, size: u64) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags_nofollow().open(target)?;
-    f.set_len(size)?;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let off = read_u64(r)?;
-        let len = read_u64(r)?;
-        if len == 0 {
-            return Ok(());
-        }
-        if off.checked_add(len).map_or(true, |e| e > size) {
-            return Err(bad(format!("a data segment lies outside {}", target.display())));
-        }
-        let mut at = off;
-        let end = off + len;
-        while at < end {
-            let want = buf.len().min((end - at) as usize);
-            r.read_exact(&mut buf[..want])?;
-            f.write_all_at(&buf[..want], at)?;
-            at += want as u64;
-        }
-    }
 }
 
 fn find_shell() -> i32 {

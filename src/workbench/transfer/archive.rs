@@ -280,7 +280,7 @@ fn now() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workbench::transfer::tests::raw;
+    use crate::workbench::transfer::wire::tests::raw;
     use crate::workbench::transfer::Limits;
 
     fn tar_of(stream: &[u8], root: &str) -> Vec<u8> {

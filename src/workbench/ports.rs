@@ -1,0 +1,24 @@
+//! The sandbox side of `sbx port-forward` and `wait-port`: the helper
+//! relays one connection, or waits until something listens.
+
+use std::ffi::OsString;
+
+use crate::docker::DockerExec;
+use crate::error::Result;
+
+use super::helper::{check_helper, helper_argv};
+
+pub fn wait_port(exec: &dyn DockerExec, id: &str, port: u16, timeout: std::time::Duration) -> Result<bool> {
+    let argv = helper_argv(id, false, &["wait-port", &port.to_string(), &timeout.as_millis().to_string()]);
+    let out = exec.run(&argv)?;
+    match out.status {
+        0 => Ok(true),
+        1 if out.stderr_str().is_empty() => Ok(false),
+        _ => check_helper(id, &argv, &out).map(|()| false),
+    }
+}
+
+/// The argv of one port-forward relay: stdin/stdout <-> 127.0.0.1:PORT in the sandbox.
+pub fn relay_argv(id: &str, port: u16) -> Vec<OsString> {
+    helper_argv(id, true, &["relay", &port.to_string()])
+}

@@ -1,0 +1,222 @@
+//! Background processes (`sbx exec -d`, `ps`, `kill`) run by the helper's
+//! supervisor, and `sbx logs`: the sandbox's own or one process's.
+
+use serde::{Deserialize, Serialize};
+
+use crate::docker::argv::{self, ExecOpts};
+use crate::docker::{Attach, DockerExec};
+use crate::error::{Error, Explained, Invalid, Result};
+use crate::host::helper::SANDBOX_PATH as HELPER;
+
+use super::helper::{helper, helper_argv, helper_exit, helper_failure, sandbox_error};
+
+pub fn new_handle() -> String {
+    format!("p{:08x}", rand::random::<u32>())
+}
+
+/// `sbx exec -d`: start CMD under the helper's supervisor; returns the handle.
+pub fn exec_detached(
+    exec: &dyn DockerExec,
+    id: &str,
+    o: &ExecOpts,
+    handle: &str,
+    cmd: &[String],
+) -> Result<(String, i32)> {
+    let mut inner = vec![HELPER.to_string(), "bg".into(), handle.to_string(), "--".into()];
+    inner.extend(cmd.iter().cloned());
+    let argv = argv::exec(id, &ExecOpts { interactive: false, tty: false, ..o.clone() }, &inner);
+    let out = exec.run(&argv)?;
+    if out.status != 0 {
+        if let Some(e) = sandbox_error(id, &out.stderr_str()) {
+            return Err(e);
+        }
+        // The helper's `bg` exits 127/126 when the command cannot start.
+        if matches!(out.status, 126 | 127) && !cmd.is_empty() {
+            let not_found = out.status == 127;
+            return Err(Explained::CannotRun {
+                id: id.to_string(),
+                command: cmd[0].clone(),
+                not_found,
+                background: true,
+            }
+            .into());
+        }
+        return Err(helper_failure(id, &argv, out.status, &out.stderr_str()));
+    }
+    Ok((handle.to_string(), out.stdout_str().trim().parse().unwrap_or(0)))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BgProcess {
+    pub handle: String,
+    pub pid: Option<i64>,
+    pub command: Vec<String>,
+    pub running: bool,
+    pub exit_code: Option<i64>,
+    /// The signal that ended it (then `exit_code` is null): TERM is 15,
+    /// not "exit 143" (issue 10 item 9).
+    #[serde(default)]
+    pub signal: Option<i64>,
+}
+
+impl BgProcess {
+    /// `running`, `exit N`, or `killed by TERM`.
+    pub fn status(&self) -> String {
+        match (self.running, self.exit_code, self.signal) {
+            (true, _, _) => "running".into(),
+            (false, _, Some(sig)) => format!("killed by {}", signal_name(sig)),
+            (false, Some(c), None) => format!("exit {c}"),
+            (false, None, None) => "gone".into(),
+        }
+    }
+}
+
+pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<Vec<BgProcess>> {
+    let out = helper(exec, id, &["ps"])?;
+    out.stdout_str()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l).map_err(|e| Error::io(format!("reading the helper's ps output {l:?}"), e.into()))
+        })
+        .collect()
+}
+
+/// Signal names and numbers `kill` accepts.
+pub fn parse_signal(s: &str) -> std::result::Result<i32, Invalid> {
+    let up = s.to_ascii_uppercase();
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    if let Some((_, n)) = SIGNALS.iter().find(|(n, _)| *n == name) {
+        return Ok(*n);
+    }
+    match s.parse::<i32>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(Invalid::new(
+            "signal",
+            s,
+            "not a signal: use a name such as TERM, KILL, INT, HUP, USR1, or a number 1-64",
+        )),
+    }
+}
+
+/// "TERM" for 15; a signal without a name here as its number.
+pub fn signal_name(n: i64) -> String {
+    SIGNALS.iter().find(|(_, k)| i64::from(*k) == n).map_or_else(|| format!("signal {n}"), |(s, _)| s.to_string())
+}
+
+const SIGNALS: &[(&str, i32)] = &[
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("USR2", 12),
+    ("TERM", 15),
+    ("CONT", 18),
+    ("STOP", 19),
+    ("WINCH", 28),
+];
+
+pub fn validate_handle(h: &str) -> std::result::Result<(), Invalid> {
+    let ok = h.len() == 9 && h.starts_with('p') && h[1..].bytes().all(|b| b.is_ascii_hexdigit());
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid::new("process handle", h, "handles look like p0123abcd, as `sbx exec -d` printed them")
+            .hint("`sbx ps ID` lists them"))
+    }
+}
+
+pub fn kill(exec: &dyn DockerExec, id: &str, handle: &str, signal: i32) -> Result<()> {
+    helper(exec, id, &["kill", handle, &signal.to_string()]).map(|_| ())
+}
+
+/// Logs: the sandbox's own (docker logs), or a background process's.
+pub fn logs(exec: &dyn DockerExec, id: &str, handle: Option<&str>, follow: bool, tail: Option<u64>) -> Result<i32> {
+    let tail_s = tail.map(|t| t.to_string());
+    let argv = match handle {
+        None => argv::logs(id, follow, tail_s.as_deref()),
+        Some(h) => {
+            let mut args = vec!["logs", h];
+            if follow {
+                args.push("-f");
+            }
+            args.push(tail_s.as_deref().unwrap_or("-1"));
+            helper_argv(id, false, &args)
+        }
+    };
+    let (code, stderr) = exec.run_attached(&argv, Attach { stdin: false, capture_stderr: true })?;
+    if code != 0 {
+        if let Some(e) = sandbox_error(id, &stderr) {
+            return Err(e);
+        }
+        if handle.is_some() && code == helper_exit::NO_PROCESS {
+            return Err(helper_failure(id, &argv, code, &stderr));
+        }
+    }
+    // Held back as if docker's, but it was the sandbox's own output.
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), stderr.as_bytes());
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::docker::fake::FakeDocker;
+    use crate::docker::Output;
+
+    #[test]
+    fn background_processes_through_the_fake() {
+        let f = FakeDocker::new();
+        f.push(Output::ok("42\n"));
+        let (h, pid) =
+            exec_detached(&f, "sbx-0123456789ab", &ExecOpts::default(), "p0000abcd", &["srv".into(), "--port".into()])
+                .unwrap();
+        assert_eq!((h.as_str(), pid), ("p0000abcd", 42));
+        assert_eq!(
+            f.calls()[0],
+            ["exec", "--", "sbx-0123456789ab", "/run/sbx/helper", "bg", "p0000abcd", "--", "srv", "--port"]
+        );
+        f.push(Output::ok(
+            "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":true,\"exit_code\":null}\n",
+        ));
+        let list = ps(&f, "sbx-0123456789ab").unwrap();
+        assert_eq!(list[0].pid, Some(42));
+        assert!(list[0].running);
+        // Issue 10 item 9: ended by TERM is not "exit 143".
+        f.push(Output::ok(
+            "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":false,\"exit_code\":null,\"signal\":15}\n\
+             {\"handle\":\"p0000abce\",\"pid\":43,\"command\":[\"x\"],\"running\":false,\"exit_code\":3,\"signal\":null}\n",
+        ));
+        let list = ps(&f, "sbx-0123456789ab").unwrap();
+        assert_eq!((list[0].signal, list[0].exit_code, list[0].status()), (Some(15), None, "killed by TERM".into()));
+        assert_eq!(list[1].status(), "exit 3");
+        f.push(Output::fail(
+            126,
+            "OCI runtime exec failed: exec: \"/run/sbx/helper\": stat /run/sbx/helper: no such file or directory",
+        ));
+        assert!(matches!(ps(&f, "sbx-0123456789ab"), Err(Error::HelperMissing { .. })));
+        f.push(Output::fail(127, "sbx-helper: cannot run \"nope\": No such file or directory"));
+        match exec_detached(&f, "sbx-0123456789ab", &ExecOpts::default(), "p1", &["nope".into()]) {
+            Err(e @ Error::Explained(Explained::CannotRun { not_found: true, .. })) => {
+                assert_eq!(e.exit_code(), 1, "exec -d exits 1");
+                assert!(!e.to_string().contains("sbx-helper"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn signals_and_handles() {
+        assert_eq!(parse_signal("TERM").unwrap(), 15);
+        assert_eq!(parse_signal("sigkill").unwrap(), 9);
+        assert_eq!(parse_signal("2").unwrap(), 2);
+        for bad in ["", "TERMX", "0", "65", "-9", "9; rm"] {
+            assert!(parse_signal(bad).is_err(), "{bad}");
+        }
+        assert!(validate_handle("p0123abcd").is_ok());
+        for bad in ["p1", "../p0123abc", "q0123abcd", "p0123abcz"] {
+            assert!(validate_handle(bad).is_err(), "{bad}");
+        }
+    }
+}

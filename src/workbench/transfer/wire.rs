@@ -1,0 +1,541 @@
+//! The record stream sbx moves files in, both ways between host and
+//! sandbox: its constants, the checked [`Decoder`], the [`Encoder`], the
+//! directory walk that feeds it ([`send_tree`]) and the writer of a file's
+//! segments ([`fill`]). Std only: the in-sandbox helper
+//! (`helper/sbx_helper.rs`, built with plain rustc) includes this very file
+//! with `#[path]`, so the two sides cannot drift. That is also why this is
+//! one file of ~500 lines rather than several: it is the unit the helper
+//! includes (its tests are in `wire/tests.rs`).
+//!
+//! Wire format, version 3 (both sides start with [`MAGIC`], so a helper of
+//! another version fails clearly):
+//!
+//! ```text
+//! stream  = MAGIC record* end
+//! record  = kind:u8 mode:u32 mtime:i64 path_len:u16 path len:u64 body
+//!   'D'   directory, len 0, no body
+//!   'L'   symlink, len = target length (<= 4096), body = target
+//!   'F'   file, len = its size; body = segment* (0:u64 0:u64)
+//!         segment = offset:u64 seg_len:u64 bytes, seg_len > 0, ascending,
+//!         within the size; what no segment covers is a hole (sparse files
+//!         stay sparse: issue 9 finding 6)
+//! end     = 'E' 0:u32 0:i64 0:u16 0:u64
+//! ```
+//! Integers are big-endian; `mtime` is seconds since the epoch. Version 3
+//! added `mtime`, so `backup` tars keep the files' times (issue 10 item 9).
+//! Paths are relative and '/'-separated; the first entry is the root (the
+//! copied file or directory's own name) and every other one is below it.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+
+/// First bytes of every record stream: name and format version.
+pub const MAGIC: &[u8; 8] = b"SBXREC\x00\x03";
+/// Longest path and symlink target accepted in a stream.
+pub const MAX_PATH: usize = 4096;
+/// Longest single name component (Linux NAME_MAX).
+pub const MAX_NAME: usize = 255;
+/// Default cap on the total (logical) size of what one copy, backup or
+/// restore moves; `--max-bytes` raises it.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+/// Default cap on the number of entries in one stream.
+pub const DEFAULT_MAX_ENTRIES: u64 = 1_000_000;
+
+/// What one stream may carry at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Sum of the files' sizes (holes included: a sparse file copied to a
+    /// tool that does not keep holes would fill the disk all the same).
+    pub max_bytes: u64,
+    pub max_entries: u64,
+}
+
+impl Limits {
+    /// No cap: the helper's side, which takes what the host chose to send
+    /// (the host applied its own caps when it read the source).
+    pub const UNLIMITED: Limits = Limits { max_bytes: u64::MAX, max_entries: u64::MAX };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_bytes: DEFAULT_MAX_BYTES, max_entries: DEFAULT_MAX_ENTRIES }
+    }
+}
+
+/// "1.5 GiB" and the like, for messages.
+pub fn human(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    /// Its data follows as segments: [`Decoder::next_segment`] and `read`.
+    File {
+        size: u64,
+    },
+    Symlink {
+        target: Vec<u8>,
+    },
+}
+
+/// One entry's header, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub kind: Kind,
+    /// Permission bits only (`& 0o7777`); callers drop setuid/setgid.
+    pub mode: u32,
+    /// Modification time, seconds since the epoch (as the other side claims it).
+    pub mtime: i64,
+    /// Relative, '/'-separated, starting with the root name.
+    pub path: String,
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// A path from the other side that is exactly `root` or below it: no
+/// absolute path, no `..`, `.` or empty component, no NUL, no overlong name.
+pub fn check_name(path: &str, root: &str) -> io::Result<()> {
+    let refuse = |why: &str| Err(invalid(format!("refusing entry {path:?}: {why}")));
+    if path.len() > MAX_PATH {
+        return refuse("the path is too long");
+    }
+    if path.contains('\0') {
+        return refuse("it contains a NUL byte");
+    }
+    for (i, c) in path.split('/').enumerate() {
+        if c.is_empty() || c == "." || c == ".." {
+            return refuse("it would leave the destination (absolute, or an empty, '.' or '..' component)");
+        }
+        if c.len() > MAX_NAME {
+            return refuse("a name in it is longer than 255 bytes");
+        }
+        if i == 0 && c != root {
+            return refuse(&format!("it is not {root:?} or inside it, which is all that was asked for"));
+        }
+    }
+    Ok(())
+}
+
+/// The name a copy of `path` (in the sandbox) carries: its last component.
+pub fn root_name(path: &str) -> Option<String> {
+    std::path::Path::new(path).file_name().and_then(|n| n.to_str()).map(str::to_string)
+}
+
+struct FileState {
+    size: u64,
+    /// End of the last segment: the next must start at or after it.
+    pos: u64,
+    /// Bytes of the current segment not yet read.
+    left: u64,
+    ended: bool,
+}
+
+/// Reads a record stream one entry at a time, checking names and limits
+/// before the caller sees an entry.
+pub struct Decoder<R> {
+    r: R,
+    /// What every entry must be or be below; `None` until the first entry names it.
+    root: Option<String>,
+    limits: Limits,
+    entries: u64,
+    bytes: u64,
+    file: Option<FileState>,
+    ended: bool,
+}
+
+/// How a stream began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    Magic,
+    /// Nothing at all.
+    Empty,
+    /// Something other than this version's [`MAGIC`].
+    Other,
+}
+
+/// Read the first 8 bytes (fewer if the stream ends) and say what they were.
+pub fn read_magic(r: &mut impl Read) -> io::Result<Start> {
+    let mut magic = [0u8; 8];
+    let mut got = 0;
+    while got < magic.len() {
+        match r.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(match got {
+        0 => Start::Empty,
+        _ if &magic[..got] == MAGIC => Start::Magic,
+        _ => Start::Other,
+    })
+}
+
+fn read_u64(r: &mut impl Read) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(u64::from_be_bytes(b))
+}
+
+fn truncated(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended in the middle of an entry")
+    } else {
+        e
+    }
+}
+
+impl<R: Read> Decoder<R> {
+    /// Read and check the helper's stream's magic; every entry must be
+    /// `root` or below it.
+    pub fn new(mut r: R, root: &str, limits: Limits) -> io::Result<Self> {
+        match read_magic(&mut r)? {
+            Start::Magic => Ok(Self::after_magic(r, Some(root), limits)),
+            Start::Empty => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the helper sent nothing")),
+            Start::Other => Err(invalid(
+                "the helper's output is not sbx's record stream version 3 (a helper of another sbx version, \
+                 or a replaced one)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// The entries after a magic the caller read with [`read_magic`] (each
+    /// side words its own refusal). `root: None`: the first entry's first
+    /// name is the root (the helper's `receive`, whose root the host chose).
+    pub fn after_magic(r: R, root: Option<&str>, limits: Limits) -> Self {
+        Decoder { r, root: root.map(str::to_string), limits, entries: 0, bytes: 0, file: None, ended: false }
+    }
+
+    /// Entries so far and the sum of their file sizes.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.entries, self.bytes)
+    }
+
+    /// The next entry, `None` at the end record. Data of a file the caller
+    /// did not read is skipped.
+    pub fn next_record(&mut self) -> io::Result<Option<Record>> {
+        if self.ended {
+            return Ok(None);
+        }
+        if self.file.is_some() {
+            let mut sink = io::sink();
+            while self.next_segment()?.is_some() {
+                io::copy(self, &mut sink)?;
+            }
+            self.file = None;
+        }
+        let mut head = [0u8; 15];
+        self.r.read_exact(&mut head).map_err(truncated)?;
+        let mode = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) & 0o7777;
+        let mtime = i64::from_be_bytes(head[5..13].try_into().expect("8 bytes"));
+        let plen = u16::from_be_bytes([head[13], head[14]]) as usize;
+        if plen > MAX_PATH {
+            return Err(invalid(format!("refusing an entry whose path is {plen} bytes long")));
+        }
+        let mut path = vec![0u8; plen];
+        self.r.read_exact(&mut path).map_err(truncated)?;
+        let len = read_u64(&mut self.r).map_err(truncated)?;
+        if head[0] == b'E' {
+            if plen != 0 || len != 0 || mtime != 0 {
+                return Err(invalid("a malformed end record".into()));
+            }
+            // Nothing may follow the end: a stream is one answer, not two.
+            let mut one = [0u8; 1];
+            if self.r.read(&mut one)? != 0 {
+                return Err(invalid("data after the end of the stream".into()));
+            }
+            self.ended = true;
+            return Ok(None);
+        }
+        let path = String::from_utf8(path).map_err(|_| invalid("refusing an entry whose path is not UTF-8".into()))?;
+        let root = self.root.get_or_insert_with(|| path.split('/').next().unwrap_or_default().to_string());
+        check_name(&path, root)?;
+        self.entries += 1;
+        if self.entries > self.limits.max_entries {
+            return Err(invalid(format!(
+                "more than {} entries in one stream; refusing the rest",
+                self.limits.max_entries
+            )));
+        }
+        let kind = match head[0] {
+            b'D' if len == 0 => Kind::Dir,
+            b'D' => return Err(invalid(format!("directory {path:?} claims {len} bytes of data"))),
+            b'L' => {
+                if len > MAX_PATH as u64 {
+                    return Err(invalid(format!("refusing symlink {path:?}: its target is {len} bytes long")));
+                }
+                // Issue 9 finding 6: a link's target takes host disk too
+                // (a block each), so it counts against the byte cap.
+                self.charge(&path, len)?;
+                let mut target = vec![0u8; len as usize];
+                self.r.read_exact(&mut target).map_err(truncated)?;
+                if target.is_empty() || target.contains(&0) {
+                    return Err(invalid(format!("refusing symlink {path:?}: empty target or a NUL byte in it")));
+                }
+                Kind::Symlink { target }
+            }
+            b'F' => {
+                self.charge(&path, len)?;
+                self.file = Some(FileState { size: len, pos: 0, left: 0, ended: false });
+                Kind::File { size: len }
+            }
+            other => return Err(invalid(format!("unknown record type {other:#04x}"))),
+        };
+        Ok(Some(Record { kind, mode, mtime, path }))
+    }
+
+    /// Count `len` bytes of `path` against the cap.
+    fn charge(&mut self, path: &str, len: u64) -> io::Result<()> {
+        let total = self.bytes.saturating_add(len);
+        if total > self.limits.max_bytes {
+            return Err(io::Error::other(format!(
+                "{path:?} is {} and would bring the copy to {}, over the cap of {}; raise it with --max-bytes",
+                human(len),
+                human(total),
+                human(self.limits.max_bytes)
+            )));
+        }
+        self.bytes = total;
+        Ok(())
+    }
+
+    /// The current file's next data segment as (offset, length); its bytes
+    /// are then read from the decoder itself. `None` after the last one.
+    pub fn next_segment(&mut self) -> io::Result<Option<(u64, u64)>> {
+        let left = match &self.file {
+            Some(f) if !f.ended => f.left,
+            _ => return Ok(None),
+        };
+        if left > 0 {
+            io::copy(&mut (&mut *self).take(left), &mut io::sink())?;
+        }
+        let off = read_u64(&mut self.r).map_err(truncated)?;
+        let len = read_u64(&mut self.r).map_err(truncated)?;
+        let f = self.file.as_mut().expect("checked above");
+        if len == 0 {
+            f.ended = true;
+            return Ok(None);
+        }
+        let end = off.checked_add(len).filter(|&e| off >= f.pos && e <= f.size);
+        let Some(end) = end else {
+            return Err(invalid(format!(
+                "a data segment at {off}+{len} lies outside its file of {} bytes or overlaps the last",
+                f.size
+            )));
+        };
+        f.pos = end;
+        f.left = len;
+        Ok(Some((off, len)))
+    }
+}
+
+impl<R: Read> Read for Decoder<R> {
+    /// The current segment's bytes; 0 at its end.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(f) = self.file.as_mut() else { return Ok(0) };
+        if f.left == 0 || buf.is_empty() {
+            return Ok(0);
+        }
+        let want = buf.len().min(f.left.min(usize::MAX as u64) as usize);
+        let n = self.r.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended in the middle of a file"));
+        }
+        f.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Writes a record stream.
+pub struct Encoder<W: Write> {
+    w: W,
+}
+
+impl<W: Write> Encoder<W> {
+    pub fn new(mut w: W) -> io::Result<Self> {
+        w.write_all(MAGIC)?;
+        Ok(Encoder { w })
+    }
+
+    fn head(&mut self, kind: u8, mode: u32, mtime: i64, path: &str, len: u64) -> io::Result<()> {
+        if path.len() > MAX_PATH {
+            return Err(invalid(format!("{path:?} is longer than {MAX_PATH} bytes")));
+        }
+        self.w.write_all(&[kind])?;
+        self.w.write_all(&mode.to_be_bytes())?;
+        self.w.write_all(&mtime.to_be_bytes())?;
+        self.w.write_all(&(path.len() as u16).to_be_bytes())?;
+        self.w.write_all(path.as_bytes())?;
+        self.w.write_all(&len.to_be_bytes())
+    }
+
+    pub fn dir(&mut self, path: &str, mode: u32, mtime: i64) -> io::Result<()> {
+        self.head(b'D', mode, mtime, path, 0)
+    }
+
+    pub fn symlink(&mut self, path: &str, mode: u32, mtime: i64, target: &[u8]) -> io::Result<()> {
+        self.head(b'L', mode, mtime, path, target.len() as u64)?;
+        self.w.write_all(target)
+    }
+
+    /// A file header; then [`Encoder::segment`]s and [`Encoder::end_file`].
+    pub fn file(&mut self, path: &str, mode: u32, mtime: i64, size: u64) -> io::Result<()> {
+        self.head(b'F', mode, mtime, path, size)
+    }
+
+    /// Exactly `len` bytes from `data` at `offset`; a short source is padded
+    /// with zeros (a file that shrank while read) so the stream stays whole.
+    pub fn segment(&mut self, offset: u64, len: u64, data: &mut impl Read) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.w.write_all(&offset.to_be_bytes())?;
+        self.w.write_all(&len.to_be_bytes())?;
+        let copied = io::copy(&mut data.take(len), &mut self.w)?;
+        io::copy(&mut io::repeat(0).take(len - copied), &mut self.w)?;
+        Ok(())
+    }
+
+    pub fn end_file(&mut self) -> io::Result<()> {
+        self.w.write_all(&[0u8; 16])
+    }
+
+    pub fn end(mut self) -> io::Result<W> {
+        self.head(b'E', 0, 0, "", 0)?;
+        self.w.flush()?;
+        Ok(self.w)
+    }
+}
+
+/// One entry of a tree being sent, as [`Tree::node`] found it.
+pub enum Node<D, F> {
+    Symlink {
+        mode: u32,
+        mtime: i64,
+        target: Vec<u8>,
+    },
+    Dir {
+        mode: u32,
+        mtime: i64,
+        dir: D,
+    },
+    File {
+        mode: u32,
+        mtime: i64,
+        size: u64,
+        file: F,
+    },
+    /// Devices, fifos, sockets: not sent.
+    Skip,
+}
+
+/// The filesystem under [`send_tree`]: the host opens entries relative to
+/// a directory descriptor (rustix), the helper by path (std). Neither may
+/// follow a symlink: a link is sent as a link.
+pub trait Tree {
+    type Dir;
+    type File: SparseFile;
+    /// The entry `name` in `dir`, not followed if it is a symlink; `rel`
+    /// (its path in the stream) is for messages.
+    fn node(&mut self, dir: &Self::Dir, name: &str, rel: &str) -> io::Result<Node<Self::Dir, Self::File>>;
+    /// The UTF-8 names in `dir` (others are skipped), without `.` and `..`.
+    fn names(&mut self, dir: &Self::Dir) -> io::Result<Vec<String>>;
+}
+
+/// A file read by data segments (SEEK_DATA/SEEK_HOLE).
+pub trait SparseFile {
+    /// Where the next data at or after `pos` starts; `None`: only holes
+    /// follow. A filesystem without hole support answers `pos`.
+    fn next_data(&mut self, pos: u64) -> io::Result<Option<u64>>;
+    /// Where the hole after `pos` starts (at most `size`).
+    fn next_hole(&mut self, pos: u64, size: u64) -> u64;
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize>;
+}
+
+/// Send `name` in `dir` as `rel`, and everything below it in name order.
+pub fn send_tree<T: Tree, W: Write>(
+    t: &mut T,
+    dir: &T::Dir,
+    name: &str,
+    rel: &str,
+    enc: &mut Encoder<W>,
+) -> io::Result<()> {
+    match t.node(dir, name, rel)? {
+        Node::Symlink { mode, mtime, target } => enc.symlink(rel, mode, mtime, &target),
+        Node::Dir { mode, mtime, dir } => {
+            enc.dir(rel, mode, mtime)?;
+            let mut names = t.names(&dir)?;
+            names.sort();
+            for n in names {
+                send_tree(t, &dir, &n, &format!("{rel}/{n}"), enc)?;
+            }
+            Ok(())
+        }
+        Node::File { mode, mtime, size, mut file } => {
+            enc.file(rel, mode, mtime, size)?;
+            let mut pos = 0;
+            while pos < size {
+                let Some(start) = file.next_data(pos)? else { break };
+                if start >= size {
+                    break;
+                }
+                let end = file.next_hole(start, size).min(size);
+                enc.segment(start, end - start, &mut ReadAt { f: &file, pos: start })?;
+                pos = end;
+            }
+            enc.end_file()
+        }
+        Node::Skip => Ok(()),
+    }
+}
+
+struct ReadAt<'a, F> {
+    f: &'a F,
+    pos: u64,
+}
+
+impl<F: SparseFile> Read for ReadAt<'_, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.f.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// The current file's data from `dec` into `f`: its size first (holes stay
+/// holes), then each segment where it belongs.
+pub fn fill<R: Read>(f: &File, size: u64, dec: &mut Decoder<R>) -> io::Result<()> {
+    f.set_len(size)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Some((mut off, _)) = dec.next_segment()? {
+        loop {
+            let n = dec.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            f.write_all_at(&buf[..n], off)?;
+            off += n as u64;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
