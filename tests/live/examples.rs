@@ -3,11 +3,9 @@
 //! and `sbx connect` talks to it line by line (each answer read before the
 //! next line is sent, nothing half-closed), as an interactive client would.
 
-mod common;
-
 use std::process::{Command, Stdio};
 
-use common::*;
+use crate::support::*;
 
 /// Removes the image the test built, even when the test fails.
 struct Image(String);

@@ -1,11 +1,9 @@
 //! Live tests: the real binary against this machine's Docker engine, with
 //! the fixture image. Every promise sbx makes has a test here.
 
-mod common;
-
 use std::process::{Command, Stdio};
 
-use common::*;
+use crate::support::*;
 
 fn connect(w: &World, id: &str, input: &[u8]) -> std::process::Output {
     w.sbx_stdin(&["connect", id], input)
@@ -431,7 +429,7 @@ fn every_sandbox_create_makes_passes_the_audit() {
 #[test]
 fn the_hostile_corpus_exits_2_at_the_cli_and_creates_nothing() {
     let w = World::new();
-    let corpus = include_str!("corpus/hostile_inputs.txt");
+    let corpus = include_str!("../corpus/hostile_inputs.txt");
     let mut ran = 0;
     for line in corpus.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
         let (what, raw) = line.split_once('\t').unwrap();

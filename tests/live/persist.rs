@@ -4,12 +4,10 @@
 //! is the sandbox user's and mounted nosuid,nodev, and a clone never follows
 //! anything a sandbox wrote.
 
-mod common;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::support::*;
 
 /// A test image removed on drop (after the sandboxes made from it).
 struct Image(String);

@@ -2,12 +2,10 @@
 //! finding 14): sbx's seccomp profile, the log cap, the CPU limit, and the
 //! audit rules that check them (plus finding 3's "no network but its routes").
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::support::*;
 
 const URING_C: &str = r#"
 #include <errno.h>

@@ -1,11 +1,9 @@
 //! Live tests of issue 9's trust findings: nothing the image or another
 //! sandbox controls may become sbx's record or redirect what sbx does.
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::*;
+use crate::support::*;
 
 /// A hostile image: the fixture binary alone (as in the fixture image) plus
 /// `files`, packed with `docker import` and the Dockerfile `changes`. Not

@@ -2,9 +2,7 @@
 //! a hint (no docker argv, no raw daemon answer, no helper text), and under
 //! `--json` every sbx message on stderr is one JSON object per line.
 
-mod common;
-
-use common::*;
+use crate::support::*;
 
 /// sbx's words only: none of docker's, the helper's or the runtime's.
 fn assert_sbx_words(out: &std::process::Output, what: &str) {

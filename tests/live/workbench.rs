@@ -2,12 +2,10 @@
 //! fixture image (no shell, no coreutils, no tar): read-only root, no
 //! network, no capabilities, a non-root user.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::process::{Command, Output, Stdio};
 
-use common::*;
+use crate::support::*;
 
 fn sbx_in(w: &World, args: &[&str], input: &[u8]) -> Output {
     w.sbx_stdin(args, input)

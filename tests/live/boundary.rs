@@ -3,11 +3,9 @@
 //! path working where it is allowed. Traffic goes only to containers these
 //! tests start.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::support::*;
 
 fn ip_on(container: &str, network: &str) -> String {
     docker_ok(&[

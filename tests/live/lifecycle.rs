@@ -2,13 +2,11 @@
 //! gone, `gc` finding every leak (including creates killed at each step)
 //! without touching foreign containers, interrupts, and concurrency.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::*;
+use crate::support::*;
 
 /// Poll (bounded) until `f` holds; the time it first held.
 fn until(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Instant> {

@@ -4,6 +4,7 @@
 //! These tests need a Docker engine. They never skip: without one they fail
 //! and say so (`cargo test --lib` runs the unit tests alone).
 
+// benches/sbx_bench.rs includes this module for the fixture alone.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

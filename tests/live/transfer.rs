@@ -4,11 +4,9 @@
 //! sparse and small in memory, caps hold, and restore refuses input that is
 //! not a whole tar before anything changes.
 
-mod common;
-
 use std::os::unix::fs::MetadataExt;
 
-use common::*;
+use crate::support::*;
 
 /// A record stream as a replaced helper could send it.
 fn stream(records: &[(u8, u32, &str, &[u8])]) -> Vec<u8> {

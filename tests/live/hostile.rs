@@ -1,12 +1,10 @@
 //! Live tests with hostile images and attacker programs (issue 9): the
 //! image and everything inside the sandbox are the attacker's.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::support::*;
 
 /// An image built in the test: the fixture plus the attacker program, and
 /// whatever `shape` adds to its root. Removed on drop.

@@ -1,9 +1,7 @@
 //! Red-team re-check of issue 9's fixes (part 2): a hostile sandbox or image
 //! against persistent volumes, ownership, and the host-side walks.
 
-mod common;
-
-use common::*;
+use crate::support::*;
 
 fn state_opts(sb: &Sandbox) -> Vec<String> {
     let mountinfo = String::from_utf8_lossy(&sb.exec(&["read", "/proc/self/mountinfo"]).stdout).into_owned();
