@@ -4,20 +4,22 @@
 //!
 //! These tests need a Docker engine and never skip: without one they fail and
 //! say so. `cargo test --lib` runs the unit tests alone; `tests/parsers.rs`
-//! (no engine needed) is its own binary.
+//! (no engine needed) is its own binary. Run one area with
+//! `cargo test --test live -- hardening::`.
 
 mod support;
 
-mod attack2;
 mod boundary;
-mod examples;
+mod cli_ux;
+mod connect_and_ports;
+mod create;
+mod engine_faults;
 mod hardening;
-mod hostile;
+mod hostile_image;
 mod lifecycle;
-mod live;
 mod nonroot;
 mod persist;
+mod readme_example;
 mod transfer;
 mod trust;
-mod ux;
 mod workbench;

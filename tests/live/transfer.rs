@@ -1,12 +1,230 @@
-//! Live tests of what comes out of a sandbox on `cp`, `backup` and
-//! `restore` (issue 9 findings 1b and 6, issue 10 item 2): a hostile record
-//! stream writes nothing outside what was asked for, sparse files stay
-//! sparse and small in memory, caps hold, and restore refuses input that is
-//! not a whole tar before anything changes.
+//! What goes in and out of a sandbox on `cp`, `backup` and `restore`: bytes,
+//! modes and times kept, tar streams both ways, and against a hostile sandbox
+//! (issue 9 findings 1b and 6, issue 10 item 2): a planted symlink is never
+//! followed, a hostile record stream writes nothing outside what was asked
+//! for, sparse files stay sparse and small in memory, caps hold, and restore
+//! refuses input that is not a whole tar before anything changes.
 
 use std::os::unix::fs::MetadataExt;
 
 use crate::support::*;
+
+#[test]
+fn cp_both_ways_on_a_read_only_sandbox_keeps_bytes_and_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let sb = w.create(&[]);
+    let src = w.socket_root.join("src");
+    std::fs::create_dir_all(src.join("tree/sub")).unwrap();
+    let data = blob(2 << 20);
+    std::fs::write(src.join("tree/sub/data.bin"), &data).unwrap();
+    std::fs::set_permissions(src.join("tree/sub/data.bin"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::write(src.join("tree/run.sh"), b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(src.join("tree/run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    for dest in ["/tmp", "/state"] {
+        assert_success(&w.sbx(&["cp", src.join("tree").to_str().unwrap(), &format!("{}:{dest}", sb.id)]), "cp in");
+        assert!(sb.exec(&["read", &format!("{dest}/tree/sub/data.bin")]).stdout == data, "bytes in {dest}");
+        let back = w.socket_root.join(format!("back{}", dest.replace('/', "-")));
+        assert_success(&w.sbx(&["cp", &format!("{}:{dest}/tree", sb.id), back.to_str().unwrap()]), "cp out");
+        assert!(std::fs::read(back.join("sub/data.bin")).unwrap() == data);
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&back.join("sub/data.bin")), 0o640);
+        assert_eq!(mode(&back.join("run.sh")), 0o755);
+        std::fs::remove_dir_all(&back).unwrap();
+    }
+    // A single file to a new name.
+    assert_success(
+        &w.sbx(&["cp", src.join("tree/run.sh").to_str().unwrap(), &format!("{}:/tmp/renamed.sh", sb.id)]),
+        "cp file",
+    );
+    assert_eq!(sb.exec(&["read", "/tmp/renamed.sh"]).stdout, b"#!/bin/sh\n");
+    assert_exit(&w.sbx(&["cp", "/nonexistent-sbx", &format!("{}:/tmp", sb.id)]), 1, "missing source");
+    assert_exit(&w.sbx(&["cp", "a", "b"]), 2, "no sandbox side");
+    assert_exit(&w.sbx(&["cp", "a", &format!("{}:relative", sb.id)]), 2, "relative sandbox path");
+    std::fs::remove_dir_all(&src).unwrap();
+}
+
+#[test]
+fn a_symlink_planted_in_the_sandbox_is_never_followed() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let host_secret = w.socket_root.join("secret");
+    std::fs::write(&host_secret, b"host only").unwrap();
+    // Out: links come back as links, never as the host files they name.
+    sb.exec(&["mkdir", "/tmp/box"]);
+    assert_success(&sb.exec(&["ln", host_secret.to_str().unwrap(), "/tmp/box/secret"]), "plant a link to a host path");
+    assert_success(&sb.exec(&["ln", "/", "/tmp/box/root"]), "plant a link to /");
+    let out_dir = w.socket_root.join("out");
+    assert_success(&w.sbx(&["cp", &format!("{}:/tmp/box", sb.id), out_dir.to_str().unwrap()]), "cp out");
+    assert_eq!(std::fs::read_link(out_dir.join("secret")).unwrap(), host_secret, "a link, not the host file's content");
+    assert!(std::fs::symlink_metadata(out_dir.join("root")).unwrap().file_type().is_symlink());
+    // In: a destination reached through a planted link is refused.
+    assert_success(&sb.exec(&["ln", "/state", "/tmp/to-state"]), "plant a link inside the sandbox");
+    let f = w.socket_root.join("f");
+    std::fs::write(&f, b"x").unwrap();
+    let out = w.sbx(&["cp", f.to_str().unwrap(), &format!("{}:/tmp/to-state/f", sb.id)]);
+    assert_exit(&out, 1, "cp through a planted link");
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+    assert_exit(&sb.exec(&["exists", "/state/f"]), 1, "nothing written through the link");
+    assert_eq!(std::fs::read(&host_secret).unwrap(), b"host only");
+}
+
+#[test]
+fn backup_then_restore_into_a_fresh_sandbox_gives_the_same_tree() {
+    let w = World::new();
+    let a = w.create(&[]);
+    let src = w.socket_root.join("ws");
+    std::fs::create_dir_all(src.join("workspace/deep/er")).unwrap();
+    std::fs::write(src.join("workspace/deep/er/file.bin"), blob(100_000)).unwrap();
+    std::fs::write(src.join("workspace/top.txt"), b"top").unwrap();
+    std::os::unix::fs::symlink("top.txt", src.join("workspace/link")).unwrap();
+    assert_success(
+        &w.sbx(&["cp", src.join("workspace").to_str().unwrap(), &format!("{}:/state", a.id)]),
+        "seed the workspace",
+    );
+    let tar = w.sbx(&["backup", &a.id]);
+    assert_success(&tar, "backup");
+    assert!(tar.stdout.len() > 100_000);
+
+    let b = w.create(&[]);
+    // restore replaces: something already there disappears.
+    w.sbx_stdin(&["exec", &b.id, "--", "/bin/fixture", "mkdir", "/state/workspace/old"], b"");
+    assert_success(&w.sbx_stdin(&["restore", &b.id], &tar.stdout), "restore");
+    assert_exit(&b.exec(&["exists", "/state/workspace/old"]), 1, "restore replaced, not merged");
+    let again = w.sbx(&["backup", &b.id]);
+    assert!(again.stdout == tar.stdout, "the restored tree differs");
+    let back = w.socket_root.join("back");
+    assert_success(&w.sbx(&["cp", &format!("{}:/state/workspace", b.id), back.to_str().unwrap()]), "cp out");
+    assert_eq!(std::fs::read(back.join("deep/er/file.bin")).unwrap(), blob(100_000));
+    assert_eq!(std::fs::read_link(back.join("link")).unwrap(), std::path::PathBuf::from("top.txt"));
+
+    // An archive with an entry that escapes is refused before anything changes.
+    let mut evil = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(1);
+    h.set_mode(0o644);
+    h.as_old_mut().name[..9].copy_from_slice(b"../escape");
+    h.set_cksum();
+    evil.append(&h, &b"x"[..]).unwrap();
+    let out = w.sbx_stdin(&["restore", &b.id], &evil.into_inner().unwrap());
+    assert_exit(&out, 2, "an escaping archive");
+    assert!(stderr(&out).contains("escape"), "{}", stderr(&out));
+    assert_success(&b.exec(&["exists", "/state/workspace/top.txt"]), "the workspace is untouched");
+}
+
+/// Issue 10 item 9: backup tars had mtime 0 and uid 0 on every entry. The
+/// files' times and modes go through cp in, backup, restore and cp out;
+/// owners are 0 on purpose (see the README).
+#[test]
+fn backup_keeps_times_and_modes() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let w = World::new();
+    let a = w.create(&[]);
+    let src = w.socket_root.join("times/workspace");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    for (f, mode) in [("a.txt", 0o640), ("sub/run.sh", 0o750)] {
+        std::fs::write(src.join(f), b"data").unwrap();
+        std::fs::set_permissions(src.join(f), std::fs::Permissions::from_mode(mode)).unwrap();
+        std::fs::File::options().write(true).open(src.join(f)).unwrap().set_modified(old).unwrap();
+    }
+    assert_success(&w.sbx(&["cp", src.to_str().unwrap(), &format!("{}:/state", a.id)]), "seed");
+    let tar = w.sbx(&["backup", &a.id]);
+    assert_success(&tar, "backup");
+    let entries = |data: &[u8]| -> Vec<(String, u32, u64, u64)> {
+        tar::Archive::new(data)
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let h = e.unwrap().header().clone();
+                (
+                    h.path().unwrap().display().to_string(),
+                    h.mode().unwrap() & 0o7777,
+                    h.mtime().unwrap(),
+                    h.uid().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let got = entries(&tar.stdout);
+    let file = |n: &str| got.iter().find(|e| e.0 == n).cloned().unwrap_or_else(|| panic!("{n} in {got:?}"));
+    assert_eq!(file("a.txt"), ("a.txt".into(), 0o640, 1_600_000_000, 0));
+    assert_eq!(file("sub/run.sh"), ("sub/run.sh".into(), 0o750, 1_600_000_000, 0));
+    assert!(got.iter().all(|e| e.2 > 0), "no entry has mtime 0: {got:?}");
+    // Restored and copied out, the times are still there.
+    let b = w.create(&[]);
+    assert_success(&w.sbx_stdin(&["restore", &b.id], &tar.stdout), "restore");
+    assert_eq!(entries(&w.sbx(&["backup", &b.id]).stdout), got, "restore kept times and modes");
+    let back = w.socket_root.join("times-back");
+    assert_success(&w.sbx(&["cp", &format!("{}:/state/workspace", b.id), back.to_str().unwrap()]), "cp out");
+    let md = std::fs::metadata(back.join("sub/run.sh")).unwrap();
+    assert_eq!((md.mtime(), md.mode() & 0o7777), (1_600_000_000, 0o750));
+}
+
+/// Issue 10 item 9: `sbx cp ID:/path -` failed with "writing -: is outside
+/// .". `-` is a tar stream, as with `docker cp`: out on stdout (entries
+/// named from the source's own name), in from stdin (checked whole before
+/// anything changes, extracted into the existing directory).
+#[test]
+fn cp_dash_streams_tar_both_ways() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let src = w.socket_root.join("tarsrc/dir");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("sub/f.bin"), blob(70_000)).unwrap();
+    std::os::unix::fs::symlink("sub/f.bin", src.join("link")).unwrap();
+    assert_success(&w.sbx(&["cp", src.to_str().unwrap(), &format!("{}:/tmp", sb.id)]), "seed");
+    let out = w.sbx(&["cp", &format!("{}:/tmp/dir", sb.id), "-"]);
+    assert_success(&out, "cp ID:/tmp/dir -");
+    let mut names = Vec::new();
+    let mut data = Vec::new();
+    for e in tar::Archive::new(out.stdout.as_slice()).entries().unwrap() {
+        let mut e = e.unwrap();
+        let n = e.path().unwrap().display().to_string();
+        if n == "dir/sub/f.bin" {
+            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+        }
+        names.push(n);
+    }
+    assert_eq!(names, ["dir", "dir/link", "dir/sub", "dir/sub/f.bin"]);
+    assert!(data == blob(70_000), "the file's bytes");
+
+    // ... and back in, into another existing directory.
+    w.sbx_stdin(&["exec", &sb.id, "--", "/bin/fixture", "mkdir", "/tmp/in"], b"");
+    assert_success(&w.sbx_stdin(&["cp", "-", &format!("{}:/tmp/in", sb.id)], &out.stdout), "cp - ID:/tmp/in");
+    assert_success(&sb.exec(&["exists", "/tmp/in/dir/sub/f.bin"]), "extracted under /tmp/in");
+    let again = w.sbx(&["cp", &format!("{}:/tmp/in/dir/sub/f.bin", sb.id), "-"]);
+    let mut e = tar::Archive::new(again.stdout.as_slice());
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut e.entries().unwrap().next().unwrap().unwrap(), &mut got).unwrap();
+    assert!(got == blob(70_000), "round trip");
+
+    // Refused before anything changes: escaping names, hard links, not a tar, not a directory.
+    let mut evil = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(1);
+    h.set_mode(0o644);
+    h.as_old_mut().name[..9].copy_from_slice(b"../escape");
+    h.set_cksum();
+    evil.append(&h, &b"x"[..]).unwrap();
+    let out = w.sbx_stdin(&["cp", "-", &format!("{}:/tmp/in", sb.id)], &evil.into_inner().unwrap());
+    assert_exit(&out, 2, "an escaping archive");
+    assert!(stderr(&out).contains("escape"), "{}", stderr(&out));
+    let mut hard = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Link);
+    h.set_size(0);
+    h.set_mode(0o644);
+    hard.append_link(&mut h, "h", "/etc/passwd").unwrap();
+    let out = w.sbx_stdin(&["cp", "-", &format!("{}:/tmp/in", sb.id)], &hard.into_inner().unwrap());
+    assert_exit(&out, 2, "a hard link");
+    assert_exit(&sb.exec(&["exists", "/tmp/in/h"]), 1, "nothing written");
+    assert_exit(&w.sbx_stdin(&["cp", "-", &format!("{}:/tmp/in", sb.id)], b"not a tar"), 1, "not a tar");
+    let out = w.sbx_stdin(&["cp", "-", &format!("{}:/tmp/nowhere", sb.id)], &again.stdout);
+    assert_exit(&out, 1, "into a missing directory");
+    assert!(stderr(&out).contains("not a directory"), "{}", stderr(&out));
+}
 
 /// A record stream as a replaced helper could send it.
 fn stream(records: &[(u8, u32, &str, &[u8])]) -> Vec<u8> {
