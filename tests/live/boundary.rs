@@ -233,6 +233,7 @@ fn revoke_cuts_an_established_connection_on_its_next_use() {
 
 #[test]
 fn a_fork_bomb_stops_at_the_pids_limit() {
+    let _load = loading_the_engine();
     let w = World::new();
     let sb = w.create(&["--pids", "40"]);
     let out = sb.exec(&["forkbomb"]);
@@ -247,6 +248,7 @@ fn a_fork_bomb_stops_at_the_pids_limit() {
 
 #[test]
 fn a_memory_hog_is_killed_at_the_limit_and_the_reason_is_reported() {
+    let _load = loading_the_engine();
     let w = World::new();
     let sb = w.create(&["--memory", "32", "--", "hog"]);
     let mut rec = serde_json::Value::Null;

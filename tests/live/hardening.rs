@@ -232,6 +232,7 @@ fn io_uring_is_refused_in_a_sandbox() {
 
 #[test]
 fn a_flooding_sandbox_leaves_at_most_the_log_cap_on_disk() {
+    let _load = loading_the_engine();
     let w = World::new();
     let img = AttackImage::new(&w, &[]);
     let sb = create_from(&w, &img.id, &["--", "/bin/flood", "48"]);

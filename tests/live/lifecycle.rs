@@ -14,7 +14,7 @@ fn expires_at(w: &World, id: &str) -> SystemTime {
 
 #[test]
 fn ttl_destroys_the_sandbox_after_the_shell_is_gone() {
-    let _alone = ENGINE_LOAD.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = engine_alone();
     let w = World::new();
     let label = w.case_label();
     // The creating shell exits at once: $(...) must not wait for the watchdog.
@@ -92,7 +92,7 @@ fn a_killed_watchdog_leaves_an_expired_sandbox_that_ls_shows_and_gc_reaps() {
 
 #[test]
 fn create_killed_at_each_step_leaves_nothing_after_gc() {
-    let _load = ENGINE_LOAD.read().unwrap_or_else(|e| e.into_inner());
+    let _load = loading_the_engine();
     // (docker subcommand to stop at, after doing it?, sandbox command)
     // The last one: the state check while waiting for a socket that never comes.
     let steps =
@@ -227,7 +227,7 @@ fn a_second_ctrl_c_does_not_skip_the_cleanup() {
 
 #[test]
 fn twenty_creates_and_destroys_at_once() {
-    let _load = ENGINE_LOAD.read().unwrap_or_else(|e| e.into_inner());
+    let _load = loading_the_engine();
     let w = World::new();
     let ids: Vec<String> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..20).map(|_| s.spawn(|| w.try_create(&["--session", "shared", "--json"]))).collect();
@@ -257,7 +257,7 @@ fn twenty_creates_and_destroys_at_once() {
 
 #[test]
 fn destroy_racing_the_watchdog_and_gc_never_errors() {
-    let _load = ENGINE_LOAD.read().unwrap_or_else(|e| e.into_inner());
+    let _load = loading_the_engine();
     let w = World::new();
     let ids: Vec<String> = (0..4).map(|_| stdout(&w.try_create(&["--ttl", "2s"])).trim().to_string()).collect();
     let _guards: Vec<_> = ids.iter().map(|id| w.adopt(id)).collect();

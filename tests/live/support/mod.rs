@@ -11,7 +11,7 @@
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::RwLock;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 mod docker_shim;
@@ -217,8 +217,19 @@ pub fn blob(n: usize) -> Vec<u8> {
     (0..n as u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect()
 }
 
-/// The TTL timing test holds this alone; the tests that load the engine
-/// hardest (20 parallel creates, racing destroys) share it, so a 2-core
-/// machine's docker is not saturated while a deadline is measured. One lock
-/// for the whole live binary: every suite now runs in the same process.
-pub static ENGINE_LOAD: RwLock<()> = RwLock::new(());
+/// The TTL timing test runs alone; the tests that load the engine hardest
+/// (20 parallel creates, racing destroys, floods, bombs, hogs) run beside
+/// each other but never beside it, so a 2-core machine's docker is not
+/// saturated while a deadline is measured. One lock for the whole live
+/// binary: every suite runs in this one process.
+static ENGINE_LOAD: RwLock<()> = RwLock::new(());
+
+/// Held by a test that loads the engine hard.
+pub fn loading_the_engine() -> RwLockReadGuard<'static, ()> {
+    ENGINE_LOAD.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Held by a test that measures a deadline: no engine-loading test runs meanwhile.
+pub fn engine_alone() -> RwLockWriteGuard<'static, ()> {
+    ENGINE_LOAD.write().unwrap_or_else(|e| e.into_inner())
+}
