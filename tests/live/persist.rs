@@ -80,15 +80,6 @@ fn clone_and_setup_prepare_the_workspace_and_a_failing_setup_leaves_nothing() {
     std::fs::remove_dir_all(&repo).unwrap();
 }
 
-/// A test image removed on drop (after the sandboxes made from it).
-struct Image(String);
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        let _ = docker(&["rmi", "-f", &self.0]);
-    }
-}
-
 /// The fixture with a root-owned 0755 /state holding a setuid-root binary
 /// and a plain file, packed with `docker import`.
 fn image_with_hostile_state(w: &World) -> Image {

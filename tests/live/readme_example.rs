@@ -7,15 +7,6 @@ use std::process::{Command, Stdio};
 
 use crate::support::*;
 
-/// Removes the image the test built, even when the test fails.
-struct Image(String);
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        let _ = docker(&["rmi", "-f", "--no-prune", &self.0]);
-    }
-}
-
 #[test]
 fn the_readme_example_builds_runs_and_answers_line_by_line() {
     let w = World::new();

@@ -20,7 +20,7 @@ mod world;
 
 pub use docker_shim::Shim;
 pub use fixture::{fixture_binary, fixture_image};
-pub use world::{Network, Sandbox, Service, World};
+pub use world::{Image, Network, Sandbox, Service, World};
 
 pub const SBX: &str = env!("CARGO_BIN_EXE_sbx");
 
