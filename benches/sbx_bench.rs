@@ -15,7 +15,7 @@
 //! the engine did not finish. Bulk removals on both sides go through sbx's
 //! own pacing (`sbx::docker::pace`), never one `docker rm` of many.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/live/support/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

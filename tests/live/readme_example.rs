@@ -3,20 +3,9 @@
 //! and `sbx connect` talks to it line by line (each answer read before the
 //! next line is sent, nothing half-closed), as an interactive client would.
 
-mod common;
-
 use std::process::{Command, Stdio};
 
-use common::*;
-
-/// Removes the image the test built, even when the test fails.
-struct Image(String);
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        let _ = docker(&["rmi", "-f", "--no-prune", &self.0]);
-    }
-}
+use crate::support::*;
 
 #[test]
 fn the_readme_example_builds_runs_and_answers_line_by_line() {

@@ -1,31 +1,11 @@
-//! Live tests of the lifecycle promises: TTLs that hold after the shell is
-//! gone, `gc` finding every leak (including creates killed at each step)
-//! without touching foreign containers, interrupts, and concurrency.
+//! The lifecycle promises: TTLs that hold after the shell is gone, `gc`
+//! finding every leak (including creates killed at each step) without touching
+//! foreign containers, interrupts, and concurrency.
 
-mod common;
-
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::*;
-
-/// Poll (bounded) until `f` holds; the time it first held.
-fn until(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Instant> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f() {
-            return Some(Instant::now());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
-}
-
-/// The TTL timing test holds this alone; the tests that load the engine
-/// hardest (20 parallel creates, racing destroys) share it, so a 2-core
-/// machine's docker is not saturated while a deadline is measured.
-static ENGINE_LOAD: std::sync::RwLock<()> = std::sync::RwLock::new(());
+use crate::support::*;
 
 fn expires_at(w: &World, id: &str) -> SystemTime {
     let rec = json(&w.sbx(&["inspect", id]));
@@ -34,7 +14,7 @@ fn expires_at(w: &World, id: &str) -> SystemTime {
 
 #[test]
 fn ttl_destroys_the_sandbox_after_the_shell_is_gone() {
-    let _alone = ENGINE_LOAD.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = engine_alone();
     let w = World::new();
     let label = w.case_label();
     // The creating shell exits at once: $(...) must not wait for the watchdog.
@@ -110,73 +90,9 @@ fn a_killed_watchdog_leaves_an_expired_sandbox_that_ls_shows_and_gc_reaps() {
     w.assert_nothing_left();
 }
 
-/// A `docker` stand-in that blocks at one subcommand (before or after doing
-/// it for real) until released, so a test can SIGKILL `sbx create` there.
-struct Shim {
-    dir: std::path::PathBuf,
-}
-
-impl Shim {
-    fn new(w: &World, verb: &str, after: bool) -> Self {
-        let dir = Path::new("/tmp").join(format!("sbxt-{}-shim", w.case));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (pre, post) = if after { ("", "block") } else { ("block", "") };
-        let script = format!(
-            "#!/bin/sh\n\
-             block() {{ : > '{d}/reached'; while [ ! -e '{d}/release' ]; do sleep 0.05; done; }}\n\
-             if [ \"$1\" = '{verb}' ]; then {pre}\n docker \"$@\"; rc=$?\n {post}\n exit $rc\nfi\n\
-             exec docker \"$@\"\n",
-            d = dir.display(),
-            pre = if pre.is_empty() { ":" } else { pre },
-            post = if post.is_empty() { ":" } else { post },
-        );
-        let path = dir.join("docker");
-        std::fs::write(&path, script).unwrap();
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        Shim { dir }
-    }
-
-    /// Blocks at every one of `verbs` (a hung engine that still answers the rest).
-    fn blocking(w: &World, verbs: &[&str]) -> Self {
-        let dir = Path::new("/tmp").join(format!("sbxt-{}-shim", w.case));
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = format!(
-            "#!/bin/sh\n\
-             case \"$1\" in {verbs}) : > '{d}/reached'; while [ ! -e '{d}/release' ]; do sleep 0.05; done ;; esac\n\
-             exec docker \"$@\"\n",
-            verbs = verbs.join("|"),
-            d = dir.display(),
-        );
-        let path = dir.join("docker");
-        std::fs::write(&path, script).unwrap();
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        Shim { dir }
-    }
-
-    fn path(&self) -> std::path::PathBuf {
-        self.dir.join("docker")
-    }
-
-    fn reached(&self) -> bool {
-        self.dir.join("reached").exists()
-    }
-
-    fn release(&self) {
-        std::fs::write(self.dir.join("release"), b"").unwrap();
-    }
-}
-
-impl Drop for Shim {
-    fn drop(&mut self) {
-        self.release();
-        std::thread::sleep(Duration::from_millis(100));
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 #[test]
 fn create_killed_at_each_step_leaves_nothing_after_gc() {
-    let _load = ENGINE_LOAD.read().unwrap_or_else(|e| e.into_inner());
+    let _load = loading_the_engine();
     // (docker subcommand to stop at, after doing it?, sandbox command)
     // The last one: the state check while waiting for a socket that never comes.
     let steps =
@@ -311,7 +227,7 @@ fn a_second_ctrl_c_does_not_skip_the_cleanup() {
 
 #[test]
 fn twenty_creates_and_destroys_at_once() {
-    let _load = ENGINE_LOAD.read().unwrap_or_else(|e| e.into_inner());
+    let _load = loading_the_engine();
     let w = World::new();
     let ids: Vec<String> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..20).map(|_| s.spawn(|| w.try_create(&["--session", "shared", "--json"]))).collect();
@@ -341,7 +257,7 @@ fn twenty_creates_and_destroys_at_once() {
 
 #[test]
 fn destroy_racing_the_watchdog_and_gc_never_errors() {
-    let _load = ENGINE_LOAD.read().unwrap_or_else(|e| e.into_inner());
+    let _load = loading_the_engine();
     let w = World::new();
     let ids: Vec<String> = (0..4).map(|_| stdout(&w.try_create(&["--ttl", "2s"])).trim().to_string()).collect();
     let _guards: Vec<_> = ids.iter().map(|id| w.adopt(id)).collect();
@@ -364,142 +280,4 @@ fn destroy_racing_the_watchdog_and_gc_never_errors() {
     });
     until(Duration::from_secs(10), || w.containers().is_empty()).expect("sandboxes left");
     w.assert_nothing_left();
-}
-
-#[test]
-fn doctor_passes_here_and_checks_routes() {
-    let w = World::new();
-    let net = Network::new(true);
-    let _svc = Service::start(&net, &w.image);
-    let route = format!("inference:{}:8080", net.host);
-    let out = w.sbx(&["doctor", "--json", "--route", &route]);
-    assert_success(&out, "sbx doctor");
-    let report = json(&out);
-    assert_eq!(report["ok"], true, "{report}");
-    let status = |name: &str| {
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .map(|c| c["status"].as_str().unwrap().to_string())
-    };
-    for name in [
-        "docker",
-        "probe",
-        "channel",
-        "capabilities",
-        "no-new-privileges",
-        "seccomp",
-        "read-only root",
-        "user",
-        "scratch",
-        "network",
-        "route inference",
-    ] {
-        assert_eq!(status(name).as_deref(), Some("ok"), "{name}: {report}");
-    }
-    assert!(status("runc").is_some());
-    // The probe sandbox is gone again.
-    w.assert_nothing_left();
-    assert!(stdout(&w.sbx(&["ls"])).lines().count() <= 1);
-
-    let out = w.sbx(&["doctor", "--route", &format!("inference:{}:9", net.host)]);
-    assert_exit(&out, 1, "doctor with an unreachable route target");
-    assert!(stdout(&out).contains("FAIL  route inference") && stdout(&out).contains("fix:"), "{}", stdout(&out));
-}
-
-#[test]
-fn doctor_fails_clearly_without_a_daemon() {
-    let w = World::new();
-    let out = w.sbx_env(&["doctor"], &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")]);
-    assert_exit(&out, 1, "doctor with no daemon");
-    let text = stdout(&out);
-    assert!(text.contains("FAIL  docker") && text.contains("does not answer"), "{text}");
-    assert!(text.contains("fix: start dockerd"), "{text}");
-}
-
-#[test]
-fn a_hung_engine_gets_a_clear_error_at_the_deadline_never_a_hang() {
-    let w = World::new();
-    let sb = w.create(&[]);
-    // (command, the docker verb that hangs, what the error names)
-    let cases: [(&[&str], &str, &str); 4] = [
-        (&["ls"], "ps", "docker ps"),
-        (&["--json", "ls"], "ps", "docker ps"),
-        (&["destroy", &sb.id], "rm", "docker rm"),
-        (&["doctor"], "info", "docker info"),
-    ];
-    for (args, verb, names) in cases {
-        let shim = Shim::new(&w, verb, false);
-        let shim_path = shim.path();
-        let started = Instant::now();
-        let out = w.sbx_env(args, &[("SBX_DOCKER", shim_path.to_str().unwrap()), ("SBX_DOCKER_TIMEOUT", "1s")]);
-        let took = started.elapsed();
-        assert!(shim.reached(), "{args:?}: the shim was never asked for {verb}");
-        assert_exit(&out, 1, &format!("{args:?} on an engine that hangs at {verb}"));
-        // The deadline is 1 s for look-ups and 4 s for changes; generous
-        // headroom, but far from the shim's forever.
-        assert!(took < Duration::from_secs(30), "{args:?} took {took:?}");
-        let text = format!("{}{}", stdout(&out), stderr(&out));
-        assert!(text.contains(&format!("did not answer `{names}` within")), "{args:?}: {text}");
-        if args[0] == "--json" {
-            let line = stderr(&out);
-            let v: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON error object");
-            assert_eq!(v["error"]["kind"], "engine_timeout", "{v}");
-        }
-        if args[0] == "doctor" {
-            assert!(stdout(&out).contains("FAIL  engine"), "{}", stdout(&out));
-        }
-    }
-    // The engine answers again: the sandbox the hung destroy could not remove goes now.
-    assert_success(&w.sbx(&["destroy", &sb.id]), "destroy once the engine answers");
-    w.assert_nothing_left();
-}
-
-#[test]
-fn a_stream_on_a_hung_engine_fails_at_its_start_deadline_never_hangs() {
-    let w = World::new();
-    let sb = w.create(&[]);
-    // On a hung engine the stream's own call and the look-up beside it both
-    // block (the shim passes everything else through).
-    for args in [vec!["exec", sb.id.as_str(), "--", "/bin/fixture", "exists", "/"], vec!["logs", "-f", sb.id.as_str()]]
-    {
-        for json in [false, true] {
-            let shim = Shim::blocking(&w, &["exec", "logs", "container"]);
-            let mut all = if json { vec!["--json"] } else { vec![] };
-            all.extend(&args);
-            let started = Instant::now();
-            let out = w.sbx_env(&all, &[("SBX_DOCKER", shim.path().to_str().unwrap()), ("SBX_DOCKER_TIMEOUT", "1s")]);
-            let took = started.elapsed();
-            assert!(shim.reached(), "{all:?}: never reached the engine");
-            assert_exit(&out, 1, &format!("{all:?} on a hung engine"));
-            // 1 s of grace, then the 1 s look-up deadline; far from the shim's forever.
-            assert!(took < Duration::from_secs(30), "{all:?} took {took:?}");
-            let verb = format!("docker {}", args[0]);
-            let text = stderr(&out);
-            assert!(text.contains(&format!("did not answer `{verb}` within 2s")), "{all:?}: {text}");
-            if json {
-                let v: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON error object");
-                assert_eq!(v["error"]["kind"], "engine_timeout", "{v}");
-            }
-        }
-    }
-    // On the engine that answers, a stream longer than the 1 s grace goes on
-    // after the look-up: its input comes 2.5 s in.
-    let mut child = Command::new(SBX)
-        .args(w.dir_args())
-        .args(["exec", "-i", &sb.id, "--", "/bin/fixture", "cat"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
-    let mut input = child.stdin.take().unwrap();
-    std::io::Write::write_all(&mut input, b"late\n").unwrap();
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    assert_success(&out, "a long exec on a working engine");
-    assert_eq!(stdout(&out), "late\n");
 }

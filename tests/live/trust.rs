@@ -1,11 +1,10 @@
-//! Live tests of issue 9's trust findings: nothing the image or another
-//! sandbox controls may become sbx's record or redirect what sbx does.
-
-mod common;
+//! Issue 9's trust findings: nothing the image or another sandbox controls
+//! may become sbx's record or redirect what sbx does, and a container that
+//! merely carries sbx's labels is never adopted.
 
 use std::path::PathBuf;
 
-use common::*;
+use crate::support::*;
 
 /// A hostile image: the fixture binary alone (as in the fixture image) plus
 /// `files`, packed with `docker import` and the Dockerfile `changes`. Not
@@ -270,4 +269,32 @@ fn every_command_refuses_an_impostor_and_nothing_runs_in_it() {
     assert_eq!(docker_ok(&["inspect", "--format", "{{.State.Running}}", &name]), "true", "the impostor survives");
     docker_ok(&["rm", "-f", &name]);
     let _ = std::fs::remove_file(&host_file);
+}
+
+#[test]
+fn foreign_containers_with_sbx_labels_are_not_adopted() {
+    let w = World::new();
+    let name = format!("sbx-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--label",
+        &w.case_label(),
+        "--label",
+        "sbx.managed=1",
+        "--label",
+        "sbx.id=sbx-000000000000",
+        "--network",
+        "none",
+        &w.image,
+        "sleep",
+    ]);
+    let ls = stdout(&w.sbx(&["ls"]));
+    assert!(!ls.contains(&name), "ls adopted a foreign container:\n{ls}");
+    let out = w.sbx(&["destroy", &name]);
+    assert_exit(&out, 1, "destroy a foreign container");
+    assert!(stderr(&out).contains("not created by sbx"));
+    assert_eq!(w.containers().len(), 1, "the foreign container survives");
 }

@@ -1,12 +1,10 @@
 //! Live tests with hostile images and attacker programs (issue 9): the
 //! image and everything inside the sandbox are the attacker's.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::support::*;
 
 /// An image built in the test: the fixture plus the attacker program, and
 /// whatever `shape` adds to its root. Removed on drop.
@@ -49,7 +47,7 @@ impl Drop for HostileImage {
     }
 }
 
-/// tests/hostile/attack.c, built static once per test binary.
+/// tests/hostile/attack.c, built static once per run.
 fn attacker() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
@@ -313,6 +311,7 @@ fn sandbox_text_in_errors_cannot_forge_sbx_lines_or_drive_the_terminal() {
 /// the host's memory. Now such output stops at a cap with a clear error.
 #[test]
 fn sbx_ps_of_a_sandbox_that_floods_its_process_list_stays_bounded() {
+    let _load = loading_the_engine();
     let w = World::new();
     let sb = w.create(&[]);
     assert_success(&sb.exec(&["flood-ps", "16", "16"]), "flood the process list");

@@ -1,10 +1,10 @@
-//! Live tests of issue 10 items 5 and 6: every error in sbx's own words with
-//! a hint (no docker argv, no raw daemon answer, no helper text), and under
-//! `--json` every sbx message on stderr is one JSON object per line.
+//! What the command line says (issue 10 items 5 and 6): every error in sbx's
+//! own words with a hint (no docker argv, no raw daemon answer, no helper
+//! text), under `--json` every sbx message on stderr is one JSON object per
+//! line, and invalid input (the hostile corpus included) exits 2 and creates
+//! nothing.
 
-mod common;
-
-use common::*;
+use crate::support::*;
 
 /// sbx's words only: none of docker's, the helper's or the runtime's.
 fn assert_sbx_words(out: &std::process::Output, what: &str) {
@@ -134,4 +134,102 @@ fn json_create_on_a_tier_1_route_prints_no_prose() {
     assert_success(&out, "create on a tier-1 route");
     let _sb2 = w.adopt(stdout(&out).trim());
     assert!(stderr(&out).contains("sbx: warning: route inference"), "{}", stderr(&out));
+}
+
+#[test]
+fn invalid_input_exits_2_and_creates_nothing() {
+    let w = World::new();
+    let img = w.image.clone();
+    let cases: Vec<Vec<String>> = vec![
+        vec!["--image".into(), "fixture:latest".into()],
+        vec!["--image".into(), img[..19].to_string()],
+        vec!["--image".into(), img.to_uppercase()],
+        vec!["--image".into(), format!("-{img}")],
+        vec!["--image".into(), img.clone(), "--route".into(), "a:localhost:80".into()],
+        vec!["--image".into(), img.clone(), "--route".into(), "a:[::1]:80".into()],
+        vec!["--image".into(), img.clone(), "--route".into(), "a:0x7f.1:80".into()],
+        vec!["--image".into(), img.clone(), "--route".into(), "a:x;reboot:80".into()],
+        vec!["--image".into(), img.clone(), "--route".into(), "a:x:1".into(), "--route".into(), "a:y:2".into()],
+        vec!["--image".into(), img.clone(), "--ro".into(), "/nonexistent-sbx:/x".into()],
+        vec!["--image".into(), img.clone(), "--rw".into(), "/tmp:/proc".into()],
+        vec!["--image".into(), img.clone(), "--rw".into(), "/tmp:/x,readonly=false".into()],
+        vec!["--image".into(), img.clone(), "--ro".into(), "/var/run:/x".into()],
+        vec!["--image".into(), img.clone(), "--env".into(), "SBX_SANDBOX_TIER=3".into()],
+        vec!["--image".into(), img.clone(), "--user".into(), "root".into()],
+        vec!["--image".into(), img.clone(), "--session".into(), "a\nb".into()],
+        vec!["--image".into(), img.clone(), "--socket-wait".into(), "soon".into()],
+        vec!["--image".into(), img.clone(), "--bogus".into()],
+    ];
+    for case in cases {
+        let mut args = vec!["create".to_string(), "--label".into(), w.case_label()];
+        args.extend(case.clone());
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = w.sbx(&refs);
+        assert_exit(&out, 2, &format!("{case:?}"));
+        assert!(!stderr(&out).trim().is_empty());
+        let mut json_args = refs.clone();
+        json_args.push("--json");
+        let out = w.sbx(&json_args);
+        assert_exit(&out, 2, &format!("{case:?} --json"));
+        let err: serde_json::Value =
+            serde_json::from_slice(&out.stderr).unwrap_or_else(|e| panic!("{case:?}: {e}: {}", stderr(&out)));
+        assert_eq!(err["error"]["kind"], "invalid_input", "{case:?}");
+    }
+    for bad in [vec!["destroy", "../etc"], vec!["revoke", "sbx-0123", "x"], vec!["connect", "-x"]] {
+        assert_exit(&w.sbx(&bad), 2, &format!("{bad:?}"));
+    }
+    w.assert_nothing_left();
+}
+
+#[test]
+fn the_hostile_corpus_exits_2_at_the_cli_and_creates_nothing() {
+    let w = World::new();
+    let corpus = include_str!("../corpus/hostile_inputs.txt");
+    let mut ran = 0;
+    for line in corpus.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (what, raw) = line.split_once('\t').unwrap();
+        let input = raw.replace("\\n", "\n").replace("\\r", "\r").replace("\\t", "\t").replace("\\\\", "\\");
+        if input.contains("\\0") {
+            continue; // a NUL cannot be passed in argv at all
+        }
+        let img = w.image.clone();
+        let label = w.case_label();
+        let mut args: Vec<String> = match what {
+            "id" => vec!["destroy".into(), input.clone()],
+            _ => vec!["create".into(), "--label".into(), label, "--image".into()],
+        };
+        if what != "id" {
+            if what == "image" {
+                args.push(input.clone());
+            } else {
+                args.push(img);
+                let flag = match what {
+                    "route" => "--route",
+                    "mount" => "--ro",
+                    "env" => "--env",
+                    "session" => "--session",
+                    "label" => "--label",
+                    "user" => "--user",
+                    "duration" => "--socket-wait",
+                    "ttl" => "--ttl",
+                    "pids" => "--pids",
+                    "cpus" => "--cpus",
+                    "memory" => "--memory",
+                    other => panic!("unknown corpus kind {other}"),
+                };
+                args.push(format!("{flag}={input}"));
+            }
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = w.sbx(&refs);
+        assert_exit(&out, 2, &format!("{what} {input:?}"));
+        assert!(
+            stderr(&out).contains("invalid") || stderr(&out).contains("error:"),
+            "{what} {input:?}: {}",
+            stderr(&out)
+        );
+        ran += 1;
+    }
+    assert!(ran > 100);
+    w.assert_nothing_left();
 }

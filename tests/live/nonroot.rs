@@ -8,15 +8,13 @@
 //! group that owns the docker socket) through `setpriv`; as a non-root user
 //! they run sbx as themselves. They never skip.
 
-mod common;
-
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 
 const USER: &str = "sbxtest-user";
 

@@ -1,0 +1,25 @@
+//! The live suite: the real `sbx` binary against this machine's Docker
+//! engine, one module per area, all in one test binary so the fixture image
+//! is built once per run (cargo's `tests/testsuite/main.rs` is the model).
+//!
+//! These tests need a Docker engine and never skip: without one they fail and
+//! say so. `cargo test --lib` runs the unit tests alone; `tests/parsers.rs`
+//! (no engine needed) is its own binary. Run one area with
+//! `cargo test --test live -- hardening::`.
+
+mod support;
+
+mod boundary;
+mod cli_ux;
+mod connect_and_ports;
+mod create;
+mod engine_faults;
+mod hardening;
+mod hostile_image;
+mod lifecycle;
+mod nonroot;
+mod persist;
+mod readme_example;
+mod transfer;
+mod trust;
+mod workbench;

@@ -1,0 +1,72 @@
+//! A `docker` stand-in (passed to sbx as `SBX_DOCKER`) that blocks at chosen
+//! subcommands until released: a create killed at one step, a hung engine.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::World;
+
+/// A `docker` stand-in that blocks at one subcommand (before or after doing
+/// it for real) until released, so a test can SIGKILL `sbx create` there.
+pub struct Shim {
+    dir: std::path::PathBuf,
+}
+
+impl Shim {
+    pub fn new(w: &World, verb: &str, after: bool) -> Self {
+        let dir = Path::new("/tmp").join(format!("sbxt-{}-shim", w.case));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (pre, post) = if after { ("", "block") } else { ("block", "") };
+        let script = format!(
+            "#!/bin/sh\n\
+             block() {{ : > '{d}/reached'; while [ ! -e '{d}/release' ]; do sleep 0.05; done; }}\n\
+             if [ \"$1\" = '{verb}' ]; then {pre}\n docker \"$@\"; rc=$?\n {post}\n exit $rc\nfi\n\
+             exec docker \"$@\"\n",
+            d = dir.display(),
+            pre = if pre.is_empty() { ":" } else { pre },
+            post = if post.is_empty() { ":" } else { post },
+        );
+        Self::install(dir, &script)
+    }
+
+    /// Blocks at every one of `verbs` (a hung engine that still answers the rest).
+    pub fn blocking(w: &World, verbs: &[&str]) -> Self {
+        let dir = Path::new("/tmp").join(format!("sbxt-{}-shim", w.case));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = format!(
+            "#!/bin/sh\n\
+             case \"$1\" in {verbs}) : > '{d}/reached'; while [ ! -e '{d}/release' ]; do sleep 0.05; done ;; esac\n\
+             exec docker \"$@\"\n",
+            verbs = verbs.join("|"),
+            d = dir.display(),
+        );
+        Self::install(dir, &script)
+    }
+
+    fn install(dir: std::path::PathBuf, script: &str) -> Self {
+        let path = dir.join("docker");
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        Shim { dir }
+    }
+
+    pub fn path(&self) -> std::path::PathBuf {
+        self.dir.join("docker")
+    }
+
+    pub fn reached(&self) -> bool {
+        self.dir.join("reached").exists()
+    }
+
+    pub fn release(&self) {
+        std::fs::write(self.dir.join("release"), b"").unwrap();
+    }
+}
+
+impl Drop for Shim {
+    fn drop(&mut self) {
+        self.release();
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

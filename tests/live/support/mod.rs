@@ -1,0 +1,235 @@
+//! Live-test support: the fixture image (`fixture`, built once per run),
+//! one test's world of unique labelled resources removed in `Drop` even when
+//! the test fails (`world`), a blocking docker stand-in (`docker_shim`), and
+//! running the real binary and checking what it printed (here).
+//!
+//! These tests need a Docker engine. They never skip: without one they fail
+//! and say so (`cargo test --lib` runs the unit tests alone).
+
+// benches/sbx_bench.rs includes this module for the fixture alone.
+#![allow(dead_code, unused_imports)]
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+mod docker_shim;
+mod fixture;
+mod world;
+
+pub use docker_shim::Shim;
+pub use fixture::{fixture_binary, fixture_image};
+pub use world::{Image, Network, Sandbox, Service, World};
+
+pub const SBX: &str = env!("CARGO_BIN_EXE_sbx");
+
+/// Every test resource carries this label, so a crashed run can be swept
+/// with `docker rm -f $(docker ps -aq --filter label=sbx-test)`.
+pub const TEST_LABEL: &str = "sbx-test";
+
+pub fn docker(args: &[&str]) -> Output {
+    Command::new("docker").args(args).stdin(Stdio::null()).output().expect("spawn docker")
+}
+
+pub fn docker_ok(args: &[&str]) -> String {
+    let out = docker(args);
+    assert!(out.status.success(), "docker {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}{:08x}", rand::random::<u32>())
+}
+
+/// Pack the directory `root` into the tar file `tar`, every entry owned by
+/// root (what `docker import` of an image tree wants).
+pub fn tar_root(root: &Path, tar: &Path) {
+    let st = Command::new("tar")
+        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+        .arg(root)
+        .arg("-cf")
+        .arg(tar)
+        .arg(".")
+        .status()
+        .expect("spawn tar");
+    assert!(st.success(), "tar failed");
+}
+
+/// `levels` directories nested in `dir`, made relative to descriptors (as a
+/// sandbox would), so making them needs no long paths.
+pub fn nest(dir: &Path, levels: usize) {
+    use nix::fcntl::{open, openat, OFlag};
+    use nix::sys::stat::{mkdirat, Mode};
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut fd = open(dir, flags, Mode::empty()).unwrap();
+    for _ in 0..levels {
+        mkdirat(Some(fd), "d", Mode::from_bits_truncate(0o700)).unwrap();
+        let next = openat(Some(fd), "d", flags, Mode::empty()).unwrap();
+        nix::unistd::close(fd).unwrap();
+        fd = next;
+    }
+    nix::unistd::close(fd).unwrap();
+}
+
+/// Run sbx with this world's directories and at most `nofile` open descriptors.
+pub fn sbx_limited(w: &World, args: &[&str], nofile: u64) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(SBX);
+    cmd.args(w.dir_args()).args(args).stdin(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, nofile, nofile)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.output().expect("spawn sbx")
+}
+
+/// Run sbx and report its peak RSS in KiB (wait4's rusage of that child alone).
+// Reaped by wait4, which clippy does not see.
+#[allow(clippy::zombie_processes)]
+pub fn sbx_rss(w: &World, args: &[&str]) -> (Output, i64) {
+    let mut child = Command::new(SBX)
+        .args(w.dir_args())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sbx");
+    // Drain the pipes from threads so sbx never blocks on them.
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut so, &mut v).unwrap();
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut se, &mut v).unwrap();
+        v
+    });
+    let mut status = 0;
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { nix::libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let out = Output {
+        status: std::os::unix::process::ExitStatusExt::from_raw(status),
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    };
+    (out, usage.ru_maxrss)
+}
+
+/// Run git with a fixed identity and default branch; panics on failure.
+pub fn git(args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Talk to `sbx connect` line by line: each answer is read before the next
+/// line goes, nothing half-closed (an interactive client), then EOF.
+/// `answer` says what the sandbox program answers to a line.
+pub fn line_by_line(mut connect: Command, lines: &[&str], answer: impl Fn(&str) -> String) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::mpsc;
+    let mut child = connect.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut to = child.stdin.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let from = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in from.lines() {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    for word in lines {
+        writeln!(to, "{word}").and_then(|()| to.flush()).expect("write a line to sbx connect");
+        match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(Ok(line)) => assert_eq!(line, answer(word)),
+            other => {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!("no answer to {word:?} while the connection stays open: {other:?}; stderr: {}", stderr(&out));
+            }
+        }
+    }
+    drop(to);
+    let out = child.wait_with_output().unwrap();
+    assert_success(&out, "sbx connect, ended by EOF on stdin");
+}
+
+pub fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn assert_exit(out: &Output, code: i32, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: expected exit {code}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// sbx's JSON stdout, or a panic that shows what it printed instead.
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
+}
+
+/// Poll (bounded) until `f` holds; the time it first held.
+pub fn until(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Instant> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return Some(Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// `n` bytes of every value, in no simple pattern.
+pub fn blob(n: usize) -> Vec<u8> {
+    (0..n as u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect()
+}
+
+/// The TTL timing test runs alone; the tests that load the engine hardest
+/// (20 parallel creates, racing destroys, floods, bombs, hogs) run beside
+/// each other but never beside it, so a 2-core machine's docker is not
+/// saturated while a deadline is measured. One lock for the whole live
+/// binary: every suite runs in this one process.
+static ENGINE_LOAD: RwLock<()> = RwLock::new(());
+
+/// Held by a test that loads the engine hard.
+pub fn loading_the_engine() -> RwLockReadGuard<'static, ()> {
+    ENGINE_LOAD.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Held by a test that measures a deadline: no engine-loading test runs meanwhile.
+pub fn engine_alone() -> RwLockWriteGuard<'static, ()> {
+    ENGINE_LOAD.write().unwrap_or_else(|e| e.into_inner())
+}
