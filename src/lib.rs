@@ -1,7 +1,7 @@
 //! sbx: disposable, hardened Docker sandboxes for AI-agent sessions.
 //!
 //! Flow: `cli` (clap) -> `spec` (validated, typed) -> `driver`
-//! (`ContainerDriver`) -> `docker::argv` (pure argv builders) ->
+//! (`Driver`) -> `docker::argv` (pure argv builders) ->
 //! `docker::DockerExec` (real CLI, or the recording fake in tests).
 //! The container's labels are the only state (`record`).
 
@@ -205,7 +205,7 @@ pub fn real_docker(env: &Env) -> docker::RealDocker {
 }
 
 /// The production driver: the real docker CLI and the process's signals.
-pub fn real_driver(env: &Env, dirs: &Dirs) -> sandbox::ContainerDriver {
+pub fn real_driver(env: &Env, dirs: &Dirs) -> sandbox::Driver {
     let euid = nix::unistd::geteuid().as_raw();
     let roots = host::socket::RootChoice {
         explicit: dirs.socket_dir.clone(),
@@ -219,8 +219,7 @@ pub fn real_driver(env: &Env, dirs: &Dirs) -> sandbox::ContainerDriver {
         home: env.home.clone(),
         euid,
     };
-    sandbox::ContainerDriver::new(Arc::new(real_docker(env)), roots, states)
-        .with_interrupts(Arc::new(host::interrupt::pending))
+    sandbox::Driver::new(Arc::new(real_docker(env)), roots, states).with_interrupts(Arc::new(host::interrupt::pending))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::checks::probe::Report;
 use crate::docker::{parse, DockerExec};
 use crate::error::{Error, Result};
 use crate::host::socket;
-use crate::sandbox::ContainerDriver;
+use crate::sandbox::Driver;
 use crate::spec::{ImageRef, Route, SandboxSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -83,7 +83,7 @@ pub fn engine_dns_check(version: &str) -> Check {
 }
 
 pub struct Doctor<'a> {
-    pub driver: &'a ContainerDriver,
+    pub driver: &'a Driver,
     pub exec: &'a dyn DockerExec,
     /// The sbx executable to pack into the probe image.
     pub exe: &'a Path,
@@ -207,7 +207,7 @@ impl Doctor<'_> {
             Err(e) => checks.push(check("sockets", Status::Fail, e.to_string(), e.hint())),
         }
         match self.driver.state() {
-            Ok((st, _)) => {
+            Ok(crate::sandbox::HostState { state: st, .. }) => {
                 checks.push(check("state", Status::Ok, format!("{} (ownership key, TTLs)", st.dir.display()), None))
             }
             Err(e) => checks.push(check(

@@ -6,7 +6,7 @@ use crate::{Dirs, Env};
 
 pub fn exec(id: &str, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     let id = parse_id(id)?;
-    let report = crate::real_driver(env, dirs).audit(&id)?;
+    let report = crate::checks::audit::of_sandbox(&crate::real_driver(env, dirs), &id)?;
     if json {
         super::json_line(&report)?;
     } else {

@@ -69,7 +69,7 @@ pub fn dispatch(cli: Cli, env: &Env) -> Result<u8> {
 
 /// Prove `id` is a sandbox of this host before touching it (issue 9
 /// finding 9); returns the full container id to give docker.
-pub(crate) fn owned(driver: &crate::sandbox::ContainerDriver, id: &str) -> Result<String> {
+pub(crate) fn owned(driver: &crate::sandbox::Driver, id: &str) -> Result<String> {
     driver.owned(id)
 }
 
