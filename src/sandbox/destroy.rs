@@ -2,7 +2,7 @@
 //! directories and state, and with `--purge` their session volumes.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -12,12 +12,49 @@ use super::{is_timeout, Driver, NOT_TRIED};
 use crate::docker::{argv, parse, status_error};
 use crate::error::{Error, Result};
 use crate::host::socket;
+use crate::host::state::SandboxRecord;
 use crate::model::record::{self, RawContainer};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Destroyed {
     pub removed: Vec<String>,
     pub already_gone: Vec<String>,
+}
+
+/// One sandbox to remove, and what goes with it, as its record or its
+/// inspect says.
+struct Target {
+    id: String,
+    /// What `docker rm` is given: the container id from the record (a
+    /// container later given the same name is never touched), else the name.
+    container: String,
+    private: Vec<(String, String)>,
+    socket_dir: Option<PathBuf>,
+    /// (volume, session) of a persistent session.
+    volume: Option<(String, String)>,
+}
+
+impl Target {
+    fn recorded(id: String, r: SandboxRecord) -> Self {
+        Target {
+            id,
+            container: r.container,
+            private: r.private,
+            socket_dir: Some(r.socket_dir),
+            volume: r.volume.zip(r.session),
+        }
+    }
+
+    fn inspected(raw: &RawContainer) -> Self {
+        let label = |k: &str| raw.labels.get(k).cloned();
+        Target {
+            id: raw.name.clone(),
+            container: raw.name.clone(),
+            private: private_of(raw),
+            socket_dir: raw.labels.get(record::SOCKET).and_then(|s| Path::new(s).parent()).map(Path::to_path_buf),
+            volume: label(record::VOLUME).zip(label(record::SESSION)),
+        }
+    }
 }
 
 impl Driver {
@@ -31,89 +68,45 @@ impl Driver {
     pub fn destroy_purging(&self, ids: &[String], purge: bool) -> Result<Destroyed> {
         let mut ids: Vec<String> = ids.to_vec();
         ids.dedup();
-        // Sandboxes this host recorded go in one `docker rm` by container id;
-        // the rest are inspected first to prove they are sbx's.
+        // Sandboxes this host recorded are removed by container id with no
+        // docker call before; the rest are inspected first to prove they are sbx's.
         let state = &self.state()?.state;
-        let (recorded, ids): (Vec<_>, Vec<_>) =
-            ids.into_iter().map(|id| (state.record(&id), id)).partition(|(r, _)| r.is_some());
-        let ids: Vec<String> = ids.into_iter().map(|(_, id)| id).collect();
-        let mut removed = Vec::new();
-        let mut failure = None;
-        if !recorded.is_empty() {
-            let cids: Vec<String> =
-                recorded.iter().filter_map(|(r, _)| r.as_ref().map(|r| r.container.clone())).collect();
-            // Paced (issue 10); what a failed batch held stays recorded.
-            let failed = self.remove_paced(&cids);
-            let kept: BTreeSet<String> = failed.iter().flat_map(|(b, _)| b.iter().cloned()).collect();
-            // Named by sandbox id, not container id, in what the user reads.
-            let name = |cid: &String| {
-                recorded.iter().find(|(r, _)| r.as_ref().is_some_and(|r| r.container == *cid)).map(|(_, id)| id.clone())
-            };
-            failure =
-                first_failure(failed.into_iter().map(|(b, e)| (b.iter().filter_map(name).collect(), e)).collect());
-            for (r, id) in &recorded {
-                let Some(r) = r else { continue };
-                if kept.contains(&r.container) {
-                    continue;
-                }
-                self.remove_private(&r.private)?;
-                socket::remove_dir(&r.socket_dir, id)?;
-                if purge {
-                    if let (Some(vol), Some(session)) = (&r.volume, &r.session) {
-                        self.purge_volume(vol, session)?;
-                    }
-                }
-                state.forget(id);
-                removed.push(id.clone());
+        let mut recorded = Vec::new();
+        let mut rest = Vec::new();
+        for id in ids {
+            match state.record(&id) {
+                Some(r) => recorded.push(Target::recorded(id, r)),
+                None => rest.push(id),
             }
         }
+        let (removed, failure) = self.remove_targets(recorded, purge)?;
         if let Some(e) = failure {
             // The rest still goes; the first failure is the answer.
-            if !ids.is_empty() {
-                if let Err(more) = self.destroy_inspected(&ids, purge) {
-                    eprintln!("sbx: warning: {more}");
+            if !rest.is_empty() {
+                if let Err(more) = self.destroy_inspected(rest, purge) {
+                    self.warn("not_removed", &more.to_string());
                 }
             }
             return Err(e);
         }
-        if ids.is_empty() {
+        if rest.is_empty() {
             return Ok(Destroyed { removed, already_gone: Vec::new() });
         }
-        let mut rest = self.destroy_inspected(&ids, purge)?;
-        rest.removed.splice(0..0, removed);
-        Ok(rest)
+        let mut done = self.destroy_inspected(rest, purge)?;
+        done.removed.splice(0..0, removed);
+        Ok(done)
     }
 
-    fn destroy_inspected(&self, ids: &[String], purge: bool) -> Result<Destroyed> {
-        let ids = ids.to_vec();
+    fn destroy_inspected(&self, ids: Vec<String>, purge: bool) -> Result<Destroyed> {
         let raws = self.inspect_many(&ids)?;
-        let present: Vec<String> = raws.iter().map(|r| r.name.clone()).collect();
-        // Paced (issue 10); a sandbox of a failed batch keeps its directory,
-        // networks and state, and the first failure is returned at the end.
-        let failed = self.remove_paced(&present);
-        let kept: BTreeSet<String> = failed.iter().flat_map(|(b, _)| b.iter().cloned()).collect();
-        let failure = first_failure(failed);
-        let raws: Vec<RawContainer> = raws.into_iter().filter(|r| !kept.contains(&r.name)).collect();
-        let private: Vec<(String, String)> = raws.iter().flat_map(private_of).collect();
-        self.remove_private(&private)?;
-        for r in &raws {
-            if let Some(dir) = r.labels.get(record::SOCKET).and_then(|s| Path::new(s).parent()) {
-                socket::remove_dir(dir, &r.name)?;
-            }
-        }
-        let state = &self.state()?.state;
-        for id in ids.iter().filter(|id| !kept.contains(*id)) {
-            state.forget(id);
-        }
-        if purge {
-            for r in &raws {
-                if let (Some(vol), Some(session)) = (r.labels.get(record::VOLUME), r.labels.get(record::SESSION)) {
-                    self.purge_volume(vol, session)?;
-                }
-            }
-        }
-        let already_gone: Vec<String> = ids.iter().filter(|i| !present.contains(i)).cloned().collect();
+        let (removed, failure) = self.remove_targets(raws.iter().map(Target::inspected).collect(), purge)?;
+        let present: Vec<&String> = raws.iter().map(|r| &r.name).collect();
+        let already_gone: Vec<String> = ids.into_iter().filter(|i| !present.contains(&i)).collect();
         if !already_gone.is_empty() {
+            let state = &self.state()?.state;
+            for id in &already_gone {
+                state.forget(id);
+            }
             // A create killed before its container existed may have left the
             // directory under the root this environment resolves to.
             if let Ok(root) = self.roots.resolve() {
@@ -125,7 +118,43 @@ impl Driver {
         if let Some(e) = failure {
             return Err(e);
         }
-        Ok(Destroyed { removed: present, already_gone })
+        Ok(Destroyed { removed, already_gone })
+    }
+
+    /// Remove the targets' containers in paced batches (issue 10), then what
+    /// goes with each removed one: private networks, socket directory, with
+    /// `purge` its session's volume, and its state. A sandbox of a failed
+    /// batch keeps all of it. Returns the ids removed and the first removal
+    /// failure (the rest were still tried); Err when a cleanup step fails.
+    fn remove_targets(&self, targets: Vec<Target>, purge: bool) -> Result<(Vec<String>, Option<Error>)> {
+        if targets.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let containers: Vec<String> = targets.iter().map(|t| t.container.clone()).collect();
+        let failed = self.remove_paced(&containers);
+        let kept: BTreeSet<String> = failed.iter().flat_map(|(b, _)| b.iter().cloned()).collect();
+        // Named by sandbox id, not container id, in what the user reads.
+        let name = |c: &String| targets.iter().find(|t| t.container == *c).map(|t| t.id.clone());
+        let failure =
+            self.first_failure(failed.into_iter().map(|(b, e)| (b.iter().filter_map(name).collect(), e)).collect());
+        let gone: Vec<Target> = targets.into_iter().filter(|t| !kept.contains(&t.container)).collect();
+        let private: Vec<(String, String)> = gone.iter().flat_map(|t| t.private.iter().cloned()).collect();
+        self.remove_private(&private)?;
+        for t in &gone {
+            if let Some(dir) = &t.socket_dir {
+                socket::remove_dir(dir, &t.id)?;
+            }
+        }
+        if purge {
+            for (volume, session) in gone.iter().filter_map(|t| t.volume.as_ref()) {
+                self.purge_volume(volume, session)?;
+            }
+        }
+        let state = &self.state()?.state;
+        for t in &gone {
+            state.forget(&t.id);
+        }
+        Ok((gone.into_iter().map(|t| t.id).collect(), failure))
     }
 
     /// [`remove_tolerant`](Self::remove_tolerant) in paced batches (issue 10:
@@ -180,20 +209,21 @@ impl Driver {
         }
         Ok(())
     }
-}
 
-/// The error to answer with after paced removals: the first failed batch's
-/// (its kind and hint stay, e.g. `engine_timeout`), after a warning naming
-/// the sandboxes of every other batch left in place.
-fn first_failure(failed: Vec<(Vec<String>, Option<Error>)>) -> Option<Error> {
-    let mut first: Option<Error> = None;
-    let mut left = Vec::new();
-    for (ids, e) in failed {
-        left.extend(ids);
-        first = first.or(e);
+    /// The error to answer with after paced removals: the first failed batch's
+    /// (its kind and hint stay, e.g. `engine_timeout`), after a warning naming
+    /// the sandboxes of every other batch left in place.
+    fn first_failure(&self, failed: Vec<(Vec<String>, Option<Error>)>) -> Option<Error> {
+        let mut first: Option<Error> = None;
+        let mut left = Vec::new();
+        for (ids, e) in failed {
+            left.extend(ids);
+            first = first.or(e);
+        }
+        if !left.is_empty() {
+            let msg = format!("not removed: {}; `sbx destroy` them again once the engine answers", left.join(" "));
+            self.warn("not_removed", &msg);
+        }
+        first.or_else(|| (!left.is_empty()).then(|| Error::io("removing sandboxes", std::io::Error::other(NOT_TRIED))))
     }
-    if !left.is_empty() {
-        eprintln!("sbx: warning: not removed: {}; `sbx destroy` them again once the engine answers", left.join(" "));
-    }
-    first.or_else(|| (!left.is_empty()).then(|| Error::io("removing sandboxes", std::io::Error::other(NOT_TRIED))))
 }
