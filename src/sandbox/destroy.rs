@@ -183,17 +183,9 @@ impl Driver {
         if out.status == 0 {
             return Ok(());
         }
-        let stderr = out.stderr_str();
-        let mut racing = Vec::new();
-        for line in stderr.lines().filter(|l| !parse::is_trailer(l)) {
-            if parse::no_such_container(line) {
-                continue;
-            }
-            match ids.iter().find(|id| parse::removal_in_progress(line, id)) {
-                Some(id) => racing.push(id.clone()),
-                None => return Err(status_error(&args, &out).into()),
-            }
-        }
+        let Some(mut racing) = parse::removal_races(&out.stderr_str(), ids) else {
+            return Err(status_error(&args, &out).into());
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         while !racing.is_empty() {
             if Instant::now() > deadline {

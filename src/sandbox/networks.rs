@@ -37,8 +37,7 @@ impl Driver {
         let remove = |batch: &[String]| -> Result<()> {
             let args = argv::network_remove(batch);
             let out = self.exec.run(&args)?;
-            let real = out.stderr_str().lines().any(|l| !parse::is_trailer(l) && !parse::no_such_network(l));
-            if out.status != 0 && real {
+            if out.status != 0 && parse::network_rm_failed(&out.stderr_str()) {
                 return Err(status_error(&args, &out).into());
             }
             Ok(())

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::networks::private_of;
 use super::Driver;
-use crate::docker::{argv, status_error};
+use crate::docker::{argv, parse, status_error};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -34,7 +34,7 @@ impl Driver {
             let args = argv::network_disconnect(&network, id);
             let out = self.exec.run(&args)?;
             if out.status != 0 {
-                if out.stderr_str().contains("is not connected") {
+                if parse::not_connected(&out.stderr_str()) {
                     already = true;
                 } else {
                     return Err(status_error(&args, &out).into());

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::{Driver, HostState};
-use crate::docker::run_ok;
-use crate::docker::status_error;
+use crate::docker::parse::{self, SessionVolume, VolumeUser};
+use crate::docker::{run_ok, status_error};
 use crate::error::{Error, Result};
 use crate::host::socket;
 use crate::host::state::{self, State};
@@ -22,10 +22,7 @@ impl Driver {
         let state = &self.state()?.state;
         let args = crate::host::persist::remove_argv(volume);
         let out = self.exec.run(&args)?;
-        if out.status != 0
-            && !out.stderr_str().contains("No such volume")
-            && !out.stderr_str().contains("no such volume")
-        {
+        if out.status != 0 && !parse::no_such_volume(&out.stderr_str()) {
             return Err(status_error(&args, &out).into());
         }
         remove_session_state(state, session)
@@ -40,17 +37,14 @@ impl Driver {
         let name = crate::host::persist::volume_name(session);
         let _lock = crate::host::persist::lock(&state.dir, session)?;
         let users = run_ok(&*self.exec, &crate::host::persist::users_argv(Some(&name)))?;
-        if let Some((user, _)) =
-            users.stdout_str().lines().filter_map(|l| serde_json::from_str::<(String, String)>(l).ok()).next()
-        {
-            return Err(Error::VolumeInUse { session: session.to_string(), id: user });
+        if let Some(user) = parse::rows::<VolumeUser>(&users.stdout_str()).into_iter().next() {
+            return Err(Error::VolumeInUse { session: session.to_string(), id: user.container });
         }
         let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
-        let listed: Vec<(String, String, String)> =
-            out.stdout_str().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let listed: Vec<SessionVolume> = parse::rows(&out.stdout_str());
         let dir = crate::host::persist::host_dir(&state.dir, session);
-        match listed.iter().find(|(n, _, _)| *n == name) {
-            Some((_, _, owner)) if *owner != state::owner_token(key, &name) => {
+        match listed.iter().find(|v| v.name == name) {
+            Some(v) if v.owner != state::owner_token(key, &name) => {
                 return Err(Error::Foreign { id: name });
             }
             Some(_) => self.purge_volume_locked(&name, session)?,
@@ -65,17 +59,14 @@ impl Driver {
         let HostState { state, key } = self.state()?;
         let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
         let users = run_ok(&*self.exec, &crate::host::persist::users_argv(None))?;
-        let users: Vec<(String, String)> =
-            users.stdout_str().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-        Ok(out
-            .stdout_str()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<(String, String, String)>(l).ok())
-            .filter(|(name, _, owner)| *owner == state::owner_token(key, name))
-            .map(|(name, session, _)| {
+        let users: Vec<VolumeUser> = parse::rows(&users.stdout_str());
+        Ok(parse::rows::<SessionVolume>(&out.stdout_str())
+            .into_iter()
+            .filter(|v| v.owner == state::owner_token(key, &v.name))
+            .map(|SessionVolume { name, session, .. }| {
                 let dir = crate::host::persist::host_dir(&state.dir, &session);
                 crate::host::persist::VolumeInfo {
-                    in_use_by: users.iter().filter(|(_, v)| *v == name).map(|(c, _)| c.clone()).collect(),
+                    in_use_by: users.iter().filter(|u| u.volume == name).map(|u| u.container.clone()).collect(),
                     bytes: crate::host::persist::du(&dir),
                     path: dir.display().to_string(),
                     name,

@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::super::{unique, Driver};
-use crate::docker::{argv, parse, run_ok};
+use crate::docker::parse::{self, MainState};
+use crate::docker::{argv, run_ok};
 use crate::error::{DockerError, Error, Result};
 use crate::host::socket;
 
@@ -41,9 +42,7 @@ impl Driver {
         let nets = unique(plan.networks.iter().map(|(_, n)| n.clone()));
         // The image was seen before (its user is cached) but may be gone since.
         let missing = |e: DockerError| match &e {
-            DockerError::Status { stderr, .. }
-                if stderr.contains("Unable to find image") || parse::no_such_image(stderr) =>
-            {
+            DockerError::Status { stderr, .. } if parse::image_missing_at_run(stderr) => {
                 Error::ImageMissing { image: plan.spec.image.as_str().to_string() }
             }
             _ => e.into(),
@@ -115,19 +114,14 @@ impl Driver {
     fn main_process(&self, plan: &argv::RunPlan) -> Result<MainProcess> {
         let args = argv::running_pid(plan.id);
         let out = run_ok(&*self.exec, &args)?;
-        let text = out.stdout_str();
-        let mut words = text.split_whitespace();
-        let (pid, status, code) = (words.next().and_then(|p| p.parse::<i32>().ok()), words.next(), words.next());
-        match (pid, status) {
-            (Some(pid), Some("running")) if pid > 0 => Ok(MainProcess::Running(pid)),
-            (_, Some(s)) if s != "running" && s != "created" => Ok(MainProcess::Exited(Error::DiedAtBoot {
-                id: plan.id.to_string(),
-                code: code.and_then(|c| c.parse().ok()).unwrap_or(-1),
-                logs: self.logs(plan.id),
-            })),
-            _ => Err(DockerError::Parse {
+        match parse::main_state(&out.stdout_str()) {
+            MainState::Running(pid) => Ok(MainProcess::Running(pid)),
+            MainState::Stopped(code) => {
+                Ok(MainProcess::Exited(Error::DiedAtBoot { id: plan.id.to_string(), code, logs: self.logs(plan.id) }))
+            }
+            MainState::Unknown => Err(DockerError::Parse {
                 command: crate::docker::render(&args),
-                reason: format!("expected `PID STATUS EXITCODE`, got {:?}", text.trim()),
+                reason: format!("expected `PID STATUS EXITCODE`, got {:?}", out.stdout_str().trim()),
             }
             .into()),
         }
@@ -155,14 +149,8 @@ impl Driver {
             }
             if started.elapsed() >= next_check {
                 next_check += Duration::from_millis(500);
-                let out = self.exec.run(&argv::state(plan.id))?;
-                let text = out.stdout_str();
-                let mut words = text.split_whitespace();
-                if let (Some(status), Some(code)) = (words.next(), words.next()) {
-                    if status != "running" && status != "created" {
-                        let code = code.parse().unwrap_or(-1);
-                        return Err(Error::DiedAtBoot { id: plan.id.to_string(), code, logs: self.logs(plan.id) });
-                    }
+                if let Some(e) = self.died_at_boot(plan.id)? {
+                    return Err(e);
                 }
             }
             if started.elapsed() >= plan.spec.socket_wait {
@@ -197,22 +185,7 @@ impl Driver {
             if out.status == 0 {
                 return Ok(());
             }
-            let died = || -> Result<Option<Error>> {
-                let out = self.exec.run(&argv::state(plan.id))?;
-                let text = out.stdout_str();
-                let mut words = text.split_whitespace();
-                Ok(match (words.next(), words.next()) {
-                    (Some(status), Some(code)) if status != "running" && status != "created" => {
-                        Some(Error::DiedAtBoot {
-                            id: plan.id.to_string(),
-                            code: code.parse().unwrap_or(-1),
-                            logs: self.logs(plan.id),
-                        })
-                    }
-                    _ => None,
-                })
-            };
-            if let Some(e) = died()? {
+            if let Some(e) = self.died_at_boot(plan.id)? {
                 return Err(e);
             }
             if out.status != HELPER_NO_SOCKET {
@@ -227,6 +200,16 @@ impl Driver {
                 });
             }
         }
+    }
+
+    /// The boot crash, with its logs, once the container stopped; one `docker container inspect`.
+    fn died_at_boot(&self, id: &str) -> Result<Option<Error>> {
+        let out = self.exec.run(&argv::state(id))?;
+        Ok(parse::stopped(&out.stdout_str()).map(|code| Error::DiedAtBoot {
+            id: id.to_string(),
+            code,
+            logs: self.logs(id),
+        }))
     }
 
     fn logs(&self, id: &str) -> String {

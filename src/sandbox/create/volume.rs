@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::super::Driver;
+use crate::docker::parse::{self, VolumeUser};
 use crate::docker::run_ok;
 use crate::error::{Error, Result};
 use crate::host::state::{self, State};
@@ -30,8 +31,8 @@ impl Driver {
         let lock = crate::host::persist::lock(&state.dir, session)?;
         let volume = crate::host::persist::volume_name(session);
         let out = run_ok(&*self.exec, &crate::host::persist::users_argv(Some(&volume)))?;
-        if let Some(user_of) = out.stdout_str().lines().find_map(|l| serde_json::from_str::<(String, String)>(l).ok()) {
-            return Err(Error::VolumeInUse { session: session.to_string(), id: user_of.0 });
+        if let Some(user) = parse::rows::<VolumeUser>(&out.stdout_str()).into_iter().next() {
+            return Err(Error::VolumeInUse { session: session.to_string(), id: user.container });
         }
         let dir = crate::host::persist::host_dir(&state.dir, session);
         let fresh = crate::host::persist::prepare_dir(&dir, user.uid, user.gid)?;

@@ -12,7 +12,8 @@ use serde::Serialize;
 
 use super::volumes::remove_session_state;
 use super::{is_timeout, Driver, HostState, NOT_TRIED};
-use crate::docker::{argv, parse, run_ok, status_error};
+use crate::docker::parse::{self, PrivateNetwork, SessionVolume};
+use crate::docker::{argv, run_ok, status_error};
 use crate::error::{Error, Result};
 use crate::host::socket;
 use crate::host::state::{self, ProcId, State};
@@ -55,12 +56,10 @@ impl Driver {
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
         let out = run_ok(&*self.exec, &argv::private_networks())?;
-        let private_networks: Vec<(String, String, String)> = out
-            .stdout_str()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<(String, String, String, String)>(l.trim()).ok())
-            .filter(|(_, id, _, owner)| *owner == state::owner_token(key, id))
-            .map(|(n, id, svc, _)| (n, id, svc))
+        let private_networks: Vec<(String, String, String)> = parse::rows::<PrivateNetwork>(&out.stdout_str())
+            .into_iter()
+            .filter(|n| n.owner == state::owner_token(key, &n.sandbox))
+            .map(|n| (n.name, n.sandbox, n.service))
             .collect();
         let out = run_ok(&*self.exec, &argv::list())?;
         let owned: Vec<RawContainer> =
@@ -200,12 +199,10 @@ impl Driver {
         }
         sessions.values_mut().for_each(|paths| paths.sort());
         let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
-        let volumes: Vec<String> = out
-            .stdout_str()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<(String, String, String)>(l).ok())
-            .filter(|(n, _, owner)| *owner == state::owner_token(key, n))
-            .map(|(n, _, _)| n)
+        let volumes: Vec<String> = parse::rows::<SessionVolume>(&out.stdout_str())
+            .into_iter()
+            .filter(|v| v.owner == state::owner_token(key, &v.name))
+            .map(|v| v.name)
             .collect();
         Ok(sessions.into_iter().filter(|(s, _)| !volumes.contains(&crate::host::persist::volume_name(s))).collect())
     }
