@@ -208,3 +208,45 @@ fn too_long_socket_path_is_refused_before_docker() {
     assert!(err.hint().unwrap().contains("shorter --socket-dir"));
     assert!(rig.fake.calls().is_empty());
 }
+
+/// `create --json` prints `Created`: its bytes are part of the CLI.
+fn created_json(c: &Created) -> String {
+    serde_json::to_string(c).unwrap()
+}
+
+const CREATED_JSON: &str = concat!(
+    r#"{"id":"sbx-00000000000f","session":"s1","image":"img@sha256:00","tier":1,"#,
+    r#""socket":"/run/u/sbx-00000000000f/sandbox.sock","channel":"direct","#,
+    r#""routes":{"inference":"sbx-proxy","tools":"sbx-proxy"},"created_at":"2026-01-02T03:04:05Z","#,
+    r#""user":"1000:1000","expires_at":"2026-01-02T03:34:05.000Z","#,
+    r#""gaps":[{"routes":["inference","tools"],"network":"sbx-proxy","property":"shared","#,
+    r#""detail":"d","fix":"f"}],"warnings":["w"]}"#
+);
+
+#[test]
+fn created_json_is_byte_for_byte_the_cli_output() {
+    let c = Created {
+        id: ID.into(),
+        session: "s1".into(),
+        image: "img@sha256:00".into(),
+        tier: 1,
+        socket: format!("/run/u/{ID}/sandbox.sock"),
+        channel: crate::host::channel::Kind::Direct,
+        routes: [("inference", "sbx-proxy"), ("tools", "sbx-proxy")]
+            .map(|(k, n)| (k.to_string(), n.to_string()))
+            .into(),
+        created_at: "2026-01-02T03:04:05Z".into(),
+        user: "1000:1000".into(),
+        expires_at: Some("2026-01-02T03:34:05.000Z".into()),
+        socket_dir: PathBuf::from(format!("/run/u/{ID}")),
+        gaps: vec![crate::checks::boundary::Gap {
+            routes: vec!["inference".into(), "tools".into()],
+            network: "sbx-proxy".into(),
+            property: "shared",
+            detail: "d".into(),
+            fix: "f".into(),
+        }],
+        warnings: vec!["w".into()],
+    };
+    assert_eq!(created_json(&c), CREATED_JSON);
+}
