@@ -34,9 +34,9 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     // From here on a signal must not kill sbx before it has cleaned up.
     interrupt::install();
     let created = crate::real_driver(env, dirs).create(&spec)?;
-    if created.expires_at.is_some() {
+    if created.record.expires_at.is_some() {
         if let Err(e) =
-            super::watchdog::spawn(&created.id, &created.socket_dir.join(crate::host::socket::SOCKET_NAME), dirs)
+            super::watchdog::spawn(&created.record.id, &created.socket_dir.join(crate::host::socket::SOCKET_NAME), dirs)
         {
             // The sandbox stands; `sbx gc` still reaps it once expired.
             crate::messages::warn(
@@ -54,6 +54,6 @@ pub fn exec(a: CreateArgs, json: bool, env: &Env, dirs: &Dirs) -> Result<()> {
     if json {
         super::json_line(&created)
     } else {
-        super::out(&format!("{}\n", created.id))
+        super::out(&format!("{}\n", created.record.id))
     }
 }

@@ -13,38 +13,68 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::{Driver, HostState};
+use super::{unique, Driver, HostState};
 use crate::checks::boundary::{self, Gap};
 use crate::docker::{argv, parse, status_error, Output};
 use crate::error::{DockerError, Error, Result};
 use crate::host::socket;
 use crate::host::state::{self, ProcId};
+use crate::model::record::{RawContainer, Record};
 use crate::spec::{SandboxSpec, UserSpec, NOBODY};
 use rollback::Rollback;
 
-/// What `create` made.
-#[derive(Debug, Clone, Serialize)]
+/// What `create` made: the sandbox's record, read from the labels it was
+/// given (what `inspect` reports of it), and what only create knows.
+#[derive(Debug, Clone)]
 pub struct Created {
-    pub id: String,
-    pub session: String,
-    pub image: String,
-    pub tier: u8,
-    pub socket: String,
-    /// `direct` or `exec` (relayed; see `channel`).
-    pub channel: crate::host::channel::Kind,
-    pub routes: BTreeMap<String, String>,
-    pub created_at: String,
-    pub user: String,
-    pub expires_at: Option<String>,
+    pub record: Record,
     /// The sandbox's directory on the host (its socket's, when direct):
     /// the TTL watchdog ends when it is gone.
-    #[serde(skip)]
     pub socket_dir: PathBuf,
     /// What the routes reach beyond their targets (empty at tier 2), each
     /// with the command that closes it.
     pub gaps: Vec<Gap>,
     /// Everything said on stderr as a warning.
     pub warnings: Vec<String>,
+}
+
+/// `create --json`: the record's identity, then what create adds (gaps and
+/// warnings); the state and runtime fields of a `Record` are left out.
+impl Serialize for Created {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            id: &'a str,
+            session: &'a str,
+            image: &'a str,
+            tier: u8,
+            socket: &'a str,
+            /// `direct` or `exec` (relayed; see `channel`).
+            channel: crate::host::channel::Kind,
+            routes: &'a BTreeMap<String, String>,
+            created_at: &'a str,
+            user: &'a str,
+            expires_at: &'a Option<String>,
+            gaps: &'a [Gap],
+            warnings: &'a [String],
+        }
+        let r = &self.record;
+        Json {
+            id: &r.id,
+            session: &r.session,
+            image: &r.image,
+            tier: r.tier,
+            socket: &r.socket,
+            channel: r.channel,
+            routes: &r.routes,
+            created_at: &r.created_at,
+            user: &r.user,
+            expires_at: &r.expires_at,
+            gaps: &self.gaps,
+            warnings: &self.warnings,
+        }
+        .serialize(s)
+    }
 }
 
 impl Driver {
@@ -170,6 +200,19 @@ impl Driver {
         // The container's token covers every sbx label it gets (finding 5).
         let sealed = state::record_token(key, &id, &unsealed.labels().into_iter().collect());
         let plan = argv::RunPlan { owner: &sealed, ..unsealed };
+        // What `inspect` will read back: the sandbox is on its route
+        // networks, or on `none` without routes.
+        let mut attached = unique(routes.networks.iter().map(|(_, n)| n.clone()));
+        if attached.is_empty() {
+            attached.push("none".into());
+        }
+        let raw = RawContainer {
+            name: id.clone(),
+            state: "running".into(),
+            networks: attached,
+            labels: plan.labels().into_iter().collect(),
+            full: serde_json::Value::Null,
+        };
         self.make_private(&id, &owner, &routes.private)?;
         let cid = self.start_and_wait(&plan)?;
         self.run_setup(&id, &spec.setup)?;
@@ -185,24 +228,7 @@ impl Driver {
             self.warn("sandbox_record", &format!("could not write the sandbox record: {e}"));
         }
         undo.commit();
-        Ok(Created {
-            session: spec.session.clone().unwrap_or_else(|| id.clone()),
-            socket_dir: root.join(&id),
-            id,
-            image: spec.image.as_str().to_string(),
-            tier,
-            socket: match channel {
-                crate::host::channel::Kind::Direct => sock.display().to_string(),
-                crate::host::channel::Kind::Exec => argv::SANDBOX_SOCKET.to_string(),
-            },
-            channel,
-            routes: routes.networks.iter().cloned().collect(),
-            created_at,
-            user: format!("{}:{}", user.uid, user.gid),
-            expires_at,
-            gaps,
-            warnings,
-        })
+        Ok(Created { record: raw.record(expires, now), socket_dir: root.join(&id), gaps, warnings })
     }
 
     fn image_user(&self, image: &str, out: Output) -> Result<parse::ImageConfig> {

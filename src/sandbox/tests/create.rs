@@ -22,8 +22,8 @@ fn create_without_routes_is_three_calls() {
         calls[0],
         ["image", "inspect", "--format", "[{{json .Config.User}},{{json .Config.Labels}}]", "--", IMG]
     );
-    assert_eq!((c.id.as_str(), c.tier, c.user.as_str()), (ID, 2, "65534:65534"));
-    assert_eq!(c.socket, rig.sock_dir().join("sandbox.sock").display().to_string());
+    assert_eq!((c.record.id.as_str(), c.record.tier, c.record.user.as_str()), (ID, 2, "65534:65534"));
+    assert_eq!(c.record.socket, rig.sock_dir().join("sandbox.sock").display().to_string());
     assert!(c.warnings.is_empty());
     let run = &calls[1];
     assert!(run.windows(2).any(|w| w[0] == "--network" && w[1] == "none"));
@@ -52,10 +52,10 @@ fn create_with_routes_attaches_the_rest_before_start() {
         calls[2].windows(2).any(|w| w[0] == "--dns" && w[1] == "127.0.0.1"),
         "internal routes get the contained resolver"
     );
-    assert_eq!(c.routes.len(), 3);
+    assert_eq!(c.record.routes.len(), 3);
     // Shared operator networks: the sandbox is not alone on them, and
     // sbx-tools still has a host address. Tier 1, and each gap said.
-    assert_eq!(c.tier, 1);
+    assert_eq!(c.record.tier, 1);
     let gaps: Vec<(&str, &str)> = c.gaps.iter().map(|g| (g.network.as_str(), g.property)).collect();
     assert_eq!(gaps, [("sbx-proxy", "shared"), ("sbx-tools", "host"), ("sbx-tools", "shared")]);
     assert_eq!(c.gaps[0].routes, ["inference", "more"]);
@@ -90,7 +90,7 @@ fn open_network_lowers_the_tier_or_is_refused_when_strict() {
     rig.fake.push(Output::ok(&net_line("sbx-proxy", false, false)));
     rig.starts_and_binds();
     let c = rig.driver().create(&spec(routes(&["a:proxy:1"]))).unwrap();
-    assert_eq!(c.tier, 1);
+    assert_eq!(c.record.tier, 1);
     assert!(c.warnings[0].contains("sbx-proxy is not internal"));
     let run = &rig.fake.calls()[2];
     assert!(run.contains(&"SBX_SANDBOX_TIER=1".to_string()) && run.contains(&"sbx.tier=1".to_string()));
@@ -225,7 +225,7 @@ const CREATED_JSON: &str = concat!(
 
 #[test]
 fn created_json_is_byte_for_byte_the_cli_output() {
-    let c = Created {
+    let record = record::Record {
         id: ID.into(),
         session: "s1".into(),
         image: "img@sha256:00".into(),
@@ -238,6 +238,19 @@ fn created_json_is_byte_for_byte_the_cli_output() {
         created_at: "2026-01-02T03:04:05Z".into(),
         user: "1000:1000".into(),
         expires_at: Some("2026-01-02T03:34:05.000Z".into()),
+        // What `inspect` adds: none of it is create's output.
+        state: "running".into(),
+        time_left: Some("29m 59s".into()),
+        expired: false,
+        exit_code: None,
+        oom_killed: false,
+        reason: None,
+        targets: Default::default(),
+        networks: vec![record::AttachedNetwork { name: "sbx-proxy".into(), by_sbx: true }],
+        gaps: vec!["not create's".into()],
+    };
+    let c = Created {
+        record,
         socket_dir: PathBuf::from(format!("/run/u/{ID}")),
         gaps: vec![crate::checks::boundary::Gap {
             routes: vec!["inference".into(), "tools".into()],
@@ -249,4 +262,30 @@ fn created_json_is_byte_for_byte_the_cli_output() {
         warnings: vec!["w".into()],
     };
     assert_eq!(created_json(&c), CREATED_JSON);
+}
+
+/// Created's record is read from the labels the sandbox was given, so it
+/// says what create decided (and what `inspect` will read back).
+#[test]
+fn created_reports_what_create_decided() {
+    let rig = Rig::new();
+    rig.image("1000");
+    rig.fake.push(Output::ok(&net_line("sbx-proxy", true, true)));
+    rig.starts_and_binds();
+    let req = CreateRequest { ttl: Some("30m".into()), ..routes(&["inference:proxy:8080"]) };
+    let c = rig.driver().create(&spec(req)).unwrap();
+    let r = &c.record;
+    assert_eq!((r.id.as_str(), r.session.as_str(), r.image.as_str()), (ID, ID, IMG), "the session defaults to the id");
+    assert_eq!(r.routes, [("inference".to_string(), "sbx-proxy".to_string())].into());
+    // A shared operator network: one gap, tier 1 in the record as in the label.
+    assert_eq!((r.tier, c.gaps.len()), (1, 1));
+    assert_eq!((r.user.as_str(), r.channel), ("1000:1000", crate::host::channel::Kind::Direct));
+    let expires = r.expires_at.as_deref().unwrap();
+    let at = humantime::parse_rfc3339(expires).unwrap();
+    let left = at.duration_since(humantime::parse_rfc3339(&r.created_at).unwrap()).unwrap();
+    assert!(left.as_secs().abs_diff(30 * 60) <= 1, "{expires} vs {}", r.created_at);
+    assert!(expires.ends_with('Z') && expires.contains('.'), "milliseconds, as before: {expires}");
+    let run = &rig.fake.calls()[2];
+    assert!(run.contains(&format!("sbx.expires={expires}")), "the label and the output agree");
+    assert_eq!(c.socket_dir, rig.sock_dir());
 }

@@ -96,7 +96,10 @@ fn the_relayed_channel_mounts_a_tmpfs_and_waits_through_the_helper() {
         calls[3],
         ["exec", "--", "deadbeef", "/run/sbx/helper", "probe-socket", "/run/sandbox/sandbox.sock", "500"]
     );
-    assert_eq!((c.channel, c.socket.as_str()), (crate::host::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
+    assert_eq!(
+        (c.record.channel, c.record.socket.as_str()),
+        (crate::host::channel::Kind::Exec, "/run/sandbox/sandbox.sock")
+    );
     // The marker directory: sbx's own, 0700, not a mount.
     let md = std::fs::metadata(rig.sock_dir()).unwrap();
     assert_eq!(md.mode() & 0o7777, 0o700);

@@ -40,8 +40,8 @@ fn private_routes_make_a_network_per_sandbox_and_reach_tier_2() {
     assert_eq!(calls[3], ["network", "connect", "--alias", "proxy", "--", &net, "proxy"]);
     assert!(calls[4].windows(2).any(|w| w[0] == "--network" && w[1] == net));
     assert!(calls[4].contains(&format!("sbx.private={{\"{net}\":\"proxy\"}}")));
-    assert_eq!((c.tier, c.gaps.len()), (2, 0));
-    assert_eq!(c.routes.values().collect::<Vec<_>>(), [&net, &net]);
+    assert_eq!((c.record.tier, c.gaps.len()), (2, 0));
+    assert_eq!(c.record.routes.values().collect::<Vec<_>>(), [&net, &net]);
 }
 
 #[test]
