@@ -7,20 +7,21 @@ use super::{Driver, HostState};
 use crate::docker::parse::{self, SessionVolume, VolumeUser};
 use crate::docker::{run_ok, status_error};
 use crate::error::{Error, Result};
+use crate::host::persist;
 use crate::host::socket;
 use crate::host::state::{self, State};
 
 impl Driver {
     pub(super) fn purge_volume(&self, volume: &str, session: &str) -> Result<()> {
         let state = &self.state()?.state;
-        let _lock = crate::host::persist::lock(&state.dir, session)?;
+        let _lock = persist::lock(&state.dir, session)?;
         self.purge_volume_locked(volume, session)
     }
 
     /// [`Self::purge_volume`] with the session's lock already held.
     fn purge_volume_locked(&self, volume: &str, session: &str) -> Result<()> {
         let state = &self.state()?.state;
-        let args = crate::host::persist::remove_argv(volume);
+        let args = persist::remove_argv(volume);
         let out = self.exec.run(&args)?;
         if out.status != 0 && !parse::no_such_volume(&out.stderr_str()) {
             return Err(status_error(&args, &out).into());
@@ -34,15 +35,15 @@ impl Driver {
     /// Returns the volume's name.
     pub fn remove_volume(&self, session: &str) -> Result<String> {
         let HostState { state, key } = self.state()?;
-        let name = crate::host::persist::volume_name(session);
-        let _lock = crate::host::persist::lock(&state.dir, session)?;
-        let users = run_ok(&*self.exec, &crate::host::persist::users_argv(Some(&name)))?;
+        let name = persist::volume_name(session);
+        let _lock = persist::lock(&state.dir, session)?;
+        let users = run_ok(&*self.exec, &persist::users_argv(Some(&name)))?;
         if let Some(user) = parse::rows::<VolumeUser>(&users.stdout_str()).into_iter().next() {
             return Err(Error::VolumeInUse { session: session.to_string(), id: user.container });
         }
-        let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
+        let out = run_ok(&*self.exec, &persist::list_argv())?;
         let listed: Vec<SessionVolume> = parse::rows(&out.stdout_str());
-        let dir = crate::host::persist::host_dir(&state.dir, session);
+        let dir = persist::host_dir(&state.dir, session);
         match listed.iter().find(|v| v.name == name) {
             Some(v) if v.owner != state::owner_token(key, &name) => {
                 return Err(Error::Foreign { id: name });
@@ -55,19 +56,19 @@ impl Driver {
     }
 
     /// The persistent session volumes sbx made, and who uses each.
-    pub fn volumes(&self) -> Result<Vec<crate::host::persist::VolumeInfo>> {
+    pub fn volumes(&self) -> Result<Vec<persist::VolumeInfo>> {
         let HostState { state, key } = self.state()?;
-        let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
-        let users = run_ok(&*self.exec, &crate::host::persist::users_argv(None))?;
+        let out = run_ok(&*self.exec, &persist::list_argv())?;
+        let users = run_ok(&*self.exec, &persist::users_argv(None))?;
         let users: Vec<VolumeUser> = parse::rows(&users.stdout_str());
         Ok(parse::rows::<SessionVolume>(&out.stdout_str())
             .into_iter()
             .filter(|v| v.owner == state::owner_token(key, &v.name))
             .map(|SessionVolume { name, session, .. }| {
-                let dir = crate::host::persist::host_dir(&state.dir, &session);
-                crate::host::persist::VolumeInfo {
+                let dir = persist::host_dir(&state.dir, &session);
+                persist::VolumeInfo {
                     in_use_by: users.iter().filter(|u| u.volume == name).map(|u| u.container.clone()).collect(),
-                    bytes: crate::host::persist::du(&dir),
+                    bytes: persist::du(&dir),
                     path: dir.display().to_string(),
                     name,
                     session,
@@ -80,14 +81,14 @@ impl Driver {
 /// A session's directory under the data dir (its nosuid,nodev bind
 /// detached first) and its lock file, with the session's lock held.
 pub(super) fn remove_session_state(state: &State, session: &str) -> Result<()> {
-    let dir = crate::host::persist::host_dir(&state.dir, session);
-    crate::host::persist::unbind(&dir);
+    let dir = persist::host_dir(&state.dir, session);
+    persist::unbind(&dir);
     // The sandbox filled this tree: std's remove_dir_all holds one
     // descriptor per level and a deep /state ran it out of them (EMFILE,
     // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
     let parent = dir.parent().unwrap_or(Path::new("/"));
     socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
     // The lock file goes with its volume (issue 10).
-    let _ = std::fs::remove_file(crate::host::persist::lock_path(&state.dir, session));
+    let _ = std::fs::remove_file(persist::lock_path(&state.dir, session));
     Ok(())
 }

@@ -17,6 +17,7 @@ use super::{unique, Driver, HostState};
 use crate::checks::boundary::{self, Gap};
 use crate::docker::{argv, parse, status_error, Output};
 use crate::error::{DockerError, Error, Result};
+use crate::host::channel::Kind;
 use crate::host::socket;
 use crate::host::state::{self, ProcId};
 use crate::model::record::{RawContainer, Record};
@@ -50,7 +51,7 @@ impl Serialize for Created {
             tier: u8,
             socket: &'a str,
             /// `direct` or `exec` (relayed; see `channel`).
-            channel: crate::host::channel::Kind,
+            channel: Kind,
             routes: &'a BTreeMap<String, String>,
             created_at: &'a str,
             user: &'a str,
@@ -139,7 +140,7 @@ impl Driver {
         let owner = state::owner_token(key, &id);
         let helper = crate::host::helper::install(&state.dir)?;
         let channel = spec.channel.resolve(nix::unistd::geteuid().as_raw());
-        if channel == crate::host::channel::Kind::Exec && helper.is_none() {
+        if channel == Kind::Exec && helper.is_none() {
             return Err(Error::HelperMissing { id: id.clone() });
         }
         let seccomp = match &spec.seccomp_profile {
@@ -173,9 +174,9 @@ impl Driver {
             state.set_expiry(&id, e)?;
         }
         let dir = match channel {
-            crate::host::channel::Kind::Direct => socket::make_dir(&root, &id, user.uid, user.gid),
+            Kind::Direct => socket::make_dir(&root, &id, user.uid, user.gid),
             // Not mounted: it marks the sandbox for gc and the watchdog.
-            crate::host::channel::Kind::Exec => socket::make_marker_dir(&root, &id),
+            Kind::Exec => socket::make_marker_dir(&root, &id),
         }?;
         undo.made(dir.clone(), &routes.private);
         let unsealed = argv::RunPlan {

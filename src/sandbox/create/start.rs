@@ -7,6 +7,7 @@ use super::super::{unique, Driver};
 use crate::docker::parse::{self, MainState};
 use crate::docker::{argv, run_ok};
 use crate::error::{DockerError, Error, Result};
+use crate::host::channel::{self, Kind};
 use crate::host::socket;
 
 /// A persistent session volume, locked for this create.
@@ -65,7 +66,7 @@ impl Driver {
         self.check_mounts(plan)?;
         if plan.spec.socket_wait.is_zero() {
             self.check_interrupt()?;
-        } else if plan.channel == crate::host::channel::Kind::Exec {
+        } else if plan.channel == Kind::Exec {
             self.wait_for_relayed_socket(plan, &cid)?;
         } else {
             self.wait_for_socket(plan)?;
@@ -176,7 +177,7 @@ impl Driver {
     /// the container's state is checked, so a boot crash is reported as
     /// promptly as on the direct path.
     fn wait_for_relayed_socket(&self, plan: &argv::RunPlan, cid: &str) -> Result<()> {
-        use crate::host::channel::{probe_argv, relay_status, HELPER_NO_SOCKET};
+        use channel::{probe_argv, relay_status, HELPER_NO_SOCKET};
         let started = Instant::now();
         loop {
             self.check_interrupt()?;

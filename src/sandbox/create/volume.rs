@@ -6,13 +6,14 @@ use super::super::Driver;
 use crate::docker::parse::{self, VolumeUser};
 use crate::docker::run_ok;
 use crate::error::{Error, Result};
+use crate::host::persist;
 use crate::host::state::{self, State};
 use crate::spec::UserSpec;
 
 pub(super) struct Persisted {
     pub(super) volume: String,
     /// The bind stays after create (see `NosuidBind`); this only says it was made.
-    _nosuid: Option<crate::host::persist::NosuidBind>,
+    _nosuid: Option<persist::NosuidBind>,
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
@@ -28,27 +29,25 @@ impl Driver {
         clone: Option<&crate::spec::CloneSpec>,
         warnings: &mut Vec<String>,
     ) -> Result<Persisted> {
-        let lock = crate::host::persist::lock(&state.dir, session)?;
-        let volume = crate::host::persist::volume_name(session);
-        let out = run_ok(&*self.exec, &crate::host::persist::users_argv(Some(&volume)))?;
+        let lock = persist::lock(&state.dir, session)?;
+        let volume = persist::volume_name(session);
+        let out = run_ok(&*self.exec, &persist::users_argv(Some(&volume)))?;
         if let Some(user) = parse::rows::<VolumeUser>(&out.stdout_str()).into_iter().next() {
             return Err(Error::VolumeInUse { session: session.to_string(), id: user.container });
         }
-        let dir = crate::host::persist::host_dir(&state.dir, session);
-        let fresh = crate::host::persist::prepare_dir(&dir, user.uid, user.gid)?;
+        let dir = persist::host_dir(&state.dir, session);
+        let fresh = persist::prepare_dir(&dir, user.uid, user.gid)?;
         let owner = state::owner_token(key, &volume);
         let filled = match clone {
             Some(c) => {
                 // An earlier create's bind: a rename cannot cross into it.
-                crate::host::persist::unbind(&dir);
+                persist::unbind(&dir);
                 self.clone_workspace(c, &dir, user, warnings)
             }
             None => Ok(()),
         }
         .and_then(|()| {
-            run_ok(&*self.exec, &crate::host::persist::create_argv(&volume, &dir, session, &owner))
-                .map(drop)
-                .map_err(Error::from)
+            run_ok(&*self.exec, &persist::create_argv(&volume, &dir, session, &owner)).map(drop).map_err(Error::from)
         });
         if let Err(e) = filled {
             if fresh {
@@ -58,7 +57,7 @@ impl Driver {
         }
         // After the clone: a rename cannot cross into this bind mount. It
         // stays after create (see `NosuidBind`).
-        let nosuid = match crate::host::persist::NosuidBind::new(&dir) {
+        let nosuid = match persist::NosuidBind::new(&dir) {
             Ok(b) => Some(b),
             Err(e) => {
                 warnings.push(format!(
@@ -81,7 +80,7 @@ impl Driver {
         warnings: &mut Vec<String>,
     ) -> Result<()> {
         let owner = (user.uid != 0).then_some((user.uid, user.gid));
-        if crate::host::persist::clone_workspace(c, base, owner)? == crate::host::persist::Cloned::Kept {
+        if persist::clone_workspace(c, base, owner)? == persist::Cloned::Kept {
             warnings.push(format!(
                 "{} already has files (an earlier sandbox's work); not cloning {}",
                 base.join("workspace").display(),

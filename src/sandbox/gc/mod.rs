@@ -15,6 +15,7 @@ use super::{is_timeout, Driver, HostState, NOT_TRIED};
 use crate::docker::parse::{self, PrivateNetwork, SessionVolume};
 use crate::docker::{argv, run_ok, status_error};
 use crate::error::{Error, Result};
+use crate::host::persist;
 use crate::host::socket;
 use crate::host::state::{self, ProcId, State};
 use crate::model::record::{self, RawContainer};
@@ -120,8 +121,8 @@ impl Driver {
                 Ok(true) => {}
                 // A create of that session holds its lock now: not orphaned.
                 Ok(false) => {
-                    let dir = crate::host::persist::host_dir(&state.dir, session).display().to_string();
-                    let lock = crate::host::persist::lock_path(&state.dir, session).display().to_string();
+                    let dir = persist::host_dir(&state.dir, session).display().to_string();
+                    let lock = persist::lock_path(&state.dir, session).display().to_string();
                     report.volume_state.retain(|p| *p != dir && *p != lock);
                 }
                 Err(e) => {
@@ -198,22 +199,22 @@ impl Driver {
             return Ok(Vec::new());
         }
         sessions.values_mut().for_each(|paths| paths.sort());
-        let out = run_ok(&*self.exec, &crate::host::persist::list_argv())?;
+        let out = run_ok(&*self.exec, &persist::list_argv())?;
         let volumes: Vec<String> = parse::rows::<SessionVolume>(&out.stdout_str())
             .into_iter()
             .filter(|v| v.owner == state::owner_token(key, &v.name))
             .map(|v| v.name)
             .collect();
-        Ok(sessions.into_iter().filter(|(s, _)| !volumes.contains(&crate::host::persist::volume_name(s))).collect())
+        Ok(sessions.into_iter().filter(|(s, _)| !volumes.contains(&persist::volume_name(s))).collect())
     }
 
     /// Remove a session's orphaned state under its lock, taken without
     /// waiting: Ok(false) when a create holds it. The volume is looked up
     /// again under the lock, since a create may have finished since the list.
     fn remove_orphan_volume_state(&self, state: &State, session: &str) -> Result<bool> {
-        let Some(_lock) = crate::host::persist::try_lock(&state.dir, session)? else { return Ok(false) };
-        let name = crate::host::persist::volume_name(session);
-        let out = self.exec.run(&crate::host::persist::inspect_argv(&name))?;
+        let Some(_lock) = persist::try_lock(&state.dir, session)? else { return Ok(false) };
+        let name = persist::volume_name(session);
+        let out = self.exec.run(&persist::inspect_argv(&name))?;
         if out.status == 0 {
             return Ok(false);
         }
