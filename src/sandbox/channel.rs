@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use super::Driver;
-use crate::error::{DockerError, Error, Result};
+use super::{container_id, Driver};
+use crate::error::{Error, Result};
 use crate::host::channel::{Channel, Kind};
 use crate::host::socket;
 use crate::model::record;
@@ -24,18 +24,7 @@ impl Driver {
                 Channel::Direct { path, owners: socket::allowed_owners(uid) }
             }
             // `docker exec` on the container id, never a name another container could take.
-            Kind::Exec => match raw.full["Id"].as_str() {
-                Some(cid) if cid.len() == 64 && cid.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                    Channel::Exec { id: id.to_string(), container: cid.to_string() }
-                }
-                _ => {
-                    return Err(DockerError::Parse {
-                        command: "docker container inspect".into(),
-                        reason: "no container Id".into(),
-                    }
-                    .into())
-                }
-            },
+            Kind::Exec => Channel::Exec { id: id.to_string(), container: container_id(&raw)? },
         })
     }
 }

@@ -150,14 +150,7 @@ impl Driver {
         if let Some(r) = state.record(id) {
             return Ok(r.container);
         }
-        let raw = self.inspect_one(id)?;
-        match raw.full["Id"].as_str() {
-            Some(cid) if cid.len() == 64 && cid.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(cid.to_string()),
-            _ => {
-                Err(DockerError::Parse { command: "docker container inspect".into(), reason: "no container Id".into() }
-                    .into())
-            }
-        }
+        container_id(&self.inspect_one(id)?)
     }
 
     pub fn inspect(&self, id: &str) -> Result<Record> {
@@ -201,6 +194,18 @@ const NOT_TRIED: &str = "not tried: the engine did not answer an earlier batch";
 
 fn is_timeout(e: &Error) -> bool {
     matches!(e, Error::Docker(DockerError::Timeout { .. }))
+}
+
+/// The full container id (64 hex digits) from an inspect: what sbx acts on,
+/// never a name another container could take.
+fn container_id(raw: &RawContainer) -> Result<String> {
+    match raw.full["Id"].as_str() {
+        Some(cid) if cid.len() == 64 && cid.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(cid.to_string()),
+        _ => {
+            Err(DockerError::Parse { command: "docker container inspect".into(), reason: "no container Id".into() }
+                .into())
+        }
+    }
 }
 
 /// Items in order, each once.
