@@ -3,7 +3,7 @@
 //! Flow: `run` parses the command line (`cli`, clap) and builds one
 //! `commands::Context` (the driver on the real docker, the `output::Printer`,
 //! the environment); `commands` (one file per subcommand) validates input
-//! into a `spec`, calls the driver (`sandbox::ContainerDriver`), which runs
+//! into a `spec`, calls the driver (`sandbox::Driver`), which runs
 //! docker through `docker::DockerExec` (real CLI, or the recording fake in
 //! tests), and prints through the printer. The container's labels are the
 //! only state (`model::record`).
@@ -166,7 +166,7 @@ pub fn real_docker(env: &Env) -> docker::RealDocker {
 }
 
 /// The production driver: the real docker CLI and the process's signals.
-pub fn real_driver(env: &Env, dirs: &Dirs) -> sandbox::ContainerDriver {
+pub fn real_driver(env: &Env, dirs: &Dirs) -> sandbox::Driver {
     let euid = nix::unistd::geteuid().as_raw();
     let roots = host::socket::RootChoice {
         explicit: dirs.socket_dir.clone(),
@@ -180,8 +180,7 @@ pub fn real_driver(env: &Env, dirs: &Dirs) -> sandbox::ContainerDriver {
         home: env.home.clone(),
         euid,
     };
-    sandbox::ContainerDriver::new(Arc::new(real_docker(env)), roots, states)
-        .with_interrupts(Arc::new(host::interrupt::pending))
+    sandbox::Driver::new(Arc::new(real_docker(env)), roots, states).with_interrupts(Arc::new(host::interrupt::pending))
 }
 
 #[cfg(test)]

@@ -319,5 +319,27 @@ pub fn apparmor_enabled() -> bool {
     std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").map(|s| s.trim() == "Y").unwrap_or(false)
 }
 
+/// Check sandbox `id` against the CIS runtime rules: its inspect, its main
+/// process's status and the labels of its image, read through the driver.
+pub fn of_sandbox(driver: &crate::sandbox::Driver, id: &str) -> crate::error::Result<AuditReport> {
+    use crate::docker::{argv, parse, status_error};
+    let raw = driver.inspect_one(id)?;
+    let full = &raw.full;
+    let status = ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));
+    // The image's own labels: a container inherits them, sbx's record must not.
+    let image = full["Image"].as_str().unwrap_or_default();
+    let args = argv::image_labels(image);
+    let out = driver.docker().run(&args)?;
+    let image_labels = match out.status {
+        0 => serde_json::from_str(out.stdout_str().trim()).map_err(|e| format!("unreadable answer: {e}")),
+        // Removed under the container: its labels cannot be checked.
+        _ if parse::no_such_image(&out.stderr_str()) => Err(out.stderr_str()),
+        _ => return Err(status_error(&args, &out).into()),
+    };
+    let facts = Facts { apparmor: apparmor_enabled(), image_labels };
+    let rules = audit(full, status.as_ref(), &facts);
+    Ok(AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), rules })
+}
+
 #[cfg(test)]
 mod tests;

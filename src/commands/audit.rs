@@ -6,7 +6,7 @@ use crate::spec::parse_id;
 
 pub fn exec(id: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
-    let report = ctx.driver.audit(&id)?;
+    let report = crate::checks::audit::of_sandbox(&ctx.driver, &id)?;
     if ctx.json() {
         ctx.out.json_line(&report)?;
     } else {

@@ -14,10 +14,12 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
     // From here on a signal must not kill sbx before it has cleaned up.
     (ctx.catch_signals)();
     let created = ctx.driver.create(&spec)?;
-    if created.expires_at.is_some() {
-        if let Err(e) =
-            super::watchdog::spawn(&created.id, &created.socket_dir.join(crate::host::socket::SOCKET_NAME), &ctx.dirs)
-        {
+    if created.record.expires_at.is_some() {
+        if let Err(e) = super::watchdog::spawn(
+            &created.record.id,
+            &created.socket_dir.join(crate::host::socket::SOCKET_NAME),
+            &ctx.dirs,
+        ) {
             // The sandbox stands; `sbx gc` still reaps it once expired.
             ctx.out.warn(
                 "ttl_watchdog",
@@ -32,6 +34,6 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
         for w in &created.warnings {
             ctx.out.warn("warning", w);
         }
-        ctx.out.data(&format!("{}\n", created.id))
+        ctx.out.data(&format!("{}\n", created.record.id))
     }
 }

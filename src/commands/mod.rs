@@ -28,13 +28,13 @@ pub(crate) mod watchdog;
 use crate::cli::{Command, VolumesAction};
 use crate::error::{Error, Result};
 use crate::output::Printer;
-use crate::sandbox::ContainerDriver;
+use crate::sandbox::Driver;
 use crate::{Dirs, Env};
 
 /// What every command is handed: built once by `run` (the real docker) or
 /// by a test (the fake).
 pub struct Context {
-    pub driver: ContainerDriver,
+    pub driver: Driver,
     pub out: Printer,
     pub env: Env,
     pub dirs: Dirs,

@@ -45,7 +45,7 @@ impl Rig {
         Rig { fake: FakeDocker::new(), root, state }
     }
 
-    fn driver(&self) -> ContainerDriver {
+    fn driver(&self) -> Driver {
         let roots = RootChoice {
             explicit: Some(self.root.clone()),
             xdg_runtime_dir: None,
@@ -56,9 +56,7 @@ impl Rig {
         let proc = self.root.with_extension("proc");
         std::fs::create_dir_all(proc.join("4242")).unwrap();
         std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO).unwrap();
-        ContainerDriver::new(Arc::new(self.fake.clone()), roots, states)
-            .with_ids(Arc::new(|| ID.to_string()))
-            .with_proc(proc)
+        Driver::new(Arc::new(self.fake.clone()), roots, states).with_ids(Arc::new(|| ID.to_string())).with_proc(proc)
     }
 
     /// `sbx ARGS...` against the fake; every scripted answer must be used.

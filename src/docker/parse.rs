@@ -234,6 +234,102 @@ pub fn names_missing(stderr: &str, id: &str) -> bool {
     stderr.lines().any(|l| l.split_once("No such container: ").is_some_and(|(_, rest)| rest.trim() == id))
 }
 
+/// A sandbox's main process, from `argv::running_pid` (`PID STATUS EXITCODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MainState {
+    Running(i32),
+    /// Neither running nor created: its exit code, -1 when unreadable.
+    Stopped(i32),
+    /// Not that shape, or not started yet.
+    Unknown,
+}
+
+pub fn main_state(stdout: &str) -> MainState {
+    let mut words = stdout.split_whitespace();
+    let (pid, status, code) = (words.next().and_then(|p| p.parse::<i32>().ok()), words.next(), words.next());
+    match (pid, status) {
+        (Some(pid), Some("running")) if pid > 0 => MainState::Running(pid),
+        (_, Some(s)) if s != "running" && s != "created" => {
+            MainState::Stopped(code.and_then(|c| c.parse().ok()).unwrap_or(-1))
+        }
+        _ => MainState::Unknown,
+    }
+}
+
+/// From `argv::state` (`STATUS EXITCODE`): the exit code (-1 when
+/// unreadable) once the container is neither running nor created.
+pub fn stopped(stdout: &str) -> Option<i32> {
+    let mut words = stdout.split_whitespace();
+    match (words.next(), words.next()) {
+        (Some(status), Some(code)) if status != "running" && status != "created" => Some(code.parse().unwrap_or(-1)),
+        _ => None,
+    }
+}
+
+/// A running container using a session volume (`persist::users_argv`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct VolumeUser {
+    pub container: String,
+    pub volume: String,
+}
+
+/// A session volume (`persist::list_argv`), with the owner token on its label.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct SessionVolume {
+    pub name: String,
+    pub session: String,
+    pub owner: String,
+}
+
+/// A private route network (`argv::private_networks`), with the sandbox it
+/// serves, its service container and the owner token on its label.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct PrivateNetwork {
+    pub name: String,
+    pub sandbox: String,
+    pub service: String,
+    pub owner: String,
+}
+
+/// One JSON row per line, as the `--format '[...]'` argv above print them;
+/// a line of another shape is skipped.
+pub fn rows<T: serde::de::DeserializeOwned>(stdout: &str) -> Vec<T> {
+    stdout.lines().filter_map(|l| serde_json::from_str(l.trim()).ok()).collect()
+}
+
+/// `docker network rm` stderr with an error other than "already gone".
+pub fn network_rm_failed(stderr: &str) -> bool {
+    stderr.lines().any(|l| !is_trailer(l) && !no_such_network(l))
+}
+
+/// After a failed `docker rm -f` of `ids`: the ids another client is
+/// already removing, or None when a line is a real failure ("no such
+/// container" is done, not a failure).
+pub fn removal_races(stderr: &str, ids: &[String]) -> Option<Vec<String>> {
+    let mut racing = Vec::new();
+    for line in stderr.lines().filter(|l| !is_trailer(l)) {
+        if no_such_container(line) {
+            continue;
+        }
+        racing.push(ids.iter().find(|id| removal_in_progress(line, id))?.clone());
+    }
+    Some(racing)
+}
+
+pub fn no_such_volume(stderr: &str) -> bool {
+    stderr.contains("No such volume") || stderr.contains("no such volume")
+}
+
+/// `docker network disconnect` of a container already off the network.
+pub fn not_connected(stderr: &str) -> bool {
+    stderr.contains("is not connected")
+}
+
+/// `docker run`/`create` of an image that is not there (it is never pulled).
+pub fn image_missing_at_run(stderr: &str) -> bool {
+    stderr.contains("Unable to find image") || no_such_image(stderr)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,5 +433,44 @@ mod tests {
         assert_eq!(size("2GiB"), 2 * 1024 * 1024 * 1024);
         let gone = "Error response from daemon: No such container: sbx-000000000002";
         assert!(names_missing(gone, "sbx-000000000002") && !names_missing(gone, "000000000002"));
+    }
+
+    #[test]
+    fn container_states_from_captured_output() {
+        assert_eq!(main_state("4242 running 0\n"), MainState::Running(4242));
+        assert_eq!(main_state("0 exited 3\n"), MainState::Stopped(3));
+        assert_eq!(main_state("0 dead x\n"), MainState::Stopped(-1));
+        assert_eq!(main_state("0 created 0\n"), MainState::Unknown);
+        assert_eq!(main_state("0 running 0\n"), MainState::Unknown, "running without a pid yet");
+        assert_eq!(main_state(""), MainState::Unknown);
+        assert_eq!(stopped("exited 137\n"), Some(137));
+        assert_eq!(stopped("exited ?\n"), Some(-1));
+        assert_eq!(stopped("running 0\n"), None);
+        assert_eq!(stopped("created 0\n"), None);
+        assert_eq!(stopped("exited"), None, "both words or nothing");
+    }
+
+    #[test]
+    fn rows_from_captured_output() {
+        let users: Vec<VolumeUser> = rows("[\"sbx-000000000001\",\"sbx-vol-k\"]\nnot json\n");
+        assert_eq!(users, [VolumeUser { container: "sbx-000000000001".into(), volume: "sbx-vol-k".into() }]);
+        let vols: Vec<SessionVolume> = rows(" [\"sbx-vol-k\",\"k\",\"tok\"]\n[\"short\",\"row\"]\n");
+        assert_eq!(vols, [SessionVolume { name: "sbx-vol-k".into(), session: "k".into(), owner: "tok".into() }]);
+        let nets: Vec<PrivateNetwork> = rows("[\"sbx-0123456789ab-inference\",\"sbx-0123456789ab\",\"proxy\",\"t\"]\n");
+        assert_eq!((nets[0].sandbox.as_str(), nets[0].service.as_str()), ("sbx-0123456789ab", "proxy"));
+    }
+
+    #[test]
+    fn removal_and_network_errors() {
+        let ids = vec!["sbx-000000000001".to_string(), "sbx-000000000002".to_string()];
+        let racing = "Error response from daemon: removal of container sbx-000000000002 is already in progress\n\
+                      Error: No such container: sbx-000000000001\nexit status 1\n";
+        assert_eq!(removal_races(racing, &ids), Some(vec!["sbx-000000000002".to_string()]));
+        assert_eq!(removal_races("Error response from daemon: cannot remove\n", &ids), None);
+        assert!(!network_rm_failed("Error response from daemon: network sbx-x not found\nexit status 1\n"));
+        assert!(network_rm_failed("Error response from daemon: error while removing network: has active endpoints\n"));
+        assert!(no_such_volume("Error response from daemon: get sbx-vol-k: no such volume"));
+        assert!(not_connected("Error response from daemon: container abc is not connected to network sbx-proxy"));
+        assert!(image_missing_at_run("Unable to find image 'sha256:00' locally"));
     }
 }

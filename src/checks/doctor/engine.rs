@@ -146,7 +146,7 @@ impl Doctor<'_> {
             Err(e) => checks.push(check("sockets", Status::Fail, e.to_string(), e.hint())),
         }
         match self.driver.state() {
-            Ok((st, _)) => {
+            Ok(crate::sandbox::HostState { state: st, .. }) => {
                 checks.push(check("state", Status::Ok, format!("{} (ownership key, TTLs)", st.dir.display()), None))
             }
             Err(e) => checks.push(check(

@@ -47,7 +47,7 @@ fn check(name: &str, status: Status, detail: impl Into<String>, fix: Option<Stri
 }
 
 pub struct Doctor<'a> {
-    pub driver: &'a crate::sandbox::ContainerDriver,
+    pub driver: &'a crate::sandbox::Driver,
     pub exec: &'a dyn DockerExec,
     /// The sbx executable to pack into the probe image.
     pub exe: &'a Path,

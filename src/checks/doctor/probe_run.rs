@@ -119,25 +119,28 @@ impl Doctor<'_> {
             }
         };
         let took = started.elapsed();
-        let report = self.exchange(&created.id);
-        if let Err(e) = self.driver.destroy(std::slice::from_ref(&created.id)) {
+        let report = self.exchange(&created.record.id);
+        if let Err(e) = self.driver.destroy(std::slice::from_ref(&created.record.id)) {
             checks.push(check(
                 "cleanup",
                 Status::Fail,
-                format!("could not destroy the probe {}: {e}", created.id),
-                Some(format!("`sbx destroy {}`", created.id)),
+                format!("could not destroy the probe {}: {e}", created.record.id),
+                Some(format!("`sbx destroy {}`", created.record.id)),
             ));
         }
         match report {
             Ok(Exchange { nonce, report: r }) => {
-                let how = match created.channel {
+                let how = match created.record.channel {
                     crate::host::channel::Kind::Direct => "its socket on the host".to_string(),
                     crate::host::channel::Kind::Exec => {
                         "the relayed channel (docker exec; sbx is not root)".to_string()
                     }
                 };
-                let detail =
-                    format!("hardened sandbox {} ready in {} ms, reached through {how}", created.id, took.as_millis());
+                let detail = format!(
+                    "hardened sandbox {} ready in {} ms, reached through {how}",
+                    created.record.id,
+                    took.as_millis()
+                );
                 checks.push(check("probe", Status::Ok, detail, None));
                 evaluate(&r, &nonce, &usable, &targets, checks);
             }

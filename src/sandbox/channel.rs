@@ -1,0 +1,30 @@
+//! How to reach a running sandbox's program (`connect`, `doctor`, `port-forward`).
+
+use std::path::PathBuf;
+
+use super::{container_id, Driver};
+use crate::error::{Error, Result};
+use crate::host::channel::{Channel, Kind};
+use crate::host::socket;
+use crate::model::record;
+
+impl Driver {
+    /// How to reach a running sandbox's program (`connect`, `doctor`): the
+    /// channel its create chose, as its (token-covered) label records it.
+    pub fn channel(&self, id: &str) -> Result<crate::host::channel::Channel> {
+        let raw = self.inspect_one(id)?;
+        if raw.state != "running" {
+            return Err(Error::NotRunning { id: id.to_string(), state: raw.state });
+        }
+        let rec = self.record(&raw);
+        Ok(match Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str)) {
+            Kind::Direct => {
+                let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());
+                let path = PathBuf::from(raw.labels.get(record::SOCKET).cloned().unwrap_or_default());
+                Channel::Direct { path, owners: socket::allowed_owners(uid) }
+            }
+            // `docker exec` on the container id, never a name another container could take.
+            Kind::Exec => Channel::Exec { id: id.to_string(), container: container_id(&raw)? },
+        })
+    }
+}

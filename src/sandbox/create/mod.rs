@@ -1,0 +1,284 @@
+//! `create`: route networks, the image's user, the session volume, the
+//! container, its socket, `--setup`; what a failure leaves is undone by
+//! [`rollback::Rollback`].
+
+mod rollback;
+mod routes;
+mod start;
+mod volume;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::{unique, Driver, HostState};
+use crate::checks::boundary::{self, Gap};
+use crate::docker::parse::RawContainer;
+use crate::docker::{argv, parse, status_error, Output};
+use crate::error::{DockerError, Error, Result};
+use crate::host::channel::Kind;
+use crate::host::socket;
+use crate::host::state::{self, ProcId};
+use crate::model::record::Record;
+use crate::spec::{SandboxSpec, UserSpec, NOBODY};
+use rollback::Rollback;
+
+/// What `create` made: the sandbox's record, read from the labels it was
+/// given (what `inspect` reports of it), and what only create knows.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub record: Record,
+    /// The sandbox's directory on the host (its socket's, when direct):
+    /// the TTL watchdog ends when it is gone.
+    pub socket_dir: PathBuf,
+    /// What the routes reach beyond their targets (empty at tier 2), each
+    /// with the command that closes it.
+    pub gaps: Vec<Gap>,
+    /// Everything said on stderr as a warning.
+    pub warnings: Vec<String>,
+}
+
+/// `create --json`: the record's identity, then what create adds (gaps and
+/// warnings); the state and runtime fields of a `Record` are left out.
+impl Serialize for Created {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            id: &'a str,
+            session: &'a str,
+            image: &'a str,
+            tier: u8,
+            socket: &'a str,
+            /// `direct` or `exec` (relayed; see `channel`).
+            channel: Kind,
+            routes: &'a BTreeMap<String, String>,
+            created_at: &'a str,
+            user: &'a str,
+            expires_at: &'a Option<String>,
+            gaps: &'a [Gap],
+            warnings: &'a [String],
+        }
+        let r = &self.record;
+        Json {
+            id: &r.id,
+            session: &r.session,
+            image: &r.image,
+            tier: r.tier,
+            socket: &r.socket,
+            channel: r.channel,
+            routes: &r.routes,
+            created_at: &r.created_at,
+            user: &r.user,
+            expires_at: &r.expires_at,
+            gaps: &self.gaps,
+            warnings: &self.warnings,
+        }
+        .serialize(s)
+    }
+}
+
+impl Driver {
+    pub fn create(&self, spec: &SandboxSpec) -> Result<Created> {
+        let root = self.roots.resolve()?;
+        let id = (self.new_id)();
+        let sock = socket::socket_path(&root, &id);
+        socket::check_path_len(&sock)?;
+        let HostState { state, key } = self.state()?;
+        self.check_interrupt()?;
+
+        let mut warnings = Vec::new();
+        // The image's user: cached per digest (the content cannot change), or
+        // asked while the routes are looked up.
+        let img = spec.image.as_str();
+        let cached = state.image_user(img);
+        let image_job = match cached {
+            Some(_) => None,
+            None => Some(self.exec.spawn(&argv::image_user(img))?),
+        };
+        let routes = self.route_networks(&id, spec)?;
+        let image_config = match (cached, image_job) {
+            (Some(c), _) => c,
+            (None, Some(job)) => {
+                let c = self.image_user(img, job.wait()?)?;
+                state.set_image_user(img, &c);
+                c
+            }
+            (None, None) => unreachable!("a job is started whenever nothing is cached"),
+        };
+        // Containers inherit image labels: an image must not write sbx's
+        // record (issue 9 finding 5), so refuse it before anything exists.
+        if let Some(label) = image_config.sbx_label {
+            return Err(Error::ImageHasSbxLabel { image: img.to_string(), label });
+        }
+        let image_user = image_config.user;
+        let user = choose_user(spec.user, &image_user, &mut warnings);
+        let gaps = boundary::assess(&id, &spec.routes, &routes.networks, &routes.info);
+        if spec.strict_egress && !gaps.is_empty() {
+            return Err(Error::NotContained { gaps });
+        }
+        for g in &gaps {
+            warnings.push(format!(
+                "route {} ({}): {}; tier lowered to 1. Fix: {}",
+                g.routes.join(","),
+                g.network,
+                g.detail,
+                g.fix
+            ));
+        }
+        let tier = boundary::tier(&gaps);
+        // Routed sandboxes that should not reach out get a resolver that
+        // reaches nothing, closing CVE-2024-29018 (see `boundary`).
+        let all_internal = routes.networks.iter().all(|(_, n)| routes.info.get(n).is_some_and(|i| i.internal));
+        let dns = (!routes.networks.is_empty() && all_internal).then_some(boundary::CONTAINED_DNS);
+        self.check_interrupt()?;
+
+        let now = SystemTime::now();
+        let created_at = humantime::format_rfc3339_seconds(now).to_string();
+        let expires = spec.ttl.map(|t| now + t);
+        let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
+        let owner = state::owner_token(key, &id);
+        let helper = crate::host::helper::install(&state.dir)?;
+        let channel = spec.channel.resolve(nix::unistd::geteuid().as_raw());
+        if channel == Kind::Exec && helper.is_none() {
+            return Err(Error::HelperMissing { id: id.clone() });
+        }
+        let seccomp = match &spec.seccomp_profile {
+            Some(custom) => {
+                warnings.push(custom.warning());
+                custom.path.clone()
+            }
+            None => crate::host::seccomp::install(&state.dir)?,
+        };
+        // Held until the sandbox runs: one writer per persistent session.
+        // The volume's clone happens inside, before the volume exists, so a
+        // failed clone leaves no empty volume behind (issue 10).
+        let persist = match (&spec.persist, &spec.session) {
+            (true, Some(session)) => {
+                Some(self.prepare_volume(state, key, session, user, spec.clone.as_ref(), &mut warnings)?)
+            }
+            _ => None,
+        };
+        if let (Some(c), None) = (&spec.clone, &persist) {
+            let m = spec.state_dir.as_ref().expect("spec validation requires a host-backed /state for --clone");
+            self.clone_workspace(c, &m.host, user, &mut warnings)?;
+        }
+        // Recorded before anything exists, so `gc` can tell a create in
+        // flight from one whose process died (pid reuse included).
+        if let Some(me) = ProcId::current() {
+            state.begin_create(&id, me)?;
+        }
+        // From here on a failure undoes what was made when `undo` drops.
+        let mut undo = Rollback::new(self, state, &id, &root);
+        if let Some(e) = expires {
+            state.set_expiry(&id, e)?;
+        }
+        let dir = match channel {
+            Kind::Direct => socket::make_dir(&root, &id, user.uid, user.gid),
+            // Not mounted: it marks the sandbox for gc and the watchdog.
+            Kind::Exec => socket::make_marker_dir(&root, &id),
+        }?;
+        undo.made(dir.clone(), &routes.private);
+        let unsealed = argv::RunPlan {
+            id: &id,
+            spec,
+            uid: user.uid,
+            gid: user.gid,
+            tier,
+            socket_dir: &dir,
+            socket_path: &sock,
+            created_at: &created_at,
+            owner: "",
+            expires_at: expires_at.as_deref(),
+            networks: &routes.networks,
+            private: &routes.private,
+            dns,
+            helper: helper.as_deref(),
+            volume: persist.as_ref().map(|p| p.volume.as_str()),
+            seccomp: &seccomp,
+            channel,
+        };
+        // The container's token covers every sbx label it gets (finding 5).
+        let sealed = state::record_token(key, &id, &unsealed.labels().into_iter().collect());
+        let plan = argv::RunPlan { owner: &sealed, ..unsealed };
+        // What `inspect` will read back: the sandbox is on its route
+        // networks, or on `none` without routes.
+        let mut attached = unique(routes.networks.iter().map(|(_, n)| n.clone()));
+        if attached.is_empty() {
+            attached.push("none".into());
+        }
+        let raw = RawContainer {
+            name: id.clone(),
+            state: "running".into(),
+            networks: attached,
+            labels: plan.labels().into_iter().collect(),
+            full: serde_json::Value::Null,
+        };
+        self.make_private(&id, &owner, &routes.private)?;
+        let cid = self.start_and_wait(&plan)?;
+        self.run_setup(&id, &spec.setup)?;
+        let record = state::SandboxRecord {
+            container: cid,
+            socket_dir: dir,
+            private: routes.private.clone(),
+            volume: persist.as_ref().map(|p| p.volume.clone()),
+            session: spec.session.clone(),
+        };
+        // Without it destroy still works, through an inspect.
+        if let Err(e) = state.set_record(&id, &record) {
+            self.warn("sandbox_record", &format!("could not write the sandbox record: {e}"));
+        }
+        undo.commit();
+        Ok(Created { record: raw.record(expires, now), socket_dir: root.join(&id), gaps, warnings })
+    }
+
+    fn image_user(&self, image: &str, out: Output) -> Result<parse::ImageConfig> {
+        let args = argv::image_user(image);
+        if out.status != 0 {
+            if parse::no_such_image(&out.stderr_str()) {
+                return Err(Error::ImageMissing { image: image.to_string() });
+            }
+            return Err(status_error(&args, &out).into());
+        }
+        parse::image_config(&out.stdout_str()).ok_or_else(|| {
+            DockerError::Parse { command: crate::docker::render(&args), reason: "not [USER,LABELS]".into() }.into()
+        })
+    }
+}
+
+/// Never root unless asked for by `--user 0`; otherwise the image's numeric
+/// non-root user, otherwise nobody.
+/// gid 0 only when asked for by `--user X:0`, with a warning; the image's
+/// USER never yields it (issue 9 finding 10).
+pub(super) fn choose_user(flag: Option<UserSpec>, image_user: &str, warnings: &mut Vec<String>) -> UserSpec {
+    if let Some(u) = flag {
+        if u.uid == 0 {
+            warnings.push(
+                "running as root inside the sandbox (--user 0): a kernel or runtime escape would start as root".into(),
+            );
+        } else if u.gid == 0 {
+            warnings.push(format!(
+                "running with group 0 (root) inside the sandbox (--user {}:0): files of group root become writable to it",
+                u.uid
+            ));
+        }
+        return u;
+    }
+    if let Some(u) = UserSpec::from_image(image_user) {
+        if u.gid == 0 {
+            warnings.push(format!(
+                "the image's user {image_user:?} has group 0 (root); running as {0}:{0} instead (pass --user {0}:0 to keep group 0)",
+                u.uid
+            ));
+            return UserSpec { uid: u.uid, gid: u.uid };
+        }
+        return u;
+    }
+    if !image_user.is_empty() {
+        warnings.push(format!(
+            "the image's user {image_user:?} is not a numeric non-root user; running as {NOBODY}:{NOBODY} (pass --user UID[:GID] to choose)"
+        ));
+    }
+    UserSpec { uid: NOBODY, gid: NOBODY }
+}

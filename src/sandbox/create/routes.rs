@@ -1,0 +1,102 @@
+//! Create's routes: which network each uses, and the services of private routes.
+
+use super::super::{unique, Driver};
+use crate::docker::parse::NetInfo;
+use crate::docker::{argv, parse, status_error};
+use crate::error::{Error, Result};
+use crate::spec::{self, SandboxSpec};
+
+/// How a sandbox's routes map onto networks.
+#[derive(Debug, Default)]
+pub(super) struct RouteNets {
+    /// (kind, network), in route order.
+    pub(super) networks: Vec<(String, String)>,
+    pub(super) info: std::collections::BTreeMap<String, NetInfo>,
+    /// (private network, service container) sbx makes and removes.
+    pub(super) private: Vec<(String, String)>,
+}
+
+impl Driver {
+    /// Which network each route uses, and what docker says of each.
+    /// Shared routes: one `docker network inspect` for all of them.
+    /// Private routes: one `docker container inspect` of the services; the
+    /// networks are made later, so their properties are known by design.
+    pub(super) fn route_networks(&self, id: &str, spec: &SandboxSpec) -> Result<RouteNets> {
+        let mut r = RouteNets::default();
+        if spec.routes.is_empty() {
+            return Ok(r);
+        }
+        if spec.private_routes {
+            let hosts: Vec<String> = unique(spec.routes.iter().map(|r| r.host.clone()));
+            self.check_services(&hosts)?;
+            for route in &spec.routes {
+                let net = match r.private.iter().find(|(_, svc)| *svc == route.host) {
+                    Some((net, _)) => net.clone(),
+                    None => {
+                        let net = format!("{id}-{}", route.kind);
+                        r.private.push((net.clone(), route.host.clone()));
+                        net
+                    }
+                };
+                let info = NetInfo {
+                    internal: true,
+                    driver: "bridge".into(),
+                    inhibit_ipv4: true,
+                    private_for: Some(id.to_string()),
+                };
+                r.info.insert(net.clone(), info);
+                r.networks.push((route.kind.clone(), net));
+            }
+            return Ok(r);
+        }
+        r.networks = spec.routes.iter().map(|route| (route.kind.clone(), route.network())).collect();
+        let nets = unique(r.networks.iter().map(|(_, n)| n.clone()));
+        let args = argv::network_inspect(&nets);
+        let out = self.exec.run(&args)?;
+        let report = parse::networks(&nets, &out.stdout_str(), &out.stderr_str());
+        if !report.missing.is_empty() {
+            return Err(Error::NetworkMissing { networks: report.missing });
+        }
+        if out.status != 0 || report.nets.len() != nets.len() {
+            return Err(status_error(&args, &out).into());
+        }
+        r.info = report.nets;
+        Ok(r)
+    }
+
+    /// Private routes attach existing service containers: they must run.
+    fn check_services(&self, hosts: &[String]) -> Result<()> {
+        let args = argv::inspect(hosts);
+        let out = self.exec.run(&args)?;
+        let found = crate::docker::parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
+        // Issue 9 finding 3: a route naming another sandbox would attach it
+        // to this one's network. Refused whoever's key made it, and also a
+        // container that only looks like a sandbox (sbx labels, sbx's names).
+        for c in &found {
+            let why = if let Some(label) = c.labels.keys().find(|k| k.to_ascii_lowercase().starts_with("sbx.")) {
+                format!("is a container carrying the sbx label {label:?}")
+            } else if spec::parse_id(&c.name).is_ok() {
+                format!("is named like a sandbox ({})", c.name)
+            } else {
+                continue;
+            };
+            let host = hosts.iter().find(|h| **h == c.name).unwrap_or(&c.name).clone();
+            return Err(Error::ServiceIsSandbox { host, why });
+        }
+        for h in hosts {
+            if spec::parse_id(h).is_ok() {
+                return Err(Error::ServiceIsSandbox { host: h.clone(), why: "is named like a sandbox".into() });
+            }
+        }
+        let missing: Vec<String> =
+            hosts.iter().filter(|h| !found.iter().any(|c| &c.name == *h && c.state == "running")).cloned().collect();
+        if !missing.is_empty() {
+            if out.status != 0 && parse::missing_containers(hosts, &out.stderr_str()).len() + found.len() != hosts.len()
+            {
+                return Err(status_error(&args, &out).into());
+            }
+            return Err(Error::ServiceMissing { hosts: missing });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,247 @@
+//! Create's start: `docker run` (or create, connect, start), the check of
+//! where the mounts landed, the wait for the socket, and `--setup`.
+
+use std::time::{Duration, Instant};
+
+use super::super::{unique, Driver};
+use crate::docker::parse::{self, MainState};
+use crate::docker::{argv, run_ok};
+use crate::error::{DockerError, Error, Result};
+use crate::host::channel::{self, Kind};
+use crate::host::socket;
+
+/// A persistent session volume, locked for this create.
+enum MainProcess {
+    Running(i32),
+    /// It exited: the error that says so, with its logs.
+    Exited(Error),
+}
+
+impl Driver {
+    /// `--setup` commands, in order, in the ready sandbox. Their output goes
+    /// to stderr, so stdout stays the id alone.
+    pub(super) fn run_setup(&self, id: &str, setup: &[Vec<String>]) -> Result<()> {
+        for argv in setup {
+            self.check_interrupt()?;
+            let args = crate::workbench::exec_argv(id, &crate::workbench::ExecOpts::default(), argv);
+            let out = self.exec.run(&args)?;
+            let text = inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr)));
+            if !text.is_empty() {
+                eprint!("{text}");
+            }
+            if out.status != 0 {
+                let code = crate::workbench::exec_status(out.status, &text);
+                return Err(Error::SetupFailed { command: argv.join(" "), code, output: text.trim_end().to_string() });
+            }
+        }
+        Ok(())
+    }
+
+    /// Start the sandbox and wait for its socket; returns the container id.
+    pub(super) fn start_and_wait(&self, plan: &argv::RunPlan) -> Result<String> {
+        self.check_interrupt()?;
+        let nets = unique(plan.networks.iter().map(|(_, n)| n.clone()));
+        // The image was seen before (its user is cached) but may be gone since.
+        let missing = |e: DockerError| match &e {
+            DockerError::Status { stderr, .. } if parse::image_missing_at_run(stderr) => {
+                Error::ImageMissing { image: plan.spec.image.as_str().to_string() }
+            }
+            _ => e.into(),
+        };
+        let cid = if nets.len() <= 1 {
+            run_ok(&*self.exec, &argv::container(plan, true)).map_err(missing)?.stdout_str().trim().to_string()
+        } else {
+            let cid =
+                run_ok(&*self.exec, &argv::container(plan, false)).map_err(missing)?.stdout_str().trim().to_string();
+            for net in &nets[1..] {
+                self.check_interrupt()?;
+                run_ok(&*self.exec, &argv::network_connect(net, plan.id))?;
+            }
+            self.check_interrupt()?;
+            run_ok(&*self.exec, &argv::start(plan.id))?;
+            cid
+        };
+        // `docker run`/`start` is the only place sbx starts a sandbox
+        // (`--restart no`), so this one check covers every start.
+        self.check_mounts(plan)?;
+        if plan.spec.socket_wait.is_zero() {
+            self.check_interrupt()?;
+        } else if plan.channel == Kind::Exec {
+            self.wait_for_relayed_socket(plan, &cid)?;
+        } else {
+            self.wait_for_socket(plan)?;
+        }
+        Ok(cid)
+    }
+
+    /// Issue 9 finding 1: runc places mounts by following the image's
+    /// symlinks, so read where the kernel really put sbx's mounts, from the
+    /// host's /proc/PID/mountinfo of the sandbox's main process (kernel
+    /// data the sandbox cannot forge), and refuse an image that moved them.
+    fn check_mounts(&self, plan: &argv::RunPlan) -> Result<()> {
+        self.check_interrupt()?;
+        let pid = match self.main_process(plan)? {
+            MainProcess::Running(pid) => pid,
+            MainProcess::Exited(died) => return Err(died),
+        };
+        let path = self.proc.join(pid.to_string()).join("mountinfo");
+        let checked = std::fs::read_to_string(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+            .and_then(|info| {
+                crate::host::helper::check_mounts(
+                    &info,
+                    plan.spec.image.as_str(),
+                    plan.helper.is_some(),
+                    argv::SANDBOX_SOCKET_DIR,
+                )
+            });
+        if checked.is_err() {
+            // The sandbox may have exited between the look-up and the read
+            // (its /proc entry gone, or the pid already someone else's): that
+            // is a boot crash, not a redirected image. Only a failure read
+            // from the same, still running process stands.
+            match self.main_process(plan)? {
+                MainProcess::Exited(died) => return Err(died),
+                MainProcess::Running(again) if again != pid => {
+                    return Err(Error::DiedAtBoot { id: plan.id.to_string(), code: -1, logs: self.logs(plan.id) })
+                }
+                MainProcess::Running(_) => {}
+            }
+        }
+        checked
+    }
+
+    /// The sandbox's main process, from one `docker container inspect`.
+    fn main_process(&self, plan: &argv::RunPlan) -> Result<MainProcess> {
+        let args = argv::running_pid(plan.id);
+        let out = run_ok(&*self.exec, &args)?;
+        match parse::main_state(&out.stdout_str()) {
+            MainState::Running(pid) => Ok(MainProcess::Running(pid)),
+            MainState::Stopped(code) => {
+                Ok(MainProcess::Exited(Error::DiedAtBoot { id: plan.id.to_string(), code, logs: self.logs(plan.id) }))
+            }
+            MainState::Unknown => Err(DockerError::Parse {
+                command: crate::docker::render(&args),
+                reason: format!("expected `PID STATUS EXITCODE`, got {:?}", out.stdout_str().trim()),
+            }
+            .into()),
+        }
+    }
+
+    /// Poll for the socket (2 ms, backing off to 20 ms). Most sandboxes bind
+    /// within a few hundred ms, so the container's state is asked only from
+    /// 250 ms on, every 500 ms: a boot crash is still reported within half a
+    /// second, without a `docker wait` process competing with the engine
+    /// during every start.
+    fn wait_for_socket(&self, plan: &argv::RunPlan) -> Result<()> {
+        let owners = socket::allowed_owners(Some(plan.uid));
+        let started = Instant::now();
+        let mut next_check = Duration::from_millis(250);
+        let mut delay = Duration::from_millis(2);
+        // Bound, but not writable by sbx's user: not ready for its caller (issue 10 item 7).
+        let mut not_yours = None;
+        loop {
+            self.check_interrupt()?;
+            if let Some((fd, _)) = socket::open_checked(plan.socket_path, &owners)? {
+                match socket::may_connect(&fd) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => not_yours = Some(e),
+                }
+            }
+            if started.elapsed() >= next_check {
+                next_check += Duration::from_millis(500);
+                if let Some(e) = self.died_at_boot(plan.id)? {
+                    return Err(e);
+                }
+            }
+            if started.elapsed() >= plan.spec.socket_wait {
+                if let Some(reason) = not_yours {
+                    let uid = nix::unistd::geteuid().as_raw();
+                    return Err(socket_error(socket::not_yours(plan.socket_path, uid, reason)));
+                }
+                return Err(Error::SocketTimeout {
+                    id: plan.id.to_string(),
+                    socket: plan.socket_path.display().to_string(),
+                    waited: humantime::format_duration(plan.spec.socket_wait).to_string(),
+                    logs: self.logs(plan.id),
+                });
+            }
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Readiness through the relayed channel (issue 10 item 7): the helper
+    /// polls for the socket inside the sandbox for up to 500 ms per `docker
+    /// exec`, refusing anything there that is not a socket; between execs
+    /// the container's state is checked, so a boot crash is reported as
+    /// promptly as on the direct path.
+    fn wait_for_relayed_socket(&self, plan: &argv::RunPlan, cid: &str) -> Result<()> {
+        use channel::{probe_argv, relay_status, HELPER_NO_SOCKET};
+        let started = Instant::now();
+        loop {
+            self.check_interrupt()?;
+            let left = plan.spec.socket_wait.saturating_sub(started.elapsed());
+            let out = self.exec.run(&probe_argv(cid, left.min(Duration::from_millis(500))))?;
+            if out.status == 0 {
+                return Ok(());
+            }
+            if let Some(e) = self.died_at_boot(plan.id)? {
+                return Err(e);
+            }
+            if out.status != HELPER_NO_SOCKET {
+                relay_status(plan.id, out.status, &out.stderr_str(), Duration::ZERO)?;
+            }
+            if started.elapsed() >= plan.spec.socket_wait {
+                return Err(Error::SocketTimeout {
+                    id: plan.id.to_string(),
+                    socket: format!("{} (inside the sandbox)", argv::SANDBOX_SOCKET),
+                    waited: humantime::format_duration(plan.spec.socket_wait).to_string(),
+                    logs: self.logs(plan.id),
+                });
+            }
+        }
+    }
+
+    /// The boot crash, with its logs, once the container stopped; one `docker container inspect`.
+    fn died_at_boot(&self, id: &str) -> Result<Option<Error>> {
+        let out = self.exec.run(&argv::state(id))?;
+        Ok(parse::stopped(&out.stdout_str()).map(|code| Error::DiedAtBoot {
+            id: id.to_string(),
+            code,
+            logs: self.logs(id),
+        }))
+    }
+
+    fn logs(&self, id: &str) -> String {
+        match self.exec.run(&argv::logs_tail(id)) {
+            Ok(out) => inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr))),
+            Err(e) => format!("(logs unavailable: {e})"),
+        }
+    }
+}
+
+fn socket_error(e: crate::error::SocketError) -> Error {
+    e.into()
+}
+
+/// Most of the sandbox's output sbx quotes in its own messages.
+const QUOTED_MAX: usize = 16 * 1024;
+
+/// The sandbox's own output, made safe to quote on the operator's terminal:
+/// control characters other than newline and tab (ESC sequences that
+/// rewrite the screen, set the clipboard with OSC 52, or a `\r` that hides
+/// a line) are written as escapes, and only the last `QUOTED_MAX` bytes are
+/// kept (`--tail` counts lines, and a line can be megabytes).
+fn inert(text: &str) -> String {
+    let mut start = text.len().saturating_sub(QUOTED_MAX);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let kept = crate::error::inert_chars(&text[start..]);
+    if start > 0 {
+        format!("[...] {kept}")
+    } else {
+        kept
+    }
+}

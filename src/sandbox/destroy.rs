@@ -1,0 +1,223 @@
+//! `destroy`: remove sandboxes, their private route networks, socket
+//! directories and state, and with `--purge` their session volumes.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::networks::private_of;
+use super::{is_timeout, Driver, NOT_TRIED};
+use crate::docker::parse::RawContainer;
+use crate::docker::{argv, parse, status_error};
+use crate::error::{Error, Result};
+use crate::host::socket;
+use crate::host::state::SandboxRecord;
+use crate::model::record;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Destroyed {
+    pub removed: Vec<String>,
+    pub already_gone: Vec<String>,
+}
+
+/// One sandbox to remove, and what goes with it, as its record or its
+/// inspect says.
+struct Target {
+    id: String,
+    /// What `docker rm` is given: the container id from the record (a
+    /// container later given the same name is never touched), else the name.
+    container: String,
+    private: Vec<(String, String)>,
+    socket_dir: Option<PathBuf>,
+    /// (volume, session) of a persistent session.
+    volume: Option<(String, String)>,
+}
+
+impl Target {
+    fn recorded(id: String, r: SandboxRecord) -> Self {
+        Target {
+            id,
+            container: r.container,
+            private: r.private,
+            socket_dir: Some(r.socket_dir),
+            volume: r.volume.zip(r.session),
+        }
+    }
+
+    fn inspected(raw: &RawContainer) -> Self {
+        let label = |k: &str| raw.labels.get(k).cloned();
+        Target {
+            id: raw.name.clone(),
+            container: raw.name.clone(),
+            private: private_of(raw),
+            socket_dir: raw.labels.get(record::SOCKET).and_then(|s| Path::new(s).parent()).map(Path::to_path_buf),
+            volume: label(record::VOLUME).zip(label(record::SESSION)),
+        }
+    }
+}
+
+impl Driver {
+    /// Remove sandboxes and their socket directories. Already gone is fine:
+    /// scripts call this from `trap ... EXIT`, and two destroys may race.
+    pub fn destroy(&self, ids: &[String]) -> Result<Destroyed> {
+        self.destroy_purging(ids, false)
+    }
+
+    /// `destroy --purge`: also the persistent volumes of their sessions.
+    pub fn destroy_purging(&self, ids: &[String], purge: bool) -> Result<Destroyed> {
+        let mut ids: Vec<String> = ids.to_vec();
+        ids.dedup();
+        // Sandboxes this host recorded are removed by container id with no
+        // docker call before; the rest are inspected first to prove they are sbx's.
+        let state = &self.state()?.state;
+        let mut recorded = Vec::new();
+        let mut rest = Vec::new();
+        for id in ids {
+            match state.record(&id) {
+                Some(r) => recorded.push(Target::recorded(id, r)),
+                None => rest.push(id),
+            }
+        }
+        let (removed, failure) = self.remove_targets(recorded, purge)?;
+        if let Some(e) = failure {
+            // The rest still goes; the first failure is the answer.
+            if !rest.is_empty() {
+                if let Err(more) = self.destroy_inspected(rest, purge) {
+                    self.warn("not_removed", &more.to_string());
+                }
+            }
+            return Err(e);
+        }
+        if rest.is_empty() {
+            return Ok(Destroyed { removed, already_gone: Vec::new() });
+        }
+        let mut done = self.destroy_inspected(rest, purge)?;
+        done.removed.splice(0..0, removed);
+        Ok(done)
+    }
+
+    fn destroy_inspected(&self, ids: Vec<String>, purge: bool) -> Result<Destroyed> {
+        let raws = self.inspect_many(&ids)?;
+        let (removed, failure) = self.remove_targets(raws.iter().map(Target::inspected).collect(), purge)?;
+        let present: Vec<&String> = raws.iter().map(|r| &r.name).collect();
+        let already_gone: Vec<String> = ids.into_iter().filter(|i| !present.contains(&i)).collect();
+        if !already_gone.is_empty() {
+            let state = &self.state()?.state;
+            for id in &already_gone {
+                state.forget(id);
+            }
+            // A create killed before its container existed may have left the
+            // directory under the root this environment resolves to.
+            if let Ok(root) = self.roots.resolve() {
+                for id in &already_gone {
+                    socket::remove_dir(&root.join(id), id)?;
+                }
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(Destroyed { removed, already_gone })
+    }
+
+    /// Remove the targets' containers in paced batches (issue 10), then what
+    /// goes with each removed one: private networks, socket directory, with
+    /// `purge` its session's volume, and its state. A sandbox of a failed
+    /// batch keeps all of it. Returns the ids removed and the first removal
+    /// failure (the rest were still tried); Err when a cleanup step fails.
+    fn remove_targets(&self, targets: Vec<Target>, purge: bool) -> Result<(Vec<String>, Option<Error>)> {
+        if targets.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let containers: Vec<String> = targets.iter().map(|t| t.container.clone()).collect();
+        let failed = self.remove_paced(&containers);
+        let kept: BTreeSet<String> = failed.iter().flat_map(|(b, _)| b.iter().cloned()).collect();
+        // Named by sandbox id, not container id, in what the user reads.
+        let name = |c: &String| targets.iter().find(|t| t.container == *c).map(|t| t.id.clone());
+        let failure =
+            self.first_failure(failed.into_iter().map(|(b, e)| (b.iter().filter_map(name).collect(), e)).collect());
+        let gone: Vec<Target> = targets.into_iter().filter(|t| !kept.contains(&t.container)).collect();
+        let private: Vec<(String, String)> = gone.iter().flat_map(|t| t.private.iter().cloned()).collect();
+        self.remove_private(&private)?;
+        for t in &gone {
+            if let Some(dir) = &t.socket_dir {
+                socket::remove_dir(dir, &t.id)?;
+            }
+        }
+        if purge {
+            for (volume, session) in gone.iter().filter_map(|t| t.volume.as_ref()) {
+                self.purge_volume(volume, session)?;
+            }
+        }
+        let state = &self.state()?.state;
+        for t in &gone {
+            state.forget(&t.id);
+        }
+        Ok((gone.into_iter().map(|t| t.id).collect(), failure))
+    }
+
+    /// [`remove_tolerant`](Self::remove_tolerant) in paced batches (issue 10:
+    /// never one `docker rm` of many, see `docker::pace`). Every batch runs
+    /// even when one fails, except after the engine stopped answering (each
+    /// would only wait out its deadline). Returns the batches not removed,
+    /// each with its error, or None for a batch never tried.
+    pub(super) fn remove_paced(&self, ids: &[String]) -> Vec<(Vec<String>, Option<Error>)> {
+        self.pace
+            .run_until(ids, |batch| self.remove_tolerant(batch), |r| r.as_ref().is_err_and(is_timeout))
+            .into_iter()
+            .filter_map(|(batch, r)| match r {
+                Some(Ok(())) => None,
+                Some(Err(e)) => Some((batch.to_vec(), Some(e))),
+                None => Some((batch.to_vec(), None)),
+            })
+            .collect()
+    }
+
+    /// `docker rm -f` that counts "no such container" as done, and waits
+    /// out "removal already in progress" (a racing destroy, watchdog or gc
+    /// got there first) so the container is gone when this returns.
+    fn remove_tolerant(&self, ids: &[String]) -> Result<()> {
+        let args = argv::remove(ids);
+        let out = self.exec.run(&args)?;
+        if out.status == 0 {
+            return Ok(());
+        }
+        let Some(mut racing) = parse::removal_races(&out.stderr_str(), ids) else {
+            return Err(status_error(&args, &out).into());
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !racing.is_empty() {
+            if Instant::now() > deadline {
+                return Err(status_error(&args, &out).into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            let out = self.exec.run(&argv::inspect(&racing))?;
+            let still: Vec<String> =
+                crate::docker::parse::parse_inspect(&out.stdout_str(), "docker container inspect")?
+                    .into_iter()
+                    .map(|r| r.name)
+                    .collect();
+            racing.retain(|id| still.contains(id));
+        }
+        Ok(())
+    }
+
+    /// The error to answer with after paced removals: the first failed batch's
+    /// (its kind and hint stay, e.g. `engine_timeout`), after a warning naming
+    /// the sandboxes of every other batch left in place.
+    fn first_failure(&self, failed: Vec<(Vec<String>, Option<Error>)>) -> Option<Error> {
+        let mut first: Option<Error> = None;
+        let mut left = Vec::new();
+        for (ids, e) in failed {
+            left.extend(ids);
+            first = first.or(e);
+        }
+        if !left.is_empty() {
+            let msg = format!("not removed: {}; `sbx destroy` them again once the engine answers", left.join(" "));
+            self.warn("not_removed", &msg);
+        }
+        first.or_else(|| (!left.is_empty()).then(|| Error::io("removing sandboxes", std::io::Error::other(NOT_TRIED))))
+    }
+}

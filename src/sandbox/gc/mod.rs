@@ -1,0 +1,228 @@
+//! `gc`: reap expired sandboxes, those of creates that died, orphaned
+//! socket directories, private networks and session state. What goes is
+//! decided by the pure [`plan`]; this file asks docker and removes it.
+
+pub mod plan;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::volumes::remove_session_state;
+use super::{is_timeout, Driver, HostState, NOT_TRIED};
+use crate::docker::parse::RawContainer;
+use crate::docker::parse::{self, PrivateNetwork, SessionVolume};
+use crate::docker::{argv, run_ok, status_error};
+use crate::error::{Error, Result};
+use crate::host::persist;
+use crate::host::socket;
+use crate::host::state::{self, ProcId, State};
+use crate::model::record;
+
+/// What `gc` removed, or would remove with `--dry-run`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    pub dry_run: bool,
+    pub containers: Vec<crate::sandbox::gc::plan::Reap>,
+    pub socket_dirs: Vec<String>,
+    pub networks: Vec<String>,
+    /// Session state under the data dir whose volume is gone: the session
+    /// directory and its lock file (paths).
+    pub volume_state: Vec<String>,
+    /// What could not be removed, and why (issue 9 finding 8: one failure
+    /// must not stop the rest; gc exits 1 at the end).
+    pub failed: Vec<GcFailure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GcFailure {
+    pub item: String,
+    pub error: String,
+}
+
+impl Driver {
+    /// Reap expired sandboxes, sandboxes of creates that died, orphaned
+    /// socket directories and stale state, in a few batched docker calls.
+    /// Safe to run concurrently with other sbx commands and with itself:
+    /// every removal tolerates "already gone".
+    pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
+        let HostState { state, key } = self.state()?;
+        let root = self.roots.resolve()?;
+        // Order matters: socket entries, then containers, then creates in
+        // flight, so a create racing this gc is seen in at least one of them.
+        let entries: Vec<String> = std::fs::read_dir(&root)
+            .map_err(|e| Error::io(format!("reading {}", root.display()), e))?
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        let out = run_ok(&*self.exec, &argv::private_networks())?;
+        let private_networks: Vec<(String, String, String)> = parse::rows::<PrivateNetwork>(&out.stdout_str())
+            .into_iter()
+            .filter(|n| n.owner == state::owner_token(key, &n.sandbox))
+            .map(|n| (n.name, n.sandbox, n.service))
+            .collect();
+        let out = run_ok(&*self.exec, &argv::list())?;
+        let owned: Vec<RawContainer> = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?
+            .into_iter()
+            .filter(|r| r.is_sbx(key))
+            .collect();
+        let creating = state.creating();
+        let expiring = state.expiring();
+        let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
+        let mut plan = crate::sandbox::gc::plan::plan(&crate::sandbox::gc::plan::Inputs {
+            containers: &owned,
+            creating: &creating,
+            expiring: &expiring,
+            socket_entries: &entries,
+            private_networks: &private_networks,
+            expiry: &expiry,
+            alive: &|p: &ProcId| p.is_alive(),
+            now: SystemTime::now(),
+        });
+        // A create may have finished between `docker ps` and reading the
+        // creates in flight: keep any candidate orphan that is a container now.
+        if !plan.orphan_dirs.is_empty() {
+            let args = argv::inspect(&plan.orphan_dirs);
+            let out = self.exec.run(&args)?;
+            let exists: Vec<String> =
+                crate::docker::parse::parse_inspect(&out.stdout_str(), "docker container inspect")?
+                    .into_iter()
+                    .map(|r| r.name)
+                    .collect();
+            if out.status != 0
+                && parse::missing_containers(&plan.orphan_dirs, &out.stderr_str()).len() + exists.len()
+                    != plan.orphan_dirs.len()
+            {
+                return Err(status_error(&args, &out).into());
+            }
+            plan.orphan_dirs.retain(|d| !exists.contains(d));
+        }
+        let mut report = GcReport {
+            dry_run,
+            containers: plan.containers.clone(),
+            socket_dirs: Vec::new(),
+            networks: plan.networks.iter().map(|(n, _)| n.clone()).collect(),
+            volume_state: Vec::new(),
+            failed: Vec::new(),
+        };
+        let reaped: Vec<&RawContainer> =
+            owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
+        let mut dirs: Vec<(PathBuf, String)> = reaped
+            .iter()
+            .filter_map(|c| Some((Path::new(c.labels.get(record::SOCKET)?).parent()?.to_path_buf(), c.name.clone())))
+            .collect();
+        dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
+        report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
+        let orphaned = self.orphan_volume_state(state, key)?;
+        report.volume_state = orphaned.iter().flat_map(|(_, paths)| paths.iter().cloned()).collect();
+        if dry_run {
+            return Ok(report);
+        }
+        for (session, _) in &orphaned {
+            match self.remove_orphan_volume_state(state, session) {
+                Ok(true) => {}
+                // A create of that session holds its lock now: not orphaned.
+                Ok(false) => {
+                    let dir = persist::host_dir(&state.dir, session).display().to_string();
+                    let lock = persist::lock_path(&state.dir, session).display().to_string();
+                    report.volume_state.retain(|p| *p != dir && *p != lock);
+                }
+                Err(e) => {
+                    report.failed.push(GcFailure { item: format!("session state {session}"), error: e.to_string() })
+                }
+            }
+        }
+        let mut fail = |item: String, e: &dyn std::fmt::Display| {
+            report.failed.push(GcFailure { item, error: e.to_string() });
+        };
+        let mut hung = false;
+        let mut left: BTreeSet<String> = BTreeSet::new();
+        if !reaped.is_empty() {
+            let ids: Vec<String> = reaped.iter().map(|c| c.name.clone()).collect();
+            // Paced (issue 10): one failed batch is reported, the rest go on.
+            let mut untried = Vec::new();
+            for (batch, e) in self.remove_paced(&ids) {
+                match e {
+                    Some(e) => {
+                        hung |= is_timeout(&e);
+                        fail(format!("containers {}", batch.join(" ")), &e)
+                    }
+                    None => untried.extend(batch.iter().cloned()),
+                }
+                left.extend(batch);
+            }
+            if !untried.is_empty() {
+                fail(format!("containers {}", untried.join(" ")), &NOT_TRIED);
+            }
+        }
+        if hung && !plan.networks.is_empty() {
+            // Each network call would only wait out its own deadline too.
+            fail(format!("private route networks {}", report.networks.join(" ")), &NOT_TRIED);
+            report.networks.clear();
+        } else if let Err(e) = self.remove_private(&plan.networks) {
+            fail(format!("private route networks {}", report.networks.join(" ")), &e);
+        }
+        // A sandbox still there keeps its directory and state for the next gc.
+        report.containers.retain(|c| !left.contains(&c.id));
+        dirs.retain(|(_, id)| !left.contains(id));
+        report.socket_dirs.retain(|d| dirs.iter().any(|(dir, _)| dir.display().to_string() == *d));
+        plan.forget.retain(|id| !left.contains(id));
+        let mut kept = Vec::new();
+        for (dir, id) in &dirs {
+            if let Err(e) = socket::remove_dir(dir, id) {
+                fail(format!("socket directory {}", dir.display()), &e);
+                kept.push(dir.display().to_string());
+            }
+        }
+        report.socket_dirs.retain(|d| !kept.contains(d));
+        for id in &plan.forget {
+            state.forget(id);
+        }
+        Ok(report)
+    }
+
+    /// Sessions whose directory or lock file under the data dir has no
+    /// volume any more (a create killed between the two, a volume removed
+    /// behind sbx's back), with the paths that would go. One `docker volume
+    /// ls`, and only when the data dir holds session state at all.
+    fn orphan_volume_state(&self, state: &State, key: &[u8]) -> Result<Vec<(String, Vec<String>)>> {
+        let dir = state.dir.join("volumes");
+        let mut sessions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(name) = e.file_name().into_string() else { continue };
+            let session = name.strip_suffix(".lock").unwrap_or(&name).to_string();
+            // Only names sbx makes: a session key (see `spec::parse_session`).
+            if crate::spec::parse_session(&session).is_err() {
+                continue;
+            }
+            sessions.entry(session).or_default().push(dir.join(&name).display().to_string());
+        }
+        if sessions.is_empty() {
+            return Ok(Vec::new());
+        }
+        sessions.values_mut().for_each(|paths| paths.sort());
+        let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
+        let volumes: Vec<String> = parse::rows::<SessionVolume>(&out.stdout_str())
+            .into_iter()
+            .filter(|v| v.owner == state::owner_token(key, &v.name))
+            .map(|v| v.name)
+            .collect();
+        Ok(sessions.into_iter().filter(|(s, _)| !volumes.contains(&persist::volume_name(s))).collect())
+    }
+
+    /// Remove a session's orphaned state under its lock, taken without
+    /// waiting: Ok(false) when a create holds it. The volume is looked up
+    /// again under the lock, since a create may have finished since the list.
+    fn remove_orphan_volume_state(&self, state: &State, session: &str) -> Result<bool> {
+        let Some(_lock) = persist::try_lock(&state.dir, session)? else { return Ok(false) };
+        let name = persist::volume_name(session);
+        let out = self.exec.run(&crate::docker::argv::volume_inspect(&name))?;
+        if out.status == 0 {
+            return Ok(false);
+        }
+        remove_session_state(state, session)?;
+        Ok(true)
+    }
+}

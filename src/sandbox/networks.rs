@@ -1,0 +1,61 @@
+//! Private route networks: made by create, removed by destroy, revoke and gc.
+
+use std::collections::BTreeMap;
+
+use super::{is_timeout, Driver};
+use crate::docker::parse::RawContainer;
+use crate::docker::{argv, parse, run_ok, status_error};
+use crate::error::{DockerError, Result};
+use crate::model::record;
+
+impl Driver {
+    /// Make each private route network (internal, no host address, labelled
+    /// as this sandbox's) and attach its service under the route's host name.
+    pub(super) fn make_private(&self, id: &str, owner: &str, private: &[(String, String)]) -> Result<()> {
+        for (net, svc) in private {
+            self.check_interrupt()?;
+            run_ok(&*self.exec, &argv::private_network(net, id, svc, owner))?;
+            run_ok(&*self.exec, &argv::network_connect_alias(net, svc, svc))?;
+        }
+        Ok(())
+    }
+
+    /// Detach services from private route networks and remove them. Already
+    /// gone is fine.
+    pub(super) fn remove_private(&self, private: &[(String, String)]) -> Result<()> {
+        if private.is_empty() {
+            return Ok(());
+        }
+        for (net, svc) in private {
+            // Its failure shows in the removal; a hung engine stops here.
+            if let Err(e @ DockerError::Timeout { .. }) = self.exec.run(&argv::network_disconnect(net, svc)) {
+                return Err(e.into());
+            }
+        }
+        let nets: Vec<String> = private.iter().map(|(n, _)| n.clone()).collect();
+        // Paced like container removals (issue 10); the first failure is
+        // returned once every batch has run.
+        let remove = |batch: &[String]| -> Result<()> {
+            let args = argv::network_remove(batch);
+            let out = self.exec.run(&args)?;
+            if out.status != 0 && parse::network_rm_failed(&out.stderr_str()) {
+                return Err(status_error(&args, &out).into());
+            }
+            Ok(())
+        };
+        let done = self.pace.run_until(&nets, remove, |r| r.as_ref().is_err_and(is_timeout));
+        match done.into_iter().find_map(|(_, r)| r.and_then(Result::err)) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The private route networks recorded on a sandbox.
+pub(super) fn private_of(raw: &RawContainer) -> Vec<(String, String)> {
+    raw.labels
+        .get(record::PRIVATE)
+        .and_then(|p| serde_json::from_str::<BTreeMap<String, String>>(p).ok())
+        .map(|m| m.into_iter().collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,48 @@
+//! `revoke`: cut a route off a running sandbox.
+
+use serde::Serialize;
+
+use super::networks::private_of;
+use super::Driver;
+use crate::docker::{argv, parse, status_error};
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Revoked {
+    pub id: String,
+    pub kind: String,
+    pub network: String,
+    /// Every route cut, `kind` included: routes to one host share a network.
+    pub cut: Vec<String>,
+    pub already: bool,
+}
+
+impl Driver {
+    pub fn revoke(&self, id: &str, kind: &str) -> Result<Revoked> {
+        let raw = self.inspect_one(id)?;
+        let declared = raw.declared_routes();
+        let Some(network) = declared.get(kind).cloned() else {
+            return Err(Error::UnknownRoute {
+                id: id.to_string(),
+                kind: kind.to_string(),
+                routes: self.record(&raw).routes.into_keys().collect(),
+            });
+        };
+        let cut: Vec<String> = declared.iter().filter(|(_, n)| **n == network).map(|(k, _)| k.clone()).collect();
+        let mut already = !raw.networks.contains(&network);
+        if !already {
+            let args = argv::network_disconnect(&network, id);
+            let out = self.exec.run(&args)?;
+            if out.status != 0 {
+                if parse::not_connected(&out.stderr_str()) {
+                    already = true;
+                } else {
+                    return Err(status_error(&args, &out).into());
+                }
+            }
+        }
+        let private: Vec<(String, String)> = private_of(&raw).into_iter().filter(|(n, _)| *n == network).collect();
+        self.remove_private(&private)?;
+        Ok(Revoked { id: id.to_string(), kind: kind.to_string(), network, cut, already })
+    }
+}

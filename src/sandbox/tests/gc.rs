@@ -1,0 +1,146 @@
+//! gc: batched reaping, paced failures, and orphaned session state.
+
+use super::*;
+
+#[test]
+fn gc_reaps_in_one_batched_removal_and_dry_run_removes_nothing() {
+    let rig = Rig::new();
+    let st = rig.state();
+    std::fs::create_dir_all(&rig.root).unwrap();
+    let line = |name: &str, expires: &str| {
+        serde_json::json!({"name": name, "state": "running", "networks": "", "labels": rig.seal(serde_json::json!({
+            "sbx.managed": "1", "sbx.id": name, "sbx.expires": expires,
+            "sbx.socket": rig.root.join(name).join("sandbox.sock").display().to_string()}))})
+        .to_string()
+    };
+    let (a, b, c) = ("sbx-00000000000a", "sbx-00000000000b", "sbx-00000000000c");
+    for id in [a, b, c] {
+        std::fs::create_dir_all(rig.root.join(id)).unwrap();
+    }
+    // c: a create whose process died before its container existed.
+    st.begin_create(c, state::ProcId { pid: i32::MAX, start: 1 }).unwrap();
+    let ps = format!("{}\n{}\n", line(a, "2000-01-01T00:00:00Z"), line(b, "2999-01-01T00:00:00Z"));
+    let orphan_check = format!("Error: No such container: {c}");
+
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(&ps));
+    rig.fake.push(Output::fail(1, &orphan_check));
+    let r = rig.driver().gc(true).unwrap();
+    assert!(r.dry_run);
+    assert_eq!(r.containers.iter().map(|x| x.id.as_str()).collect::<Vec<_>>(), [a]);
+    assert_eq!(r.socket_dirs.len(), 2);
+    assert!(rig.root.join(a).exists() && rig.root.join(c).exists(), "dry run removed something");
+
+    // a's private route network (made by sbx: its owner token is right) and a forged one.
+    let nets = format!(
+        "{}\n{}\n",
+        serde_json::json!([format!("{a}-x"), a, "svc", rig.token(a)]),
+        serde_json::json!(["forged", a, "svc", "0000"])
+    );
+    rig.fake.push(Output::ok(&nets));
+    rig.fake.push(Output::ok(&ps));
+    rig.fake.push(Output::fail(1, &orphan_check));
+    rig.fake.push(Output::ok(a));
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+    let r = rig.driver().gc(false).unwrap();
+    assert_eq!(r.containers.len(), 1);
+    let calls = rig.fake.calls();
+    assert_eq!(calls[3][..2], ["network", "ls"]);
+    assert_eq!(calls[4][..2], ["ps", "-a"]);
+    assert_eq!(calls[5], ["container", "inspect", "--format", "{{json .}}", "--", c]);
+    assert_eq!(calls[6], ["rm", "-f", "-v", "--", a]);
+    assert_eq!(calls[7], ["network", "disconnect", "--force", "--", &format!("{a}-x"), "svc"]);
+    assert_eq!(calls[8], ["network", "rm", "--", &format!("{a}-x")]);
+    assert_eq!(r.networks, [format!("{a}-x")]);
+    assert!(!rig.root.join(a).exists() && !rig.root.join(c).exists() && rig.root.join(b).exists());
+    assert!(st.creating().is_empty());
+}
+
+#[test]
+fn gc_reaps_many_in_paced_batches_and_reports_each_failed_batch() {
+    let rig = Rig::new();
+    std::fs::create_dir_all(&rig.root).unwrap();
+    let ids = many(&rig, 12);
+    let ps: String = ids
+        .iter()
+        .map(|id| {
+            let labels = rig.seal(serde_json::json!({
+                "sbx.managed": "1", "sbx.id": id, "sbx.expires": "2000-01-01T00:00:00Z",
+                "sbx.socket": rig.root.join(id).join("sandbox.sock").display().to_string()}));
+            format!("{}\n", serde_json::json!({"name": id, "state": "running", "networks": "", "labels": labels}))
+        })
+        .collect();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(&ps));
+    rig.fake.push(Output::fail(1, "Error response from daemon: could not kill"));
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+    let r = rig.driver().with_pace(Pace::sequential(5)).gc(false).unwrap();
+    assert_eq!(rig.fake.verbs(), ["network ls", "ps", "rm", "rm", "rm"]);
+    assert_eq!(r.failed.len(), 1, "{:?}", r.failed);
+    assert_eq!(r.failed[0].item, format!("containers {}", ids[..5].join(" ")));
+    assert!(r.failed[0].error.contains("could not kill"), "{:?}", r.failed);
+    assert_eq!(r.containers.iter().map(|c| c.id.clone()).collect::<Vec<_>>(), ids[5..]);
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(rig.root.join(id).exists(), i < 5, "{id}: a sandbox still there keeps its directory");
+    }
+
+    // A hung engine: the batch in flight times out, none starts after it.
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(&ps));
+    rig.fake.push_timeout(Duration::from_secs(120));
+    let r = rig.driver().with_pace(Pace::sequential(2)).gc(false).unwrap();
+    assert_eq!(rig.fake.verbs()[5..], ["network ls", "ps", "rm"]);
+    assert_eq!(r.failed.len(), 2, "the batch that hung, and the rest never tried: {:?}", r.failed);
+    assert_eq!(r.failed[1].item, format!("containers {}", ids[2..].join(" ")));
+    assert!(r.failed[0].error.contains("did not answer `docker rm`"), "{:?}", r.failed);
+    assert!(r.failed[1].error.starts_with("not tried"), "{:?}", r.failed);
+    assert!(r.containers.is_empty());
+}
+
+#[test]
+fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
+    // Issue 10: a create killed between making the session directory and
+    // `docker volume create`, or a volume removed behind sbx's back.
+    let rig = Rig::new();
+    std::fs::create_dir_all(&rig.root).unwrap();
+    std::fs::create_dir_all(&rig.state).unwrap();
+    let key = rig.state().key().unwrap();
+    let vols = rig.state.join("volumes");
+    for p in ["gone", "alive", "racing"] {
+        std::fs::create_dir_all(vols.join(p).join("workspace")).unwrap();
+        std::fs::write(vols.join(format!("{p}.lock")), "").unwrap();
+    }
+    std::fs::write(vols.join("lockonly.lock"), "").unwrap();
+    let listed = |n: &str| format!("[\"{n}\",\"{}\",\"{}\"]\n", n, state::owner_token(&key, n));
+    let gc_calls = |rig: &Rig, vol_ls: &str| {
+        rig.fake.push(Output::ok("")); // private networks
+        rig.fake.push(Output::ok("")); // docker ps
+        rig.fake.push(Output::ok(vol_ls));
+    };
+    // Dry run: says what would go, removes nothing.
+    gc_calls(&rig, &listed("sbx-state-alive"));
+    let r = rig.driver().gc(true).unwrap();
+    let dry: Vec<String> = r.volume_state.iter().map(|p| p.rsplit('/').next().unwrap().to_string()).collect();
+    assert_eq!(dry, ["gone", "gone.lock", "lockonly.lock", "racing", "racing.lock"]);
+    assert!(vols.join("gone").exists());
+    // "racing": its volume was created after the list (a create finished
+    // meanwhile): looked up again under the lock, it stays.
+    gc_calls(&rig, &listed("sbx-state-alive"));
+    rig.fake.push(Output::fail(1, "Error: No such volume: sbx-state-gone"));
+    rig.fake.push(Output::fail(1, "Error: No such volume: sbx-state-lockonly"));
+    rig.fake.push(Output::ok("sbx-state-racing\n"));
+    let r = rig.driver().gc(false).unwrap();
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    assert!(!vols.join("gone").exists() && !vols.join("gone.lock").exists() && !vols.join("lockonly.lock").exists());
+    assert!(vols.join("alive/workspace").exists() && vols.join("racing/workspace").exists());
+    assert_eq!(r.volume_state.len(), 3, "{:?}", r.volume_state);
+    // A create holding a session's lock is never judged.
+    let held = crate::host::persist::lock(&rig.state, "racing").unwrap();
+    gc_calls(&rig, &listed("sbx-state-alive"));
+    let r = rig.driver().gc(false).unwrap();
+    assert!(r.volume_state.is_empty(), "{:?}", r.volume_state);
+    assert!(vols.join("racing/workspace").exists());
+    drop(held);
+}

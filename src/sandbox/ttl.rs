@@ -1,0 +1,49 @@
+//! TTLs: `sbx ttl` moves the expiry, the watchdog waits for it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::Driver;
+use crate::error::Result;
+use crate::host::state::ProcId;
+use crate::model::record;
+
+impl Driver {
+    /// The TTL watchdog's loop: sleeps until the expiry (re-read every
+    /// second, so `sbx ttl` moves it), then destroys the sandbox. Ends early
+    /// when the sandbox is destroyed by anyone else.
+    pub fn watch(&self, id: &str, socket_dir: &Path) -> Result<()> {
+        let state = &self.state()?.state;
+        if let Some(me) = ProcId::current() {
+            state.set_watchdog(id, me)?;
+        }
+        loop {
+            let Some(expiry) = state.expiry(id) else { return Ok(()) };
+            if !socket_dir.exists() {
+                return Ok(());
+            }
+            let now = SystemTime::now();
+            match expiry.duration_since(now) {
+                Ok(left) if !left.is_zero() => std::thread::sleep(left.min(Duration::from_secs(1))),
+                _ => {
+                    // The sandbox record makes this one `docker rm`, close to the expiry.
+                    tracing::info!(id, "TTL expired; destroying");
+                    self.destroy(&[id.to_string()])?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Move a sandbox's expiry to `ttl` from now. Returns the new expiry,
+    /// and the socket path when a watchdog must be started (none is alive).
+    pub fn set_ttl(&self, id: &str, ttl: Duration) -> Result<(SystemTime, Option<PathBuf>)> {
+        let raw = self.inspect_one(id)?;
+        let state = &self.state()?.state;
+        let at = SystemTime::now() + ttl;
+        state.set_expiry(id, at)?;
+        let watched = state.watchdog(id).is_some_and(|w| w.is_alive());
+        let socket = raw.labels.get(record::SOCKET).map(PathBuf::from);
+        Ok((at, if watched { None } else { socket }))
+    }
+}

@@ -1,0 +1,94 @@
+//! Persistent session volumes: `volumes ls`, `volumes rm`, and the purge
+//! that `destroy --purge` and gc share.
+
+use std::path::Path;
+
+use super::{Driver, HostState};
+use crate::docker::parse::{self, SessionVolume, VolumeUser};
+use crate::docker::{run_ok, status_error};
+use crate::error::{Error, Result};
+use crate::host::persist;
+use crate::host::socket;
+use crate::host::state::{self, State};
+
+impl Driver {
+    pub(super) fn purge_volume(&self, volume: &str, session: &str) -> Result<()> {
+        let state = &self.state()?.state;
+        let _lock = persist::lock(&state.dir, session)?;
+        self.purge_volume_locked(volume, session)
+    }
+
+    /// [`Self::purge_volume`] with the session's lock already held.
+    fn purge_volume_locked(&self, volume: &str, session: &str) -> Result<()> {
+        let state = &self.state()?.state;
+        let args = crate::docker::argv::volume_remove(volume);
+        let out = self.exec.run(&args)?;
+        if out.status != 0 && !parse::no_such_volume(&out.stderr_str()) {
+            return Err(status_error(&args, &out).into());
+        }
+        remove_session_state(state, session)
+    }
+
+    /// `sbx volumes rm KEY`: the session's volume (only one this host made),
+    /// its directory (never following links) and its lock file, under the
+    /// session's lock; refused while a running sandbox uses the volume.
+    /// Returns the volume's name.
+    pub fn remove_volume(&self, session: &str) -> Result<String> {
+        let HostState { state, key } = self.state()?;
+        let name = persist::volume_name(session);
+        let _lock = persist::lock(&state.dir, session)?;
+        let users = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&name)))?;
+        if let Some(user) = parse::rows::<VolumeUser>(&users.stdout_str()).into_iter().next() {
+            return Err(Error::VolumeInUse { session: session.to_string(), id: user.container });
+        }
+        let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
+        let listed: Vec<SessionVolume> = parse::rows(&out.stdout_str());
+        let dir = persist::host_dir(&state.dir, session);
+        match listed.iter().find(|v| v.name == name) {
+            Some(v) if v.owner != state::owner_token(key, &name) => {
+                return Err(Error::Foreign { id: name });
+            }
+            Some(_) => self.purge_volume_locked(&name, session)?,
+            None if std::fs::symlink_metadata(&dir).is_ok() => self.purge_volume_locked(&name, session)?,
+            None => return Err(Error::NotFound { id: name }),
+        }
+        Ok(name)
+    }
+
+    /// The persistent session volumes sbx made, and who uses each.
+    pub fn volumes(&self) -> Result<Vec<persist::VolumeInfo>> {
+        let HostState { state, key } = self.state()?;
+        let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
+        let users = run_ok(&*self.exec, &crate::docker::argv::volume_users(None))?;
+        let users: Vec<VolumeUser> = parse::rows(&users.stdout_str());
+        Ok(parse::rows::<SessionVolume>(&out.stdout_str())
+            .into_iter()
+            .filter(|v| v.owner == state::owner_token(key, &v.name))
+            .map(|SessionVolume { name, session, .. }| {
+                let dir = persist::host_dir(&state.dir, &session);
+                persist::VolumeInfo {
+                    in_use_by: users.iter().filter(|u| u.volume == name).map(|u| u.container.clone()).collect(),
+                    bytes: persist::du(&dir),
+                    path: dir.display().to_string(),
+                    name,
+                    session,
+                }
+            })
+            .collect())
+    }
+}
+
+/// A session's directory under the data dir (its nosuid,nodev bind
+/// detached first) and its lock file, with the session's lock held.
+pub(super) fn remove_session_state(state: &State, session: &str) -> Result<()> {
+    let dir = persist::host_dir(&state.dir, session);
+    persist::unbind(&dir);
+    // The sandbox filled this tree: std's remove_dir_all holds one
+    // descriptor per level and a deep /state ran it out of them (EMFILE,
+    // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
+    // The lock file goes with its volume (issue 10).
+    let _ = std::fs::remove_file(persist::lock_path(&state.dir, session));
+    Ok(())
+}
