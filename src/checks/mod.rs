@@ -1,6 +1,5 @@
 //! What sbx measures and reports: the boundary, audit rules, doctor, the probe.
 
 pub mod audit;
-pub mod boundary;
 pub mod doctor;
 pub mod probe;

@@ -1,6 +1,7 @@
 //! `sbx audit ID`: one line per CIS runtime rule, pass or fail.
 
 use super::Context;
+use crate::error::CheckError;
 use crate::error::{Error, Result};
 use crate::spec::parse_id;
 
@@ -21,6 +22,6 @@ pub fn exec(id: &str, ctx: &Context) -> Result<()> {
         Ok(())
     } else {
         let failed = report.rules.iter().filter(|r| !r.pass).map(|r| format!("{} {}", r.id, r.title)).collect();
-        Err(Error::AuditFailed { id, failed })
+        Err(Error::Check(CheckError::AuditFailed { id, failed }))
     }
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use super::Context;
 use crate::checks::doctor::{Doctor, Status};
+use crate::error::CheckError;
 use crate::error::{Error, Invalid, Result};
 use crate::spec::Route;
 
@@ -47,8 +48,8 @@ pub fn exec(routes: &[String], ctx: &Context) -> Result<()> {
     if report.ok {
         Ok(())
     } else {
-        Err(Error::DoctorFailed {
+        Err(Error::Check(CheckError::DoctorFailed {
             failed: report.checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name.clone()).collect(),
-        })
+        }))
     }
 }

@@ -1,6 +1,7 @@
 //! `sbx gc`: reap what leaked, in a few batched docker calls.
 
 use super::Context;
+use crate::error::SandboxError;
 use crate::error::{Error, Result};
 
 pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
@@ -8,10 +9,10 @@ pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
     // Everything else was done; then say what was not, and exit 1.
     let incomplete = |report: &crate::sandbox::GcReport| match report.failed.len() {
         0 => Ok(()),
-        n => Err(Error::GcIncomplete {
+        n => Err(Error::Sandbox(SandboxError::GcIncomplete {
             failed: report.failed.iter().map(|f| format!("{}: {}", f.item, f.error)).collect::<Vec<_>>(),
             count: n,
-        }),
+        })),
     };
     if ctx.json() {
         ctx.out.json_line(&report)?;

@@ -27,6 +27,7 @@ pub(crate) mod watchdog;
 
 use crate::cli::{Command, VolumesAction};
 use crate::error::{Error, Result};
+use crate::error::{HostError, SandboxError};
 use crate::output::Printer;
 use crate::sandbox::Driver;
 use crate::{Dirs, Env};
@@ -101,11 +102,19 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
 /// sandbox id the user gave instead.
 pub(crate) fn named(e: Error, target: &str, id: &str) -> Error {
     match e {
-        Error::NotFound { id: t } => Error::NotFound { id: t.replace(target, id) },
-        Error::HelperMissing { id: t } if t == target => Error::HelperMissing { id: id.to_string() },
-        Error::NoShell { id: t, tried } if t == target => Error::NoShell { id: id.to_string(), tried },
+        Error::Sandbox(SandboxError::NotFound { id: t }) => {
+            Error::Sandbox(SandboxError::NotFound { id: t.replace(target, id) })
+        }
+        Error::Sandbox(SandboxError::HelperMissing { id: t }) if t == target => {
+            Error::Sandbox(SandboxError::HelperMissing { id: id.to_string() })
+        }
+        Error::Sandbox(SandboxError::NoShell { id: t, tried }) if t == target => {
+            Error::Sandbox(SandboxError::NoShell { id: id.to_string(), tried })
+        }
         Error::Explained(x) => Error::Explained(x.named(target, id)),
-        Error::Io { context, source } => Error::Io { context: context.replace(target, id), source },
+        Error::Host(HostError::Io { context, source }) => {
+            Error::Host(HostError::Io { context: context.replace(target, id), source })
+        }
         e => e,
     }
 }

@@ -1,6 +1,7 @@
 //! `sbx stats ID...`: resource use, as numbers.
 
 use super::Context;
+use crate::error::SandboxError;
 use crate::error::{Error, Result};
 use crate::spec::parse_id;
 use crate::workbench::{self, Stats};
@@ -15,7 +16,7 @@ pub fn exec(ids: &[String], watch: bool, ctx: &Context) -> Result<()> {
     for id in &ids {
         match driver.owned(id) {
             Ok(t) => targets.push((t, id.clone())),
-            Err(Error::NotFound { .. }) => missing.push(id.clone()),
+            Err(Error::Sandbox(SandboxError::NotFound { .. })) => missing.push(id.clone()),
             Err(e) => return Err(e),
         }
     }
@@ -46,7 +47,7 @@ pub fn exec(ids: &[String], watch: bool, ctx: &Context) -> Result<()> {
             !g
         });
         if !missing.is_empty() {
-            return Err(Error::NotFound { id: missing.join(" ") });
+            return Err(Error::Sandbox(SandboxError::NotFound { id: missing.join(" ") }));
         }
         if !watch {
             return Ok(());

@@ -18,37 +18,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::docker::{argv, DockerExec};
+use crate::error::SandboxError;
 use crate::error::{Error, Result, SocketError};
 use crate::host::helper::SANDBOX_PATH;
 use crate::host::socket;
-pub use crate::model::channel::Kind;
-
-/// What `--channel` asks for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Choice {
-    /// Direct when sbx runs as root, else relayed.
-    #[default]
-    Auto,
-    /// Connect to the socket on the host.
-    Direct,
-    /// Relay through `docker exec` and the helper.
-    Exec,
-}
-
-impl Choice {
-    /// Issue 10 item 7: the sandbox user (65534 by default) binds the socket
-    /// with its umask, so only root can be sure to connect to it from the
-    /// host. Anyone else gets the relayed channel, which also keeps what the
-    /// sandbox writes to /run/sandbox off the host (issue 9 finding 7).
-    pub fn resolve(self, euid: u32) -> Kind {
-        match self {
-            Choice::Direct => Kind::Direct,
-            Choice::Exec => Kind::Exec,
-            Choice::Auto if euid == 0 => Kind::Direct,
-            Choice::Auto => Kind::Exec,
-        }
-    }
-}
+pub use crate::model::channel::{Choice, Kind};
 
 /// Exit codes of the helper's `probe-socket` and `connect` (helper/sbx_helper.rs).
 pub const HELPER_NO_SOCKET: i32 = 3;
@@ -161,7 +135,7 @@ pub fn relay_status(id: &str, code: i32, stderr: &str, timeout: Duration) -> Res
         }
         HELPER_CONNECT_FAILED => SocketError::Relay { id: id.to_string(), detail: said },
         _ if stderr.contains("is not running") => {
-            return Err(Error::NotRunning { id: id.to_string(), state: "not running".into() })
+            return Err(Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state: "not running".into() }))
         }
         _ => SocketError::Relay {
             id: id.to_string(),
@@ -259,7 +233,7 @@ mod tests {
             Err(Error::Socket(SocketError::Io { source, .. })) if source.kind() == std::io::ErrorKind::NotFound
         ));
         let e = relay_status(id, 1, "Error response from daemon: Container abc is not running", t).unwrap_err();
-        assert!(matches!(e, Error::NotRunning { .. }), "{e}");
+        assert!(matches!(e, Error::Sandbox(SandboxError::NotRunning { .. })), "{e}");
         let e = relay_status(id, HELPER_NOT_A_SOCKET, "\x1b]0;pwned\x07 is a sock, not a unix socket", t).unwrap_err();
         assert!(e.to_string().contains("it is something other than a unix socket"), "{e}");
         let e = relay_status(id, HELPER_CONNECT_FAILED, "sbx-helper: refused\x1b[2J", t).unwrap_err();

@@ -21,6 +21,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::error::{HostError, ImageError, SandboxError};
 
 pub const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sbx-helper"));
 const KEY: &str = include_str!(concat!(env!("OUT_DIR"), "/sbx-helper.key"));
@@ -47,7 +48,8 @@ pub fn install(data_dir: &Path) -> Result<Option<PathBuf>> {
 fn install_bytes(data_dir: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf> {
     let base = data_dir.join("helper");
     let dir = base.join(format!("v-{key}"));
-    let untrusted = |path: &Path, reason: String| Error::HelperUntrusted { path: path.to_path_buf(), reason };
+    let untrusted =
+        |path: &Path, reason: String| Error::Host(HostError::HelperUntrusted { path: path.to_path_buf(), reason });
     let io = |what: &str, p: &Path, e| Error::io(format!("{what} {}", p.display()), e);
     std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&base).map_err(|e| io("creating", &base, e))?;
     // Whoever may write a parent may swap the directory between this check and the mount.
@@ -152,8 +154,9 @@ fn verify(dir: &Path, bytes: &[u8]) -> std::result::Result<(), Option<String>> {
 /// `socket_dir`. A symlink in the image moves them; that is refused.
 pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str) -> Result<()> {
     let mounts = parse_mountinfo(mountinfo);
-    let redirected =
-        |path: &str, found: String| Error::Redirected { image: image.to_string(), path: path.to_string(), found };
+    let redirected = |path: &str, found: String| {
+        Error::Image(ImageError::Redirected { image: image.to_string(), path: path.to_string(), found })
+    };
     let elsewhere = |path: &str| {
         format!("no mount at {path} in the sandbox (mount points under /run and /tmp: {})", {
             let run: Vec<&str> = mounts
@@ -246,7 +249,7 @@ fn unescape(s: &str) -> String {
 /// The error for a sandbox that has no helper (built without one, or made by
 /// an sbx before the helper existed).
 pub fn missing(id: &str) -> Error {
-    Error::HelperMissing { id: id.to_string() }
+    Error::Sandbox(SandboxError::HelperMissing { id: id.to_string() })
 }
 
 #[cfg(test)]
@@ -288,7 +291,10 @@ mod tests {
         let d = tmp();
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = install_bytes(&d, "k1", b"h").unwrap_err();
-        assert!(matches!(&err, Error::HelperUntrusted { reason, .. } if reason.contains("lets others write")), "{err}");
+        assert!(
+            matches!(&err, Error::Host(HostError::HelperUntrusted { reason, .. }) if reason.contains("lets others write")),
+            "{err}"
+        );
         std::fs::remove_dir_all(d).unwrap();
     }
 
@@ -313,16 +319,19 @@ mod tests {
         let moved = GOOD.replace(" /run/sbx ro,", " /tmp/sbx ro,");
         let err = check_mounts(&moved, "img", true, "/run/sandbox").unwrap_err();
         assert!(
-            matches!(&err, Error::Redirected { path, found, .. } if path == "/run/sbx" && found.contains("/tmp/sbx")),
+            matches!(&err, Error::Image(ImageError::Redirected { path, found, .. }) if path == "/run/sbx" && found.contains("/tmp/sbx")),
             "{err}"
         );
         assert!(err.to_string().contains("image img redirects /run/sbx"), "{err}");
         let moved = GOOD.replace(" /run/sandbox rw,", " /tmp/x rw,");
         assert!(
-            matches!(check_mounts(&moved, "img", true, "/run/sandbox"), Err(Error::Redirected { path, .. }) if path == "/run/sandbox")
+            matches!(check_mounts(&moved, "img", true, "/run/sandbox"), Err(Error::Image(ImageError::Redirected { path, .. })) if path == "/run/sandbox")
         );
         let writable = GOOD.replace(" /run/sbx ro,", " /run/sbx rw,");
-        assert!(matches!(check_mounts(&writable, "img", true, "/run/sandbox"), Err(Error::Redirected { .. })));
+        assert!(matches!(
+            check_mounts(&writable, "img", true, "/run/sandbox"),
+            Err(Error::Image(ImageError::Redirected { .. }))
+        ));
         // Issue 9 finding 1, past the fix: a later mount over /run (or /,
         // or at/below /run/sbx or /run/sandbox) hides sbx's mounts.
         for (later, path) in [
@@ -336,7 +345,7 @@ mod tests {
             let info = format!("{GOOD}620 600 8:1 /vol/_data {later} ro,relatime - ext4 /dev/sda1 rw\n");
             let err = check_mounts(&info, "img", true, "/run/sandbox").unwrap_err();
             assert!(
-                matches!(&err, Error::Redirected { path: p, found, .. } if p == path && found.contains("covers")),
+                matches!(&err, Error::Image(ImageError::Redirected { path: p, found, .. }) if p == path && found.contains("covers")),
                 "{later}: {err}"
             );
         }

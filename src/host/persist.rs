@@ -15,6 +15,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::error::{SandboxError, SessionError};
 
 pub fn volume_name(session: &str) -> String {
     format!("sbx-state-{session}")
@@ -208,7 +209,12 @@ pub fn clone_workspace(spec: &crate::spec::CloneSpec, base: &Path, owner: Option
                 return Ok(Cloned::Kept);
             }
         }
-        Ok(st) => return Err(Error::WorkspaceNotDirectory { path: ws, found: file_kind(st.st_mode).into() }),
+        Ok(st) => {
+            return Err(Error::Session(SessionError::WorkspaceNotDirectory {
+                path: ws,
+                found: file_kind(st.st_mode).into(),
+            }))
+        }
     }
     let parent = base.parent().unwrap_or(Path::new("/"));
     let name = base.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -261,11 +267,11 @@ pub fn clone(spec: &crate::spec::CloneSpec, into: &Path) -> Result<()> {
             .output()
             .map_err(|e| Error::io("running git (is it installed?)", e))?;
         if !out.status.success() {
-            return Err(Error::CommandFailed {
+            return Err(Error::Sandbox(SandboxError::CommandFailed {
                 command: "git".into(),
                 code: out.status.code().unwrap_or(-1),
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            });
+            }));
         }
         Ok(())
     };

@@ -22,6 +22,7 @@ use std::time::SystemTime;
 
 pub use crate::model::token::{owner_token, record_token};
 
+use crate::error::HostError;
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone)]
@@ -66,7 +67,7 @@ impl StateChoice {
                 Err(e) => tried.push(format!("{} ({e})", p.display())),
             }
         }
-        Err(Error::NoStateDir { tried: tried.join("; ") })
+        Err(Error::Host(HostError::NoStateDir { tried: tried.join("; ") }))
     }
 }
 
@@ -148,7 +149,7 @@ impl State {
         let path = self.dir.join("key");
         match std::fs::read(&path) {
             Ok(k) if k.len() == 32 => return Ok(k),
-            Ok(_) => return Err(Error::BadKey { path }),
+            Ok(_) => return Err(Error::Host(HostError::BadKey { path })),
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         }
@@ -238,7 +239,7 @@ impl State {
 
     pub fn set_record(&self, id: &str, r: &SandboxRecord) -> Result<()> {
         let text = serde_json::to_string(r)
-            .map_err(|source| Error::Json { context: "encoding the sandbox record".into(), source })?;
+            .map_err(|source| Error::Host(HostError::Json { context: "encoding the sandbox record".into(), source }))?;
         self.put("records", id, &text)
     }
 

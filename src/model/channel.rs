@@ -29,3 +29,30 @@ impl Kind {
         }
     }
 }
+
+/// What `--channel` asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Choice {
+    /// Direct when sbx runs as root, else relayed.
+    #[default]
+    Auto,
+    /// Connect to the socket on the host.
+    Direct,
+    /// Relay through `docker exec` and the helper.
+    Exec,
+}
+
+impl Choice {
+    /// Issue 10 item 7: the sandbox user (65534 by default) binds the socket
+    /// with its umask, so only root can be sure to connect to it from the
+    /// host. Anyone else gets the relayed channel, which also keeps what the
+    /// sandbox writes to /run/sandbox off the host (issue 9 finding 7).
+    pub fn resolve(self, euid: u32) -> Kind {
+        match self {
+            Choice::Direct => Kind::Direct,
+            Choice::Exec => Kind::Exec,
+            Choice::Auto if euid == 0 => Kind::Direct,
+            Choice::Auto => Kind::Exec,
+        }
+    }
+}

@@ -3,8 +3,10 @@
 //! fixed paths inside a sandbox and the shape of refused input. A leaf: it
 //! imports nothing else of the crate.
 
+pub mod boundary;
 pub mod channel;
 pub mod invalid;
 pub mod paths;
 pub mod record;
+pub mod text;
 pub mod token;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::{container_id, Driver};
+use crate::error::SandboxError;
 use crate::error::{Error, Result};
 use crate::host::channel::{Channel, Kind};
 use crate::host::socket;
@@ -14,7 +15,7 @@ impl Driver {
     pub fn channel(&self, id: &str) -> Result<crate::host::channel::Channel> {
         let raw = self.inspect_one(id)?;
         if raw.state != "running" {
-            return Err(Error::NotRunning { id: id.to_string(), state: raw.state });
+            return Err(Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state: raw.state }));
         }
         let rec = self.record(&raw);
         Ok(match Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str)) {

@@ -6,6 +6,7 @@
 //! Every docker call goes through the injected [`DockerExec`]; the driver
 //! decides what to run, in which order, and what to undo when a step fails.
 
+pub mod boundary;
 mod channel;
 mod create;
 mod destroy;
@@ -28,6 +29,7 @@ use std::time::SystemTime;
 use crate::docker::pace::Pace;
 use crate::docker::parse::RawContainer;
 use crate::docker::{argv, parse, status_error, DockerExec};
+use crate::error::SandboxError;
 use crate::error::{DockerError, Error, Result};
 use crate::host::socket::RootChoice;
 use crate::host::state::{ProcId, State, StateChoice};
@@ -135,7 +137,7 @@ impl Driver {
         }
         let key = &self.state()?.key;
         if let Some(foreign) = raws.iter().find(|r| !r.is_sbx(key)) {
-            return Err(Error::Foreign { id: foreign.name.clone() });
+            return Err(Error::Sandbox(SandboxError::Foreign { id: foreign.name.clone() }));
         }
         Ok(raws)
     }
@@ -171,7 +173,10 @@ impl Driver {
 
     /// Sandbox `id` as docker inspects it, once proven this host's.
     pub fn inspect_one(&self, id: &str) -> Result<RawContainer> {
-        self.inspect_many(&[id.to_string()])?.into_iter().next().ok_or_else(|| Error::NotFound { id: id.to_string() })
+        self.inspect_many(&[id.to_string()])?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Sandbox(SandboxError::NotFound { id: id.to_string() }))
     }
 
     pub fn list(&self) -> Result<Vec<Record>> {

@@ -5,6 +5,7 @@ use serde::Serialize;
 use super::networks::private_of;
 use super::Driver;
 use crate::docker::{argv, parse, status_error};
+use crate::error::RouteError;
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -22,11 +23,11 @@ impl Driver {
         let raw = self.inspect_one(id)?;
         let declared = raw.declared_routes();
         let Some(network) = declared.get(kind).cloned() else {
-            return Err(Error::UnknownRoute {
+            return Err(Error::Route(RouteError::Unknown {
                 id: id.to_string(),
                 kind: kind.to_string(),
                 routes: self.record(&raw).routes.into_keys().collect(),
-            });
+            }));
         };
         let cut: Vec<String> = declared.iter().filter(|(_, n)| **n == network).map(|(k, _)| k.clone()).collect();
         let mut already = !raw.networks.contains(&network);

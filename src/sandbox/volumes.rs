@@ -7,6 +7,7 @@ use super::{Driver, HostState};
 use crate::docker::parse::{self, SessionVolume, VolumeUser};
 use crate::docker::{run_ok, status_error};
 use crate::error::{Error, Result};
+use crate::error::{SandboxError, SessionError};
 use crate::host::persist;
 use crate::host::socket;
 use crate::host::state::{self, State};
@@ -39,18 +40,18 @@ impl Driver {
         let _lock = persist::lock(&state.dir, session)?;
         let users = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&name)))?;
         if let Some(user) = parse::rows::<VolumeUser>(&users.stdout_str()).into_iter().next() {
-            return Err(Error::VolumeInUse { session: session.to_string(), id: user.container });
+            return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
         }
         let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
         let listed: Vec<SessionVolume> = parse::rows(&out.stdout_str());
         let dir = persist::host_dir(&state.dir, session);
         match listed.iter().find(|v| v.name == name) {
             Some(v) if v.owner != state::owner_token(key, &name) => {
-                return Err(Error::Foreign { id: name });
+                return Err(Error::Sandbox(SandboxError::Foreign { id: name }));
             }
             Some(_) => self.purge_volume_locked(&name, session)?,
             None if std::fs::symlink_metadata(&dir).is_ok() => self.purge_volume_locked(&name, session)?,
-            None => return Err(Error::NotFound { id: name }),
+            None => return Err(Error::Sandbox(SandboxError::NotFound { id: name })),
         }
         Ok(name)
     }

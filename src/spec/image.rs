@@ -1,7 +1,7 @@
 //! Digest-pinned image references. A tag can be moved to other content after
 //! it was reviewed, so sbx only runs images named by content.
 
-use crate::error::Invalid;
+use crate::model::invalid::Invalid;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageRef(String);

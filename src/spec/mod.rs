@@ -6,6 +6,7 @@ mod image;
 mod mount;
 mod request;
 mod route;
+pub mod seccomp;
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ pub use mount::{docker_socket_paths, MountSpec};
 pub use request::CreateRequest;
 pub use route::{is_loopback, network_for, validate_kind, Route};
 
-use crate::error::Invalid;
+use crate::model::invalid::Invalid;
 
 /// Default pids limit: enough for a language runtime and a build, low enough
 /// to stop a fork bomb long before the host notices.
@@ -59,9 +60,9 @@ pub struct SandboxSpec {
     pub setup: Vec<Vec<String>>,
     pub command: Vec<String>,
     /// The operator's own seccomp profile instead of sbx's (`--seccomp-profile`).
-    pub seccomp_profile: Option<crate::host::seccomp::CustomProfile>,
+    pub seccomp_profile: Option<seccomp::CustomProfile>,
     /// How sbx reaches the sandbox's socket (`--channel`; see `channel`).
-    pub channel: crate::host::channel::Choice,
+    pub channel: crate::model::channel::Choice,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

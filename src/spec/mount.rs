@@ -5,7 +5,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::Invalid;
+use crate::model::invalid::Invalid;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountSpec {
@@ -24,7 +24,7 @@ const FORBIDDEN_TARGETS: &[&str] = &["/", "/proc", "/sys", "/dev", "/run", "/run
 /// operator's host directory (issue 9 finding 12).
 const FORBIDDEN_TREES: &[&str] = &["/proc", "/sys", "/dev", "/run/sandbox", "/run/sbx"];
 /// Mounted by sbx itself: a second mount there would conflict or hide it.
-const RESERVED_TARGETS: &[&str] = &["/tmp", "/state", crate::host::helper::BG_DIR];
+const RESERVED_TARGETS: &[&str] = &["/tmp", "/state", crate::model::paths::HELPER_BG_DIR];
 /// ... nor anything below /state: docker would create the mount point as
 /// root inside the host directory behind it (a `--state-dir` or session
 /// volume). Below /tmp is fine: the mount point is made in sbx's tmpfs.

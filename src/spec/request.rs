@@ -84,7 +84,7 @@ pub struct CreateRequest {
     /// `exec` (relay through `docker exec` and sbx's helper; /run/sandbox is then a
     /// 1 MiB tmpfs inside the sandbox), or `auto`: direct as root, exec otherwise.
     #[arg(long, value_name = "auto|direct|exec", value_enum, default_value_t)]
-    pub channel: crate::host::channel::Choice,
+    pub channel: crate::model::channel::Choice,
     /// The command to run in the sandbox (default: the image's).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -167,7 +167,7 @@ impl SandboxSpec {
             .hint("add --persist (with --session) or --state-dir DIR"));
         }
         let setup = req.setup.iter().map(|c| parse_setup(c)).collect::<Result<_, _>>()?;
-        let seccomp_profile = req.seccomp_profile.as_deref().map(crate::host::seccomp::check_custom).transpose()?;
+        let seccomp_profile = req.seccomp_profile.as_deref().map(super::seccomp::check_custom).transpose()?;
         Ok(SandboxSpec {
             image,
             session,

@@ -2,7 +2,7 @@
 //! puts the sandbox on the user-defined network `sbx-<host>`, where the
 //! destination service must sit too.
 
-use crate::error::Invalid;
+use crate::model::invalid::Invalid;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {

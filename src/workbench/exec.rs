@@ -3,6 +3,7 @@
 
 use crate::docker::argv::{self, ExecOpts};
 use crate::docker::{Attach, DockerExec};
+use crate::error::SandboxError;
 use crate::error::{Error, Explained, Result};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 
@@ -42,7 +43,7 @@ fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code
     }
     if code != 126 || cmd.is_empty() {
         if code == 1 && !container_exists(exec, id)? {
-            return Err(Error::NotFound { id: id.to_string() });
+            return Err(Error::Sandbox(SandboxError::NotFound { id: id.to_string() }));
         }
         return Ok(code);
     }
@@ -124,10 +125,10 @@ pub fn shell(exec: &dyn DockerExec, id: &str, tty: bool) -> Result<i32> {
     }
     let sh = out.stdout_str().trim().to_string();
     if out.status != 0 || sh.is_empty() {
-        return Err(Error::NoShell {
+        return Err(Error::Sandbox(SandboxError::NoShell {
             id: id.to_string(),
             tried: "/bin/bash, /bin/sh, /usr/bin/bash, /usr/bin/sh, /bin/ash, /bin/zsh".into(),
-        });
+        }));
     }
     exec_tty(exec, id, tty, &[sh])
 }
@@ -163,7 +164,10 @@ mod tests {
         // Exit 1: the command's, or docker's "no such container"?
         f.push(Output::fail(1, ""));
         f.push(Output::fail(1, "Error: No such container: sbx-0123456789ab"));
-        assert!(matches!(exec(&f, id, &ExecOpts::default(), &["x".into()]), Err(Error::NotFound { .. })));
+        assert!(matches!(
+            exec(&f, id, &ExecOpts::default(), &["x".into()]),
+            Err(Error::Sandbox(SandboxError::NotFound { .. }))
+        ));
         f.push(Output::fail(1, ""));
         f.push(Output::ok("running 0"));
         assert_eq!(exec(&f, id, &ExecOpts::default(), &["x".into()]).unwrap(), 1);

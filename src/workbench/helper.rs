@@ -7,6 +7,7 @@ use std::ffi::OsString;
 
 use crate::docker::argv::{self, ExecOpts};
 use crate::docker::{DockerExec, Output};
+use crate::error::SandboxError;
 use crate::error::{Error, Explained, Result};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 
@@ -26,7 +27,8 @@ pub(crate) fn sandbox_error(id: &str, stderr: &str) -> Option<Error> {
     if let Some(crate::docker::explain::Known::NotRunning { .. }) = crate::docker::explain::classify(stderr) {
         return Some(Explained::Stopped { id: id.to_string() }.into());
     }
-    crate::docker::parse::no_such_container(stderr).then(|| Error::NotFound { id: id.to_string() })
+    crate::docker::parse::no_such_container(stderr)
+        .then(|| Error::Sandbox(SandboxError::NotFound { id: id.to_string() }))
 }
 
 /// The helper's exit codes; helper/sbx_helper.rs has the same table. The

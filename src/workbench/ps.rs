@@ -195,7 +195,10 @@ mod tests {
             126,
             "OCI runtime exec failed: exec: \"/run/sbx/helper\": stat /run/sbx/helper: no such file or directory",
         ));
-        assert!(matches!(ps(&f, "sbx-0123456789ab"), Err(Error::HelperMissing { .. })));
+        assert!(matches!(
+            ps(&f, "sbx-0123456789ab"),
+            Err(Error::Sandbox(crate::error::SandboxError::HelperMissing { .. }))
+        ));
         f.push(Output::fail(127, "sbx-helper: cannot run \"nope\": No such file or directory"));
         match exec_detached(&f, "sbx-0123456789ab", &ExecOpts::default(), "p1", &["nope".into()]) {
             Err(e @ Error::Explained(Explained::CannotRun { not_found: true, .. })) => {

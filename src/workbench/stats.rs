@@ -1,6 +1,7 @@
 //! `sbx stats`: docker's figures for each sandbox, the missing ones named.
 
 use crate::docker::{argv, parse, run_ok, DockerExec};
+use crate::error::SandboxError;
 use crate::error::{Error, Result};
 
 pub use crate::docker::parse::Stats;
@@ -9,7 +10,7 @@ pub fn stats(exec: &dyn DockerExec, ids: &[String]) -> Result<Vec<Stats>> {
     let argv = argv::stats(ids);
     let out = run_ok(exec, &argv).map_err(|e| match &e {
         crate::error::DockerError::Status { stderr, .. } if crate::docker::parse::no_such_container(stderr) => {
-            Error::NotFound { id: ids.join(" ") }
+            Error::Sandbox(SandboxError::NotFound { id: ids.join(" ") })
         }
         _ => e.into(),
     })?;

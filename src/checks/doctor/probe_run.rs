@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use super::{check, Check, Doctor, Status};
 use crate::checks::probe::Report;
 use crate::docker::{argv, parse};
+use crate::error::HostError;
 use crate::error::{Error, Result};
 use crate::host::socket;
 use crate::spec::{ImageRef, Route, SandboxSpec};
@@ -55,7 +56,7 @@ impl Doctor<'_> {
                                 // What a sandbox on this shared network would reach besides the target.
                                 let one = [(r.kind.clone(), n.clone())];
                                 let nets = std::collections::BTreeMap::from([(n.clone(), info.clone())]);
-                                for g in crate::checks::boundary::assess("", std::slice::from_ref(r), &one, &nets) {
+                                for g in crate::sandbox::boundary::assess("", std::slice::from_ref(r), &one, &nets) {
                                     let status = if g.property == "egress" { Status::Fail } else { Status::Warn };
                                     checks.push(check(
                                         &format!("{name} {}", g.property),
@@ -165,7 +166,7 @@ impl Doctor<'_> {
         end()?;
         read.map_err(io)?;
         let report = serde_json::from_slice(&body)
-            .map_err(|source| Error::Json { context: "reading the probe's report".into(), source })?;
+            .map_err(|source| Error::Host(HostError::Json { context: "reading the probe's report".into(), source }))?;
         Ok(Exchange { nonce, report })
     }
 }
@@ -325,7 +326,8 @@ mod tests {
         let fix = crate::error::missing_network_fix(&["sbx-proxy".to_string()]);
         assert!(fix.contains("docker network connect --alias proxy sbx-proxy SERVICE"), "{fix}");
         assert!(fix.contains("com.docker.network.bridge.inhibit_ipv4=true"), "{fix}");
-        let e = crate::error::Error::NetworkMissing { networks: vec!["sbx-proxy".into()] };
+        let e =
+            crate::error::Error::Route(crate::error::RouteError::NetworkMissing { networks: vec!["sbx-proxy".into()] });
         assert!(e.hint().unwrap().starts_with(&fix));
     }
 

@@ -35,7 +35,7 @@ pub struct RunPlan<'a> {
     pub networks: &'a [(String, String)],
     /// (private route network, service container) sbx made for this sandbox.
     pub private: &'a [(String, String)],
-    /// `--dns` for the sandbox (see `boundary::CONTAINED_DNS`).
+    /// `--dns` for the sandbox (see `model::boundary::CONTAINED_DNS`).
     pub dns: Option<&'a str>,
     /// The in-sandbox helper on the host, mounted read-only (see `helper`).
     pub helper: Option<&'a Path>,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::error::HostError;
 
 fn tmp() -> State {
     let d = std::env::temp_dir().join(format!("sbx-state-{}-{:x}", std::process::id(), rand::random::<u64>()));
@@ -68,7 +69,7 @@ fn candidates_prefer_explicit_then_system_then_user() {
     assert_eq!(c.candidates(), vec![PathBuf::from("/e")]);
 }
 
-/// The errors that were `Error::Io` with made-up sources say, and are
+/// The errors that were `Error::Host(HostError::Io)` with made-up sources say, and are
 /// classed, exactly as before.
 #[test]
 fn former_io_errors_keep_their_text_kind_and_code() {
@@ -83,7 +84,7 @@ fn former_io_errors_keep_their_text_kind_and_code() {
     let tried = format!("{} (Not a directory (os error 20))", file.join("sbx").display());
     let none = StateChoice { explicit: Some(file.join("sbx")), xdg_state_home: None, home: None, euid: 1000 };
     let err = none.resolve().unwrap_err();
-    assert!(matches!(&err, Error::NoStateDir { tried: t } if *t == tried), "{err}");
+    assert!(matches!(&err, Error::Host(HostError::NoStateDir { tried: t }) if *t == tried), "{err}");
     same(
         err,
         Error::io(
@@ -93,17 +94,17 @@ fn former_io_errors_keep_their_text_kind_and_code() {
     );
     std::fs::write(s.dir.join("key"), b"short").unwrap();
     let err = s.key().unwrap_err();
-    assert!(matches!(&err, Error::BadKey { .. }), "{err}");
+    assert!(matches!(&err, Error::Host(HostError::BadKey { .. })), "{err}");
     same(
         err,
         Error::io(format!("{} is not a 32-byte key", s.dir.join("key").display()), ErrorKind::InvalidData.into()),
     );
     let bad = serde_json::from_str::<u8>("{").unwrap_err();
     let old = Error::io("reading the probe's report", serde_json::from_str::<u8>("{").unwrap_err().into());
-    same(Error::Json { context: "reading the probe's report".into(), source: bad }, old);
+    same(Error::Host(HostError::Json { context: "reading the probe's report".into(), source: bad }), old);
     let path = s.dir.join("seccomp.json");
     same(
-        Error::SeccompChanged { path: path.clone() },
+        Error::Host(HostError::SeccompChanged { path: path.clone() }),
         Error::io(
             format!("verifying {}", path.display()),
             std::io::Error::other("the profile changed after it was written (is the data dir shared?)"),

@@ -14,14 +14,16 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::{unique, Driver, HostState};
-use crate::checks::boundary::{self, Gap};
 use crate::docker::parse::RawContainer;
 use crate::docker::{argv, parse, status_error, Output};
 use crate::error::{DockerError, Error, Result};
+use crate::error::{ImageError, RouteError, SandboxError};
 use crate::host::channel::Kind;
 use crate::host::socket;
 use crate::host::state::{self, ProcId};
+use crate::model::boundary::{self, Gap};
 use crate::model::record::Record;
+use crate::sandbox::boundary::assess;
 use crate::spec::{SandboxSpec, UserSpec, NOBODY};
 use rollback::Rollback;
 
@@ -110,13 +112,13 @@ impl Driver {
         // Containers inherit image labels: an image must not write sbx's
         // record (issue 9 finding 5), so refuse it before anything exists.
         if let Some(label) = image_config.sbx_label {
-            return Err(Error::ImageHasSbxLabel { image: img.to_string(), label });
+            return Err(Error::Image(ImageError::HasSbxLabel { image: img.to_string(), label }));
         }
         let image_user = image_config.user;
         let user = choose_user(spec.user, &image_user, &mut warnings);
-        let gaps = boundary::assess(&id, &spec.routes, &routes.networks, &routes.info);
+        let gaps = assess(&id, &spec.routes, &routes.networks, &routes.info);
         if spec.strict_egress && !gaps.is_empty() {
-            return Err(Error::NotContained { gaps });
+            return Err(Error::Route(RouteError::NotContained { gaps }));
         }
         for g in &gaps {
             warnings.push(format!(
@@ -142,7 +144,7 @@ impl Driver {
         let helper = crate::host::helper::install(&state.dir)?;
         let channel = spec.channel.resolve(nix::unistd::geteuid().as_raw());
         if channel == Kind::Exec && helper.is_none() {
-            return Err(Error::HelperMissing { id: id.clone() });
+            return Err(Error::Sandbox(SandboxError::HelperMissing { id: id.clone() }));
         }
         let seccomp = match &spec.seccomp_profile {
             Some(custom) => {
@@ -237,7 +239,7 @@ impl Driver {
         let args = argv::image_user(image);
         if out.status != 0 {
             if parse::no_such_image(&out.stderr_str()) {
-                return Err(Error::ImageMissing { image: image.to_string() });
+                return Err(Error::Image(ImageError::Missing { image: image.to_string() }));
             }
             return Err(status_error(&args, &out).into());
         }

@@ -3,6 +3,7 @@
 use super::super::{unique, Driver};
 use crate::docker::parse::NetInfo;
 use crate::docker::{argv, parse, status_error};
+use crate::error::RouteError;
 use crate::error::{Error, Result};
 use crate::spec::{self, SandboxSpec};
 
@@ -55,7 +56,7 @@ impl Driver {
         let out = self.exec.run(&args)?;
         let report = parse::networks(&nets, &out.stdout_str(), &out.stderr_str());
         if !report.missing.is_empty() {
-            return Err(Error::NetworkMissing { networks: report.missing });
+            return Err(Error::Route(RouteError::NetworkMissing { networks: report.missing }));
         }
         if out.status != 0 || report.nets.len() != nets.len() {
             return Err(status_error(&args, &out).into());
@@ -81,11 +82,14 @@ impl Driver {
                 continue;
             };
             let host = hosts.iter().find(|h| **h == c.name).unwrap_or(&c.name).clone();
-            return Err(Error::ServiceIsSandbox { host, why });
+            return Err(Error::Route(RouteError::ServiceIsSandbox { host, why }));
         }
         for h in hosts {
             if spec::parse_id(h).is_ok() {
-                return Err(Error::ServiceIsSandbox { host: h.clone(), why: "is named like a sandbox".into() });
+                return Err(Error::Route(RouteError::ServiceIsSandbox {
+                    host: h.clone(),
+                    why: "is named like a sandbox".into(),
+                }));
             }
         }
         let missing: Vec<String> =
@@ -95,7 +99,7 @@ impl Driver {
             {
                 return Err(status_error(&args, &out).into());
             }
-            return Err(Error::ServiceMissing { hosts: missing });
+            return Err(Error::Route(RouteError::ServiceMissing { hosts: missing }));
         }
         Ok(())
     }

@@ -7,6 +7,7 @@ use super::super::{unique, Driver};
 use crate::docker::parse::{self, MainState};
 use crate::docker::{argv, run_ok};
 use crate::error::{DockerError, Error, Result};
+use crate::error::{ImageError, SandboxError};
 use crate::host::channel::{self, Kind};
 use crate::host::socket;
 
@@ -31,7 +32,11 @@ impl Driver {
             }
             if out.status != 0 {
                 let code = crate::workbench::exec_status(out.status, &text);
-                return Err(Error::SetupFailed { command: argv.join(" "), code, output: text.trim_end().to_string() });
+                return Err(Error::Sandbox(SandboxError::SetupFailed {
+                    command: argv.join(" "),
+                    code,
+                    output: text.trim_end().to_string(),
+                }));
             }
         }
         Ok(())
@@ -44,7 +49,7 @@ impl Driver {
         // The image was seen before (its user is cached) but may be gone since.
         let missing = |e: DockerError| match &e {
             DockerError::Status { stderr, .. } if parse::image_missing_at_run(stderr) => {
-                Error::ImageMissing { image: plan.spec.image.as_str().to_string() }
+                Error::Image(ImageError::Missing { image: plan.spec.image.as_str().to_string() })
             }
             _ => e.into(),
         };
@@ -103,7 +108,11 @@ impl Driver {
             match self.main_process(plan)? {
                 MainProcess::Exited(died) => return Err(died),
                 MainProcess::Running(again) if again != pid => {
-                    return Err(Error::DiedAtBoot { id: plan.id.to_string(), code: -1, logs: self.logs(plan.id) })
+                    return Err(Error::Sandbox(SandboxError::DiedAtBoot {
+                        id: plan.id.to_string(),
+                        code: -1,
+                        logs: self.logs(plan.id),
+                    }))
                 }
                 MainProcess::Running(_) => {}
             }
@@ -117,9 +126,11 @@ impl Driver {
         let out = run_ok(&*self.exec, &args)?;
         match parse::main_state(&out.stdout_str()) {
             MainState::Running(pid) => Ok(MainProcess::Running(pid)),
-            MainState::Stopped(code) => {
-                Ok(MainProcess::Exited(Error::DiedAtBoot { id: plan.id.to_string(), code, logs: self.logs(plan.id) }))
-            }
+            MainState::Stopped(code) => Ok(MainProcess::Exited(Error::Sandbox(SandboxError::DiedAtBoot {
+                id: plan.id.to_string(),
+                code,
+                logs: self.logs(plan.id),
+            }))),
             MainState::Unknown => Err(DockerError::Parse {
                 command: crate::docker::render(&args),
                 reason: format!("expected `PID STATUS EXITCODE`, got {:?}", out.stdout_str().trim()),
@@ -159,12 +170,12 @@ impl Driver {
                     let uid = nix::unistd::geteuid().as_raw();
                     return Err(socket_error(socket::not_yours(plan.socket_path, uid, reason)));
                 }
-                return Err(Error::SocketTimeout {
+                return Err(Error::Sandbox(SandboxError::SocketTimeout {
                     id: plan.id.to_string(),
                     socket: plan.socket_path.display().to_string(),
                     waited: humantime::format_duration(plan.spec.socket_wait).to_string(),
                     logs: self.logs(plan.id),
-                });
+                }));
             }
             std::thread::sleep(delay);
             delay = (delay * 2).min(Duration::from_millis(20));
@@ -193,12 +204,12 @@ impl Driver {
                 relay_status(plan.id, out.status, &out.stderr_str(), Duration::ZERO)?;
             }
             if started.elapsed() >= plan.spec.socket_wait {
-                return Err(Error::SocketTimeout {
+                return Err(Error::Sandbox(SandboxError::SocketTimeout {
                     id: plan.id.to_string(),
                     socket: format!("{} (inside the sandbox)", argv::SANDBOX_SOCKET),
                     waited: humantime::format_duration(plan.spec.socket_wait).to_string(),
                     logs: self.logs(plan.id),
-                });
+                }));
             }
         }
     }
@@ -206,11 +217,8 @@ impl Driver {
     /// The boot crash, with its logs, once the container stopped; one `docker container inspect`.
     fn died_at_boot(&self, id: &str) -> Result<Option<Error>> {
         let out = self.exec.run(&argv::state(id))?;
-        Ok(parse::stopped(&out.stdout_str()).map(|code| Error::DiedAtBoot {
-            id: id.to_string(),
-            code,
-            logs: self.logs(id),
-        }))
+        Ok(parse::stopped(&out.stdout_str())
+            .map(|code| Error::Sandbox(SandboxError::DiedAtBoot { id: id.to_string(), code, logs: self.logs(id) })))
     }
 
     fn logs(&self, id: &str) -> String {

@@ -5,6 +5,7 @@ use std::path::Path;
 use super::super::Driver;
 use crate::docker::parse::{self, VolumeUser};
 use crate::docker::run_ok;
+use crate::error::SessionError;
 use crate::error::{Error, Result};
 use crate::host::persist;
 use crate::host::state::{self, State};
@@ -33,7 +34,7 @@ impl Driver {
         let volume = persist::volume_name(session);
         let out = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&volume)))?;
         if let Some(user) = parse::rows::<VolumeUser>(&out.stdout_str()).into_iter().next() {
-            return Err(Error::VolumeInUse { session: session.to_string(), id: user.container });
+            return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
         }
         let dir = persist::host_dir(&state.dir, session);
         let fresh = persist::prepare_dir(&dir, user.uid, user.gid)?;

@@ -1,6 +1,7 @@
 //! Create through the fake: the calls it makes, the tier it reaches, the user it picks, and what it refuses before anything exists.
 
 use super::*;
+use crate::error::{ImageError, RouteError};
 use crate::sandbox::create::choose_user;
 use crate::spec::{UserSpec, NOBODY};
 
@@ -74,7 +75,7 @@ fn missing_network_names_the_command_and_creates_nothing() {
     });
     let err = rig.driver().create(&spec(routes(&["a:proxy:1", "b:tools:2"]))).unwrap_err();
     match &err {
-        Error::NetworkMissing { networks } => assert_eq!(networks, &["sbx-tools"]),
+        Error::Route(RouteError::NetworkMissing { networks }) => assert_eq!(networks, &["sbx-tools"]),
         other => panic!("{other:?}"),
     }
     assert!(err.hint().unwrap().contains("docker network create --internal sbx-tools"));
@@ -101,7 +102,9 @@ fn open_network_lowers_the_tier_or_is_refused_when_strict() {
     rig.fake.push(Output::ok(&net_line("sbx-proxy", true, true)));
     let err = rig.driver().create(&spec(CreateRequest { strict_egress: true, ..routes(&["a:proxy:1"]) })).unwrap_err();
     match &err {
-        Error::NotContained { gaps } => assert_eq!(gaps.iter().map(|g| g.property).collect::<Vec<_>>(), ["shared"]),
+        Error::Route(RouteError::NotContained { gaps }) => {
+            assert_eq!(gaps.iter().map(|g| g.property).collect::<Vec<_>>(), ["shared"])
+        }
         other => panic!("{other:?}"),
     }
     assert!(err.hint().unwrap().contains("--private-routes"));
@@ -114,7 +117,7 @@ fn missing_image_and_missing_docker() {
     let rig = Rig::new();
     rig.fake.push(Output::fail(1, "Error response from daemon: no such image: x: No such image: x"));
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
-    assert!(matches!(err, Error::ImageMissing { .. }));
+    assert!(matches!(err, Error::Image(ImageError::Missing { .. })));
     rig.fake.push_spawn_failure();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     assert_eq!(err.kind(), "docker_missing");
@@ -176,7 +179,7 @@ fn the_image_user_is_cached_by_digest() {
     rig.fake.push(Output::fail(125, &format!("Unable to find image '{IMG}' locally")));
     rig.removed();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
-    assert!(matches!(err, Error::ImageMissing { .. }), "{err:?}");
+    assert!(matches!(err, Error::Image(ImageError::Missing { .. })), "{err:?}");
 }
 
 #[test]
@@ -186,7 +189,7 @@ fn an_image_with_an_sbx_label_is_refused_before_anything_is_made() {
     rig.fake.push(Output::ok(r#"["1000",{"sbx.private":"{\"sbx-rtsvc\":\"rtsvc\"}","a":"b"}]"#));
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     match &err {
-        Error::ImageHasSbxLabel { label, .. } => assert_eq!(label, "sbx.private"),
+        Error::Image(ImageError::HasSbxLabel { label, .. }) => assert_eq!(label, "sbx.private"),
         other => panic!("{other:?}"),
     }
     assert_eq!(err.exit_code(), 1);
@@ -195,7 +198,7 @@ fn an_image_with_an_sbx_label_is_refused_before_anything_is_made() {
     assert!(!rig.sock_dir().exists());
     // The verdict is cached per digest: the next create is refused with no docker call.
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
-    assert!(matches!(err, Error::ImageHasSbxLabel { .. }), "{err:?}");
+    assert!(matches!(err, Error::Image(ImageError::HasSbxLabel { .. })), "{err:?}");
     assert_eq!(rig.fake.verbs(), ["image inspect"]);
 }
 
@@ -252,7 +255,7 @@ fn created_json_is_byte_for_byte_the_cli_output() {
     let c = Created {
         record,
         socket_dir: PathBuf::from(format!("/run/u/{ID}")),
-        gaps: vec![crate::checks::boundary::Gap {
+        gaps: vec![crate::model::boundary::Gap {
             routes: vec!["inference".into(), "tools".into()],
             network: "sbx-proxy".into(),
             property: "shared",

@@ -1,6 +1,7 @@
 //! Destroy: by record or by inspect, already gone, foreign, racing, and paced batches.
 
 use super::*;
+use crate::error::SandboxError;
 
 #[test]
 fn destroy_removes_present_and_accepts_gone() {
@@ -34,7 +35,7 @@ fn destroy_refuses_foreign_containers_and_reports_daemon_errors() {
     let rig = Rig::new();
     rig.fake.push(Output::ok(&rig.inspect_line(ID, "sbx-0000000000bb", &[])));
     let err = rig.driver().destroy(&[ID.to_string()]).unwrap_err();
-    assert!(matches!(err, Error::Foreign { .. }));
+    assert!(matches!(err, Error::Sandbox(SandboxError::Foreign { .. })));
     assert_eq!(rig.fake.verbs(), ["container inspect"], "nothing removed");
 
     rig.fake.push(Output::fail(1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."));

@@ -1,6 +1,7 @@
 //! Look-ups: list, channel (direct and relayed), and the proof of ownership every command needs.
 
 use super::*;
+use crate::error::SandboxError;
 
 #[test]
 fn list_is_one_call_and_skips_foreign_containers() {
@@ -29,7 +30,7 @@ fn channel_requires_a_running_sandbox() {
     let line = rig.inspect_line(ID, ID, &[]).replace("\"running\"", "\"exited\"");
     rig.fake.push(Output::ok(&line));
     let err = rig.driver().channel(ID).unwrap_err();
-    assert!(matches!(err, Error::NotRunning { ref state, .. } if state == "exited"));
+    assert!(matches!(err, Error::Sandbox(SandboxError::NotRunning { ref state, .. }) if state == "exited"));
     rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
     let crate::host::channel::Channel::Direct { path, owners } = rig.driver().channel(ID).unwrap() else {
         panic!("a sandbox without an sbx.channel label is direct")
@@ -59,7 +60,7 @@ fn a_relayed_sandbox_is_reached_through_docker_exec() {
     // Without the label's token covering it, the label is not sbx's: refused.
     v["Config"]["Labels"]["sbx.channel"] = "direct".into();
     rig.fake.push(Output::ok(&v.to_string()));
-    assert!(matches!(rig.driver().channel(ID), Err(Error::Foreign { .. })));
+    assert!(matches!(rig.driver().channel(ID), Err(Error::Sandbox(SandboxError::Foreign { .. }))));
     let r = rig.driver().record(&crate::docker::parse::RawContainer {
         name: ID.into(),
         labels: labels.clone(),
@@ -145,7 +146,7 @@ fn every_command_acts_only_on_a_proven_sandbox() {
     forged["Config"]["Labels"]["sbx.id"] = impostor.into();
     rig.fake.push(Output::ok(&format!("{forged}\n")));
     let err = rig.driver().owned(impostor).unwrap_err();
-    assert!(matches!(err, Error::Foreign { ref id } if id == impostor), "{err:?}");
+    assert!(matches!(err, Error::Sandbox(SandboxError::Foreign { ref id }) if id == impostor), "{err:?}");
     assert!(err.to_string().contains("not a sandbox of this host"), "{err}");
     // A sandbox this host recorded: its container id, with no docker call.
     let rec = state::SandboxRecord {

@@ -1,6 +1,7 @@
 //! Private route networks: made per sandbox by create, removed by destroy and revoke.
 
 use super::*;
+use crate::error::{RouteError, SandboxError};
 
 #[test]
 fn private_routes_make_a_network_per_sandbox_and_reach_tier_2() {
@@ -51,7 +52,7 @@ fn private_routes_need_running_services_and_are_torn_down_on_failure() {
     rig.fake.push(Output::fail(1, "Error: No such container: proxy"));
     let s = spec(CreateRequest { private_routes: true, ..routes(&["inference:proxy:8080"]) });
     let err = rig.driver().create(&s).unwrap_err();
-    assert!(matches!(err, Error::ServiceMissing { ref hosts } if hosts == &["proxy"]), "{err:?}");
+    assert!(matches!(err, Error::Route(RouteError::ServiceMissing { ref hosts }) if hosts == &["proxy"]), "{err:?}");
     assert_eq!(rig.fake.verbs(), ["image inspect", "container inspect"]);
 
     let rig = Rig::new();
@@ -101,7 +102,7 @@ fn a_private_route_never_attaches_a_sandbox_as_its_service() {
         let s = spec(CreateRequest { private_routes: true, ..routes(&[&format!("pivot:{host}:8080")]) });
         let err = rig.driver().create(&s).unwrap_err();
         match &err {
-            Error::ServiceIsSandbox { host: h, why: w } => {
+            Error::Route(RouteError::ServiceIsSandbox { host: h, why: w }) => {
                 assert_eq!(h, host);
                 assert!(w.contains(why), "{w}");
             }
@@ -145,12 +146,12 @@ fn revoke_disconnects_and_reports_shared_networks() {
     rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &["sbx-docs"])));
     let err = rig.driver().revoke(ID, "nope").unwrap_err();
     match &err {
-        Error::UnknownRoute { routes, .. } => assert_eq!(routes, &["docs"]),
+        Error::Route(RouteError::Unknown { routes, .. }) => assert_eq!(routes, &["docs"]),
         other => panic!("{other:?}"),
     }
     assert_eq!(err.exit_code(), 1);
     assert!(err.to_string().contains("its routes: docs"));
 
     rig.fake.push(Output::fail(1, &format!("Error: No such container: {ID}")));
-    assert!(matches!(rig.driver().revoke(ID, "docs"), Err(Error::NotFound { .. })));
+    assert!(matches!(rig.driver().revoke(ID, "docs"), Err(Error::Sandbox(SandboxError::NotFound { .. }))));
 }

@@ -1,6 +1,7 @@
 //! A create that fails or is interrupted part-way: what it reports and what the rollback removes.
 
 use super::*;
+use crate::error::{ImageError, SandboxError};
 
 #[test]
 fn failed_run_is_torn_down() {
@@ -39,7 +40,7 @@ fn death_at_boot_reports_logs_and_cleans_up() {
     rig.removed();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     match &err {
-        Error::DiedAtBoot { code, logs, .. } => {
+        Error::Sandbox(SandboxError::DiedAtBoot { code, logs, .. }) => {
             assert_eq!(*code, 3);
             assert!(logs.contains("starting") && logs.contains("panic: no config"));
         }
@@ -65,7 +66,10 @@ fn socket_timeout_reports_logs_and_cleans_up() {
     rig.removed();
     let s = spec(CreateRequest { socket_wait: Some("60ms".into()), ..Default::default() });
     let err = rig.driver().create(&s).unwrap_err();
-    assert!(matches!(err, Error::SocketTimeout { ref waited, .. } if waited == "60ms"), "{err:?}");
+    assert!(
+        matches!(err, Error::Sandbox(SandboxError::SocketTimeout { ref waited, .. }) if waited == "60ms"),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("logged nothing"));
     assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "logs", "rm"]);
     assert!(!rig.sock_dir().exists());
@@ -143,7 +147,7 @@ fn an_image_that_redirects_a_mount_is_refused_and_removed() {
     let proc = rig.root.with_extension("proc");
     std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO.replace(" /run/sbx ro,", " /tmp/sbx ro,")).unwrap();
     let err = driver.create(&spec(CreateRequest::default())).unwrap_err();
-    assert!(matches!(&err, Error::Redirected { path, .. } if path == "/run/sbx"), "{err:?}");
+    assert!(matches!(&err, Error::Image(ImageError::Redirected { path, .. }) if path == "/run/sbx"), "{err:?}");
     assert_eq!(err.exit_code(), 1);
     assert!(err.to_string().contains(&format!("image {IMG} redirects /run/sbx")), "{err}");
     assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "container inspect", "rm"]);
@@ -163,7 +167,7 @@ fn a_sandbox_that_exits_while_its_mounts_are_read_is_a_boot_crash() {
     rig.fake.push(Output::ok("crashing on purpose\n"));
     rig.removed();
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
-    assert!(matches!(&err, Error::DiedAtBoot { code: 3, .. }), "{err:?}");
+    assert!(matches!(&err, Error::Sandbox(SandboxError::DiedAtBoot { code: 3, .. })), "{err:?}");
     assert!(err.to_string().contains("crashing on purpose"), "{err}");
 }
 

@@ -1,0 +1,294 @@
+//! The failures of each concern, with their `--json` kind and their hint.
+//! Every one exits 1 (see the table in the parent module).
+
+use std::path::PathBuf;
+
+use crate::model::boundary::Gap;
+
+/// An image sbx will not run, or cannot find.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("image {image} is not on this engine")]
+    Missing { image: String },
+    /// The image moved a mount sbx made (issue 9 finding 1: a symlink in the
+    /// image makes runc mount elsewhere, where the sandbox can replace it).
+    #[error("image {image} redirects {path} (a symlink in the image?): {found}; sbx refuses it")]
+    Redirected { image: String, path: String, found: String },
+    #[error("image {image} carries the label {label:?} in sbx's namespace; a sandbox would inherit it as part of sbx's record")]
+    HasSbxLabel { image: String, label: String },
+}
+
+impl ImageError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ImageError::Missing { .. } => "image_missing",
+            ImageError::Redirected { .. } => "image_redirects",
+            ImageError::HasSbxLabel { .. } => "image_has_sbx_label",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            // An image id names content on one engine only: it cannot be pulled.
+            ImageError::Missing { image } if image.starts_with("sha256:") => {
+                "an image id names an image on one engine only: build or load it here (`docker load -i IMAGE.tar`, `docker import`), then pass the id that engine reports".into()
+            }
+            ImageError::Missing { image } => format!("load it first (`docker pull {image}` or `docker load`), then retry"),
+            ImageError::Redirected { .. } => {
+                "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox, and no VOLUME or --rw/--ro path that is a symlink to /run); nothing was left behind".into()
+            }
+            ImageError::HasSbxLabel { label, .. } => format!(
+                "rebuild the image without the {label:?} label (labels starting with `sbx.` are sbx's own), then pass its new digest"
+            ),
+        })
+    }
+}
+
+/// Routes, their networks and the services they name.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error("route network(s) missing: {}", networks.join(", "))]
+    NetworkMissing { networks: Vec<String> },
+    #[error("routes reach beyond their targets, refused under strict egress: {}", gaps.iter().map(|g| format!("{} ({})", g.network, g.property)).collect::<Vec<_>>().join(", "))]
+    NotContained { gaps: Vec<Gap> },
+    #[error("with --private-routes each route's host must name a running service container; not running: {}", hosts.join(", "))]
+    ServiceMissing { hosts: Vec<String> },
+    #[error("sandbox {id} has no route {kind:?} (its routes: {})", if routes.is_empty() { "none".to_string() } else { routes.join(", ") })]
+    Unknown { id: String, kind: String, routes: Vec<String> },
+    #[error("route service {host:?} {why}; sbx never attaches a sandbox to another sandbox's route")]
+    ServiceIsSandbox { host: String, why: String },
+}
+
+impl RouteError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RouteError::NetworkMissing { .. } => "network_missing",
+            RouteError::NotContained { .. } => "not_contained",
+            RouteError::ServiceMissing { .. } => "service_missing",
+            RouteError::Unknown { .. } => "unknown_route",
+            RouteError::ServiceIsSandbox { .. } => "service_is_sandbox",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            RouteError::NetworkMissing { networks } => {
+                format!("{}; or create the sandbox with --private-routes", missing_network_fix(networks))
+            }
+            RouteError::NotContained { gaps } => {
+                let mut fixes: Vec<String> = gaps.iter().map(|g| format!("{}: {}", g.network, g.fix)).collect();
+                fixes.dedup();
+                format!("{}; or drop --strict-egress / SBX_STRICT_EGRESS to accept tier 1", fixes.join("; "))
+            }
+            RouteError::ServiceMissing { .. } => {
+                "start the service as a container named after the route's host (`docker run -d --name HOST ...`), or create without --private-routes".into()
+            }
+            RouteError::Unknown { id, .. } => {
+                format!("`sbx inspect {id}` shows its routes; `sbx revoke {id} all` destroys it")
+            }
+            RouteError::ServiceIsSandbox { .. } => {
+                "route to a service container that is not a sandbox; to let sandboxes talk, use a shared route network you create".into()
+            }
+        })
+    }
+}
+
+/// How to make missing route networks; `create`'s hint and `doctor
+/// --route` say the same (issue 10, consistency).
+pub fn missing_network_fix(networks: &[String]) -> String {
+    let cmds: Vec<String> = networks.iter().map(|n| format!("`docker network create --internal {n}`")).collect();
+    let attach: Vec<String> = networks
+        .iter()
+        .map(|n| format!("`docker network connect --alias {} {n} SERVICE`", n.trim_start_matches("sbx-")))
+        .collect();
+    format!(
+        "create it with {} (add `-o com.docker.network.bridge.inhibit_ipv4=true` to keep the host out of reach) and attach the service with {}",
+        cmds.join(" and "),
+        attach.join(" and ")
+    )
+}
+
+/// A sandbox's lifecycle: finding it, booting it, running its setup,
+/// tearing it down.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("no sandbox {id} on this engine")]
+    NotFound { id: String },
+    #[error("container {id} is not a sandbox of this host (not created by sbx here, or its sbx labels were changed); refusing to touch it")]
+    Foreign { id: String },
+    #[error("sandbox {id} is {state}, not running")]
+    NotRunning { id: String, state: String },
+    #[error("sandbox {id} exited (code {code}{}) before binding its socket{}", if *code == 137 { ": SIGKILL, usually the OOM killer" } else { "" }, tail_suffix(logs))]
+    DiedAtBoot { id: String, code: i32, logs: String },
+    #[error("sandbox {id} did not bind {socket} within {waited}{}", tail_suffix(logs))]
+    SocketTimeout { id: String, socket: String, waited: String, logs: String },
+    #[error("sandbox {id} has no sbx helper at /run/sbx/helper (made by an older sbx, or this sbx was built without a static libc)")]
+    HelperMissing { id: String },
+    #[error("setup command `{command}` failed (exit {code}){}", if output.is_empty() { String::new() } else { format!(": {output}") })]
+    SetupFailed { command: String, code: i32, output: String },
+    #[error("the image of sandbox {id} has no shell ({tried})")]
+    NoShell { id: String, tried: String },
+    #[error("{command} exited with {code}{}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
+    CommandFailed { command: String, code: i32, stderr: String },
+    #[error("gc could not remove {count} item(s): {}", failed.join("; "))]
+    GcIncomplete { failed: Vec<String>, count: usize },
+}
+
+fn tail_suffix(logs: &str) -> String {
+    if logs.trim().is_empty() {
+        String::from("; it logged nothing")
+    } else {
+        format!("; its last log lines:\n{}", logs.trim_end())
+    }
+}
+
+impl SandboxError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SandboxError::NotFound { .. } => "not_found",
+            SandboxError::Foreign { .. } => "foreign_container",
+            SandboxError::NotRunning { .. } => "not_running",
+            SandboxError::DiedAtBoot { .. } => "died_at_boot",
+            SandboxError::SocketTimeout { .. } => "socket_timeout",
+            SandboxError::HelperMissing { .. } => "helper_missing",
+            SandboxError::SetupFailed { .. } => "setup_failed",
+            SandboxError::NoShell { .. } => "no_shell",
+            SandboxError::CommandFailed { .. } => "command_failed",
+            SandboxError::GcIncomplete { .. } => "gc_incomplete",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            SandboxError::NotFound { .. } => "`sbx ls` lists the sandboxes on this engine".into(),
+            SandboxError::Foreign { .. } => "remove it with docker itself if it is yours".into(),
+            SandboxError::NotRunning { id, .. } => format!("`sbx destroy {id}` and create a new sandbox"),
+            SandboxError::DiedAtBoot { .. } => {
+                "the sandbox program must start and bind /run/sandbox/sandbox.sock; run it with the same image by hand to see why it exits".into()
+            }
+            SandboxError::SocketTimeout { .. } => {
+                "make the sandbox bind /run/sandbox/sandbox.sock, raise --socket-wait, or pass --socket-wait 0 to skip the wait".into()
+            }
+            SandboxError::HelperMissing { id } => format!("recreate the sandbox with this sbx (`sbx destroy {id}`, then `sbx create ...`); build sbx where a static libc is installed (Debian: libc6-dev)"),
+            SandboxError::SetupFailed { .. } => "the sandbox was removed; fix the command and create again".into(),
+            SandboxError::NoShell { id, .. } => format!("run a program directly: `sbx exec -i -t {id} -- PROGRAM`"),
+            SandboxError::CommandFailed { .. } => return None,
+            SandboxError::GcIncomplete { .. } => {
+                "everything else was removed; fix what is named (a mount inside a socket directory, a daemon error) and run `sbx gc` again".into()
+            }
+        })
+    }
+}
+
+/// Persistent sessions: the `/state` volume and the cloned workspace.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("the persistent state of session {session} is in use by running sandbox {id}")]
+    VolumeInUse { session: String, id: String },
+    #[error("{} is {found}, not a workspace directory; --clone never clones through it", path.display())]
+    WorkspaceNotDirectory { path: PathBuf, found: String },
+}
+
+impl SessionError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SessionError::VolumeInUse { .. } => "volume_in_use",
+            SessionError::WorkspaceNotDirectory { .. } => "workspace_not_directory",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            SessionError::VolumeInUse { id, .. } => {
+                format!("one writer at a time: `sbx destroy {id}` first (the volume stays)")
+            }
+            SessionError::WorkspaceNotDirectory { path, .. } => format!("an earlier sandbox of this session left it; remove it (`rm {}` removes a link itself, not its target) or create without --clone", path.display()),
+        })
+    }
+}
+
+/// The verdicts of `sbx audit` and `sbx doctor`.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("audit of {id}: failed rules: {}", failed.join(", "))]
+    AuditFailed { id: String, failed: Vec<String> },
+    #[error("doctor: failed checks: {}", failed.join(", "))]
+    DoctorFailed { failed: Vec<String> },
+}
+
+impl CheckError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CheckError::AuditFailed { .. } => "audit_failed",
+            CheckError::DoctorFailed { .. } => "doctor_failed",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            CheckError::AuditFailed { id, .. } => format!("`sbx destroy {id}`; a sandbox made by `sbx create` passes every rule, so look for a changed engine default"),
+            CheckError::DoctorFailed { .. } => "each failed check above says how to fix it".into(),
+        })
+    }
+}
+
+/// This machine: the files and directories sbx keeps, the helper it mounts.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The helper sbx would mount is not the one it embeds, or others could change it.
+    #[error("the helper at {path} cannot be trusted: {reason}")]
+    HelperUntrusted { path: PathBuf, reason: String },
+    /// A system call on this machine failed; `context` says what sbx was doing.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No state directory candidate could be made and written (see
+    /// `host::state::StateChoice`). The text and kind are those of the
+    /// `Io` error this used to be.
+    #[error("no usable state directory (tried: {tried}); set SBX_DATA_DIR: no state directory")]
+    NoStateDir { tried: String },
+    /// The ownership key file holds something other than 32 bytes.
+    #[error("{} is not a 32-byte key: invalid data", path.display())]
+    BadKey { path: PathBuf },
+    /// JSON sbx writes (a record) or reads (the probe's report) that does not encode or parse.
+    #[error("{context}: {source}")]
+    Json {
+        context: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// sbx's seccomp profile file is not what sbx just wrote there.
+    #[error("verifying {}: the profile changed after it was written (is the data dir shared?)", path.display())]
+    SeccompChanged { path: PathBuf },
+}
+
+impl HostError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HostError::HelperUntrusted { .. } => "helper_untrusted",
+            // These four were `Io` errors once; scripts may match the kind.
+            HostError::Io { .. }
+            | HostError::NoStateDir { .. }
+            | HostError::BadKey { .. }
+            | HostError::Json { .. }
+            | HostError::SeccompChanged { .. } => "io",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            HostError::HelperUntrusted { path, .. } => Some(format!(
+                "make {} and its parents owned by you or root and writable by nobody else, then retry (sbx reinstalls a helper whose content differs)",
+                path.display()
+            )),
+            HostError::Io { .. }
+            | HostError::NoStateDir { .. }
+            | HostError::BadKey { .. }
+            | HostError::Json { .. }
+            | HostError::SeccompChanged { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Failures sbx says in its own words.
+
+use super::EXIT_FAILED;
+
+/// Failures sbx says in its own words: the daemon's known answers and the
+/// in-sandbox helper's exit codes (issue 10 item 5). Ids are the ones the
+/// user gave once `commands::named` has run.
+#[derive(Debug, thiserror::Error)]
+pub enum Explained {
+    #[error("sandbox {id} is not running (it exited or was stopped)")]
+    Stopped { id: String },
+    #[error("the Docker engine refused --cpus: it allows from 0.01 to {max} CPUs")]
+    CpuRange { max: String },
+    #[error("sandbox {id} has no background process {handle}")]
+    NoProcess { id: String, handle: String },
+    #[error("background process {handle} in sandbox {id} has already exited")]
+    ProcessExited { id: String, handle: String },
+    #[error("sandbox {id} has no {path}")]
+    NoSuchPath { id: String, path: String },
+    #[error("cannot write {path} in sandbox {id}: the sandbox's root file system is read-only")]
+    ReadOnly { id: String, path: String },
+    #[error("the sandbox's user may not access {path} in sandbox {id} (permission denied)")]
+    Denied { id: String, path: String },
+    #[error("no space left in sandbox {id} while writing {path}")]
+    NoSpace { id: String, path: String },
+    #[error("nothing listened on port {port} in sandbox {id} within {waited}")]
+    PortTimeout { id: String, port: u16, waited: String },
+    #[error("sandbox {id} cannot run {command:?}: {}", if *not_found { "no such file or command" } else { "it is not an executable file" })]
+    /// `background`: from `exec -d`, which exits 1 (its command never had an exit code).
+    CannotRun { id: String, command: String, not_found: bool, background: bool },
+    /// Anything else the helper reports; `detail` is its own text, made
+    /// printable: it comes from the sandbox (issue 9) and is labelled so.
+    #[error("sbx's helper in sandbox {id} failed while {doing} (exit {code}){}", if detail.is_empty() { String::new() } else { format!("; the sandbox said: {detail}") })]
+    Helper { id: String, doing: String, code: i32, detail: String },
+}
+
+impl Explained {
+    /// The same failure naming `id` instead of the container id `target`.
+    pub fn named(self, target: &str, id: &str) -> Self {
+        let n = |s: String| if s == target { id.to_string() } else { s };
+        use Explained::*;
+        match self {
+            Stopped { id } => Stopped { id: n(id) },
+            NoProcess { id, handle } => NoProcess { id: n(id), handle },
+            ProcessExited { id, handle } => ProcessExited { id: n(id), handle },
+            NoSuchPath { id, path } => NoSuchPath { id: n(id), path },
+            ReadOnly { id, path } => ReadOnly { id: n(id), path },
+            Denied { id, path } => Denied { id: n(id), path },
+            NoSpace { id, path } => NoSpace { id: n(id), path },
+            PortTimeout { id, port, waited } => PortTimeout { id: n(id), port, waited },
+            CannotRun { id, command, not_found, background } => CannotRun { id: n(id), command, not_found, background },
+            Helper { id, doing, code, detail } => Helper { id: n(id), doing, code, detail },
+            e @ CpuRange { .. } => e,
+        }
+    }
+
+    pub(super) fn exit_code(&self) -> u8 {
+        match self {
+            // The shell's convention, which scripts expect of `sbx exec`.
+            Explained::CannotRun { background: true, .. } => EXIT_FAILED,
+            Explained::CannotRun { not_found: true, .. } => 127,
+            Explained::CannotRun { .. } => 126,
+            _ => EXIT_FAILED,
+        }
+    }
+
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            Explained::Stopped { .. } => "not_running",
+            Explained::CpuRange { .. } => "engine_cpu_range",
+            Explained::NoProcess { .. } => "no_such_process",
+            Explained::ProcessExited { .. } => "process_exited",
+            Explained::NoSuchPath { .. } => "no_such_path",
+            Explained::ReadOnly { .. } => "read_only",
+            Explained::Denied { .. } => "permission_denied",
+            Explained::NoSpace { .. } => "no_space",
+            Explained::PortTimeout { .. } => "port_timeout",
+            Explained::CannotRun { not_found: true, .. } => "command_not_found",
+            Explained::CannotRun { .. } => "command_not_executable",
+            Explained::Helper { .. } => "helper_failed",
+        }
+    }
+
+    pub(super) fn hint(&self) -> Option<String> {
+        Some(match self {
+            Explained::Stopped { id } => {
+                format!("`sbx logs {id}` shows why it ended; `sbx destroy {id}` and create a new sandbox")
+            }
+            Explained::CpuRange { max } => format!("pass --cpus between 0.01 and {max}"),
+            Explained::NoProcess { id, .. } => format!("`sbx ps {id}` lists the background processes"),
+            Explained::ProcessExited { id, handle } => {
+                format!("`sbx ps {id}` shows its exit code, `sbx logs {id} {handle}` its output")
+            }
+            Explained::NoSuchPath { id, path } if path == "/state/workspace" => format!(
+                "backup saves /state/workspace, which this sandbox never made: create it with `create --clone URL`, or copy a directory there with `sbx cp DIR {id}:/state/workspace`"
+            ),
+            Explained::NoSuchPath { id, .. } => format!("check the path with `sbx exec {id} -- ls -la DIR`"),
+            Explained::ReadOnly { .. } => {
+                "write under /tmp or /state, or into a directory mounted with `create --rw HOST:DIR`".into()
+            }
+            Explained::Denied { .. } => {
+                "the sandbox runs as a non-root user: write under /tmp or /state, or create it with --user".into()
+            }
+            Explained::NoSpace { .. } => "/tmp and /state are small tmpfs mounts; use --state-dir or --persist for more room".into(),
+            Explained::PortTimeout { id, .. } => format!(
+                "start the server first (`sbx exec -d {id} -- SERVER`), check it with `sbx ps {id}` and `sbx logs {id} HANDLE`, or raise --timeout"
+            ),
+            Explained::CannotRun { id, not_found: true, .. } => {
+                format!("give the program's absolute path; the image has only what it was built with (`sbx exec {id} -- /bin/ls /bin` if it has ls)")
+            }
+            Explained::CannotRun { .. } => "the path must name an executable file the sandbox's user may run".into(),
+            Explained::Helper { .. } => return None,
+        })
+    }
+}
