@@ -7,6 +7,23 @@
 //! docker through `docker::DockerExec` (real CLI, or the recording fake in
 //! tests), and prints through the printer. The container's labels are the
 //! only state (`model::record`).
+//!
+//! Where things go, bottom layer first; a module imports only the ones
+//! above it in this list (a unit test, `layering.rs`, checks it):
+//!
+//! | module      | owns                                                                   | a new ... goes here        |
+//! |-------------|------------------------------------------------------------------------|----------------------------|
+//! | `model`     | ids, label keys, the record, tokens, gaps, fixed paths; imports nothing | fact about a sandbox       |
+//! | `spec`      | validated input: image, routes, mounts, the create request            | flag that needs checking   |
+//! | `docker`    | the `Invocation` seam, the real CLI, the fake, every argv builder and every parser of docker output | docker call |
+//! | `error`     | one error enum per concern, exit codes, kinds and hints               | failure mode               |
+//! | `output`    | the printer: data on stdout, messages on stderr, `--json`             | message shape              |
+//! | `host`      | this machine: state dir, socket dirs, persist, helper, channel, interrupts | host-side resource     |
+//! | `workbench` | working inside a sandbox: exec, ps, files and the transfer format, stats, ports | in-sandbox operation |
+//! | `sandbox`   | the lifecycle, one file per operation (create, destroy, revoke, gc, ttl, volumes) | lifecycle step   |
+//! | `checks`    | what sbx measures for the operator: audit rules, doctor, the probe    | check                      |
+//! | `cli`       | clap's view of the command line (parsing only)                        | flag                       |
+//! | `commands`  | one file per subcommand, handed a `Context` by `dispatch`             | subcommand                 |
 
 pub mod checks;
 pub mod cli;

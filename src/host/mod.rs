@@ -1,4 +1,10 @@
-//! This machine: the state dir, socket dirs, persistent sessions, the helper, interrupts.
+//! This machine's side of a sandbox: the state dir (ownership key, expiry,
+//! records labels cannot hold), socket dirs and the checked connect, the
+//! persistent session volumes' host dirs, the helper binary sbx mounts, the
+//! seccomp profile file, how sbx reaches a sandbox's socket (`channel`:
+//! direct or relayed), the byte relay and signal handling. Everything a
+//! sandbox can touch from inside is opened by descriptor and checked here
+//! before sbx acts on it.
 
 pub mod channel;
 pub mod helper;
