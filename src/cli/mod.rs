@@ -1,6 +1,10 @@
 //! The command line, as clap parses it. Parsing only; validation happens in
 //! `spec`, and nothing here touches docker.
 
+// Field doc comments here are clap's help text, in its notation ([:GID],
+// <64 hex>), not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 mod dashes;
 mod examples;
 

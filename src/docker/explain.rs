@@ -11,9 +11,9 @@ use std::ffi::OsString;
 /// A daemon answer sbx knows how to say in its own words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Known {
-    /// "Container <id> is not running" (exec, cp, logs on an exited sandbox).
+    /// `Container <id> is not running` (exec, cp, logs on an exited sandbox).
     NotRunning { container: String },
-    /// "No such container: <id>".
+    /// `No such container: <id>`.
     NoSuchContainer { container: String },
     /// "Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs available".
     CpuRange { max: String },

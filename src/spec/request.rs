@@ -3,6 +3,10 @@
 //! the help text), and the one step that validates them into a
 //! [`SandboxSpec`].
 
+// Field doc comments here are clap's help text, in its notation ([:GID],
+// <64 hex>), not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 use std::collections::BTreeSet;
 
 use super::*;
