@@ -45,7 +45,7 @@ impl Driver {
     /// Start the sandbox and wait for its socket; returns the container id.
     pub(super) fn start_and_wait(&self, plan: &argv::RunPlan) -> Result<String> {
         self.check_interrupt()?;
-        let nets = unique(plan.networks.iter().map(|(_, n)| n.clone()));
+        let nets = unique(plan.networks.iter().map(|r| r.network.clone()));
         // The image was seen before (its user is cached) but may be gone since.
         let missing = |e: DockerError| match &e {
             DockerError::Status { stderr, .. } if parse::image_missing_at_run(stderr) => {
