@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::{fixture_image, SBX};
 use sbx::docker::pace::{self, Pace};
+use sbx::model::record::RouteNetwork;
 
 const LABEL: &str = "sbx-bench=1";
 
@@ -161,7 +162,7 @@ impl Bench {
     }
 
     /// The docker argv sbx itself would run for this sandbox, from sbx's own builder.
-    fn bare_argv(&self, name: &str, dir: &Path, networks: &[(String, String)], detach_run: bool) -> Vec<String> {
+    fn bare_argv(&self, name: &str, dir: &Path, networks: &[RouteNetwork], detach_run: bool) -> Vec<String> {
         let req =
             sbx::spec::CreateRequest { image: self.image.clone(), labels: vec![LABEL.into()], ..Default::default() };
         let spec = sbx::spec::SandboxSpec::from_request(&req, None).unwrap();
@@ -197,7 +198,7 @@ impl Bench {
     }
 
     /// Bare: run (or create, connect, start) and wait for the socket.
-    fn bare_create(&self, networks: &[(String, String)]) -> (String, PathBuf) {
+    fn bare_create(&self, networks: &[RouteNetwork]) -> (String, PathBuf) {
         let name = format!("sbxb-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
         let dir = self.bare_dir(&name);
         if networks.len() <= 1 {
@@ -206,8 +207,8 @@ impl Bench {
         } else {
             let argv = self.bare_argv(&name, &dir, networks, false);
             docker_ok(&argv.iter().map(String::as_str).collect::<Vec<_>>());
-            for (_, n) in &networks[1..] {
-                docker_ok(&["network", "connect", n, &name]);
+            for n in &networks[1..] {
+                docker_ok(&["network", "connect", &n.network, &name]);
             }
             docker_ok(&["start", &name]);
         }
@@ -385,8 +386,11 @@ fn run(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>, notes: &
             &format!("sbx-{h}"),
         ]);
     }
-    let nets: Vec<(String, String)> =
-        hosts.iter().enumerate().map(|(i, h)| (format!("r{i}"), format!("sbx-{h}"))).collect();
+    let nets: Vec<RouteNetwork> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| RouteNetwork { kind: format!("r{i}"), network: format!("sbx-{h}") })
+        .collect();
     let r0 = format!("r0:{}:80", hosts[0]);
     let r1 = format!("r1:{}:80", hosts[1]);
     let mut routed = Case { name: "create-to-ready, two routes".into(), target: None, ..Default::default() };

@@ -177,7 +177,7 @@ impl Dirs {
 }
 /// The real docker CLI as the environment configures it (`run` has already
 /// refused a malformed `SBX_DOCKER_TIMEOUT`).
-pub fn real_docker(env: &Env) -> docker::RealDocker {
+fn real_docker(env: &Env) -> docker::RealDocker {
     let deadlines = docker::Deadlines::from_env(env.docker_timeout.as_deref()).unwrap_or_default();
     docker::RealDocker::new(env.docker.clone()).with_deadlines(deadlines)
 }

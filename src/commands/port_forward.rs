@@ -6,12 +6,14 @@
 //! works the same way).
 
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Context;
 use crate::cli::WaitPortArgs;
 use crate::docker::{DockerError, DockerExec, Piped};
 use crate::error::{Error, Invalid, Result};
+use crate::output::Printer;
 use crate::spec::{parse_duration, parse_id};
 use crate::workbench;
 
@@ -33,21 +35,7 @@ pub fn exec(id: &str, specs: &[String], ctx: &Context) -> Result<()> {
     driver.channel(&id)?;
     let target = driver.owned(&id)?;
     (ctx.catch_signals)();
-    let mut lines = String::new();
-    for (local, remote) in pairs {
-        let listener = TcpListener::bind(("127.0.0.1", local))
-            .map_err(|e| Error::io(format!("listening on 127.0.0.1:{local}"), e))?;
-        let addr = listener.local_addr().map_err(|e| Error::io("reading the local address", e))?;
-        lines.push_str(&format!("{addr} -> {id}:{remote}\n"));
-        let docker: std::sync::Arc<dyn DockerExec> = std::sync::Arc::new(crate::real_docker(&ctx.env));
-        let id = target.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let (docker, id) = (docker.clone(), id.clone());
-                std::thread::spawn(move || relay(conn, docker.as_ref(), &id, remote));
-            }
-        });
-    }
+    let lines = listen(&pairs, &id, &target, driver.docker_handle(), &ctx.out)?;
     ctx.out.data(&lines)?;
     ctx.out.note("forwarding", "forwarding; Ctrl-C to stop");
     while crate::host::interrupt::pending().is_none() {
@@ -56,10 +44,31 @@ pub fn exec(id: &str, specs: &[String], ctx: &Context) -> Result<()> {
     Ok(())
 }
 
+/// Listens on 127.0.0.1 for each (local, remote) pair and relays every
+/// connection to container `target` in a thread of its own; returns the
+/// `ADDR -> ID:PORT` lines to print (`id` as the user wrote it).
+fn listen(pairs: &[(u16, u16)], id: &str, target: &str, docker: Arc<dyn DockerExec>, out: &Printer) -> Result<String> {
+    let mut lines = String::new();
+    for &(local, remote) in pairs {
+        let listener = TcpListener::bind(("127.0.0.1", local))
+            .map_err(|e| Error::io(format!("listening on 127.0.0.1:{local}"), e))?;
+        let addr = listener.local_addr().map_err(|e| Error::io("reading the local address", e))?;
+        lines.push_str(&format!("{addr} -> {id}:{remote}\n"));
+        let (docker, target, out) = (docker.clone(), target.to_string(), out.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (docker, target, out) = (docker.clone(), target.clone(), out.clone());
+                std::thread::spawn(move || relay(conn, docker.as_ref(), &target, remote, &out));
+            }
+        });
+    }
+    Ok(lines)
+}
+
 /// One connection: TCP <-> `docker exec -i ID helper relay PORT`, with
 /// half-close passed on in both directions. Both directions copy with
 /// `relay::copy` (read/write, no splice: issue 10.1).
-fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16) {
+fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16, out: &Printer) {
     // A hung engine ends this connection at the start deadline (issue 10).
     let Ok(Piped { mut stdin, mut stdout, wait }) = docker.open_pipe(&workbench::relay_argv(id, port)) else { return };
     let Ok(mut up) = conn.try_clone() else { return };
@@ -72,7 +81,7 @@ fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16) {
     let _ = down.shutdown(Shutdown::Write);
     let _ = upload.join();
     if let Err(e @ DockerError::Timeout { .. }) = wait() {
-        eprintln!("sbx: warning: connection to port {port} closed: {e}");
+        out.warn("engine_timeout", &format!("connection to port {port} closed: {e}"));
     }
 }
 
@@ -127,12 +136,85 @@ mod tests {
         let (conn, _) = listener.accept().unwrap();
         client.write_all(b"ping").unwrap();
         client.shutdown(Shutdown::Write).unwrap();
-        relay(conn, &fake, "sbx-0123456789ab", 8080);
+        let (out, printed) = crate::output::capture(false);
+        relay(conn, &fake, "sbx-0123456789ab", 8080, &out);
+        assert_eq!(printed.stderr(), "");
         let mut back = String::new();
         client.read_to_string(&mut back).unwrap();
         assert_eq!(back, "pong");
         let args = workbench::relay_argv("sbx-0123456789ab", 8080);
         let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(fake.invocations(), vec![Call { args, stdin: Some(b"ping".to_vec()), mode: ModeKind::Piped }]);
+    }
+
+    /// The whole path `exec` sets up: a listener on a free port, the line
+    /// it prints, and one client connection relayed through the driver's docker.
+    #[test]
+    fn a_forwarded_port_relays_a_connection_through_the_docker_it_is_given() {
+        use std::io::{Read, Write};
+        let fake = FakeDocker::new();
+        fake.push(Output::ok("pong"));
+        let (out, printed) = crate::output::capture(false);
+        let target = "0".repeat(64);
+        let lines = listen(&[(0, 8080)], "sbx-0123456789ab", &target, Arc::new(fake.clone()), &out).unwrap();
+        let (addr, rest) = lines.split_once(" -> ").unwrap();
+        assert_eq!(rest, "sbx-0123456789ab:8080\n");
+        assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{lines}");
+        let mut client = TcpStream::connect(addr).unwrap();
+        client.write_all(b"ping").unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        let mut back = String::new();
+        client.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "pong");
+        let args = workbench::relay_argv(&target, 8080);
+        let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        // The relay thread records stdin as it comes: wait for the half-close.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while fake.invocations().first().and_then(|c| c.stdin.clone()) != Some(b"ping".to_vec()) {
+            assert!(std::time::Instant::now() < deadline, "{:?}", fake.invocations());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(fake.invocations(), vec![Call { args, stdin: Some(b"ping".to_vec()), mode: ModeKind::Piped }]);
+        assert_eq!(printed.stderr(), "");
+    }
+
+    /// A docker that opens the pipe, then reports the engine's deadline.
+    struct TimesOutAfterOpening;
+
+    impl DockerExec for TimesOutAfterOpening {
+        fn execute(
+            &self,
+            _: crate::docker::Invocation<'_>,
+        ) -> std::result::Result<crate::docker::Outcome, DockerError> {
+            Ok(crate::docker::Outcome::Piped(Piped {
+                stdin: Box::new(std::io::sink()),
+                stdout: Box::new(std::io::empty()),
+                wait: Box::new(|| Err(DockerError::Timeout { command: "exec".into(), after: Duration::from_secs(30) })),
+            }))
+        }
+    }
+
+    #[test]
+    fn a_relay_cut_off_by_the_engine_deadline_warns_through_the_printer() {
+        for (json, want) in [
+            (
+                false,
+                "sbx: warning: connection to port 8080 closed: the Docker engine did not answer `exec` within 30s\n",
+            ),
+            (
+                true,
+                "{\"warning\":{\"kind\":\"engine_timeout\",\"message\":\"connection to port 8080 closed: \
+                 the Docker engine did not answer `exec` within 30s\"}}\n",
+            ),
+        ] {
+            let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+            let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (conn, _) = listener.accept().unwrap();
+            client.shutdown(Shutdown::Write).unwrap();
+            let (out, printed) = crate::output::capture(json);
+            relay(conn, &TimesOutAfterOpening, "sbx-0123456789ab", 8080, &out);
+            assert_eq!(printed.stderr(), want);
+            assert_eq!(printed.stdout(), "");
+        }
     }
 }

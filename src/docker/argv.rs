@@ -111,10 +111,6 @@ pub fn running_pid(id: &str) -> Vec<OsString> {
     os(&["container", "inspect", "--format", "{{.State.Pid}} {{.State.Status}} {{.State.ExitCode}}", "--", id])
 }
 
-pub fn logs_tail(id: &str) -> Vec<OsString> {
-    os(&["logs", "--tail", LOG_TAIL, "--", id])
-}
-
 /// `-v` removes anonymous volumes the image declared, so nothing outlives it.
 pub fn remove<S: AsRef<str>>(ids: &[S]) -> Vec<OsString> {
     with_tail(&["rm", "-f", "-v", "--"], ids)

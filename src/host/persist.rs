@@ -191,7 +191,12 @@ pub enum Cloned {
 /// only replaces an empty directory. A `workspace` that is not a directory
 /// (a symlink, say) is refused: it is not a workspace, and deleting what a
 /// sandbox left is not sbx's call.
-pub fn clone_workspace(spec: &crate::spec::CloneSpec, base: &Path, owner: Option<(u32, u32)>) -> Result<Cloned> {
+/// `owner`: whom the tree is given to; None leaves it root's.
+pub fn clone_workspace(
+    spec: &crate::spec::CloneSpec,
+    base: &Path,
+    owner: Option<crate::spec::UserSpec>,
+) -> Result<Cloned> {
     use nix::fcntl::{AtFlags, OFlag};
     use nix::sys::stat::{fstatat, Mode, SFlag};
     use std::os::fd::AsRawFd;
@@ -229,7 +234,7 @@ pub fn clone_workspace(spec: &crate::spec::CloneSpec, base: &Path, owner: Option
     let done = (|| {
         let fresh = tmp.join("workspace");
         clone(spec, &fresh)?;
-        if let Some((uid, gid)) = owner {
+        if let Some(crate::spec::UserSpec { uid, gid }) = owner {
             chown_tree(&fresh, uid, gid);
         }
         let t = open_dir(&tmp).map_err(|e| Error::io(format!("opening {}", tmp.display()), e))?;

@@ -126,11 +126,19 @@ pub struct SandboxRecord {
     pub container: String,
     pub socket_dir: PathBuf,
     #[serde(default)]
-    pub private: Vec<(String, String)>,
+    pub private: Vec<crate::model::record::PrivateRoute>,
     #[serde(default)]
     pub volume: Option<String>,
     #[serde(default)]
     pub session: Option<String>,
+}
+
+/// A create recorded as in flight: the sandbox id, and the process making
+/// it (None when its file does not parse).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Creating {
+    pub id: String,
+    pub by: Option<ProcId>,
 }
 
 impl State {
@@ -221,11 +229,11 @@ impl State {
         self.drop_file("creating", id);
     }
 
-    /// Creates in flight (or whose creator died), by id.
-    pub fn creating(&self) -> Vec<(String, Option<ProcId>)> {
+    /// Creates in flight (or whose creator died).
+    pub fn creating(&self) -> Vec<Creating> {
         self.ids("creating")
             .into_iter()
-            .map(|id| (id.clone(), self.get("creating", &id).and_then(|s| ProcId::parse(&s))))
+            .map(|id| Creating { by: self.get("creating", &id).and_then(|s| ProcId::parse(&s)), id })
             .collect()
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub const MANAGED: &str = "sbx.managed";
 pub const ID: &str = "sbx.id";
@@ -80,4 +80,33 @@ pub struct Record {
 pub struct AttachedNetwork {
     pub name: String,
     pub by_sbx: bool,
+}
+
+/// The network a route puts the sandbox on (`kind` as in `--route KIND:..`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteNetwork {
+    pub kind: String,
+    pub network: String,
+}
+
+/// A private route network sbx made for one sandbox, and the service
+/// container it attached there. Serialized as `[network, service]`, the
+/// shape sandbox records on disk have always had.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "(String, String)", into = "(String, String)")]
+pub struct PrivateRoute {
+    pub network: String,
+    pub service: String,
+}
+
+impl From<(String, String)> for PrivateRoute {
+    fn from((network, service): (String, String)) -> Self {
+        PrivateRoute { network, service }
+    }
+}
+
+impl From<PrivateRoute> for (String, String) {
+    fn from(p: PrivateRoute) -> Self {
+        (p.network, p.service)
+    }
 }

@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 
 use crate::docker::parse::NetInfo;
 use crate::model::boundary::Gap;
+use crate::model::record::RouteNetwork;
 use crate::spec::Route;
 
 /// The gaps of `routes` for sandbox `id`, given what docker says of each
 /// route network. No gaps: tier 2.
-pub fn assess(id: &str, routes: &[Route], networks: &[(String, String)], info: &BTreeMap<String, NetInfo>) -> Vec<Gap> {
+pub fn assess(id: &str, routes: &[Route], networks: &[RouteNetwork], info: &BTreeMap<String, NetInfo>) -> Vec<Gap> {
     let mut by_net: Vec<(&str, Vec<String>, Vec<&Route>)> = Vec::new();
-    for (kind, net) in networks {
+    for RouteNetwork { kind, network: net } in networks {
         let route = routes.iter().find(|r| &r.kind == kind);
         match by_net.iter_mut().find(|(n, _, _)| n == net) {
             Some((_, kinds, rs)) => {
@@ -78,7 +79,8 @@ mod tests {
             .iter()
             .map(|(k, n)| Route::parse(&format!("{k}:{}:80", n.trim_start_matches("sbx-"))).unwrap())
             .collect();
-        let networks: Vec<(String, String)> = nets.iter().map(|(k, n)| (k.to_string(), n.to_string())).collect();
+        let networks: Vec<RouteNetwork> =
+            nets.iter().map(|(k, n)| RouteNetwork { kind: k.to_string(), network: n.to_string() }).collect();
         let info: BTreeMap<String, NetInfo> = info_of.iter().map(|(n, i)| (n.to_string(), i.clone())).collect();
         assess(ID, &routes, &networks, &info).into_iter().map(|g| (g.network, g.property)).collect()
     }
@@ -106,7 +108,8 @@ mod tests {
         let gaps = run(&[("a", "sbx-p"), ("b", "sbx-p")], &[("sbx-p", info(true, false, None))]);
         assert_eq!(gaps, [("sbx-p".into(), "host"), ("sbx-p".into(), "shared")]);
         let routes = vec![Route::parse("a:p:1").unwrap(), Route::parse("b:p:2").unwrap()];
-        let nets = vec![("a".to_string(), "sbx-p".to_string()), ("b".to_string(), "sbx-p".to_string())];
+        let net = |kind: &str| RouteNetwork { kind: kind.into(), network: "sbx-p".into() };
+        let nets = vec![net("a"), net("b")];
         let g = assess(ID, &routes, &nets, &BTreeMap::from([("sbx-p".to_string(), info(true, true, None))]));
         assert_eq!(g[0].routes, ["a", "b"]);
         assert_eq!(tier(&g), 1);

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::host::socket;
 use crate::host::state::SandboxRecord;
 use crate::model::record;
+use crate::model::record::PrivateRoute;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Destroyed {
@@ -29,7 +30,7 @@ struct Target {
     /// What `docker rm` is given: the container id from the record (a
     /// container later given the same name is never touched), else the name.
     container: String,
-    private: Vec<(String, String)>,
+    private: Vec<PrivateRoute>,
     socket_dir: Option<PathBuf>,
     /// (volume, session) of a persistent session.
     volume: Option<(String, String)>,
@@ -139,7 +140,7 @@ impl Driver {
         let failure =
             self.first_failure(failed.into_iter().map(|(b, e)| (b.iter().filter_map(name).collect(), e)).collect());
         let gone: Vec<Target> = targets.into_iter().filter(|t| !kept.contains(&t.container)).collect();
-        let private: Vec<(String, String)> = gone.iter().flat_map(|t| t.private.iter().cloned()).collect();
+        let private: Vec<PrivateRoute> = gone.iter().flat_map(|t| t.private.iter().cloned()).collect();
         self.remove_private(&private)?;
         for t in &gone {
             if let Some(dir) = &t.socket_dir {

@@ -97,6 +97,12 @@ impl Driver {
         &*self.exec
     }
 
+    /// The same docker, shared, for work that outlives a borrow of the
+    /// driver (port-forward's relay threads).
+    pub fn docker_handle(&self) -> Arc<dyn DockerExec> {
+        self.exec.clone()
+    }
+
     pub fn socket_root(&self) -> Result<PathBuf> {
         Ok(self.roots.resolve()?)
     }

@@ -6,13 +6,13 @@ use super::{is_timeout, Driver};
 use crate::docker::parse::RawContainer;
 use crate::docker::{argv, parse, run_ok, status_error};
 use crate::error::{DockerError, Result};
-use crate::model::record;
+use crate::model::record::{self, PrivateRoute};
 
 impl Driver {
     /// Make each private route network (internal, no host address, labelled
     /// as this sandbox's) and attach its service under the route's host name.
-    pub(super) fn make_private(&self, id: &str, owner: &str, private: &[(String, String)]) -> Result<()> {
-        for (net, svc) in private {
+    pub(super) fn make_private(&self, id: &str, owner: &str, private: &[PrivateRoute]) -> Result<()> {
+        for PrivateRoute { network: net, service: svc } in private {
             self.check_interrupt()?;
             run_ok(&*self.exec, &argv::private_network(net, id, svc, owner))?;
             run_ok(&*self.exec, &argv::network_connect_alias(net, svc, svc))?;
@@ -22,17 +22,17 @@ impl Driver {
 
     /// Detach services from private route networks and remove them. Already
     /// gone is fine.
-    pub(super) fn remove_private(&self, private: &[(String, String)]) -> Result<()> {
+    pub(super) fn remove_private(&self, private: &[PrivateRoute]) -> Result<()> {
         if private.is_empty() {
             return Ok(());
         }
-        for (net, svc) in private {
+        for PrivateRoute { network: net, service: svc } in private {
             // Its failure shows in the removal; a hung engine stops here.
             if let Err(e @ DockerError::Timeout { .. }) = self.exec.run(&argv::network_disconnect(net, svc)) {
                 return Err(e.into());
             }
         }
-        let nets: Vec<String> = private.iter().map(|(n, _)| n.clone()).collect();
+        let nets: Vec<String> = private.iter().map(|p| p.network.clone()).collect();
         // Paced like container removals (issue 10); the first failure is
         // returned once every batch has run.
         let remove = |batch: &[String]| -> Result<()> {
@@ -52,10 +52,10 @@ impl Driver {
 }
 
 /// The private route networks recorded on a sandbox.
-pub(super) fn private_of(raw: &RawContainer) -> Vec<(String, String)> {
+pub(super) fn private_of(raw: &RawContainer) -> Vec<PrivateRoute> {
     raw.labels
         .get(record::PRIVATE)
         .and_then(|p| serde_json::from_str::<BTreeMap<String, String>>(p).ok())
-        .map(|m| m.into_iter().collect())
+        .map(|m| m.into_iter().map(PrivateRoute::from).collect())
         .unwrap_or_default()
 }

@@ -42,7 +42,7 @@ impl Driver {
                 }
             }
         }
-        let private: Vec<(String, String)> = private_of(&raw).into_iter().filter(|(n, _)| *n == network).collect();
+        let private: Vec<_> = private_of(&raw).into_iter().filter(|p| p.network == network).collect();
         self.remove_private(&private)?;
         Ok(Revoked { id: id.to_string(), kind: kind.to_string(), network, cut, already })
     }

@@ -17,8 +17,7 @@ pub mod ps;
 pub mod stats;
 pub mod transfer;
 
-pub use crate::docker::argv::{exec as exec_argv, ExecOpts};
-pub use crate::docker::parse::exec_status;
+pub use crate::docker::argv::ExecOpts;
 pub use exec::{exec, exec_watched, shell, SIGNAL_GRACE};
 pub use files::{backup, cp, parse_cp_side, restore, CpSide, WORKSPACE};
 pub use helper::helper_exit;

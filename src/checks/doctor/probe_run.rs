@@ -54,7 +54,8 @@ impl Doctor<'_> {
                         match report.nets.get(&n) {
                             Some(info) => {
                                 // What a sandbox on this shared network would reach besides the target.
-                                let one = [(r.kind.clone(), n.clone())];
+                                let one =
+                                    [crate::model::record::RouteNetwork { kind: r.kind.clone(), network: n.clone() }];
                                 let nets = std::collections::BTreeMap::from([(n.clone(), info.clone())]);
                                 for g in crate::sandbox::boundary::assess("", std::slice::from_ref(r), &one, &nets) {
                                     let status = if g.property == "egress" { Status::Fail } else { Status::Warn };

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::os;
 use crate::model::paths::{SANDBOX_SOCKET, SANDBOX_SOCKET_DIR};
+use crate::model::record::{PrivateRoute, RouteNetwork};
 use crate::model::{channel, paths, record};
 use crate::spec::SandboxSpec;
 
@@ -31,10 +32,10 @@ pub struct RunPlan<'a> {
     pub created_at: &'a str,
     pub owner: &'a str,
     pub expires_at: Option<&'a str>,
-    /// (route kind, network), in route order.
-    pub networks: &'a [(String, String)],
-    /// (private route network, service container) sbx made for this sandbox.
-    pub private: &'a [(String, String)],
+    /// In route order.
+    pub networks: &'a [RouteNetwork],
+    /// The private route networks sbx made for this sandbox.
+    pub private: &'a [PrivateRoute],
     /// `--dns` for the sandbox (see `model::boundary::CONTAINED_DNS`).
     pub dns: Option<&'a str>,
     /// The in-sandbox helper on the host, mounted read-only (see `helper`).
@@ -51,7 +52,8 @@ pub struct RunPlan<'a> {
 impl RunPlan<'_> {
     pub fn labels(&self) -> Vec<(String, String)> {
         let s = self.spec;
-        let routes: BTreeMap<&str, &str> = self.networks.iter().map(|(k, n)| (k.as_str(), n.as_str())).collect();
+        let routes: BTreeMap<&str, &str> =
+            self.networks.iter().map(|r| (r.kind.as_str(), r.network.as_str())).collect();
         let targets: BTreeMap<&str, &str> = s.routes.iter().map(|r| (r.kind.as_str(), r.target.as_str())).collect();
         let mut v = vec![
             (record::MANAGED.to_string(), "1".to_string()),
@@ -77,7 +79,8 @@ impl RunPlan<'_> {
             v.push((record::CHANNEL.to_string(), c.to_string()));
         }
         if !self.private.is_empty() {
-            let private: BTreeMap<&str, &str> = self.private.iter().map(|(n, s)| (n.as_str(), s.as_str())).collect();
+            let private: BTreeMap<&str, &str> =
+                self.private.iter().map(|p| (p.network.as_str(), p.service.as_str())).collect();
             v.push((record::PRIVATE.to_string(), serde_json::to_string(&private).unwrap_or_default()));
         }
         v.extend(s.labels.iter().cloned());
@@ -123,7 +126,7 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     if let Some(c) = &s.cpus {
         push("--cpus", c.clone());
     }
-    push("--network", plan.networks.first().map(|(_, n)| n.clone()).unwrap_or_else(|| "none".into()));
+    push("--network", plan.networks.first().map(|r| r.network.clone()).unwrap_or_else(|| "none".into()));
     if let Some(dns) = plan.dns {
         push("--dns", dns.to_string());
     }
@@ -194,7 +197,8 @@ mod tests {
     }
 
     fn plan(s: &SandboxSpec) -> RunPlan<'_> {
-        let networks: Vec<(String, String)> = s.routes.iter().map(|r| (r.kind.clone(), r.network())).collect();
+        let networks: Vec<RouteNetwork> =
+            s.routes.iter().map(|r| RouteNetwork { kind: r.kind.clone(), network: r.network() }).collect();
         RunPlan {
             id: "sbx-0123456789ab",
             spec: s,

@@ -44,7 +44,7 @@ fn expiry_creating_and_forget() {
     let me = ProcId::current().unwrap();
     assert!(me.is_alive());
     s.begin_create(id, me).unwrap();
-    assert_eq!(s.creating(), vec![(id.to_string(), Some(me))]);
+    assert_eq!(s.creating(), vec![Creating { id: id.to_string(), by: Some(me) }]);
     let reused = ProcId { pid: me.pid, start: me.start + 1 };
     assert!(!reused.is_alive(), "same pid, other start time: not the same process");
     s.forget(id);
@@ -111,4 +111,30 @@ fn former_io_errors_keep_their_text_kind_and_code() {
         ),
     );
     std::fs::remove_dir_all(&s.dir).unwrap();
+}
+
+/// A record as sbx wrote it when `private` was a `Vec<(String, String)>`:
+/// it still parses, and writing it back gives the same bytes.
+#[test]
+fn a_record_written_before_private_routes_were_named_reads_and_writes_the_same() {
+    use crate::model::record::PrivateRoute;
+    let s = tmp();
+    let id = "sbx-0123456789ab";
+    let old = format!(
+        r#"{{"container":"{}","socket_dir":"/run/sbx/{id}","private":[["{id}-inference","proxy"],["{id}-db","pg"]],"volume":"sbx-state-s","session":"s"}}"#,
+        "a".repeat(64)
+    );
+    std::fs::create_dir_all(s.dir.join("records")).unwrap();
+    std::fs::write(s.dir.join("records").join(id), &old).unwrap();
+    let r = s.record(id).unwrap();
+    assert_eq!(
+        r.private,
+        [
+            PrivateRoute { network: format!("{id}-inference"), service: "proxy".into() },
+            PrivateRoute { network: format!("{id}-db"), service: "pg".into() },
+        ]
+    );
+    assert_eq!((r.volume.as_deref(), r.session.as_deref()), (Some("sbx-state-s"), Some("s")));
+    s.set_record(id, &r).unwrap();
+    assert_eq!(std::fs::read_to_string(s.dir.join("records").join(id)).unwrap(), old);
 }

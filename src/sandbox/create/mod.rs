@@ -132,7 +132,7 @@ impl Driver {
         let tier = boundary::tier(&gaps);
         // Routed sandboxes that should not reach out get a resolver that
         // reaches nothing, closing CVE-2024-29018 (see `boundary`).
-        let all_internal = routes.networks.iter().all(|(_, n)| routes.info.get(n).is_some_and(|i| i.internal));
+        let all_internal = routes.networks.iter().all(|r| routes.info.get(&r.network).is_some_and(|i| i.internal));
         let dns = (!routes.networks.is_empty() && all_internal).then_some(boundary::CONTAINED_DNS);
         self.check_interrupt()?;
 
@@ -206,7 +206,7 @@ impl Driver {
         let plan = argv::RunPlan { owner: &sealed, ..unsealed };
         // What `inspect` will read back: the sandbox is on its route
         // networks, or on `none` without routes.
-        let mut attached = unique(routes.networks.iter().map(|(_, n)| n.clone()));
+        let mut attached = unique(routes.networks.iter().map(|r| r.network.clone()));
         if attached.is_empty() {
             attached.push("none".into());
         }

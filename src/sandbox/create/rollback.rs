@@ -9,6 +9,7 @@ use super::super::Driver;
 use crate::docker::{argv, parse};
 use crate::host::socket;
 use crate::host::state::State;
+use crate::model::record::PrivateRoute;
 
 pub(super) struct Rollback<'a> {
     driver: &'a Driver,
@@ -18,7 +19,7 @@ pub(super) struct Rollback<'a> {
     /// The socket directory and the private route networks, once the
     /// directory exists: from then on the container (made or not) and the
     /// networks are removed too.
-    made: Option<(PathBuf, &'a [(String, String)])>,
+    made: Option<(PathBuf, &'a [PrivateRoute])>,
     committed: bool,
 }
 
@@ -28,7 +29,7 @@ impl<'a> Rollback<'a> {
     }
 
     /// The socket directory `dir` exists; the container may follow.
-    pub(super) fn made(&mut self, dir: PathBuf, private: &'a [(String, String)]) {
+    pub(super) fn made(&mut self, dir: PathBuf, private: &'a [PrivateRoute]) {
         self.made = Some((dir, private));
     }
 
@@ -57,7 +58,7 @@ impl Drop for Rollback<'_> {
 impl Driver {
     /// Undo a failed create. Runs to the end whatever fails or is signalled;
     /// true when nothing is left.
-    fn teardown(&self, id: &str, dir: &Path, private: &[(String, String)]) -> bool {
+    fn teardown(&self, id: &str, dir: &Path, private: &[PrivateRoute]) -> bool {
         let mut clean = true;
         match self.exec.run(&argv::remove(&[id])) {
             Ok(out) if out.status == 0 || parse::no_such_container(&out.stderr_str()) => {}

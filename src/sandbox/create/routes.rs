@@ -5,16 +5,17 @@ use crate::docker::parse::NetInfo;
 use crate::docker::{argv, parse, status_error};
 use crate::error::RouteError;
 use crate::error::{Error, Result};
+use crate::model::record::{PrivateRoute, RouteNetwork};
 use crate::spec::{self, SandboxSpec};
 
 /// How a sandbox's routes map onto networks.
 #[derive(Debug, Default)]
 pub(super) struct RouteNets {
-    /// (kind, network), in route order.
-    pub(super) networks: Vec<(String, String)>,
+    /// In route order.
+    pub(super) networks: Vec<RouteNetwork>,
     pub(super) info: std::collections::BTreeMap<String, NetInfo>,
-    /// (private network, service container) sbx makes and removes.
-    pub(super) private: Vec<(String, String)>,
+    /// The private route networks sbx makes and removes.
+    pub(super) private: Vec<PrivateRoute>,
 }
 
 impl Driver {
@@ -31,12 +32,12 @@ impl Driver {
             let hosts: Vec<String> = unique(spec.routes.iter().map(|r| r.host.clone()));
             self.check_services(&hosts)?;
             for route in &spec.routes {
-                let net = match r.private.iter().find(|(_, svc)| *svc == route.host) {
-                    Some((net, _)) => net.clone(),
+                let net = match r.private.iter().find(|p| p.service == route.host) {
+                    Some(p) => p.network.clone(),
                     None => {
-                        let net = format!("{id}-{}", route.kind);
-                        r.private.push((net.clone(), route.host.clone()));
-                        net
+                        let network = format!("{id}-{}", route.kind);
+                        r.private.push(PrivateRoute { network: network.clone(), service: route.host.clone() });
+                        network
                     }
                 };
                 let info = NetInfo {
@@ -46,12 +47,16 @@ impl Driver {
                     private_for: Some(id.to_string()),
                 };
                 r.info.insert(net.clone(), info);
-                r.networks.push((route.kind.clone(), net));
+                r.networks.push(RouteNetwork { kind: route.kind.clone(), network: net });
             }
             return Ok(r);
         }
-        r.networks = spec.routes.iter().map(|route| (route.kind.clone(), route.network())).collect();
-        let nets = unique(r.networks.iter().map(|(_, n)| n.clone()));
+        r.networks = spec
+            .routes
+            .iter()
+            .map(|route| RouteNetwork { kind: route.kind.clone(), network: route.network() })
+            .collect();
+        let nets = unique(r.networks.iter().map(|r| r.network.clone()));
         let args = argv::network_inspect(&nets);
         let out = self.exec.run(&args)?;
         let report = parse::networks(&nets, &out.stdout_str(), &out.stderr_str());

@@ -24,14 +24,14 @@ impl Driver {
     pub(super) fn run_setup(&self, id: &str, setup: &[Vec<String>]) -> Result<()> {
         for argv in setup {
             self.check_interrupt()?;
-            let args = crate::workbench::exec_argv(id, &crate::workbench::ExecOpts::default(), argv);
+            let args = argv::exec(id, &argv::ExecOpts::default(), argv);
             let out = self.exec.run(&args)?;
             let text = inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr)));
             if !text.is_empty() {
                 eprint!("{text}");
             }
             if out.status != 0 {
-                let code = crate::workbench::exec_status(out.status, &text);
+                let code = parse::exec_status(out.status, &text);
                 return Err(Error::Sandbox(SandboxError::SetupFailed {
                     command: argv.join(" "),
                     code,
@@ -45,7 +45,7 @@ impl Driver {
     /// Start the sandbox and wait for its socket; returns the container id.
     pub(super) fn start_and_wait(&self, plan: &argv::RunPlan) -> Result<String> {
         self.check_interrupt()?;
-        let nets = unique(plan.networks.iter().map(|(_, n)| n.clone()));
+        let nets = unique(plan.networks.iter().map(|r| r.network.clone()));
         // The image was seen before (its user is cached) but may be gone since.
         let missing = |e: DockerError| match &e {
             DockerError::Status { stderr, .. } if parse::image_missing_at_run(stderr) => {
@@ -222,7 +222,7 @@ impl Driver {
     }
 
     fn logs(&self, id: &str) -> String {
-        match self.exec.run(&argv::logs_tail(id)) {
+        match self.exec.run(&argv::logs(id, false, Some(argv::LOG_TAIL))) {
             Ok(out) => inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr))),
             Err(e) => format!("(logs unavailable: {e})"),
         }

@@ -82,7 +82,7 @@ impl Driver {
         user: UserSpec,
         warnings: &mut Vec<String>,
     ) -> Result<()> {
-        let owner = (user.uid != 0).then_some((user.uid, user.gid));
+        let owner = (user.uid != 0).then_some(user);
         if persist::clone_workspace(c, base, owner)? == persist::Cloned::Kept {
             warnings.push(format!(
                 "{} already has files (an earlier sandbox's work); not cloning {}",

@@ -58,10 +58,9 @@ impl Driver {
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
         let out = run_ok(&*self.exec, &argv::private_networks())?;
-        let private_networks: Vec<(String, String, String)> = parse::rows::<PrivateNetwork>(&out.stdout_str())
+        let private_networks: Vec<PrivateNetwork> = parse::rows::<PrivateNetwork>(&out.stdout_str())
             .into_iter()
             .filter(|n| n.owner == state::owner_token(key, &n.sandbox))
-            .map(|n| (n.name, n.sandbox, n.service))
             .collect();
         let out = run_ok(&*self.exec, &argv::list())?;
         let owned: Vec<RawContainer> = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?
@@ -103,7 +102,7 @@ impl Driver {
             dry_run,
             containers: plan.containers.clone(),
             socket_dirs: Vec::new(),
-            networks: plan.networks.iter().map(|(n, _)| n.clone()).collect(),
+            networks: plan.networks.iter().map(|p| p.network.clone()).collect(),
             volume_state: Vec::new(),
             failed: Vec::new(),
         };

@@ -13,8 +13,9 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::docker::parse::RawContainer;
-use crate::host::state::ProcId;
+use crate::docker::parse::{PrivateNetwork, RawContainer};
+use crate::host::state::{Creating, ProcId};
+use crate::model::record::PrivateRoute;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reap {
@@ -31,41 +32,31 @@ pub struct GcPlan {
     pub orphan_dirs: Vec<String>,
     /// Ids whose state files can go.
     pub forget: Vec<String>,
-    /// Private route networks (network, service) whose sandbox is gone or
-    /// being reaped.
-    pub networks: Vec<(String, String)>,
+    /// Private route networks whose sandbox is gone or being reaped.
+    pub networks: Vec<PrivateRoute>,
 }
 
 pub struct Inputs<'a> {
     /// Containers sbx owns (ownership already checked).
     pub containers: &'a [RawContainer],
     /// Creates recorded as in flight, read after `containers`.
-    pub creating: &'a [(String, Option<ProcId>)],
+    pub creating: &'a [Creating],
     /// Ids with a state-dir expiry.
     pub expiring: &'a [String],
     /// Entries of the socket root, read before `containers`.
     pub socket_entries: &'a [String],
-    /// sbx's private route networks (network, sandbox id, service), read
-    /// before `containers`; ownership already checked.
-    pub private_networks: &'a [(String, String, String)],
+    /// sbx's private route networks, read before `containers`; ownership
+    /// already checked.
+    pub private_networks: &'a [PrivateNetwork],
     pub expiry: &'a dyn Fn(&RawContainer) -> Option<SystemTime>,
     pub alive: &'a dyn Fn(&ProcId) -> bool,
     pub now: SystemTime,
 }
 
 pub fn plan(i: &Inputs) -> GcPlan {
-    let live: BTreeSet<&str> = i
-        .creating
-        .iter()
-        .filter(|(_, p)| p.as_ref().is_some_and(|p| (i.alive)(p)))
-        .map(|(id, _)| id.as_str())
-        .collect();
-    let dead: Vec<(&str, Option<&ProcId>)> = i
-        .creating
-        .iter()
-        .filter(|(id, _)| !live.contains(id.as_str()))
-        .map(|(id, p)| (id.as_str(), p.as_ref()))
-        .collect();
+    let live: BTreeSet<&str> =
+        i.creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| (i.alive)(p))).map(|c| c.id.as_str()).collect();
+    let dead: Vec<&Creating> = i.creating.iter().filter(|c| !live.contains(c.id.as_str())).collect();
     let names: BTreeSet<&str> = i.containers.iter().map(|c| c.name.as_str()).collect();
 
     let mut plan = GcPlan::default();
@@ -73,8 +64,8 @@ pub fn plan(i: &Inputs) -> GcPlan {
         if live.contains(c.name.as_str()) {
             continue;
         }
-        if let Some((_, who)) = dead.iter().find(|(id, _)| *id == c.name) {
-            let who = who.map(|p| format!("pid {}", p.pid)).unwrap_or_else(|| "unknown".into());
+        if let Some(dead) = dead.iter().find(|d| d.id == c.name) {
+            let who = dead.by.as_ref().map(|p| format!("pid {}", p.pid)).unwrap_or_else(|| "unknown".into());
             plan.containers.push(Reap {
                 id: c.name.clone(),
                 reason: format!("create never finished (its process, {who}, is gone)"),
@@ -93,7 +84,7 @@ pub fn plan(i: &Inputs) -> GcPlan {
     }
     let reaped: BTreeSet<&str> = plan.containers.iter().map(|r| r.id.as_str()).collect();
     let mut forget: BTreeSet<String> = reaped.iter().map(|s| s.to_string()).collect();
-    for id in dead.iter().map(|(id, _)| *id).chain(i.expiring.iter().map(String::as_str)) {
+    for id in dead.iter().map(|d| d.id.as_str()).chain(i.expiring.iter().map(String::as_str)) {
         if !names.contains(id) && !live.contains(id) {
             forget.insert(id.to_string());
         }
@@ -102,10 +93,11 @@ pub fn plan(i: &Inputs) -> GcPlan {
     plan.networks = i
         .private_networks
         .iter()
-        .filter(|(_, id, _)| {
-            reaped.contains(id.as_str()) || (!names.contains(id.as_str()) && !live.contains(id.as_str()))
+        .filter(|n| {
+            let id = n.sandbox.as_str();
+            reaped.contains(id) || (!names.contains(id) && !live.contains(id))
         })
-        .map(|(n, _, svc)| (n.clone(), svc.clone()))
+        .map(|n| PrivateRoute { network: n.name.clone(), service: n.service.clone() })
         .collect();
     plan
 }
@@ -116,12 +108,12 @@ pub fn plan(i: &Inputs) -> GcPlan {
 /// a SIGKILLed create showed as `running`).
 pub fn mark_creates(
     records: &mut [crate::model::record::Record],
-    creating: &[(String, Option<ProcId>)],
+    creating: &[Creating],
     alive: &dyn Fn(&ProcId) -> bool,
 ) {
     for r in records {
-        if let Some((_, who)) = creating.iter().find(|(id, _)| *id == r.id) {
-            let live = who.as_ref().is_some_and(alive);
+        if let Some(c) = creating.iter().find(|c| c.id == r.id) {
+            let live = c.by.as_ref().is_some_and(alive);
             r.state = if live { "creating" } else { "abandoned" }.to_string();
         }
     }
@@ -147,6 +139,10 @@ mod tests {
         }
     }
 
+    fn in_flight(id: &str, by: Option<ProcId>) -> Creating {
+        Creating { id: id.to_string(), by }
+    }
+
     const A: &str = "sbx-00000000000a";
     const B: &str = "sbx-00000000000b";
     const C: &str = "sbx-00000000000c";
@@ -156,12 +152,7 @@ mod tests {
         humantime::parse_rfc3339("2026-11-29T10:00:00Z").unwrap()
     }
 
-    fn run(
-        containers: &[RawContainer],
-        creating: &[(String, Option<ProcId>)],
-        expiring: &[String],
-        entries: &[&str],
-    ) -> GcPlan {
+    fn run(containers: &[RawContainer], creating: &[Creating], expiring: &[String], entries: &[&str]) -> GcPlan {
         let entries: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
         let moved = |r: &RawContainer| -> Option<SystemTime> {
             // B's TTL was extended by `sbx ttl`: the state file wins over the label.
@@ -171,11 +162,13 @@ mod tests {
                 r.expiry(None)
             }
         };
-        let nets = vec![
-            (format!("{A}-x"), A.to_string(), "svc".to_string()),
-            (format!("{C}-x"), C.to_string(), "svc".to_string()),
-            (format!("{D}-x"), D.to_string(), "svc".to_string()),
-        ];
+        let net = |id: &str| PrivateNetwork {
+            name: format!("{id}-x"),
+            sandbox: id.to_string(),
+            service: "svc".to_string(),
+            owner: "checked".to_string(),
+        };
+        let nets = vec![net(A), net(C), net(D)];
         plan(&Inputs {
             containers,
             creating,
@@ -201,7 +194,7 @@ mod tests {
         assert!(p.orphan_dirs.is_empty());
         assert_eq!(p.forget, vec![A]);
         // A's private network goes with it; C's and D's sandboxes stay.
-        let nets: Vec<&str> = p.networks.iter().map(|(n, _)| n.as_str()).collect();
+        let nets: Vec<&str> = p.networks.iter().map(|n| n.network.as_str()).collect();
         assert_eq!(nets, [format!("{A}-x")]);
     }
 
@@ -210,8 +203,7 @@ mod tests {
         let alive = Some(ProcId { pid: 1, start: 5 });
         let dead = Some(ProcId { pid: 4242, start: 5 });
         let cs = [c(A, None), c(B, None)];
-        let creating =
-            vec![(A.to_string(), alive), (B.to_string(), dead), (C.to_string(), dead), (D.to_string(), alive)];
+        let creating = vec![in_flight(A, alive), in_flight(B, dead), in_flight(C, dead), in_flight(D, alive)];
         let p = run(&cs, &creating, &[], &[A, B, C, D]);
         assert_eq!(p.containers.len(), 1);
         assert_eq!(p.containers[0].id, B);
@@ -221,17 +213,17 @@ mod tests {
         assert_eq!(p.orphan_dirs, vec![C]);
         assert_eq!(p.forget, vec![B, C]);
         // C died before its container existed: its network goes; D's create still runs.
-        let nets: Vec<&str> = p.networks.iter().map(|(n, _)| n.as_str()).collect();
+        let nets: Vec<&str> = p.networks.iter().map(|n| n.network.as_str()).collect();
         assert_eq!(nets, [format!("{C}-x")]);
     }
 
     #[test]
     fn an_expired_sandbox_whose_create_still_runs_is_left_alone() {
-        let creating = vec![(A.to_string(), Some(ProcId { pid: 1, start: 1 }))];
+        let creating = vec![in_flight(A, Some(ProcId { pid: 1, start: 1 }))];
         let p = run(&[c(A, Some("2026-11-29T09:00:00Z"))], &creating, &[], &[A]);
         assert!(p.containers.is_empty() && p.orphan_dirs.is_empty() && p.forget.is_empty(), "{p:?}");
         // A's private network stays; C and D have neither a sandbox nor a create.
-        let nets: Vec<&str> = p.networks.iter().map(|(n, _)| n.as_str()).collect();
+        let nets: Vec<&str> = p.networks.iter().map(|n| n.network.as_str()).collect();
         assert_eq!(nets, [format!("{C}-x"), format!("{D}-x")]);
     }
 
@@ -250,10 +242,8 @@ mod tests {
         for r in &mut recs {
             r.state = "running".into();
         }
-        let creating = vec![
-            (A.to_string(), Some(ProcId { pid: 1, start: 1 })),
-            (B.to_string(), Some(ProcId { pid: 2, start: 1 })),
-        ];
+        let creating =
+            vec![in_flight(A, Some(ProcId { pid: 1, start: 1 })), in_flight(B, Some(ProcId { pid: 2, start: 1 }))];
         mark_creates(&mut recs, &creating, &|p: &ProcId| p.pid == 1);
         let states: Vec<&str> = recs.iter().map(|r| r.state.as_str()).collect();
         assert_eq!(states, ["creating", "abandoned", "running"]);

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::error::{RouteError, SandboxError};
+use crate::model::record::PrivateRoute;
 
 #[test]
 fn private_routes_make_a_network_per_sandbox_and_reach_tier_2() {
@@ -117,7 +118,7 @@ fn a_private_route_never_attaches_a_sandbox_as_its_service() {
 #[test]
 fn a_private_network_already_gone_does_not_fail_the_destroy() {
     let rig = Rig::new();
-    let private = vec![(format!("{ID}-inference"), "proxy".to_string())];
+    let private = vec![PrivateRoute { network: format!("{ID}-inference"), service: "proxy".to_string() }];
     rig.fake.push(Output::fail(1, "Error: No such container: proxy"));
     rig.fake
         .push(Output::fail(1, &format!("Error response from daemon: network {ID}-inference not found\nexit status 1")));
