@@ -5,7 +5,6 @@
 //! audit rules that check them (plus finding 3's "no network but its routes").
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::support::*;
 
@@ -141,43 +140,17 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// The fixture plus static C attackers, made with `docker import`; removed on drop.
-struct AttackImage {
-    id: String,
-}
-
-impl AttackImage {
-    fn new(w: &World, changes: &[&str]) -> Self {
-        let dir = std::env::temp_dir().join(format!("sbxt-{}-img", unique("h")));
-        let bin = dir.join("root/bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        std::fs::create_dir_all(dir.join("root/tmp")).unwrap();
-        std::fs::copy(fixture_binary(), bin.join("fixture")).unwrap();
-        for (name, src) in [("uring", URING_C), ("flood", FLOOD_C)] {
-            let c = dir.join(format!("{name}.c"));
-            std::fs::write(&c, src).unwrap();
-            let out = Command::new("gcc").args(["-static", "-O2", "-o"]).arg(bin.join(name)).arg(&c).output().unwrap();
-            assert!(out.status.success(), "gcc {name}: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        let tar = dir.join("img.tar");
-        tar_root(&dir.join("root"), &tar);
-        let label = format!("LABEL {TEST_LABEL}=1 {}", w.case_label());
-        let mut args = vec!["import", "--change", "CMD [\"/bin/fixture\", \"serve\"]", "--change", &label];
-        for c in changes {
-            args.extend(["--change", c]);
-        }
-        let tar = tar.to_str().unwrap().to_string();
-        args.push(&tar);
-        let id = docker_ok(&args);
-        let _ = std::fs::remove_dir_all(&dir);
-        AttackImage { id }
+/// The fixture plus static C attackers, started by `CMD` (so
+/// `docker run IMAGE /bin/uring` runs the attacker alone); removed on drop.
+fn attack_image(w: &World, changes: &[&str]) -> Image {
+    let tree = ImageTree::new(&[]).for_case(w).start("CMD [\"/bin/fixture\", \"serve\"]").changes(changes);
+    for (name, src) in [("uring", URING_C), ("flood", FLOOD_C)] {
+        // Beside the root, not in the image.
+        let c = tree.root().with_file_name(format!("{name}.c"));
+        std::fs::write(&c, src).unwrap();
+        gcc_static(&c, &tree.root().join("bin").join(name));
     }
-}
-
-impl Drop for AttackImage {
-    fn drop(&mut self) {
-        let _ = docker(&["rmi", "-f", &self.id]);
-    }
+    tree.import()
 }
 
 fn create_from(w: &World, image: &str, args: &[&str]) -> Sandbox {
@@ -203,7 +176,7 @@ fn failed_rules(w: &World, id: &str) -> Vec<String> {
 #[test]
 fn io_uring_is_refused_in_a_sandbox() {
     let w = World::new();
-    let img = AttackImage::new(&w, &[]);
+    let img = attack_image(&w, &[]);
     // Control: the program works on this kernel when nothing filters it, so a
     // refusal below is the profile's doing, not a broken test program.
     let free = docker(&[
@@ -215,15 +188,15 @@ fn io_uring_is_refused_in_a_sandbox() {
         "seccomp=unconfined",
         "--network",
         "none",
-        &img.id,
+        &img.0,
         "/bin/uring",
     ]);
     assert_eq!(stdout(&free).trim(), "io_uring_setup ok", "control without seccomp: {}", stderr(&free));
     // What the engine's own default does (20.10 allows it: why sbx ships its own).
-    let engine = docker(&["run", "--rm", "--label", TEST_LABEL, "--network", "none", &img.id, "/bin/uring"]);
+    let engine = docker(&["run", "--rm", "--label", TEST_LABEL, "--network", "none", &img.0, "/bin/uring"]);
     eprintln!("engine default profile: {}", stdout(&engine).trim());
 
-    let sb = create_from(&w, &img.id, &[]);
+    let sb = create_from(&w, &img.0, &[]);
     let out = docker(&["exec", &sb.id, "/bin/uring"]);
     assert_eq!(stdout(&out).trim(), "io_uring_setup errno=38", "inside the sandbox: {}", stderr(&out));
     let opts = sb.inspect("{{json .HostConfig.SecurityOpt}}");
@@ -234,8 +207,8 @@ fn io_uring_is_refused_in_a_sandbox() {
 fn a_flooding_sandbox_leaves_at_most_the_log_cap_on_disk() {
     let _load = loading_the_engine();
     let w = World::new();
-    let img = AttackImage::new(&w, &[]);
-    let sb = create_from(&w, &img.id, &["--", "/bin/flood", "48"]);
+    let img = attack_image(&w, &[]);
+    let sb = create_from(&w, &img.0, &["--", "/bin/flood", "48"]);
     let log_path = sb.inspect("{{.LogPath}}");
     assert!(!log_path.is_empty(), "json-file gives a LogPath");
     let config = sb.inspect("{{json .HostConfig.LogConfig}}");
@@ -308,9 +281,9 @@ fn audit_fails_an_image_s_sbx_labels_and_networks_nobody_declared() {
     // create refuses such an image outright (finding 5), so the sbx.labels
     // rule is a second line that only a container sbx did not make can
     // reach; its failing case is covered by the audit unit tests.
-    let img = AttackImage::new(&w, &["LABEL sbx.flavour=from-the-image"]);
+    let img = attack_image(&w, &["LABEL sbx.flavour=from-the-image"]);
     let label = w.case_label();
-    let out = w.sbx(&["create", "--image", &img.id, "--label", &label]);
+    let out = w.sbx(&["create", "--image", &img.0, "--label", &label]);
     assert_exit(&out, 1, "create from an image carrying an sbx.* label");
     assert!(stderr(&out).contains("sbx.flavour"), "{}", stderr(&out));
     w.assert_nothing_left();

@@ -7,44 +7,13 @@ use std::process::Command;
 use crate::support::*;
 
 /// An image built in the test: the fixture plus the attacker program, and
-/// whatever `shape` adds to its root. Removed on drop.
-struct HostileImage {
-    id: String,
-}
-
-impl HostileImage {
-    fn build(w: &World, tag: &str, shape: impl FnOnce(&Path)) -> Self {
-        Self::build_with(w, tag, &[], shape)
-    }
-
-    /// [`HostileImage::build`] with more Dockerfile `changes` (VOLUME, ...).
-    fn build_with(w: &World, tag: &str, changes: &[&str], shape: impl FnOnce(&Path)) -> Self {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hostile-{}-{tag}", w.case));
-        let root = dir.join("root");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(root.join("bin")).unwrap();
-        std::fs::create_dir_all(root.join("tmp")).unwrap();
-        std::fs::copy(fixture_binary(), root.join("bin/fixture")).unwrap();
-        std::fs::copy(attacker(), root.join("bin/attack")).unwrap();
-        shape(&root);
-        let tar = dir.join("image.tar");
-        tar_root(&root, &tar);
-        let label = format!("LABEL {TEST_LABEL}=1 {}", w.case_label());
-        let mut args = vec!["import", "--change", "ENTRYPOINT [\"/bin/fixture\"]", "--change", &label];
-        for c in changes {
-            args.extend(["--change", c]);
-        }
-        args.push(tar.to_str().unwrap());
-        let id = docker_ok(&args);
-        let _ = std::fs::remove_dir_all(&dir);
-        HostileImage { id }
-    }
-}
-
-impl Drop for HostileImage {
-    fn drop(&mut self) {
-        let _ = docker(&["rmi", "-f", &self.id]);
-    }
+/// whatever `shape` adds to its root, with more Dockerfile `changes`
+/// (VOLUME, ...). Removed on drop.
+fn hostile_image(w: &World, changes: &[&str], shape: impl FnOnce(&Path)) -> Image {
+    let tree = ImageTree::new(&[]).for_case(w).changes(changes);
+    std::fs::copy(attacker(), tree.root().join("bin/attack")).unwrap();
+    shape(tree.root());
+    tree.import()
 }
 
 /// tests/hostile/attack.c, built static once per run.
@@ -52,9 +21,7 @@ fn attacker() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
         let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("attack-{}", std::process::id()));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/attack.c");
-        let st = Command::new("gcc").args(["-static", "-O2", "-o"]).arg(&out).arg(&src).status().expect("spawn gcc");
-        assert!(st.success(), "gcc failed on {}", src.display());
+        gcc_static(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/attack.c"), &out);
         out
     })
     .clone()
@@ -85,20 +52,20 @@ fn images_that_redirect_sbx_mounts_are_refused() {
         }),
     ];
     for (tag, path, shape) in cases {
-        let img = HostileImage::build(&w, tag, shape);
-        let out = create_with(&w, &img.id);
+        let img = hostile_image(&w, &[], shape);
+        let out = create_with(&w, &img.0);
         if out.status.success() {
             // Before the fix: accepted. Clean up, then fail.
             let _ = w.adopt(stdout(&out).trim());
         }
         assert_exit(&out, 1, &format!("create from an image with {tag} redirected"));
         let err = stderr(&out);
-        assert!(err.contains(&format!("image {} redirects {path}", img.id)), "{tag}: {err}");
+        assert!(err.contains(&format!("image {} redirects {path}", img.0)), "{tag}: {err}");
         w.assert_nothing_left();
     }
     // Control: the same construction without symlinks works.
-    let plain = HostileImage::build(&w, "plain", |_| {});
-    let out = create_with(&w, &plain.id);
+    let plain = hostile_image(&w, &[], |_| {});
+    let out = create_with(&w, &plain.0);
     assert_success(&out, "create from a plain image");
     let sb = w.adopt(stdout(&out).trim());
     assert_success(&w.sbx(&["ps", &sb.id]), "the helper runs");
@@ -123,13 +90,13 @@ fn a_later_mount_covering_run_is_refused() {
         std::fs::create_dir_all(r.join("x/y")).unwrap();
         std::os::unix::fs::symlink("/run", r.join("x/y/z")).unwrap();
     };
-    let img = HostileImage::build_with(&w, "volume", &["VOLUME [\"/x/y/z\"]"], shape);
+    let img = hostile_image(&w, &["VOLUME [\"/x/y/z\"]"], shape);
     let host = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cover-{}", w.case));
     std::fs::create_dir_all(&host).unwrap();
     let rw = format!("{}:/x/y/z", host.display());
     let label = w.case_label();
-    let volume = ["create", "--image", &img.id, "--label", &label, "--socket-wait", "0", "--", "sleep"];
-    let bind = ["create", "--image", &img.id, "--label", &label, "--socket-wait", "0", "--rw", &rw, "--", "sleep"];
+    let volume = ["create", "--image", &img.0, "--label", &label, "--socket-wait", "0", "--", "sleep"];
+    let bind = ["create", "--image", &img.0, "--label", &label, "--socket-wait", "0", "--rw", &rw, "--", "sleep"];
     for (what, args) in [("an image VOLUME", &volume[..]), ("an operator's --rw", &bind[..])] {
         let out = w.sbx(args);
         if out.status.success() {
@@ -143,7 +110,7 @@ fn a_later_mount_covering_run_is_refused() {
         assert_exit(&out, 1, &format!("create with {what} covering /run"));
         let err = stderr(&out);
         assert!(
-            err.contains(&format!("image {} redirects /run/sbx", img.id)) && err.contains("covers"),
+            err.contains(&format!("image {} redirects /run/sbx", img.0)) && err.contains("covers"),
             "{what}: {err}"
         );
         w.assert_nothing_left();
@@ -156,8 +123,8 @@ fn a_later_mount_covering_run_is_refused() {
 #[test]
 fn the_sandbox_cannot_replace_the_helper() {
     let w = World::new();
-    let img = HostileImage::build(&w, "attack", |_| {});
-    let out = create_with(&w, &img.id);
+    let img = hostile_image(&w, &[], |_| {});
+    let out = create_with(&w, &img.0);
     assert_success(&out, "create");
     let sb = w.adopt(stdout(&out).trim());
     let attack = docker(&["exec", &sb.id, "/bin/attack"]);
@@ -232,8 +199,8 @@ fn mounted(path: &Path) -> bool {
 fn socket_directories_are_bounded_and_unmounted() {
     assert!(nix::unistd::geteuid().is_root(), "this test checks the root path; run the live tests as root");
     let w = World::new();
-    let img = HostileImage::build(&w, "fill", |_| {});
-    let out = create_with(&w, &img.id);
+    let img = hostile_image(&w, &[], |_| {});
+    let out = create_with(&w, &img.0);
     assert_success(&out, "create");
     let sb = w.adopt(stdout(&out).trim());
     let dir = w.socket_root.join(&sb.id);
@@ -250,7 +217,7 @@ fn socket_directories_are_bounded_and_unmounted() {
     assert!(!mounted(&dir) && !dir.exists(), "destroy unmounts and removes");
 
     // An orphan (its container removed behind sbx's back, as after kill -9): gc unmounts it.
-    let out = create_with(&w, &img.id);
+    let out = create_with(&w, &img.0);
     assert_success(&out, "create");
     let id = stdout(&out).trim().to_string();
     let dir = w.socket_root.join(&id);
@@ -366,8 +333,8 @@ fn a_symlink_the_sandbox_planted_above_dst_is_not_followed() {
 #[test]
 fn the_running_helper_cannot_be_ptraced_from_the_sandbox() {
     let w = World::new();
-    let img = HostileImage::build(&w, "ptrace", |_| {});
-    let out = create_with(&w, &img.id);
+    let img = hostile_image(&w, &[], |_| {});
+    let out = create_with(&w, &img.0);
     assert_success(&out, "create");
     let sb = w.adopt(stdout(&out).trim());
     // A helper that lives a while, as during a long `sbx cp` or `wait-port`.

@@ -82,31 +82,16 @@ fn clone_and_setup_prepare_the_workspace_and_a_failing_setup_leaves_nothing() {
 
 /// The fixture with a root-owned 0755 /state holding a setuid-root binary
 /// and a plain file, packed with `docker import`.
-fn image_with_hostile_state(w: &World) -> Image {
-    let dir = PathBuf::from("/tmp").join(format!("sbxt-{}-img", w.case));
-    let root = dir.join("root");
-    for d in ["bin", "tmp", "etc", "state"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    std::fs::copy(fixture_binary(), root.join("bin/fixture")).unwrap();
+fn image_with_hostile_state() -> Image {
+    let tree = ImageTree::new(&["etc", "state"]);
+    let root = tree.root();
     std::fs::copy(fixture_binary(), root.join("state/suid")).unwrap();
     std::fs::set_permissions(root.join("state/suid"), std::fs::Permissions::from_mode(0o4755)).unwrap();
     std::fs::write(root.join("state/from-image"), b"image\n").unwrap();
     for d in ["tmp", "state"] {
         std::fs::set_permissions(root.join(d), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let tar = dir.join("img.tar");
-    tar_root(&root, &tar);
-    let id = docker_ok(&[
-        "import",
-        "--change",
-        "ENTRYPOINT [\"/bin/fixture\"]",
-        "--change",
-        &format!("LABEL {TEST_LABEL}=1"),
-        tar.to_str().unwrap(),
-    ]);
-    std::fs::remove_dir_all(&dir).unwrap();
-    Image(id)
+    tree.import()
 }
 
 fn create_from(w: &World, image: &str, args: &[&str]) -> std::process::Output {
@@ -132,7 +117,7 @@ fn tree(dir: &Path) -> Vec<(PathBuf, u32)> {
 #[test]
 fn a_session_volume_takes_nothing_from_the_image_and_is_the_sandbox_users_nosuid_nodev() {
     let w = World::new();
-    let img = image_with_hostile_state(&w);
+    let img = image_with_hostile_state();
     let session = format!("{}-s", w.case);
     let host = w.state_dir.join("volumes").join(&session);
 

@@ -7,45 +7,13 @@ use std::path::PathBuf;
 use crate::support::*;
 
 /// A hostile image: the fixture binary alone (as in the fixture image) plus
-/// `files`, packed with `docker import` and the Dockerfile `changes`. Not
-/// built FROM the fixture: a derived image would inherit the fixture's
-/// `sbx-test.fixture` label, and other test runs remove images carrying it.
-struct HostileImage {
-    id: String,
-    dir: PathBuf,
-}
-
-impl HostileImage {
-    fn import(changes: &[&str], files: &[(&str, &str)]) -> Self {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("trust-img-"));
-        let root = dir.join("root");
-        for d in ["bin", "tmp", "etc"] {
-            std::fs::create_dir_all(root.join(d)).unwrap();
-        }
-        std::fs::copy(fixture_binary(), root.join("bin/fixture")).unwrap();
-        for (path, text) in files {
-            std::fs::write(root.join(path), text).unwrap();
-        }
-        let tar = dir.join("image.tar");
-        tar_root(&root, &tar);
-        let mut args = vec!["import", "--change", "ENTRYPOINT [\"/bin/fixture\"]", "--change"];
-        let own = format!("LABEL {TEST_LABEL}=1");
-        args.push(&own);
-        for c in changes {
-            args.extend(["--change", c]);
-        }
-        args.push(tar.to_str().unwrap());
-        let id = docker_ok(&args);
-        assert!(id.starts_with("sha256:"), "docker import printed {id:?}");
-        HostileImage { id, dir }
+/// `files`, with the Dockerfile `changes`. Removed on drop.
+fn hostile_image(changes: &[&str], files: &[(&str, &str)]) -> Image {
+    let tree = ImageTree::new(&["etc"]).changes(changes);
+    for (path, text) in files {
+        std::fs::write(tree.root().join(path), text).unwrap();
     }
-}
-
-impl Drop for HostileImage {
-    fn drop(&mut self) {
-        let _ = docker(&["rmi", "--no-prune", &self.id]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    tree.import()
 }
 
 /// Issue 9 finding 5: `LABEL sbx.private=...` made `revoke` detach the
@@ -55,16 +23,13 @@ impl Drop for HostileImage {
 #[test]
 fn an_image_with_sbx_labels_is_refused_and_nothing_changes() {
     let w = World::new();
-    let img = HostileImage::import(
-        &["LABEL sbx.private={\"sbx-rtsvc\":\"rtsvc\"}", "LABEL sbx.volume=sbx-state-victim"],
-        &[],
-    );
-    let labels = docker_ok(&["image", "inspect", "--format", "{{json .Config.Labels}}", &img.id]);
+    let img = hostile_image(&["LABEL sbx.private={\"sbx-rtsvc\":\"rtsvc\"}", "LABEL sbx.volume=sbx-state-victim"], &[]);
+    let labels = docker_ok(&["image", "inspect", "--format", "{{json .Config.Labels}}", &img.0]);
     assert!(labels.contains("sbx.private") && labels.contains("sbx.volume"), "{labels}");
     let label = w.case_label();
     let session = format!("{}-s", w.case);
     for extra in [&[][..], &["--session", &session, "--persist"][..]] {
-        let mut args = vec!["create", "--image", &img.id, "--label", &label];
+        let mut args = vec!["create", "--image", &img.0, "--label", &label];
         args.extend_from_slice(extra);
         let out = w.sbx(&args);
         assert_exit(&out, 1, "create from an image carrying sbx labels");
@@ -165,7 +130,7 @@ fn has_group_0(lines: &[String]) -> bool {
 #[test]
 fn the_image_never_chooses_group_0() {
     let w = World::new();
-    let hostile = HostileImage::import(
+    let hostile = hostile_image(
         &["USER 1000:0"],
         &[
             ("etc/passwd", "root:x:0:0:root:/:/bin/fixture\nuser1000:x:1000:1000::/tmp:/bin/fixture\n"),
@@ -173,7 +138,7 @@ fn the_image_never_chooses_group_0() {
         ],
     );
     let label = w.case_label();
-    let out = w.sbx(&["create", "--image", &hostile.id, "--label", &label]);
+    let out = w.sbx(&["create", "--image", &hostile.0, "--label", &label]);
     assert_success(&out, "create from an image with USER 1000:0");
     let sb = w.adopt(stdout(&out).trim());
     assert!(stderr(&out).contains("group 0"), "no warning: {}", stderr(&out));

@@ -183,14 +183,11 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::strs;
     use super::*;
     use crate::spec::CreateRequest;
 
     const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-    fn strs(v: Vec<OsString>) -> Vec<String> {
-        v.into_iter().map(|s| s.into_string().unwrap()).collect()
-    }
 
     fn spec(req: CreateRequest) -> SandboxSpec {
         SandboxSpec::from_request(&CreateRequest { image: IMG.into(), ..req }, None).unwrap()

@@ -1,5 +1,6 @@
 //! `docker container inspect` and `docker ps` as sbx reads them: the raw
-//! container, whether sbx made it, and the [`Record`] it means.
+//! container, whether sbx made it, the [`Record`] it means, and the state of
+//! its main process.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -172,6 +173,38 @@ pub fn parse_ps(stdout: &str, command: &str) -> Result<Vec<RawContainer>, Docker
     Ok(out)
 }
 
+/// A sandbox's main process, from `argv::running_pid` (`PID STATUS EXITCODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MainState {
+    Running(i32),
+    /// Neither running nor created: its exit code, -1 when unreadable.
+    Stopped(i32),
+    /// Not that shape, or not started yet.
+    Unknown,
+}
+
+pub fn main_state(stdout: &str) -> MainState {
+    let mut words = stdout.split_whitespace();
+    let (pid, status, code) = (words.next().and_then(|p| p.parse::<i32>().ok()), words.next(), words.next());
+    match (pid, status) {
+        (Some(pid), Some("running")) if pid > 0 => MainState::Running(pid),
+        (_, Some(s)) if s != "running" && s != "created" => {
+            MainState::Stopped(code.and_then(|c| c.parse().ok()).unwrap_or(-1))
+        }
+        _ => MainState::Unknown,
+    }
+}
+
+/// From `argv::state` (`STATUS EXITCODE`): the exit code (-1 when
+/// unreadable) once the container is neither running nor created.
+pub fn stopped(stdout: &str) -> Option<i32> {
+    let mut words = stdout.split_whitespace();
+    match (words.next(), words.next()) {
+        (Some(status), Some(code)) if status != "running" && status != "created" => Some(code.parse().unwrap_or(-1)),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,5 +347,20 @@ mod tests {
             assert!(t.contains(&format!("(.Label \"{k}\")")), "{k}");
         }
         assert!(t.starts_with("{\"name\":{{json .Names}}"));
+    }
+
+    #[test]
+    fn container_states_from_captured_output() {
+        assert_eq!(main_state("4242 running 0\n"), MainState::Running(4242));
+        assert_eq!(main_state("0 exited 3\n"), MainState::Stopped(3));
+        assert_eq!(main_state("0 dead x\n"), MainState::Stopped(-1));
+        assert_eq!(main_state("0 created 0\n"), MainState::Unknown);
+        assert_eq!(main_state("0 running 0\n"), MainState::Unknown, "running without a pid yet");
+        assert_eq!(main_state(""), MainState::Unknown);
+        assert_eq!(stopped("exited 137\n"), Some(137));
+        assert_eq!(stopped("exited ?\n"), Some(-1));
+        assert_eq!(stopped("running 0\n"), None);
+        assert_eq!(stopped("created 0\n"), None);
+        assert_eq!(stopped("exited"), None, "both words or nothing");
     }
 }

@@ -3,9 +3,12 @@
 //! directory walk that feeds it ([`send_tree`]) and the writer of a file's
 //! segments ([`fill`]). Std only: the in-sandbox helper
 //! (`helper/sbx_helper.rs`, built with plain rustc) includes this very file
-//! with `#[path]`, so the two sides cannot drift. That is also why this is
-//! one file of ~500 lines rather than several: it is the unit the helper
-//! includes (its tests are in `wire/tests.rs`).
+//! with `#[path]`, so the two sides cannot drift.
+//!
+//! layout: one file of ~540 lines, over the tree's ~400, on purpose: it is
+//! the unit the helper includes whole, and splitting it would make the
+//! helper include several files and keep their `#[path]`s in step. Its
+//! tests are in `wire/tests.rs`.
 //!
 //! Wire format, version 3 (both sides start with [`MAGIC`], so a helper of
 //! another version fails clearly):

@@ -1,5 +1,5 @@
 //! Live-test support: the fixture image (`fixture`, built once per run),
-//! one test's world of unique labelled resources removed in `Drop` even when
+//! images a test packs itself (`image`), one test's world of unique labelled resources removed in `Drop` even when
 //! the test fails (`world`), a blocking docker stand-in (`docker_shim`), and
 //! running the real binary and checking what it printed (here).
 //!
@@ -16,11 +16,13 @@ use std::time::{Duration, Instant};
 
 mod docker_shim;
 mod fixture;
+mod image;
 mod world;
 
 pub use docker_shim::Shim;
 pub use fixture::{fixture_binary, fixture_image};
-pub use world::{Image, Network, Sandbox, Service, World};
+pub use image::{gcc_static, Image, ImageTree};
+pub use world::{Network, Sandbox, Service, World};
 
 pub const SBX: &str = env!("CARGO_BIN_EXE_sbx");
 

@@ -267,14 +267,3 @@ impl Drop for Service {
         let _ = docker(&["rm", "-f", "-v", &self.name]);
     }
 }
-
-/// An image a test built (by id), removed on drop even when the test fails
-/// (declare it before the sandboxes made from it, so it outlives them).
-/// `--no-prune`: its parents may be anyone's.
-pub struct Image(pub String);
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        let _ = docker(&["rmi", "-f", "--no-prune", &self.0]);
-    }
-}

@@ -1,0 +1,56 @@
+//! Images and the engine itself: an image's USER and labels, the engine's
+//! version and OS, and doctor's probe images (import, find, remove).
+
+use std::ffi::OsString;
+
+use super::{os, with_tail};
+use crate::docker::parse;
+
+/// The image's USER and its labels in one call (see `parse::image_config`).
+pub fn image_user(image: &str) -> Vec<OsString> {
+    os(&["image", "inspect", "--format", parse::IMAGE_FORMAT, "--", image])
+}
+
+/// An image's own labels (what every container of it inherits), for `audit`.
+pub fn image_labels(image: &str) -> Vec<OsString> {
+    os(&["image", "inspect", "--format", "{{json .Config.Labels}}", "--", image])
+}
+
+pub fn version() -> Vec<OsString> {
+    os(&["version", "--format", "{{json .}}"])
+}
+
+/// The cheapest call that needs the engine's container store: doctor's hang check.
+pub fn ps_quiet() -> Vec<OsString> {
+    os(&["ps", "-q", "--last", "1"])
+}
+
+pub fn info_os() -> Vec<OsString> {
+    os(&["info", "--format", "{{json .OperatingSystem}}"])
+}
+
+pub fn images_labelled(label: &str) -> Vec<OsString> {
+    os(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")])
+}
+
+/// `docker import` of a tar on stdin; `label` marks it so it is found again.
+pub fn import(label: &str) -> Vec<OsString> {
+    os(&["import", "--change", "ENTRYPOINT [\"/sbx\", \"__probe\"]", "--change", &format!("LABEL {label}"), "-"])
+}
+
+/// `docker rmi -- ID...`: doctor drops probe images of other sbx builds
+/// (an image still in use is refused by docker and stays).
+pub fn remove_images<S: AsRef<str>>(ids: &[S]) -> Vec<OsString> {
+    with_tail(&["rmi", "--"], ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::strs;
+    use super::*;
+
+    #[test]
+    fn image_builders() {
+        assert_eq!(strs(remove_images(&["sha256:a", "sha256:b"])), ["rmi", "--", "sha256:a", "sha256:b"]);
+    }
+}

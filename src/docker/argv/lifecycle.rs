@@ -1,0 +1,60 @@
+//! Containers by id: start, state, logs tail, inspect, list, remove.
+//! (`docker run`/`create` itself is in `run`.)
+
+use std::ffi::OsString;
+
+use super::{os, with_tail};
+use crate::docker::parse;
+use crate::model::record;
+
+/// Lines of the sandbox's log quoted when it dies or never binds.
+pub const LOG_TAIL: &str = "20";
+
+pub fn start(id: &str) -> Vec<OsString> {
+    os(&["start", "--", id])
+}
+
+/// `STATUS EXITCODE`, e.g. `running 0` or `exited 3`.
+pub fn state(id: &str) -> Vec<OsString> {
+    os(&["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", "--", id])
+}
+
+/// `PID STATUS EXITCODE` of the main process, e.g. `4242 running 0` or
+/// `0 exited 3`: where create reads the sandbox's mount table.
+pub fn running_pid(id: &str) -> Vec<OsString> {
+    os(&["container", "inspect", "--format", "{{.State.Pid}} {{.State.Status}} {{.State.ExitCode}}", "--", id])
+}
+
+/// `-v` removes anonymous volumes the image declared, so nothing outlives it.
+pub fn remove<S: AsRef<str>>(ids: &[S]) -> Vec<OsString> {
+    with_tail(&["rm", "-f", "-v", "--"], ids)
+}
+
+pub fn inspect<S: AsRef<str>>(ids: &[S]) -> Vec<OsString> {
+    with_tail(&["container", "inspect", "--format", "{{json .}}", "--"], ids)
+}
+
+pub fn list() -> Vec<OsString> {
+    let filter = format!("label={}=1", record::MANAGED);
+    vec![
+        "ps".into(),
+        "-a".into(),
+        "--no-trunc".into(),
+        "--filter".into(),
+        filter.into(),
+        "--format".into(),
+        parse::ps_template().into(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::strs;
+    use super::*;
+
+    #[test]
+    fn lifecycle_builders() {
+        assert_eq!(strs(remove(&["a", "b"])), ["rm", "-f", "-v", "--", "a", "b"]);
+        assert_eq!(strs(list())[..5], ["ps", "-a", "--no-trunc", "--filter", "label=sbx.managed=1"]);
+    }
+}

@@ -1,0 +1,47 @@
+//! Pure builders for every docker argv sbx runs. No I/O here: each function
+//! maps typed, validated input to the exact argument vector, so the vectors
+//! are tested on their own. Values a user controls come after `--` wherever
+//! the subcommand allows it, so none can be read as an option.
+//!
+//! One file per area: `run` (the sandbox's `docker run`/`create`),
+//! `lifecycle` (containers by id), `network`, `volume`, `exec` (exec, logs,
+//! stats), `image` (images and the engine). Callers use the flat
+//! `argv::NAME` paths re-exported here.
+
+use std::ffi::OsString;
+
+mod exec;
+mod image;
+mod lifecycle;
+mod network;
+mod run;
+mod volume;
+
+pub use crate::model::paths::{SANDBOX_SOCKET, SANDBOX_SOCKET_DIR};
+pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts};
+pub use image::{image_labels, image_user, images_labelled, import, info_os, ps_quiet, remove_images, version};
+pub use lifecycle::{inspect, list, remove, running_pid, start, state, LOG_TAIL};
+pub use network::{
+    network_connect, network_connect_alias, network_disconnect, network_inspect, network_remove, private_network,
+    private_networks,
+};
+pub use run::{container, RunPlan};
+pub use volume::{session_volumes, volume_create, volume_inspect, volume_remove, volume_users};
+
+/// `["a", "b"]` as an argv.
+pub fn os<S: AsRef<str>>(v: &[S]) -> Vec<OsString> {
+    v.iter().map(|s| OsString::from(s.as_ref())).collect()
+}
+
+/// `head` then `tail`, e.g. a fixed subcommand and the ids it acts on.
+pub fn with_tail<S: AsRef<str>>(head: &[&str], tail: &[S]) -> Vec<OsString> {
+    let mut v = os(head);
+    v.extend(tail.iter().map(|s| OsString::from(s.as_ref())));
+    v
+}
+
+/// An argv as strings, for comparing with a literal in the tests.
+#[cfg(test)]
+fn strs(v: Vec<OsString>) -> Vec<String> {
+    v.into_iter().map(|s| s.into_string().unwrap()).collect()
+}
