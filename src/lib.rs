@@ -37,6 +37,9 @@ pub mod sandbox;
 pub mod spec;
 pub mod workbench;
 
+#[cfg(test)]
+mod layering;
+
 use std::ffi::OsString;
 use std::sync::Arc;
 
