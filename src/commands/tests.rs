@@ -23,8 +23,14 @@ impl Rig {
     fn sbx(&self, args: &[&str]) -> Ran {
         let cli = crate::cli::Cli::try_parse_from(std::iter::once("sbx").chain(args.iter().copied())).unwrap();
         let (out, captured) = output::capture(cli.json);
-        let ctx =
-            Context { driver: self.driver(), out, env: Env::default(), dirs: Dirs::default(), catch_signals: || {} };
+        let ctx = Context {
+            driver: self.driver(),
+            out,
+            env: Env::default(),
+            dirs: Dirs::default(),
+            catch_signals: || {},
+            watch_signals: crate::host::interrupt::Watch::manual,
+        };
         let code = run(cli.command, &ctx);
         assert_eq!(self.fake.remaining(), 0, "unused answers after {args:?}");
         Ran { code, stdout: captured.stdout(), stderr: captured.stderr() }
