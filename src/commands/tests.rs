@@ -17,8 +17,29 @@ struct Ran {
     stderr: String,
 }
 
+/// The full container id of sandbox ID, as its inspect shows it.
+const CID: &str = "abababababababababababababababababababababababababababababababab";
+
 /// What only the commands' tests script.
 impl Rig {
+    /// The inspect that proves sandbox ID this host's (`Driver::owned`):
+    /// commands then act on [`CID`].
+    fn owns(&self) {
+        let mut v: serde_json::Value = serde_json::from_str(&self.record_line(&[])).unwrap();
+        v["Id"] = CID.into();
+        self.fake.push(Output::ok(&v.to_string()));
+    }
+
+    /// `sbx ARGS...` is refused as invalid input: exit 2, nothing on stdout,
+    /// no docker call (the fake has no answer and records none); returns stderr.
+    fn refused(&self, args: &[&str]) -> String {
+        let before = self.fake.calls().len();
+        let r = self.sbx(args);
+        assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{args:?}: {}", r.stderr);
+        assert_eq!(self.fake.calls().len(), before, "{args:?} called docker");
+        r.stderr
+    }
+
     /// `sbx ARGS...` against the fake; every scripted answer must be used.
     fn sbx(&self, args: &[&str]) -> Ran {
         let cli = crate::cli::Cli::try_parse_from(std::iter::once("sbx").chain(args.iter().copied())).unwrap();
@@ -296,3 +317,6 @@ fn ttl_prints_the_new_expiry() {
          \"message\":\"invalid --ttl \\\"nope\\\": expected number at 0\"}}\n"
     );
 }
+
+mod checks;
+mod workbench;
