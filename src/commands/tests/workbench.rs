@@ -96,12 +96,10 @@ fn kill_is_silent_and_says_when_the_process_is_unknown() {
     assert_eq!((r.code, r.stdout.as_str()), (1, ""));
     assert_eq!(json(&r.stderr)["error"]["kind"], "no_such_process");
 
-    for bad in [["kill", "nope", "p0000abcd"], ["kill", ID, "../p0000ab"], ["kill", ID, "p0000abcd"]] {
-        let mut args = bad.to_vec();
-        if bad[1] == ID && bad[2] == "p0000abcd" {
-            args.extend(["-s", "NOPE"]);
-        }
-        let e = rig.refused(&args);
+    for args in
+        [&["kill", "nope", "p0000abcd"][..], &["kill", ID, "../p0000ab"], &["kill", ID, "p0000abcd", "-s", "NOPE"]]
+    {
+        let e = rig.refused(args);
         assert!(e.starts_with("sbx: error: invalid "), "{args:?}: {e}");
     }
 }
