@@ -102,7 +102,14 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     }
     let dirs = Dirs::new(cli.socket_dir, cli.data_dir, &env);
     let driver = real_driver(&env, &dirs);
-    let ctx = commands::Context { driver, out, env, dirs, catch_signals: host::interrupt::install };
+    let ctx = commands::Context {
+        driver,
+        out,
+        env,
+        dirs,
+        catch_signals: host::interrupt::install,
+        watch_signals: host::interrupt::Watch::install,
+    };
     let code = commands::run(cli.command, &ctx);
     log_own_cpu();
     code

@@ -43,6 +43,10 @@ pub struct Context {
     /// so sbx cleans up before it exits (`host::interrupt::install`); tests
     /// pass a no-op and keep their process's signals.
     pub catch_signals: fn(),
+    /// For `exec` in the foreground: signals reaching sbx go on to the
+    /// command (`Watch::install`); tests pass `Watch::manual`, which no
+    /// signal reaches.
+    pub watch_signals: fn() -> std::io::Result<crate::host::interrupt::Watch>,
 }
 
 impl Context {

@@ -2,27 +2,12 @@
 //! the real command line parsed by clap, run by `commands::run` against
 //! the recording fake, stdout and stderr captured by the printer.
 
-use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use clap::Parser;
 
 use super::*;
-use crate::docker::fake::FakeDocker;
 use crate::docker::Output;
-use crate::host::socket::RootChoice;
-use crate::host::state::{self, State, StateChoice};
 use crate::output;
-
-const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-const ID: &str = "sbx-00000000000f";
-/// Where a sandbox's mounts are when the image redirects nothing.
-const MOUNTINFO: &str = "\
-600 500 0:51 / / ro,relatime - overlay overlay rw
-611 600 8:1 /tmp/root/sbx-00000000000f /run/sandbox rw,relatime - ext4 /dev/sda1 rw
-612 600 8:1 /var/lib/sbx/helper/v-k /run/sbx ro,relatime - ext4 /dev/sda1 rw
-";
+use crate::sandbox::testing::{Rig, ID, IMG};
 
 /// What one `sbx ...` printed and how it exited.
 #[derive(Debug)]
@@ -32,70 +17,56 @@ struct Ran {
     stderr: String,
 }
 
-struct Rig {
-    fake: FakeDocker,
-    root: PathBuf,
-    state: PathBuf,
-}
+/// The full container id of sandbox ID, as its inspect shows it.
+const CID: &str = "abababababababababababababababababababababababababababababababab";
 
+/// What only the commands' tests script.
 impl Rig {
-    fn new() -> Self {
-        let root = std::env::temp_dir().join(format!("sbx-cmd-{}-{}", std::process::id(), rand::random::<u64>()));
-        let state = root.with_extension("state");
-        Rig { fake: FakeDocker::new(), root, state }
+    /// The inspect that proves sandbox ID this host's (`Driver::owned`):
+    /// commands then act on [`CID`].
+    fn owns(&self) {
+        let mut v: serde_json::Value = serde_json::from_str(&self.record_line(&[])).unwrap();
+        v["Id"] = CID.into();
+        self.fake.push(Output::ok(&v.to_string()));
     }
 
-    fn driver(&self) -> Driver {
-        let roots = RootChoice {
-            explicit: Some(self.root.clone()),
-            xdg_runtime_dir: None,
-            temp_dir: self.root.clone(),
-            euid: 0,
-        };
-        let states = StateChoice { explicit: Some(self.state.clone()), xdg_state_home: None, home: None, euid: 0 };
-        let proc = self.root.with_extension("proc");
-        std::fs::create_dir_all(proc.join("4242")).unwrap();
-        std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO).unwrap();
-        Driver::new(Arc::new(self.fake.clone()), roots, states).with_ids(Arc::new(|| ID.to_string())).with_proc(proc)
+    /// `sbx ARGS...` is refused as invalid input: exit 2, nothing on stdout,
+    /// no docker call (the fake has no answer and records none); returns stderr.
+    fn refused(&self, args: &[&str]) -> String {
+        let before = self.fake.calls().len();
+        let r = self.sbx(args);
+        assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{args:?}: {}", r.stderr);
+        assert_eq!(self.fake.calls().len(), before, "{args:?} called docker");
+        r.stderr
     }
 
     /// `sbx ARGS...` against the fake; every scripted answer must be used.
     fn sbx(&self, args: &[&str]) -> Ran {
         let cli = crate::cli::Cli::try_parse_from(std::iter::once("sbx").chain(args.iter().copied())).unwrap();
         let (out, captured) = output::capture(cli.json);
-        let ctx =
-            Context { driver: self.driver(), out, env: Env::default(), dirs: Dirs::default(), catch_signals: || {} };
+        let ctx = Context {
+            driver: self.driver(),
+            out,
+            env: Env::default(),
+            dirs: Dirs::default(),
+            catch_signals: || {},
+            watch_signals: crate::host::interrupt::Watch::manual,
+        };
         let code = run(cli.command, &ctx);
         assert_eq!(self.fake.remaining(), 0, "unused answers after {args:?}");
         Ran { code, stdout: captured.stdout(), stderr: captured.stderr() }
     }
 
-    /// Labels as sbx writes them on a container: `sbx.owner` covers the rest.
-    fn seal(&self, mut labels: serde_json::Value) -> serde_json::Value {
-        std::fs::create_dir_all(&self.state).unwrap();
-        let map: std::collections::BTreeMap<String, String> = serde_json::from_value(labels.clone()).unwrap();
-        let key = State::at(self.state.clone()).key().unwrap();
-        labels["sbx.owner"] = state::record_token(&key, &map["sbx.id"], &map).into();
-        labels
-    }
-
-    /// `docker container inspect` of sandbox ID on `networks`.
-    fn inspect_line(&self, networks: &[&str]) -> String {
-        let nets: serde_json::Map<String, serde_json::Value> =
-            networks.iter().map(|n| (n.to_string(), serde_json::json!({}))).collect();
-        serde_json::json!({
-            "Name": format!("/{ID}"),
-            "State": {"Status": "running"},
-            "Config": {"Labels": self.seal(serde_json::json!({
-                "sbx.managed": "1",
-                "sbx.id": ID,
-                "sbx.routes": "{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-proxy\",\"docs\":\"sbx-docs\"}",
-                "sbx.user": "65534:65534",
-                "sbx.created": "2026-11-29T09:00:00Z",
-            }))},
-            "NetworkSettings": {"Networks": nets},
-        })
-        .to_string()
+    /// `docker container inspect` of sandbox ID on `networks`, no socket label.
+    fn record_line(&self, networks: &[&str]) -> String {
+        let labels = serde_json::json!({
+            "sbx.managed": "1",
+            "sbx.id": ID,
+            "sbx.routes": "{\"inference\":\"sbx-proxy\",\"tools\":\"sbx-proxy\",\"docs\":\"sbx-docs\"}",
+            "sbx.user": "65534:65534",
+            "sbx.created": "2026-11-29T09:00:00Z",
+        });
+        self.container_line(ID, labels, networks)
     }
 
     /// `docker ps` line of sandbox ID, as `ls` and `gc` read it.
@@ -111,20 +82,7 @@ impl Rig {
     /// `image inspect` (user `user`), `run`, the sandbox binds its socket and runs.
     fn creates(&self, user: &str) {
         self.fake.push(Output::ok(&format!("[{user:?},{{}}]\n")));
-        let dir = self.root.join(ID);
-        self.fake.push_with(Output::ok("deadbeef\n"), move |_| {
-            std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap());
-        });
-        self.fake.push(Output::ok("4242 running 0\n"));
-    }
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        let _ = crate::host::socket::remove_dir(&self.root.join(ID), ID);
-        let _ = std::fs::remove_dir_all(&self.root);
-        let _ = std::fs::remove_dir_all(&self.state);
-        let _ = std::fs::remove_dir_all(self.root.with_extension("proc"));
+        self.starts_and_binds();
     }
 }
 
@@ -238,7 +196,7 @@ fn ls_without_docker_fails_in_text_and_json() {
 #[test]
 fn inspect_prints_the_record_as_pretty_json() {
     let rig = Rig::new();
-    rig.fake.push(Output::ok(&rig.inspect_line(&["sbx-proxy"])));
+    rig.fake.push(Output::ok(&rig.record_line(&["sbx-proxy"])));
     let r = rig.sbx(&["inspect", ID]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     assert!(r.stdout.starts_with("{\n  \"id\": \"sbx-00000000000f\",\n") && r.stdout.ends_with("}\n"), "{}", r.stdout);
@@ -258,7 +216,7 @@ fn inspect_prints_the_record_as_pretty_json() {
 #[test]
 fn destroy_is_silent_in_text_and_reports_in_json() {
     let rig = Rig::new();
-    rig.fake.push(Output::ok(&rig.inspect_line(&[])));
+    rig.fake.push(Output::ok(&rig.record_line(&[])));
     rig.fake.push(Output::ok(&format!("{ID}\n")));
     let r = rig.sbx(&["destroy", ID]);
     assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""));
@@ -280,13 +238,13 @@ fn destroy_is_silent_in_text_and_reports_in_json() {
 #[test]
 fn revoke_notes_shared_networks_on_stderr_and_prints_json() {
     let rig = Rig::new();
-    rig.fake.push(Output::ok(&rig.inspect_line(&["sbx-proxy", "sbx-docs"])));
+    rig.fake.push(Output::ok(&rig.record_line(&["sbx-proxy", "sbx-docs"])));
     rig.fake.push(Output::ok(""));
     let r = rig.sbx(&["revoke", ID, "inference"]);
     assert_eq!((r.code, r.stdout.as_str()), (0, ""));
     assert_eq!(r.stderr, "sbx: revoked inference (network sbx-proxy, shared with routes inference, tools)\n");
 
-    rig.fake.push(Output::ok(&rig.inspect_line(&["sbx-docs"])));
+    rig.fake.push(Output::ok(&rig.record_line(&["sbx-docs"])));
     let r = rig.sbx(&["--json", "revoke", ID, "tools"]);
     assert_eq!(r.code, 0);
     let note = json(&r.stderr);
@@ -295,7 +253,7 @@ fn revoke_notes_shared_networks_on_stderr_and_prints_json() {
     let v = json(&r.stdout);
     assert_eq!((&v["kind"], &v["already"]), (&"tools".into(), &true.into()));
 
-    rig.fake.push(Output::ok(&rig.inspect_line(&["sbx-docs"])));
+    rig.fake.push(Output::ok(&rig.record_line(&["sbx-docs"])));
     let r = rig.sbx(&["revoke", ID, "nope"]);
     assert_eq!((r.code, r.stdout.as_str()), (1, ""));
     assert!(r.stderr.starts_with("sbx: error: ") && r.stderr.contains("its routes: docs"), "{}", r.stderr);
@@ -337,14 +295,14 @@ fn gc_says_what_it_would_remove_and_fails_when_it_cannot() {
 fn ttl_prints_the_new_expiry() {
     let rig = Rig::new();
     // No sbx.socket label: no watchdog to start.
-    rig.fake.push(Output::ok(&rig.inspect_line(&[])));
+    rig.fake.push(Output::ok(&rig.record_line(&[])));
     let r = rig.sbx(&["ttl", ID, "30m"]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     let at = humantime::parse_rfc3339(r.stdout.trim_end()).unwrap();
     let left = at.duration_since(std::time::SystemTime::now()).unwrap().as_secs();
     assert!((1790..=1800).contains(&left), "{left}");
 
-    rig.fake.push(Output::ok(&rig.inspect_line(&[])));
+    rig.fake.push(Output::ok(&rig.record_line(&[])));
     let r = rig.sbx(&["--json", "ttl", ID, "30m"]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     let v = json(&r.stdout);
@@ -359,3 +317,6 @@ fn ttl_prints_the_new_expiry() {
          \"message\":\"invalid --ttl \\\"nope\\\": expected number at 0\"}}\n"
     );
 }
+
+mod checks;
+mod workbench;

@@ -227,4 +227,6 @@ fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
 }
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,120 @@
+//! Test support (cfg(test) only): a [`Driver`] on the recording fake with a
+//! socket root, state directory and /proc of its own, removed on drop.
+//! Shared by the driver's tests (`sandbox/tests`) and the commands' tests
+//! (`commands/tests`), which add their own helpers in `impl Rig` blocks.
+
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::Driver;
+use crate::docker::fake::FakeDocker;
+use crate::docker::Output;
+use crate::host::socket::{self, RootChoice};
+use crate::host::state::{self, State, StateChoice};
+
+/// A pinned image reference.
+pub const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+/// The id every sandbox the rig's driver creates gets.
+pub const ID: &str = "sbx-00000000000f";
+/// Where a sandbox's mounts are when the image redirects nothing.
+pub const MOUNTINFO: &str = "\
+600 500 0:51 / / ro,relatime - overlay overlay rw
+611 600 8:1 /tmp/root/sbx-00000000000f /run/sandbox rw,relatime - ext4 /dev/sda1 rw
+612 600 8:1 /var/lib/sbx/helper/v-k /run/sbx ro,relatime - ext4 /dev/sda1 rw
+";
+
+pub struct Rig {
+    pub fake: FakeDocker,
+    /// The socket root: one directory per sandbox.
+    pub root: PathBuf,
+    pub state: PathBuf,
+}
+
+impl Rig {
+    pub fn new() -> Self {
+        let root = std::env::temp_dir().join(format!("sbx-rig-{}-{}", std::process::id(), rand::random::<u64>()));
+        let state = root.with_extension("state");
+        Rig { fake: FakeDocker::new(), root, state }
+    }
+
+    /// A driver on the fake whose new sandboxes are all [`ID`]; the sandbox's
+    /// main process is pid 4242 with [`MOUNTINFO`] as its mount table.
+    pub fn driver(&self) -> Driver {
+        let roots = RootChoice {
+            explicit: Some(self.root.clone()),
+            xdg_runtime_dir: None,
+            temp_dir: self.root.clone(),
+            euid: 0,
+        };
+        let states = StateChoice { explicit: Some(self.state.clone()), xdg_state_home: None, home: None, euid: 0 };
+        // The sandbox's mount table, as the kernel shows it on the host.
+        let proc = self.root.with_extension("proc");
+        std::fs::create_dir_all(proc.join("4242")).unwrap();
+        std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO).unwrap();
+        Driver::new(Arc::new(self.fake.clone()), roots, states).with_ids(Arc::new(|| ID.to_string())).with_proc(proc)
+    }
+
+    pub fn state(&self) -> State {
+        State::at(self.state.clone())
+    }
+
+    /// This host's owner token for sandbox `id`.
+    pub fn token(&self, id: &str) -> String {
+        std::fs::create_dir_all(&self.state).unwrap();
+        state::owner_token(&self.state().key().unwrap(), id)
+    }
+
+    /// Labels as sbx writes them on a container: `sbx.owner` covers the rest.
+    pub fn seal(&self, mut labels: serde_json::Value) -> serde_json::Value {
+        std::fs::create_dir_all(&self.state).unwrap();
+        let map: std::collections::BTreeMap<String, String> = serde_json::from_value(labels.clone()).unwrap();
+        let id = map["sbx.id"].clone();
+        labels["sbx.owner"] = state::record_token(&self.state().key().unwrap(), &id, &map).into();
+        labels
+    }
+
+    /// `docker container inspect` of a running container `name` carrying
+    /// `labels` (sealed here) on `networks`.
+    pub fn container_line(&self, name: &str, labels: serde_json::Value, networks: &[&str]) -> String {
+        let nets: serde_json::Map<String, serde_json::Value> =
+            networks.iter().map(|n| (n.to_string(), serde_json::json!({}))).collect();
+        serde_json::json!({
+            "Name": format!("/{name}"),
+            "State": {"Status": "running"},
+            "Config": {"Labels": self.seal(labels)},
+            "NetworkSettings": {"Networks": nets},
+        })
+        .to_string()
+    }
+
+    /// The socket directory of sandbox [`ID`].
+    pub fn sock_dir(&self) -> PathBuf {
+        self.root.join(ID)
+    }
+
+    /// The main process's pid, asked right after the start.
+    pub fn running(&self) {
+        self.fake.push(Output::ok("4242 running 0\n"));
+    }
+
+    /// `docker run`/`start` succeeds and the "sandbox" binds its socket.
+    pub fn starts_and_binds(&self) {
+        let dir = self.sock_dir();
+        self.fake.push_with(Output::ok("deadbeef\n"), move |_| {
+            let l = UnixListener::bind(dir.join("sandbox.sock")).unwrap();
+            std::mem::forget(l);
+        });
+        self.running();
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        // As root the socket directory is a tmpfs: unmounted by sbx's own removal.
+        let _ = socket::remove_dir(&self.sock_dir(), ID);
+        let _ = std::fs::remove_dir_all(&self.root);
+        let _ = std::fs::remove_dir_all(&self.state);
+        let _ = std::fs::remove_dir_all(self.root.with_extension("proc"));
+    }
+}
