@@ -2,7 +2,7 @@
 //! the record stream of [`super::transfer`].
 
 use crate::docker::DockerExec;
-use crate::error::{Error, Invalid, Result};
+use crate::error::{Error, Invalid, Result, TransferError};
 use crate::workbench::transfer::{self, Limits};
 
 use super::helper::{drain, helper_argv, streamed};
@@ -142,8 +142,8 @@ fn send_archive(
 ) -> Result<()> {
     use transfer::archive::Problem;
     let problem = |p: Problem| match p {
-        Problem::NotTar(m) => {
-            Error::io(if replace { "restore" } else { "cp" }, std::io::Error::new(std::io::ErrorKind::InvalidData, m))
+        Problem::NotTar(reason) => {
+            TransferError::NotTar { command: if replace { "restore" } else { "cp" }, reason }.into()
         }
         Problem::Refused(m) => Error::Invalid(Invalid::new("archive", "stdin", format!("refusing the archive: {m}"))),
         Problem::Io(e) => Error::io("reading the tar stream", e),
