@@ -27,7 +27,7 @@ pub(crate) mod watchdog;
 
 use crate::cli::{Command, VolumesAction};
 use crate::error::{Error, Result};
-use crate::error::{HostError, SandboxError};
+use crate::error::{HostError, SandboxError, TransferError};
 use crate::output::Printer;
 use crate::sandbox::Driver;
 use crate::{Dirs, Env};
@@ -115,6 +115,9 @@ pub(crate) fn named(e: Error, target: &str, id: &str) -> Error {
         // The helper's line is only quoted, as the `Io` context it once was.
         Error::Sandbox(SandboxError::HelperOutput { what, line, source }) => {
             Error::Sandbox(SandboxError::HelperOutput { what, line: line.replace(target, id), source })
+        }
+        Error::Transfer(TransferError::Refused { context, reason }) => {
+            Error::Transfer(TransferError::Refused { context: context.replace(target, id), reason })
         }
         Error::Host(HostError::Io { context, source }) => {
             Error::Host(HostError::Io { context: context.replace(target, id), source })

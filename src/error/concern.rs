@@ -259,19 +259,24 @@ pub enum TransferError {
     /// (`restore` or `cp`) is what read it.
     #[error("{command}: {reason}")]
     NotTar { command: &'static str, reason: String },
+    /// What sbx refused while moving files: the sandbox's stream broke the
+    /// format or a limit (it is hostile: issue 9), or a host path would be
+    /// read or written through a link. `context` says what sbx was doing.
+    #[error("{context}: {reason}")]
+    Refused { context: String, reason: String },
 }
 
 impl TransferError {
     pub fn kind(&self) -> &'static str {
         match self {
-            // An `Io` error once; scripts may match the kind.
-            TransferError::NotTar { .. } => "io",
+            // `Io` errors once; scripts may match the kind.
+            TransferError::NotTar { .. } | TransferError::Refused { .. } => "io",
         }
     }
 
     pub fn hint(&self) -> Option<String> {
         match self {
-            TransferError::NotTar { .. } => None,
+            TransferError::NotTar { .. } | TransferError::Refused { .. } => None,
         }
     }
 }

@@ -61,3 +61,16 @@ fn json_encoding_is_the_io_error_it_was() {
         same(HostError::Json { context: context.into(), source: encode() }.into(), old);
     }
 }
+
+#[test]
+fn transfer_refusals_are_the_io_errors_they_were() {
+    let context = "copying sbx-0123456789ab:/tmp/a to out";
+    for (kind, reason) in [
+        (ErrorKind::InvalidData, "refusing entry \"../x\": it is not below \"a\""),
+        (ErrorKind::UnexpectedEof, "the stream ended in the middle of a file"),
+        (ErrorKind::Other, "\"a\" is 2.0 GiB and would bring the copy to 2.0 GiB, over the cap of 1.0 GiB"),
+    ] {
+        let old = Error::io(context, std::io::Error::new(kind, reason));
+        same(TransferError::Refused { context: context.into(), reason: reason.into() }.into(), old);
+    }
+}
