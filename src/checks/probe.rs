@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::docker::argv::SANDBOX_SOCKET;
+use crate::error::{Error, HostError, Result};
 
 /// What the probe saw from inside.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -43,15 +44,16 @@ pub struct RouteCheck {
 }
 
 /// In the sandbox: bind, answer one connection, exit.
-pub fn serve(targets: &[String]) -> std::io::Result<()> {
-    let listener = UnixListener::bind(SANDBOX_SOCKET)?;
-    let (mut conn, _) = listener.accept()?;
+pub fn serve(targets: &[String]) -> Result<()> {
+    let io = |e| Error::io("probe", e);
+    let listener = UnixListener::bind(SANDBOX_SOCKET).map_err(io)?;
+    let (mut conn, _) = listener.accept().map_err(io)?;
     let mut request = Vec::new();
-    conn.read_to_end(&mut request)?;
+    conn.read_to_end(&mut request).map_err(io)?;
     let mut report = observe(targets);
     report.echo = String::from_utf8_lossy(&request).into_owned();
-    let body = serde_json::to_vec(&report).map_err(std::io::Error::other)?;
-    conn.write_all(&body)?;
+    let body = serde_json::to_vec(&report).map_err(|source| HostError::Json { context: "probe".into(), source })?;
+    conn.write_all(&body).map_err(io)?;
     Ok(())
 }
 

@@ -27,7 +27,7 @@ pub(crate) mod watchdog;
 
 use crate::cli::{Command, VolumesAction};
 use crate::error::{Error, Result};
-use crate::error::{HostError, SandboxError};
+use crate::error::{HostError, SandboxError, TransferError};
 use crate::output::Printer;
 use crate::sandbox::Driver;
 use crate::{Dirs, Env};
@@ -97,7 +97,7 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Ttl(a) => done(ttl::exec(&a.id, &a.duration, ctx)),
         Command::Gc(a) => done(gc::exec(a.dry_run, ctx)),
         Command::Doctor(a) => done(doctor::exec(&a.routes, ctx)),
-        Command::Probe(a) => done(crate::checks::probe::serve(&a.targets).map_err(|e| Error::io("probe", e))),
+        Command::Probe(a) => done(crate::checks::probe::serve(&a.targets)),
         Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),
     }
 }
@@ -116,6 +116,13 @@ pub(crate) fn named(e: Error, target: &str, id: &str) -> Error {
             Error::Sandbox(SandboxError::NoShell { id: id.to_string(), tried })
         }
         Error::Explained(x) => Error::Explained(x.named(target, id)),
+        // The helper's line is only quoted, as the `Io` context it once was.
+        Error::Sandbox(SandboxError::HelperOutput { what, line, source }) => {
+            Error::Sandbox(SandboxError::HelperOutput { what, line: line.replace(target, id), source })
+        }
+        Error::Transfer(TransferError::Refused { context, reason }) => {
+            Error::Transfer(TransferError::Refused { context: context.replace(target, id), reason })
+        }
         Error::Host(HostError::Io { context, source }) => {
             Error::Host(HostError::Io { context: context.replace(target, id), source })
         }

@@ -132,7 +132,23 @@ pub enum SandboxError {
     CommandFailed { command: String, code: i32, stderr: String },
     #[error("gc could not remove {count} item(s): {}", failed.join("; "))]
     GcIncomplete { failed: Vec<String>, count: usize },
+    /// Paced removals stopped after the engine failed to answer a batch, and
+    /// no batch has an error of its own to report (the ids were warned about).
+    #[error("removing sandboxes: {NOT_TRIED}")]
+    NotTried,
+    /// A line of the in-sandbox helper's output that is not what sbx asked
+    /// for; the line comes from the sandbox and is only quoted.
+    #[error("reading the helper's {what} output {line:?}: {source}")]
+    HelperOutput {
+        what: &'static str,
+        line: String,
+        #[source]
+        source: serde_json::Error,
+    },
 }
+
+/// Why a paced batch was not tried: an earlier one found the engine not answering.
+pub const NOT_TRIED: &str = "not tried: the engine did not answer an earlier batch";
 
 fn tail_suffix(logs: &str) -> String {
     if logs.trim().is_empty() {
@@ -155,6 +171,8 @@ impl SandboxError {
             SandboxError::NoShell { .. } => "no_shell",
             SandboxError::CommandFailed { .. } => "command_failed",
             SandboxError::GcIncomplete { .. } => "gc_incomplete",
+            // These were `Io` errors once; scripts may match the kind.
+            SandboxError::NotTried | SandboxError::HelperOutput { .. } => "io",
         }
     }
 
@@ -172,7 +190,9 @@ impl SandboxError {
             SandboxError::HelperMissing { id } => format!("recreate the sandbox with this sbx (`sbx destroy {id}`, then `sbx create ...`); build sbx where a static libc is installed (Debian: libc6-dev)"),
             SandboxError::SetupFailed { .. } => "the sandbox was removed; fix the command and create again".into(),
             SandboxError::NoShell { id, .. } => format!("run a program directly: `sbx exec -i -t {id} -- PROGRAM`"),
-            SandboxError::CommandFailed { .. } => return None,
+            SandboxError::CommandFailed { .. } | SandboxError::NotTried | SandboxError::HelperOutput { .. } => {
+                return None
+            }
             SandboxError::GcIncomplete { .. } => {
                 "everything else was removed; fix what is named (a mount inside a socket directory, a daemon error) and run `sbx gc` again".into()
             }
@@ -232,6 +252,35 @@ impl CheckError {
     }
 }
 
+/// Moving files in and out of a sandbox: `cp`, `backup`, `restore`.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    /// The tar stream on stdin is empty, truncated or not tar; `command`
+    /// (`restore` or `cp`) is what read it.
+    #[error("{command}: {reason}")]
+    NotTar { command: &'static str, reason: String },
+    /// What sbx refused while moving files: the sandbox's stream broke the
+    /// format or a limit (it is hostile: issue 9), or a host path would be
+    /// read or written through a link. `context` says what sbx was doing.
+    #[error("{context}: {reason}")]
+    Refused { context: String, reason: String },
+}
+
+impl TransferError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            // `Io` errors once; scripts may match the kind.
+            TransferError::NotTar { .. } | TransferError::Refused { .. } => "io",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            TransferError::NotTar { .. } | TransferError::Refused { .. } => None,
+        }
+    }
+}
+
 /// This machine: the files and directories sbx keeps, the helper it mounts.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -253,7 +302,8 @@ pub enum HostError {
     /// The ownership key file holds something other than 32 bytes.
     #[error("{} is not a 32-byte key: invalid data", path.display())]
     BadKey { path: PathBuf },
-    /// JSON sbx writes (a record) or reads (the probe's report) that does not encode or parse.
+    /// JSON sbx writes (a record, `--json` output, the probe's report) or
+    /// reads (the probe's report) that does not encode or parse.
     #[error("{context}: {source}")]
     Json {
         context: String,

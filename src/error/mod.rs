@@ -21,7 +21,10 @@ mod socket;
 pub use crate::docker::DockerError;
 pub use crate::model::invalid::Invalid;
 pub use crate::model::text::{for_terminal, inert_chars};
-pub use concern::{missing_network_fix, CheckError, HostError, ImageError, RouteError, SandboxError, SessionError};
+pub use concern::{
+    missing_network_fix, CheckError, HostError, ImageError, RouteError, SandboxError, SessionError, TransferError,
+    NOT_TRIED,
+};
 pub use explained::Explained;
 pub use socket::SocketError;
 
@@ -55,6 +58,9 @@ pub enum Error {
     /// Persistent sessions (`--persist`, `--clone`).
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// Files moved in and out of a sandbox (`cp`, `backup`, `restore`).
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
     /// `audit` and `doctor` verdicts.
     #[error(transparent)]
     Check(#[from] CheckError),
@@ -100,6 +106,7 @@ impl Error {
             | Error::Route(_)
             | Error::Sandbox(_)
             | Error::Session(_)
+            | Error::Transfer(_)
             | Error::Check(_)
             | Error::Host(_) => EXIT_FAILED,
         }
@@ -119,6 +126,7 @@ impl Error {
             Error::Route(e) => e.kind(),
             Error::Sandbox(e) => e.kind(),
             Error::Session(e) => e.kind(),
+            Error::Transfer(e) => e.kind(),
             Error::Check(e) => e.kind(),
             Error::Host(e) => e.kind(),
             Error::Interrupted { .. } => "interrupted",
@@ -145,6 +153,7 @@ impl Error {
             Error::Route(e) => e.hint(),
             Error::Sandbox(e) => e.hint(),
             Error::Session(e) => e.hint(),
+            Error::Transfer(e) => e.hint(),
             Error::Check(e) => e.hint(),
             Error::Host(e) => e.hint(),
             Error::Interrupted { .. } => None,
@@ -153,6 +162,9 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod former_io;
 
 #[cfg(test)]
 mod tests {

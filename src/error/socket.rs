@@ -21,6 +21,10 @@ pub enum SocketError {
     /// The relayed channel (`docker exec ... helper connect`) ended badly.
     #[error("the relayed channel to {id} failed: {detail}")]
     Relay { id: String, detail: String },
+    /// Nothing at the socket's path yet: the sandbox has not bound it.
+    /// The text and kind are those of the made-up `Io` (NotFound) it was.
+    #[error("socket {path}: the sandbox has not bound its socket")]
+    NotBound { path: PathBuf },
     #[error("socket {path}: {source}")]
     Io {
         path: PathBuf,
@@ -46,7 +50,7 @@ impl SocketError {
             SocketError::Hostile { .. } => {
                 "the sandbox must bind a unix socket itself at /run/sandbox/sandbox.sock; sbx never follows links there".into()
             }
-            SocketError::Io { .. } => return None,
+            SocketError::Io { .. } | SocketError::NotBound { .. } => return None,
             SocketError::NotYours { .. } => {
                 "create it with the relayed channel (`--channel exec`, the default when sbx is not root), or `--user` your own uid".into()
             }

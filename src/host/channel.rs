@@ -119,10 +119,7 @@ pub fn relay_status(id: &str, code: i32, stderr: &str, timeout: Duration) -> Res
         stderr.trim().trim_start_matches("sbx-helper: ").chars().filter(|c| !c.is_control()).take(300).collect();
     let e: SocketError = match code {
         0 => return Ok(()),
-        HELPER_NO_SOCKET => SocketError::Io {
-            path,
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "the sandbox has not bound its socket"),
-        },
+        HELPER_NO_SOCKET => SocketError::NotBound { path },
         HELPER_NOT_A_SOCKET => {
             let what = ["a symlink", "a FIFO", "a regular file", "a directory"]
                 .into_iter()
@@ -228,10 +225,7 @@ mod tests {
             relay_status(id, HELPER_NOT_ACCEPTING, "", t),
             Err(Error::Socket(SocketError::NotAccepting { waited, .. })) if waited == "10s"
         ));
-        assert!(matches!(
-            relay_status(id, HELPER_NO_SOCKET, "", t),
-            Err(Error::Socket(SocketError::Io { source, .. })) if source.kind() == std::io::ErrorKind::NotFound
-        ));
+        assert!(matches!(relay_status(id, HELPER_NO_SOCKET, "", t), Err(Error::Socket(SocketError::NotBound { .. }))));
         let e = relay_status(id, 1, "Error response from daemon: Container abc is not running", t).unwrap_err();
         assert!(matches!(e, Error::Sandbox(SandboxError::NotRunning { .. })), "{e}");
         let e = relay_status(id, HELPER_NOT_A_SOCKET, "\x1b]0;pwned\x07 is a sock, not a unix socket", t).unwrap_err();

@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use crate::error::{for_terminal, Error, Result};
+use crate::error::{for_terminal, Error, HostError, Result};
 
 /// A stream the printer writes to (the process's stdout/stderr, or a buffer).
 pub type Stream = Box<dyn Write + Send>;
@@ -64,7 +64,7 @@ impl Printer {
 
     /// One JSON value as a line on stdout.
     pub fn json_line<T: serde::Serialize>(&self, v: &T) -> Result<()> {
-        self.data(&format!("{}\n", serde_json::to_string(v).map_err(|e| Error::io("encoding JSON", e.into()))?))
+        self.data(&format!("{}\n", serde_json::to_string(v).map_err(json_error)?))
     }
 
     /// Something the user should know; the command goes on.
@@ -148,6 +148,12 @@ pub fn render(level: &str, kind: &str, message: &str, json: bool) -> String {
     } else {
         format!("sbx: {}", for_terminal(message))
     }
+}
+
+/// A value that would not encode as JSON; the text and kind are those of
+/// the `Io` error this once was.
+pub fn json_error(source: serde_json::Error) -> Error {
+    HostError::Json { context: "encoding JSON".into(), source }.into()
 }
 
 /// What a printer from [`capture`] wrote.

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::networks::private_of;
-use super::{is_timeout, Driver, NOT_TRIED};
+use super::{is_timeout, Driver};
 use crate::docker::parse::RawContainer;
 use crate::docker::{argv, parse, status_error};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SandboxError};
 use crate::host::socket;
 use crate::host::state::SandboxRecord;
 use crate::model::record;
@@ -219,6 +219,6 @@ impl Driver {
             let msg = format!("not removed: {}; `sbx destroy` them again once the engine answers", left.join(" "));
             self.warn("not_removed", &msg);
         }
-        first.or_else(|| (!left.is_empty()).then(|| Error::io("removing sandboxes", std::io::Error::other(NOT_TRIED))))
+        first.or_else(|| (!left.is_empty()).then_some(Error::Sandbox(SandboxError::NotTried)))
     }
 }

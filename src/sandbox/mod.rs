@@ -201,9 +201,6 @@ impl Driver {
     }
 }
 
-/// Why a paced batch was not tried: an earlier one found the engine not answering.
-const NOT_TRIED: &str = "not tried: the engine did not answer an earlier batch";
-
 fn is_timeout(e: &Error) -> bool {
     matches!(e, Error::Docker(DockerError::Timeout { .. }))
 }

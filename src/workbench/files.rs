@@ -2,10 +2,10 @@
 //! the record stream of [`super::transfer`].
 
 use crate::docker::DockerExec;
-use crate::error::{Error, Invalid, Result};
+use crate::error::{Error, Invalid, Result, TransferError};
 use crate::workbench::transfer::{self, Limits};
 
-use super::helper::{drain, helper_argv, streamed};
+use super::helper::{drain, helper_argv, streamed, transfer_failure};
 
 /// A side of `sbx cp`: a host path, or `ID:/absolute/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,7 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
             match std::mem::replace(&mut r.input, Ok(())) {
                 // A host-side failure (missing source...) is the real reason the helper failed.
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe || r.status == 0 => {
-                    Err(Error::io(format!("reading {}", from.display()), e))
+                    Err(transfer_failure(format!("reading {}", from.display()), e))
                 }
                 _ => streamed(id, &argv, r, || format!("copying into {id}:{path}")),
             }
@@ -72,7 +72,7 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
                 Invalid::new("cp path", format!("{id}:{path}"), "name a file or directory, not the sandbox's /")
             })?;
             let mut w = transfer::host::HostWriter::new(to, &root)
-                .map_err(|e| Error::io(format!("opening the destination {}", to.display()), e))?;
+                .map_err(|e| transfer_failure(format!("opening the destination {}", to.display()), e))?;
             let argv = helper_argv(id, false, &["send", path]);
             let mut output = |r: &mut dyn std::io::Read| {
                 let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
@@ -142,8 +142,8 @@ fn send_archive(
 ) -> Result<()> {
     use transfer::archive::Problem;
     let problem = |p: Problem| match p {
-        Problem::NotTar(m) => {
-            Error::io(if replace { "restore" } else { "cp" }, std::io::Error::new(std::io::ErrorKind::InvalidData, m))
+        Problem::NotTar(reason) => {
+            TransferError::NotTar { command: if replace { "restore" } else { "cp" }, reason }.into()
         }
         Problem::Refused(m) => Error::Invalid(Invalid::new("archive", "stdin", format!("refusing the archive: {m}"))),
         Problem::Io(e) => Error::io("reading the tar stream", e),
@@ -159,7 +159,7 @@ fn send_archive(
     let mut r = exec.run_stream(&argv, Some(&mut input), &mut drain)?;
     if let Err(e) = std::mem::replace(&mut r.input, Ok(())) {
         if r.status == 0 {
-            return Err(Error::io("sending the archive", e));
+            return Err(transfer_failure("sending the archive".into(), e));
         }
     }
     streamed(id, &argv, r, || format!("restoring {id}:{dest}"))
@@ -200,6 +200,7 @@ mod tests {
         let src = CpSide::Sandbox { id: "sbx-0123456789ab".into(), path: "/tmp/report.txt".into() };
         let err = cp(&f, &src, &CpSide::Host(dst.clone()), &Limits::default()).unwrap_err();
         assert!(err.to_string().contains("refusing entry \"sibling.txt\""), "{err}");
+        assert!(matches!(err, Error::Transfer(crate::error::TransferError::Refused { .. })), "{err}");
         assert_eq!(f.calls()[0], ["exec", "--", "sbx-0123456789ab", "/run/sbx/helper", "send", "/tmp/report.txt"]);
         assert!(!dst.join("sibling.txt").exists());
         std::fs::remove_dir_all(&dst).unwrap();

@@ -8,8 +8,9 @@ use std::ffi::OsString;
 use crate::docker::argv::{self, ExecOpts};
 use crate::docker::{DockerExec, Output};
 use crate::error::SandboxError;
-use crate::error::{Error, Explained, Result};
+use crate::error::{Error, Explained, Result, TransferError};
 use crate::host::helper::SANDBOX_PATH as HELPER;
+use crate::workbench::transfer::refusal;
 
 /// `docker exec [-i] -- ID HELPER ARGS...`: a call of the in-sandbox helper.
 pub(crate) fn helper_argv(id: &str, interactive: bool, args: &[&str]) -> Vec<OsString> {
@@ -123,7 +124,7 @@ pub(crate) fn streamed(
     if let Err(e) = r.output {
         // A stream cut short is the helper's failure when it says so.
         if !(e.kind() == std::io::ErrorKind::UnexpectedEof && r.status != 0) {
-            return Err(Error::io(what(), e));
+            return Err(transfer_failure(what(), e));
         }
     }
     if r.status != 0 {
@@ -132,12 +133,38 @@ pub(crate) fn streamed(
     Ok(())
 }
 
+/// A failed transfer as an sbx error: what sbx refused of the stream (or
+/// of a host path) is a [`TransferError::Refused`], the rest a failed
+/// system call. Either says `context: ` and the same text as before.
+pub(crate) fn transfer_failure(context: String, e: std::io::Error) -> Error {
+    match refusal(&e) {
+        Some(r) => TransferError::Refused { context, reason: r.0.clone() }.into(),
+        None => Error::io(context, e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::docker::fake::FakeDocker;
     use crate::workbench::transfer::Limits;
     use crate::workbench::{backup, cp, kill, logs, CpSide};
+
+    /// A refusal inside an io::Error is a transfer error; a failed system
+    /// call stays one. Both say the context and the same text.
+    #[test]
+    fn transfer_failures_tell_refusals_from_io() {
+        use crate::error::HostError;
+        use crate::workbench::transfer::wire::refused;
+        let e = transfer_failure("copying x".into(), refused(std::io::ErrorKind::InvalidData, "refusing entry \"..\""));
+        assert!(
+            matches!(&e, Error::Transfer(TransferError::Refused { reason, .. }) if reason == "refusing entry \"..\"")
+        );
+        assert_eq!(e.to_string(), "copying x: refusing entry \"..\"");
+        let e = transfer_failure("copying x".into(), std::io::Error::from_raw_os_error(28));
+        assert!(matches!(&e, Error::Host(HostError::Io { source, .. }) if source.raw_os_error() == Some(28)), "{e}");
+        assert_eq!(e.to_string(), "copying x: No space left on device (os error 28)");
+    }
 
     /// Issue 10 item 5: the helper's exit codes become sbx's words; its
     /// text (the sandbox's) and docker's argv never make the message.

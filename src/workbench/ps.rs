@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::docker::argv::{self, ExecOpts};
 use crate::docker::{Attach, DockerExec};
-use crate::error::{Error, Explained, Invalid, Result};
+use crate::error::{Error, Explained, Invalid, Result, SandboxError};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 
 use super::helper::{helper, helper_argv, helper_exit, helper_failure, sandbox_error};
@@ -77,7 +77,8 @@ pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<Vec<BgProcess>> {
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
-            serde_json::from_str(l).map_err(|e| Error::io(format!("reading the helper's ps output {l:?}"), e.into()))
+            serde_json::from_str(l)
+                .map_err(|source| Error::Sandbox(SandboxError::HelperOutput { what: "ps", line: l.into(), source }))
         })
         .collect()
 }
@@ -164,6 +165,20 @@ mod tests {
     use super::*;
     use crate::docker::fake::FakeDocker;
     use crate::docker::Output;
+
+    /// What the helper prints is only quoted, and the error is the `Io` one it was.
+    #[test]
+    fn ps_output_that_is_not_json_is_named() {
+        let f = FakeDocker::new();
+        f.push(Output::ok("{\"handle\":\"p1\"}x\n"));
+        let e = ps(&f, "sbx-0123456789ab").unwrap_err();
+        assert!(matches!(&e, Error::Sandbox(SandboxError::HelperOutput { what: "ps", .. })), "{e}");
+        assert_eq!(
+            e.to_string(),
+            r#"reading the helper's ps output "{\"handle\":\"p1\"}x": missing field `command` at line 1 column 15"#
+        );
+        assert_eq!((e.kind(), e.exit_code(), e.hint()), ("io", 1, None));
+    }
 
     #[test]
     fn background_processes_through_the_fake() {

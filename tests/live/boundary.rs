@@ -174,7 +174,7 @@ fn a_sandbox_swapping_decoys_under_its_socket_never_gets_the_host_elsewhere() {
                 *refused.entry(kind.to_string()).or_default() += 1;
             }
             // Between renames the entry is briefly missing, or the socket not yet listening.
-            Err(sbx::error::SocketError::Io { .. }) => {}
+            Err(sbx::error::SocketError::Io { .. } | sbx::error::SocketError::NotBound { .. }) => {}
             Err(e) => panic!("{e}"),
         }
     }

@@ -2,7 +2,6 @@
 //! opened once without following links, checked by its inode, connected to
 //! through `/proc/self/fd/N`, and the peer's credentials checked after.
 
-use std::io::ErrorKind;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -85,10 +84,7 @@ pub fn connect_checked(path: &Path, owners: &[u32]) -> Result<UnixStream, Socket
 /// that wait (the kernel then answers EAGAIN) and is cleared once connected.
 pub fn connect_within(path: &Path, owners: &[u32], timeout: std::time::Duration) -> Result<UnixStream, SocketError> {
     let io = |e: nix::errno::Errno| SocketError::Io { path: path.to_path_buf(), source: e.into() };
-    let (fd, owner) = open_checked(path, owners)?.ok_or_else(|| SocketError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::new(ErrorKind::NotFound, "the sandbox has not bound its socket"),
-    })?;
+    let (fd, owner) = open_checked(path, owners)?.ok_or_else(|| SocketError::NotBound { path: path.to_path_buf() })?;
     let sock = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).map_err(io)?;
     let via = UnixAddr::new(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str()).map_err(io)?;
     // A zero SO_SNDTIMEO means "forever": keep the smallest real deadline.
@@ -185,6 +181,8 @@ mod tests {
         assert!(matches!(open_checked(&p, &me()), Err(SocketError::Hostile { reason, .. }) if reason.contains("FIFO")));
         std::fs::remove_file(&p).unwrap();
         assert!(open_checked(&p, &me()).unwrap().is_none());
+        let err = connect_checked(&p, &me()).unwrap_err();
+        assert!(matches!(&err, SocketError::NotBound { path } if *path == p), "{err}");
         std::fs::remove_dir_all(d).unwrap();
     }
 

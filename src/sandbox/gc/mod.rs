@@ -11,11 +11,11 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::volumes::remove_session_state;
-use super::{is_timeout, Driver, HostState, NOT_TRIED};
+use super::{is_timeout, Driver, HostState};
 use crate::docker::parse::RawContainer;
 use crate::docker::parse::{self, PrivateNetwork, SessionVolume};
 use crate::docker::{argv, run_ok, status_error};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, NOT_TRIED};
 use crate::host::persist;
 use crate::host::socket;
 use crate::host::state::{self, ProcId, State};

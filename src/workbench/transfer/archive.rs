@@ -235,7 +235,7 @@ pub fn check(f: &mut File) -> Result<u64, Problem> {
 pub fn send_tar<W: Write>(f: &mut File, root: &str, enc: &mut Encoder<W>) -> io::Result<()> {
     let bad = |e: Problem| match e {
         Problem::Io(e) => e,
-        Problem::NotTar(m) | Problem::Refused(m) => io::Error::new(io::ErrorKind::InvalidData, m),
+        Problem::NotTar(m) | Problem::Refused(m) => super::wire::refused(io::ErrorKind::InvalidData, m),
     };
     f.rewind()?;
     let mut a = tar::Archive::new(f);

@@ -20,6 +20,12 @@ pub use wire::{
     MAGIC, MAX_NAME, MAX_PATH,
 };
 
+/// The refusal an `io::Error` from the readers carries, if it is one (see
+/// [`wire::Refused`]); host side only, the helper has no use for it.
+pub fn refusal(e: &std::io::Error) -> Option<&wire::Refused> {
+    e.get_ref().and_then(|i| i.downcast_ref::<wire::Refused>())
+}
+
 /// `--max-bytes`: a number of bytes with an optional K/M/G/T suffix
 /// (powers of 1024; `KiB`, `K`, `KB` all mean 1024).
 pub fn parse_max_bytes(s: &str) -> Result<u64, crate::error::Invalid> {

@@ -106,8 +106,28 @@ pub struct Record {
     pub path: String,
 }
 
+/// What this side refuses of what the other sent (the format, a name, a
+/// limit): not an I/O failure. It travels inside an `io::Error` whose text
+/// is exactly its own, since the std-only helper shares these readers; the
+/// host tells it apart by downcasting (`workbench::helper::transfer_failure`).
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// A [`Refused`] as the `io::Error` of `kind` the readers return.
+pub fn refused(kind: io::ErrorKind, msg: impl Into<String>) -> io::Error {
+    io::Error::new(kind, Refused(msg.into()))
+}
+
 fn invalid(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg)
+    refused(io::ErrorKind::InvalidData, msg)
 }
 
 /// A path from the other side that is exactly `root` or below it: no
@@ -198,7 +218,7 @@ fn read_u64(r: &mut impl Read) -> io::Result<u64> {
 
 fn truncated(e: io::Error) -> io::Error {
     if e.kind() == io::ErrorKind::UnexpectedEof {
-        io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended in the middle of an entry")
+        refused(io::ErrorKind::UnexpectedEof, "the stream ended in the middle of an entry")
     } else {
         e
     }
@@ -210,7 +230,7 @@ impl<R: Read> Decoder<R> {
     pub fn new(mut r: R, root: &str, limits: Limits) -> io::Result<Self> {
         match read_magic(&mut r)? {
             Start::Magic => Ok(Self::after_magic(r, Some(root), limits)),
-            Start::Empty => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the helper sent nothing")),
+            Start::Empty => Err(refused(io::ErrorKind::UnexpectedEof, "the helper sent nothing")),
             Start::Other => Err(invalid(
                 "the helper's output is not sbx's record stream version 3 (a helper of another sbx version, \
                  or a replaced one)"
@@ -308,12 +328,15 @@ impl<R: Read> Decoder<R> {
     fn charge(&mut self, path: &str, len: u64) -> io::Result<()> {
         let total = self.bytes.saturating_add(len);
         if total > self.limits.max_bytes {
-            return Err(io::Error::other(format!(
-                "{path:?} is {} and would bring the copy to {}, over the cap of {}; raise it with --max-bytes",
-                human(len),
-                human(total),
-                human(self.limits.max_bytes)
-            )));
+            return Err(refused(
+                io::ErrorKind::Other,
+                format!(
+                    "{path:?} is {} and would bring the copy to {}, over the cap of {}; raise it with --max-bytes",
+                    human(len),
+                    human(total),
+                    human(self.limits.max_bytes)
+                ),
+            ));
         }
         self.bytes = total;
         Ok(())
@@ -359,7 +382,7 @@ impl<R: Read> Read for Decoder<R> {
         let want = buf.len().min(f.left.min(usize::MAX as u64) as usize);
         let n = self.r.read(&mut buf[..want])?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended in the middle of a file"));
+            return Err(refused(io::ErrorKind::UnexpectedEof, "the stream ended in the middle of a file"));
         }
         f.left -= n as u64;
         Ok(n)

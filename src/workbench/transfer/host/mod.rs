@@ -28,8 +28,9 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+/// A host path sbx refuses to read or write through (see [`super::wire::Refused`]).
 pub(super) fn invalid(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg)
+    super::wire::refused(io::ErrorKind::InvalidData, msg)
 }
 
 /// Open the directory `path` names (an operator's path, above what is

@@ -10,7 +10,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use super::{at, invalid, open_dir};
-use crate::workbench::transfer::wire::{fill, Decoder, Kind};
+use crate::workbench::transfer::wire::{self, fill, Decoder, Kind};
 
 /// How directories below the destination are opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,14 +94,18 @@ impl<'h> HostWriter<'h> {
     pub fn write_from<R: Read>(&mut self, dec: &mut Decoder<R>) -> io::Result<()> {
         let r = self.write_all(dec);
         match r {
-            Err(e) if self.created > 0 => Err(io::Error::new(
-                e.kind(),
-                format!(
+            Err(e) if self.created > 0 => {
+                let msg = format!(
                     "{e}; stopped after {} entries, so the copy at {} is incomplete (remove it)",
                     self.created,
                     self.target().display()
-                ),
-            )),
+                );
+                // A refusal stays one, with the same text.
+                Err(match crate::workbench::transfer::refusal(&e) {
+                    Some(_) => wire::refused(e.kind(), msg),
+                    None => io::Error::new(e.kind(), msg),
+                })
+            }
             r => r,
         }
     }
