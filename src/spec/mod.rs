@@ -281,9 +281,10 @@ pub fn new_id() -> String {
 mod tests {
     use super::*;
 
-    const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    pub(super) const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-    fn req() -> CreateRequest {
+    /// A valid request, for the tests here and in `request.rs`.
+    pub(super) fn req() -> CreateRequest {
         CreateRequest { image: IMG.into(), ..Default::default() }
     }
 

@@ -200,13 +200,8 @@ impl SandboxSpec {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::req;
     use super::*;
-
-    const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-    fn req() -> CreateRequest {
-        CreateRequest { image: IMG.into(), ..Default::default() }
-    }
 
     #[test]
     fn defaults() {
