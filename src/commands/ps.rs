@@ -23,7 +23,7 @@ pub fn ps(id: &str, ctx: &Context) -> Result<()> {
             p.handle,
             pid,
             status,
-            crate::error::for_terminal(&p.command.join(" "))
+            crate::model::text::for_terminal(&p.command.join(" "))
         ));
     }
     ctx.out.data(&text)

@@ -20,7 +20,6 @@ mod socket;
 
 pub use crate::docker::DockerError;
 pub use crate::model::invalid::Invalid;
-pub use crate::model::text::{for_terminal, inert_chars};
 pub use concern::{
     missing_network_fix, CheckError, HostError, ImageError, RouteError, SandboxError, SessionError, TransferError,
     NOT_TRIED,

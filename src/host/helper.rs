@@ -25,7 +25,7 @@ use crate::error::{HostError, ImageError, SandboxError};
 
 pub const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sbx-helper"));
 const KEY: &str = include_str!(concat!(env!("OUT_DIR"), "/sbx-helper.key"));
-pub use crate::model::paths::{HELPER_BG_DIR as BG_DIR, HELPER_DIR as SANDBOX_DIR, HELPER_PATH as SANDBOX_PATH};
+pub use crate::model::paths::{HELPER_DIR as SANDBOX_DIR, HELPER_PATH as SANDBOX_PATH};
 /// The helper's name inside its directory.
 const FILE: &str = "helper";
 /// Execute-only for the sandbox (issue 9 finding 1, deeper): the running

@@ -17,7 +17,8 @@ use std::cell::RefCell;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use crate::error::{for_terminal, Error, HostError, Result};
+use crate::error::{Error, HostError, Result};
+use crate::model::text::for_terminal;
 
 /// A stream the printer writes to (the process's stdout/stderr, or a buffer).
 pub type Stream = Box<dyn Write + Send>;

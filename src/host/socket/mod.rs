@@ -21,7 +21,7 @@ pub use connect::{
     allowed_owners, connect_checked, connect_within, may_connect, not_yours, open_checked, CONNECT_TIMEOUT,
 };
 pub use remove::remove_tree;
-pub use root::{check_path_len, make_dir, make_marker_dir, remove_dir, socket_path, RootChoice, TMPFS_OPTIONS};
+pub use root::{check_path_len, make_dir, make_marker_dir, remove_dir, socket_path, RootChoice};
 
 pub const SOCKET_NAME: &str = "sandbox.sock";
 /// sun_path is 108 bytes including the terminating NUL.

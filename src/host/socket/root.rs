@@ -120,7 +120,7 @@ pub fn make_marker_dir(root: &Path, id: &str) -> Result<PathBuf, SocketError> {
 /// own tmpfs: 1 MiB and 64 inodes hold a socket and a few small files, far
 /// from filling the host; nosuid,nodev,noexec since nothing there is run.
 /// Without root the directory stays unbounded (`sbx doctor` says so).
-pub use crate::model::paths::SOCKET_TMPFS_OPTIONS as TMPFS_OPTIONS;
+use crate::model::paths::SOCKET_TMPFS_OPTIONS as TMPFS_OPTIONS;
 
 fn bound(dir: &Path, mode: u32, uid: u32, gid: u32) -> nix::Result<()> {
     use nix::mount::{mount, MsFlags};

@@ -11,7 +11,7 @@ use crate::error::{ImageError, SandboxError};
 use crate::host::channel::{self, Kind};
 use crate::host::socket;
 
-/// A persistent session volume, locked for this create.
+/// What `docker container inspect` said of the sandbox's main process.
 enum MainProcess {
     Running(i32),
     /// It exited: the error that says so, with its logs.
@@ -168,7 +168,7 @@ impl Driver {
             if started.elapsed() >= plan.spec.socket_wait {
                 if let Some(reason) = not_yours {
                     let uid = nix::unistd::geteuid().as_raw();
-                    return Err(socket_error(socket::not_yours(plan.socket_path, uid, reason)));
+                    return Err(socket::not_yours(plan.socket_path, uid, reason).into());
                 }
                 return Err(Error::Sandbox(SandboxError::SocketTimeout {
                     id: plan.id.to_string(),
@@ -229,10 +229,6 @@ impl Driver {
     }
 }
 
-fn socket_error(e: crate::error::SocketError) -> Error {
-    e.into()
-}
-
 /// Most of the sandbox's output sbx quotes in its own messages.
 const QUOTED_MAX: usize = 16 * 1024;
 
@@ -246,7 +242,7 @@ fn inert(text: &str) -> String {
     while !text.is_char_boundary(start) {
         start += 1;
     }
-    let kept = crate::error::inert_chars(&text[start..]);
+    let kept = crate::model::text::inert_chars(&text[start..]);
     if start > 0 {
         format!("[...] {kept}")
     } else {

@@ -15,10 +15,7 @@ pub mod archive;
 pub mod host;
 pub mod wire;
 
-pub use wire::{
-    check_name, human, root_name, Decoder, Encoder, Kind, Limits, Record, DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES,
-    MAGIC, MAX_NAME, MAX_PATH,
-};
+pub use wire::{human, root_name, Decoder, Encoder, Kind, Limits};
 
 /// The refusal an `io::Error` from the readers carries, if it is one (see
 /// [`wire::Refused`]); host side only, the helper has no use for it.
