@@ -2,6 +2,7 @@
 //! is checked before any docker call, so invalid input exits 2 with nothing
 //! created.
 
+pub mod egress;
 mod image;
 mod mount;
 mod request;

@@ -1,0 +1,63 @@
+//! `--allow`, `--egress`, `--egress-dns`, `--egress-network`: what a
+//! sandbox may reach outside, through its egress gate (issue 12), and the
+//! pure decisions the gate makes with it. Everything here is checked before
+//! any docker call (exit 2) and is shared by the host side (create, `sbx
+//! allow`/`deny`, `egress policy`) and the gate (`gate/`), so both judge a
+//! name and an address the same way.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// The port an `--allow HOST` without one allows (TLS).
+pub const DEFAULT_PORT: u16 = 443;
+
+/// One `--allow` rule, in canonical form when displayed (`HOST:PORT`,
+/// `*.SUFFIX:PORT`, `CIDR:PORT`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum AllowRule {
+    /// Exactly this name (lower case, no trailing dot).
+    Host { name: String, port: u16 },
+    /// Any name ending in `.SUFFIX` (not SUFFIX itself).
+    Wildcard { suffix: String, port: u16 },
+    /// Literal addresses in this network (its network address, prefix).
+    Cidr { addr: IpAddr, prefix: u8, port: u16 },
+}
+
+/// Enforce the allowlist, or observe: allow every name (still refusing the
+/// address classes) and log, to learn the allowlist.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Enforce,
+    Observe,
+}
+
+/// The policy a gate enforces: what create wrote, changed by `sbx allow` /
+/// `sbx deny`. Written by the host into the gate's read-only policy dir as
+/// JSON; the gate reloads it when it changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    pub mode: Mode,
+    pub rules: Vec<AllowRule>,
+}
+
+/// What a sandbox's egress is, validated (`SandboxSpec::egress`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressSpec {
+    pub policy: Policy,
+    /// The resolver the gate asks (`--egress-dns`); None: the engine's.
+    pub dns: Option<IpAddr>,
+    /// The egress network (`--egress-network`); None: sbx's own, made once per host.
+    pub network: Option<String>,
+}
+
+/// A decision on a name or an address, with the rule that allowed it or the
+/// reason it was refused (both go to the decision log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow { rule: String },
+    Deny { reason: String },
+}
