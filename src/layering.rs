@@ -8,8 +8,20 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Bottom to top. `model` imports nothing of the crate.
-const LAYERS: &[&str] =
-    &["model", "spec", "docker", "error", "output", "host", "workbench", "sandbox", "checks", "cli", "commands"];
+const LAYERS: &[&str] = &[
+    "model",
+    "spec",
+    "docker",
+    "error",
+    "output",
+    "host",
+    "gate",
+    "workbench",
+    "sandbox",
+    "checks",
+    "cli",
+    "commands",
+];
 
 const MAX_LINES: usize = 400;
 
