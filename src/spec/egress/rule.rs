@@ -100,9 +100,11 @@ impl AllowRule {
         match self {
             AllowRule::Host { name: n, port: p } => *p == port && n.eq_ignore_ascii_case(name),
             AllowRule::Wildcard { suffix, port: p } => {
+                // Bytes, not str slices: a name from the sandbox may not be ASCII.
+                let (name, suffix) = (name.as_bytes(), suffix.as_bytes());
                 *p == port
                     && name.len() > suffix.len() + 1
-                    && name.as_bytes()[name.len() - suffix.len() - 1] == b'.'
+                    && name[name.len() - suffix.len() - 1] == b'.'
                     && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
             }
             AllowRule::Cidr { .. } => false,

@@ -213,6 +213,9 @@ fn names_match_exactly_and_wildcards_only_below_their_suffix() {
     assert_eq!(reason(p.decide_name("pypi.org", 80)), "no rule allows pypi.org on port 80 (only on 443)");
     assert_eq!(reason(p.decide_name("example.com", 443)), "no rule allows example.com on port 443 (only on 80)");
     assert_eq!(reason(p.decide_name("pypi.org", 0)), "port 0 is no port");
+    // The matchers are public: they must not panic on what a sandbox sends.
+    assert!(!rule("*.pythonhosted.org").allows_name("ü.éythonhosted.org", 443));
+    assert!(!rule("*.pythonhosted.org").allows_name("€pythonhosted.org", 443));
 }
 
 #[test]
