@@ -172,3 +172,116 @@ proptest! {
         }
     }
 }
+
+mod egress {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    use proptest::prelude::*;
+    use sbx::spec::egress::{AllowRule, Mode, Policy, Verdict};
+
+    fn allows(v: &Verdict) -> bool {
+        matches!(v, Verdict::Allow { .. })
+    }
+
+    fn enforce(rules: &[&str]) -> Policy {
+        let mut p = Policy { mode: Mode::Enforce, rules: Vec::new() };
+        p.allow(&rules.iter().map(|r| AllowRule::parse(r, false).unwrap()).collect::<Vec<_>>());
+        p
+    }
+
+    /// What an accepted rule must be, whatever the input: canonical (its
+    /// display parses back to itself), plain ASCII, and no unsafe range.
+    fn check_accepted(r: &AllowRule) -> Result<(), TestCaseError> {
+        let shown = r.to_string();
+        prop_assert_eq!(&AllowRule::parse(&shown, false).unwrap(), r);
+        prop_assert!(shown.is_ascii() && !shown.contains(char::is_whitespace) && !shown.starts_with('-'), "{}", shown);
+        match r {
+            AllowRule::Host { name, .. } | AllowRule::Wildcard { suffix: name, .. } => {
+                prop_assert!(name.len() <= 253 && !name.ends_with('.'));
+                prop_assert!(name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'));
+                prop_assert!(name.split('.').all(|l| !l.is_empty() && l.len() <= 63 && !l.starts_with('-')));
+            }
+            AllowRule::Cidr { .. } => {
+                for inner in ["127.0.0.1", "169.254.169.254", "0.0.0.0", "::1", "fe80::1"] {
+                    prop_assert!(!r.allows_addr(inner.parse().unwrap(), r.port()), "{} covers {}", shown, inner);
+                }
+            }
+        }
+        prop_assert!(r.port() != 0);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 2000,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x5b0c_2026),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn an_accepted_rule_is_canonical_and_safe(s in "\\PC{0,40}") {
+            if let Ok(r) = AllowRule::parse(&s, false) {
+                check_accepted(&r)?;
+            }
+        }
+
+        #[test]
+        fn an_accepted_rule_from_rule_like_input_is_canonical_and_safe(s in "[a-zA-Z0-9.*:/\\[\\]-]{0,30}") {
+            if let Ok(r) = AllowRule::parse(&s, false) {
+                check_accepted(&r)?;
+            }
+        }
+
+        #[test]
+        fn a_cidr_rule_is_refused_unless_it_is_a_network_address(a in any::<u32>(), prefix in 0u8..=32, port in 1u16..) {
+            let s = format!("{}/{prefix}:{port}", Ipv4Addr::from(a));
+            let host_bits = if prefix == 32 { 0 } else { a & (u32::MAX >> prefix) };
+            match AllowRule::parse(&s, true) {
+                Ok(r) => {
+                    prop_assert_eq!(host_bits, 0);
+                    prop_assert_eq!(r.to_string(), s);
+                }
+                Err(e) => {
+                    prop_assert_ne!(host_bits, 0);
+                    prop_assert!(e.reason.contains("not the network address"), "{}", e.reason);
+                }
+            }
+        }
+
+        #[test]
+        fn internal_addresses_are_refused_in_every_form(low in any::<u32>(), net in 0usize..6, port in 1u16..) {
+            // (network, host bits) for 0/8, 127/8, 169.254/16, 10/8, 172.16/12, 192.168/16.
+            let (base, bits) = [(0u32, 24), (127 << 24, 24), (0xa9fe_0000, 16), (10 << 24, 24), (0xac10_0000, 20), (0xc0a8_0000, 16)][net];
+            let v4 = Ipv4Addr::from(base | (low & ((1u32 << bits) - 1)));
+            let observe = Policy { mode: Mode::Observe, rules: Vec::new() };
+            for addr in [IpAddr::V4(v4), IpAddr::V6(v4.to_ipv6_mapped())] {
+                prop_assert!(!allows(&observe.check_addr(addr, port)), "{}", addr);
+                prop_assert!(!allows(&enforce(&["pypi.org"]).decide_name(&addr.to_string(), port)), "{}", addr);
+            }
+        }
+
+        #[test]
+        fn internal_v6_addresses_are_refused(low in any::<u128>(), net in 0usize..3) {
+            let (base, bits) = [(0xfe80u128 << 112, 118), (0xfc00u128 << 112, 121), (1u128, 0)][net];
+            let addr = IpAddr::V6(Ipv6Addr::from(base | (low & ((1u128 << bits) - 1))));
+            prop_assert!(!allows(&Policy::default().check_addr(addr, 443)), "{}", addr);
+        }
+
+        #[test]
+        fn enforce_allows_only_listed_names(host in "[a-zA-Z0-9.-]{1,30}", label in "[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", port in 1u16..) {
+            let p = enforce(&["pypi.org", "*.example.com"]);
+            let listed = host.trim_end_matches('.').eq_ignore_ascii_case("pypi.org") && port == 443
+                || host.to_ascii_lowercase().trim_end_matches('.').ends_with(".example.com") && port == 443 && host.len() <= 253;
+            if allows(&p.decide_name(&host, port)) {
+                prop_assert!(listed, "{}:{} allowed", host, port);
+            }
+            let sub = format!("{label}.example.com");
+            prop_assert!(allows(&p.decide_name(&sub, 443)), "{}", sub);
+            prop_assert!(!allows(&p.decide_name(&sub, 80)));
+            let glued = format!("{label}example.com");
+            prop_assert!(!allows(&p.decide_name(&glued, 443)), "{}", glued);
+        }
+    }
+}

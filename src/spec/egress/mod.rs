@@ -4,10 +4,27 @@
 //! any docker call (exit 2) and is shared by the host side (create, `sbx
 //! allow`/`deny`, `egress policy`) and the gate (`gate/`), so both judge a
 //! name and an address the same way.
+//!
+//! `rule`: `--allow` parsing and display; `policy`: the gate's decisions, live
+//! changes and the policy file; `addr`: the address classes refused by
+//! default; `flags`: create's flags into an `EgressSpec`; `log`: the decision
+//! log's lines and `sbx egress policy`'s suggestions.
 
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
+
+mod addr;
+mod flags;
+mod log;
+mod policy;
+mod rule;
+#[cfg(test)]
+mod tests;
+
+pub use flags::DEFAULT_NETWORK;
+pub use log::{suggested_allows, LogLine, ALLOW, DENY, MAX_LINE};
+pub use policy::{MAX_POLICY_BYTES, OBSERVE, PUBLIC};
 
 /// The port an `--allow HOST` without one allows (TLS).
 pub const DEFAULT_PORT: u16 = 443;
@@ -39,6 +56,7 @@ pub enum Mode {
 /// `sbx deny`. Written by the host into the gate's read-only policy dir as
 /// JSON; the gate reloads it when it changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Policy {
     pub mode: Mode,
     pub rules: Vec<AllowRule>,
