@@ -119,6 +119,9 @@ pub enum Command {
     /// Internal: the detached TTL watchdog that `create --ttl` starts.
     #[command(name = "__watchdog", hide = true)]
     Watchdog(WatchdogArgs),
+    /// Internal: the egress gate a sandbox's gate container runs.
+    #[command(name = "__gate", hide = true)]
+    Gate(crate::gate::GateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -356,6 +359,6 @@ mod tests {
             }
         }
         let top = Cli::command().render_help().to_string();
-        assert!(!top.contains("__probe") && !top.contains("__watchdog"), "{top}");
+        assert!(!top.contains("__probe") && !top.contains("__watchdog") && !top.contains("__gate"), "{top}");
     }
 }

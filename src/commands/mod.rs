@@ -99,6 +99,7 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Doctor(a) => done(doctor::exec(&a.routes, ctx)),
         Command::Probe(a) => done(crate::checks::probe::serve(&a.targets)),
         Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),
+        Command::Gate(a) => done(crate::gate::run(a).map_err(|e| Error::io("egress gate", e))),
     }
 }
 
