@@ -36,6 +36,8 @@ pub async fn handle(shared: Arc<Shared>, mut client: TcpStream, admitted: bool) 
         bytes_down: 0,
         duration_ms: 0,
     };
+    // Relayed writes go out at once: the gate adds no Nagle delay of its own.
+    let _ = client.set_nodelay(true);
     if admitted {
         serve(&shared, client, &mut line).await;
     } else {
