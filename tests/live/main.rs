@@ -13,6 +13,7 @@ mod boundary;
 mod cli_ux;
 mod connect_and_ports;
 mod create;
+mod egress;
 mod engine_faults;
 mod hardening;
 mod hostile_image;
