@@ -1,7 +1,7 @@
 //! Live-test support: the fixture image (`fixture`, built once per run),
 //! images a test packs itself (`image`), one test's world of unique labelled resources removed in `Drop` even when
 //! the test fails (`world`), a blocking docker stand-in (`docker_shim`), the
-//! egress tests' stand-in internet (`internet`), and running the real binary and checking what it printed (here).
+//! egress tests' stand-in internet (`internet`) and client (`egress`), and running the real binary and checking what it printed (here).
 //!
 //! These tests need a Docker engine. They never skip: without one they fail
 //! and say so (`cargo test --lib` runs the unit tests alone).
@@ -15,6 +15,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 mod docker_shim;
+pub mod egress;
 mod fixture;
 mod image;
 pub mod internet;
