@@ -13,6 +13,8 @@ mod boundary;
 mod cli_ux;
 mod connect_and_ports;
 mod create;
+mod egress;
+mod egress_lifecycle;
 mod engine_faults;
 mod hardening;
 mod hostile_image;

@@ -19,6 +19,7 @@ impl Shim {
         let (pre, post) = if after { ("", "block") } else { ("block", "") };
         let script = format!(
             "#!/bin/sh\n\
+             echo \"$*\" >> '{d}/argv'\n\
              block() {{ : > '{d}/reached'; while [ ! -e '{d}/release' ]; do sleep 0.05; done; }}\n\
              if [ \"$1\" = '{verb}' ]; then {pre}\n docker \"$@\"; rc=$?\n {post}\n exit $rc\nfi\n\
              exec docker \"$@\"\n",
@@ -56,6 +57,28 @@ impl Shim {
 
     pub fn reached(&self) -> bool {
         self.dir.join("reached").exists()
+    }
+
+    /// The sandbox ids (`sbx-` and 12 hex digits) in the docker calls so far.
+    pub fn ids(&self) -> Vec<String> {
+        let argv = std::fs::read_to_string(self.dir.join("argv")).unwrap_or_default();
+        let mut ids: Vec<String> = argv
+            .match_indices("sbx-")
+            .filter_map(|(i, _)| argv.get(i..i + 16))
+            .filter(|id| id[4..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+            .map(str::to_string)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Whether a docker call through this shim is still running.
+    pub fn busy(&self) -> bool {
+        let me = self.path().into_os_string().into_encoded_bytes();
+        std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+            std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == me.as_slice()))
+        })
     }
 
     pub fn release(&self) {

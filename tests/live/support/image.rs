@@ -14,6 +14,15 @@ use super::{docker, docker_ok, tar_root, unique, World, TEST_LABEL};
 /// `--no-prune`: its parents may be anyone's.
 pub struct Image(pub String);
 
+impl Image {
+    /// Keep the image on the engine (one cached by content, as the fixture is).
+    pub fn keep(self) -> String {
+        let id = self.0.clone();
+        std::mem::forget(self);
+        id
+    }
+}
+
 impl Drop for Image {
     fn drop(&mut self) {
         let _ = docker(&["rmi", "-f", "--no-prune", &self.0]);

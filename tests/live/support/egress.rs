@@ -1,0 +1,104 @@
+//! Driving a sandbox's egress from a live test (issue 12): create one with
+//! the tools image, fetch through its gate with curl, read its decision log,
+//! and check that nothing of a gate is left.
+
+use std::process::Output;
+use std::time::Duration;
+
+use super::*;
+
+/// `sbx create --image <tools> --label <case> ARGS`; the guarded sandbox.
+pub fn create(w: &World, args: &[String]) -> Sandbox {
+    let out = try_create(w, args);
+    assert_success(&out, &format!("sbx create {args:?}"));
+    w.adopt(stdout(&out).trim())
+}
+
+pub fn try_create(w: &World, args: &[String]) -> Output {
+    let label = w.case_label();
+    let mut full = vec!["create", "--image", tools_image(), "--label", &label];
+    full.extend(args.iter().map(String::as_str));
+    w.sbx(&full)
+}
+
+pub fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// What curl got: its exit code, the HTTP status of the response and of a
+/// CONNECT (0 when there was none), and the body.
+pub struct Fetched {
+    pub exit: i32,
+    pub code: u16,
+    pub connect: u16,
+    pub body: Vec<u8>,
+    pub stderr: String,
+}
+
+const MARK: &[u8] = b"\n@@curl@@ ";
+
+/// `curl URL` in the sandbox, through whatever proxy its environment names.
+pub fn fetch(sb: &Sandbox, url: &str, extra: &[&str]) -> Fetched {
+    let w = format!("{}%{{http_code}} %{{http_connect}}", String::from_utf8_lossy(MARK));
+    let mut args = vec!["-k", "-w", w.as_str()];
+    args.extend_from_slice(extra);
+    args.push(url);
+    let out = curl(sb, &args);
+    let at = out.stdout.windows(MARK.len()).rposition(|x| x == MARK).unwrap_or(out.stdout.len());
+    let tail = String::from_utf8_lossy(out.stdout.get(at + MARK.len()..).unwrap_or_default()).into_owned();
+    let mut codes = tail.split_whitespace().map(|c| c.parse().unwrap_or(0));
+    Fetched {
+        exit: out.status.code().unwrap_or(-1),
+        code: codes.next().unwrap_or(0),
+        connect: codes.next().unwrap_or(0),
+        body: out.stdout[..at].to_vec(),
+        stderr: stderr(&out),
+    }
+}
+
+impl std::fmt::Debug for Fetched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let body = String::from_utf8_lossy(&self.body[..self.body.len().min(300)]).into_owned();
+        write!(
+            f,
+            "curl exit {} status {} connect {} ({} bytes: {body:?}) stderr: {}",
+            self.exit,
+            self.code,
+            self.connect,
+            self.body.len(),
+            self.stderr
+        )
+    }
+}
+
+/// The decision log, as `sbx egress log ID --json` prints it (one JSON
+/// object a line), polled until `want` holds (a line is written when its
+/// connection ends, a moment after curl returns).
+pub fn log_until(w: &World, id: &str, want: impl Fn(&[serde_json::Value]) -> bool) -> Vec<serde_json::Value> {
+    let mut last = Vec::new();
+    until(Duration::from_secs(10), || {
+        let out = w.sbx(&["egress", "log", id, "--json"]);
+        assert_success(&out, "sbx egress log --json");
+        last = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: a log line that is not JSON: {l}")))
+            .collect();
+        want(&last)
+    })
+    .unwrap_or_else(|| panic!("the decision log never showed what was expected: {last:#?}"));
+    last
+}
+
+pub fn line_for<'a>(lines: &'a [serde_json::Value], host: &str, decision: &str) -> Option<&'a serde_json::Value> {
+    lines.iter().find(|l| l["host"] == host && l["decision"] == decision)
+}
+
+/// Nothing of sandbox `id`'s egress is left: no gate, no internal network, no policy dir.
+pub fn assert_no_egress_left(w: &World, id: &str) {
+    let gates = docker_ok(&["ps", "-aq", "--filter", &format!("label=sbx.gate-of={id}")]);
+    assert_eq!(gates, "", "the gate of {id} was left behind");
+    assert_eq!(docker(&["container", "inspect", &format!("{id}-gate")]).status.code(), Some(1), "{id}-gate left");
+    assert_eq!(docker(&["network", "inspect", &format!("{id}-egress")]).status.code(), Some(1), "{id}-egress left");
+    let dir = w.state_dir.join("egress").join(id);
+    assert!(!dir.exists(), "the policy dir {} was left behind", dir.display());
+}
