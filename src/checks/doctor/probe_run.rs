@@ -90,6 +90,7 @@ impl Doctor<'_> {
             command: targets.clone(),
             seccomp_profile: None,
             channel: crate::host::channel::Choice::Auto,
+            egress: None,
         };
         let started = std::time::Instant::now();
         let created = match self.driver.create(&spec) {
