@@ -1,5 +1,5 @@
 //! This machine's side of a sandbox: the state dir (ownership key, expiry,
-//! records labels cannot hold), socket dirs and the checked connect, the
+//! records labels cannot hold), egress policy files, socket dirs and the checked connect, the
 //! persistent session volumes' host dirs, the helper binary sbx mounts, the
 //! seccomp profile file, sbx's own image (`self_image`: doctor's probe and the
 //! egress gate), how sbx reaches a sandbox's socket (`channel`:
@@ -8,6 +8,7 @@
 //! before sbx acts on it.
 
 pub mod channel;
+pub mod egress;
 pub mod helper;
 pub mod interrupt;
 pub mod persist;
