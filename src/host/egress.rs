@@ -5,7 +5,7 @@
 //! secret and the gate reads it as 65534.
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{EgressError, Error, Result};
@@ -32,10 +32,13 @@ pub fn write(data: &Path, id: &str, policy: &Policy) -> Result<PathBuf> {
     if !meta.is_dir() {
         return Err(io("using", &d, std::io::Error::other("not a directory")));
     }
+    // Whatever the umask: the gate reads it as 65534.
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).map_err(|e| io("creating", &d, e))?;
     let tmp = d.join(format!(".{FILE}.{}", std::process::id()));
     let file = d.join(FILE);
     let written = (|| {
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
         f.write_all(policy.to_json().as_bytes())?;
         f.sync_all()?;
         std::fs::rename(&tmp, &file)
@@ -83,8 +86,6 @@ pub fn ids(data: &Path) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
-
     use super::*;
     use crate::spec::egress::{AllowRule, Mode};
 

@@ -179,7 +179,7 @@ impl Driver {
     /// `docker rm -f` that counts "no such container" as done, and waits
     /// out "removal already in progress" (a racing destroy, watchdog or gc
     /// got there first) so the container is gone when this returns.
-    fn remove_tolerant(&self, ids: &[String]) -> Result<()> {
+    pub(super) fn remove_tolerant(&self, ids: &[String]) -> Result<()> {
         let args = argv::remove(ids);
         let out = self.exec.run(&args)?;
         if out.status == 0 {
