@@ -178,7 +178,13 @@ impl Driver {
         if let Ok(HostState { state, .. }) = self.state() {
             crate::sandbox::gc::plan::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
         }
-        let [r] = r;
+        let [mut r] = r;
+        // The allowlist as the gate reads it now (`sbx allow`/`deny` change it).
+        if let (Some(e), Ok(h)) = (r.egress.as_mut(), self.state()) {
+            e.allow = crate::host::egress::read(&h.state.dir, id)
+                .ok()
+                .map(|p| p.rules.iter().map(ToString::to_string).collect());
+        }
         Ok(r)
     }
 

@@ -132,3 +132,79 @@ fn a_sandbox_that_dies_at_boot_takes_its_gate_with_it() {
     assert_eq!(rig.fake.remaining(), 0);
     assert!(!rig.policy_dir().exists() && !rig.sock_dir().exists());
 }
+
+/// Sandbox [`ID`] with a gate, as `docker container inspect` shows it.
+fn gated_line(rig: &Rig, networks: &[&str]) -> String {
+    let labels = serde_json::json!({
+        "sbx.managed": "1",
+        "sbx.id": ID,
+        "sbx.routes": format!("{{\"egress\":\"{}\"}}", gate::network(ID)),
+        "sbx.private": format!("{{\"{}\":\"{}\"}}", gate::network(ID), gate::container(ID)),
+        "sbx.socket": rig.sock_dir().join("sandbox.sock").display().to_string(),
+        "sbx.egress": "enforce",
+        "sbx.egress-network": "sbx-egress-net",
+    });
+    rig.container_line(ID, labels, networks)
+}
+
+#[test]
+fn destroy_and_revoke_remove_the_gate_its_network_and_its_policy() {
+    let rig = Rig::new();
+    let policy = crate::spec::egress::Policy::default();
+    crate::host::egress::write(&rig.state, ID, &policy).unwrap();
+    rig.fake.push(Output::ok(&gated_line(&rig, &[&gate::network(ID)])));
+    rig.fake.push(Output::ok("")); // network disconnect of the sandbox
+    rig.fake.push(Output::ok("")); // network disconnect of the gate
+    rig.fake.push(Output::ok("")); // network rm
+    rig.gate_listed();
+    rig.removed();
+    let r = rig.driver().revoke(ID, "egress").unwrap();
+    assert_eq!((r.kind.as_str(), r.already), ("egress", false));
+    assert_eq!(
+        rig.fake.verbs(),
+        ["container inspect", "network disconnect", "network disconnect", "network rm", "ps", "rm"]
+    );
+    assert_eq!(rig.fake.calls()[5], ["rm", "-f", "-v", "--", GATE_CID]);
+    assert!(!rig.policy_dir().exists());
+
+    let rig = Rig::new();
+    crate::host::egress::write(&rig.state, ID, &policy).unwrap();
+    rig.fake.push(Output::ok(&gated_line(&rig, &[&gate::network(ID)])));
+    rig.removed(); // the sandbox
+    rig.gate_listed();
+    rig.removed(); // its gate
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+    let d = rig.driver().destroy(&[ID.to_string()]).unwrap();
+    assert_eq!(d.removed, [ID]);
+    assert_eq!(rig.fake.verbs(), ["container inspect", "rm", "ps", "rm", "network disconnect", "network rm"]);
+    assert!(!rig.policy_dir().exists());
+
+    // Without a gate there is nothing to revoke.
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &["sbx-proxy"])));
+    let err = rig.driver().revoke(ID, "egress").unwrap_err();
+    assert!(matches!(err, Error::Egress(EgressError::NoGate { .. })), "{err:?}");
+}
+
+#[test]
+fn gc_reaps_gates_and_policies_of_gone_sandboxes_then_the_egress_network() {
+    let rig = Rig::new();
+    let policy = crate::spec::egress::Policy::default();
+    crate::host::egress::write(&rig.state, ID, &policy).unwrap();
+    rig.fake.push(Output::ok("")); // private networks
+    rig.fake.push(Output::ok("")); // docker ps: no sandbox
+    rig.gate_listed();
+    rig.fake.push(Output::fail(1, &format!("Error: No such object: {ID}"))); // not a container since
+    rig.fake.push(Output::ok("\"sbx-egress-net\"\n"));
+    rig.fake.push(Output::ok("")); // rm the gate
+    rig.fake.push(Output::ok("")); // network rm
+    let r = rig.driver().gc(false).unwrap();
+    assert_eq!(r.gates, [gate::container(ID)]);
+    assert_eq!(r.policy_dirs, [rig.policy_dir().display().to_string()]);
+    assert_eq!(r.egress_networks, ["sbx-egress-net"]);
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    assert_eq!(rig.fake.calls()[5], ["rm", "-f", "-v", "--", GATE_CID]);
+    assert_eq!(rig.fake.calls()[6], ["network", "rm", "--", "sbx-egress-net"]);
+    assert!(!rig.policy_dir().exists());
+}
