@@ -1,4 +1,5 @@
-//! Egress gates after create (issue 12): removing a sandbox's gate and
+//! Egress gates after create (issue 12): the policy of a running gate
+//! (`allow`, `deny`, `egress log`), removing a sandbox's gate and
 //! policy directory (rollback, destroy, revoke) and reaping what is left of
 //! gates whose sandbox is gone (gc). A gate is found by its container id
 //! from the sandbox's record, else by its `sbx.gate-of` label with this
@@ -9,8 +10,10 @@ use std::collections::BTreeSet;
 use super::Driver;
 use crate::docker::parse::{self, Gate};
 use crate::docker::{argv, run_ok};
-use crate::error::Result;
+use crate::error::{EgressError, Result};
 use crate::host::state::{self, State};
+use crate::model::gate;
+use crate::spec::egress::Policy;
 
 impl Driver {
     /// This host's gates (owner token checked).
@@ -52,5 +55,41 @@ impl Driver {
             return false;
         }
         true
+    }
+}
+
+impl Driver {
+    /// Sandbox `id`, proven this host's, with a gate that still stands:
+    /// what `allow`, `deny` and `egress log` act on.
+    fn gated(&self, id: &str) -> Result<()> {
+        let raw = self.inspect_one(id)?;
+        if !raw.labels.contains_key(crate::model::record::EGRESS) {
+            return Err(EgressError::NoGate { id: id.to_string() }.into());
+        }
+        if !raw.networks.contains(&gate::network(id)) {
+            return Err(EgressError::Revoked { id: id.to_string() }.into());
+        }
+        Ok(())
+    }
+
+    /// The policy sandbox `id`'s gate enforces now.
+    pub fn egress_policy(&self, id: &str) -> Result<Policy> {
+        self.gated(id)?;
+        crate::host::egress::read(&self.state()?.state.dir, id)
+    }
+
+    /// Change sandbox `id`'s policy with `change`; the gate follows within a
+    /// second. Returns the new policy and what `change` returned.
+    pub fn change_egress<T>(&self, id: &str, change: impl FnOnce(&mut Policy) -> T) -> Result<(Policy, T)> {
+        let mut policy = self.egress_policy(id)?;
+        let out = change(&mut policy);
+        crate::host::egress::write(&self.state()?.state.dir, id, &policy)?;
+        Ok((policy, out))
+    }
+
+    /// The gate container of sandbox `id`, for `docker logs`.
+    pub fn gate_of(&self, id: &str) -> Result<String> {
+        self.gated(id)?;
+        Ok(gate::container(id))
     }
 }
