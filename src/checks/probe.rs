@@ -1,17 +1,14 @@
-//! The probe `sbx doctor` runs as a real sandbox: sbx's own binary (and the
-//! shared libraries it needs), packed into an image with `docker import`, so
-//! no registry is involved. Inside the sandbox `sbx __probe TARGET...` binds
+//! The probe `sbx doctor` runs as a real sandbox, in sbx's own image (see
+//! `host::self_image`). Inside the sandbox `sbx __probe TARGET...` binds
 //! the socket, answers one connection with what the process actually got,
 //! and exits.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::docker::argv::SANDBOX_SOCKET;
 use crate::error::{Error, HostError, Result};
@@ -110,90 +107,9 @@ fn dial(target: &str) -> RouteCheck {
     }
 }
 
-/// The files of the probe image: the sbx executable at /sbx, the shared
-/// objects `ldd` names at their own paths, and an empty 0755 /tmp (as many
-/// images have, so the probe also checks that /tmp is writable anyway).
-pub fn image_tar(exe: &Path) -> std::io::Result<(Vec<u8>, String)> {
-    let mut files: Vec<(PathBuf, PathBuf)> = vec![(PathBuf::from("sbx"), exe.to_path_buf())];
-    for lib in shared_objects(exe) {
-        files.push((lib.strip_prefix("/").unwrap_or(&lib).to_path_buf(), lib));
-    }
-    let mut b = tar::Builder::new(Vec::new());
-    for dir in ["tmp", "etc", "state"] {
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(tar::EntryType::Directory);
-        h.set_mode(0o755);
-        h.set_size(0);
-        h.set_mtime(0);
-        b.append_data(&mut h, dir, std::io::empty())?;
-    }
-    for (inside, host) in files {
-        let data = std::fs::read(&host)?;
-        let mut h = tar::Header::new_gnu();
-        h.set_mode(0o755);
-        h.set_size(data.len() as u64);
-        // Fixed metadata, so the same binary gives the same tar and cache key.
-        h.set_mtime(0);
-        h.set_uid(0);
-        h.set_gid(0);
-        b.append_data(&mut h, inside, data.as_slice())?;
-    }
-    let tar = b.into_inner()?;
-    let hash: String = Sha256::digest(&tar).iter().take(8).map(|x| format!("{x:02x}")).collect();
-    Ok((tar, hash))
-}
-
-/// Absolute paths of the shared objects a dynamic executable loads; none
-/// for a static one (or where `ldd` is missing, when the image may lack
-/// them and the probe says so by failing to start).
-fn shared_objects(exe: &Path) -> Vec<PathBuf> {
-    let Ok(out) = std::process::Command::new("ldd").arg(exe).output() else { return Vec::new() };
-    parse_ldd(&String::from_utf8_lossy(&out.stdout))
-}
-
-pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
-    text.lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            let path = match l.split_once("=>") {
-                Some((_, rest)) => rest.split_whitespace().next()?,
-                None => l.split_whitespace().next()?,
-            };
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ldd_output_parses() {
-        let text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x00007f8f)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f8f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f8f)\n";
-        assert_eq!(
-            parse_ldd(text),
-            vec![
-                PathBuf::from("/lib/x86_64-linux-gnu/libgcc_s.so.1"),
-                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
-                PathBuf::from("/lib64/ld-linux-x86-64.so.2"),
-            ]
-        );
-        assert!(parse_ldd("\tnot a dynamic executable\n").is_empty());
-    }
-
-    #[test]
-    fn image_tar_is_deterministic() {
-        let exe = std::env::current_exe().unwrap();
-        let (a, ha) = image_tar(&exe).unwrap();
-        let (b, hb) = image_tar(&exe).unwrap();
-        assert_eq!((a.len(), ha), (b.len(), hb));
-        let mut names = Vec::new();
-        for e in tar::Archive::new(a.as_slice()).entries().unwrap() {
-            names.push(e.unwrap().path().unwrap().display().to_string());
-        }
-        assert!(names.contains(&"sbx".to_string()) && names.contains(&"tmp".to_string()), "{names:?}");
-    }
 
     #[test]
     fn observe_reads_this_process() {

@@ -14,10 +14,13 @@ RUST_LOG (tracing).";
 pub const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex>
   sbx create --image IMG --session task-42 --persist --ttl 2h
   sbx create --image IMG --route inference:proxy:8080 --private-routes
+  sbx create --image IMG --allow pypi.org --allow files.pythonhosted.org --allow github.com
+  sbx create --image IMG --egress observe --ttl 30m
   sbx --json create --image IMG -- /bin/server --verbose";
 pub const EX_CONNECT: &str = "Examples:\n  echo hello | sbx connect sbx-0123456789ab
   sbx connect --timeout 30s sbx-0123456789ab < request.json";
 pub const EX_REVOKE: &str = "Examples:\n  sbx revoke sbx-0123456789ab inference
+  sbx revoke sbx-0123456789ab egress
   sbx revoke sbx-0123456789ab all";
 pub const EX_DESTROY: &str = "Examples:\n  sbx destroy sbx-0123456789ab
   sbx destroy --purge sbx-0123456789ab sbx-0123456789cd";
@@ -53,3 +56,11 @@ pub const EX_GC: &str = "Examples:\n  sbx gc --dry-run
   sbx gc";
 pub const EX_DOCTOR: &str = "Examples:\n  sbx doctor
   sbx doctor --route inference:proxy:8080";
+pub const EX_ALLOW: &str = "Examples:\n  sbx allow sbx-0123456789ab registry.npmjs.org
+  sbx allow sbx-0123456789ab '*.githubusercontent.com' git.example:8443";
+pub const EX_DENY: &str = "Examples:\n  sbx deny sbx-0123456789ab github.com
+  sbx deny sbx-0123456789ab git.example:8443";
+pub const EX_EGRESS: &str = "Examples:\n  sbx egress log sbx-0123456789ab
+  sbx egress log -f sbx-0123456789ab
+  sbx --json egress log sbx-0123456789ab
+  sbx egress policy sbx-0123456789ab";

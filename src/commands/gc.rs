@@ -32,6 +32,15 @@ pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
     for p in &report.volume_state {
         text.push_str(&format!("{verb} orphaned session state {p}\n"));
     }
+    for g in &report.gates {
+        text.push_str(&format!("{verb} egress gate {g}\n"));
+    }
+    for d in &report.policy_dirs {
+        text.push_str(&format!("{verb} egress policy {d}\n"));
+    }
+    for n in &report.egress_networks {
+        text.push_str(&format!("{verb} egress network {n}\n"));
+    }
     ctx.out.data(&text)?;
     incomplete(&report)
 }

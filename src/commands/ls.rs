@@ -84,6 +84,7 @@ mod tests {
             targets: BTreeMap::new(),
             networks: Vec::new(),
             gaps: Vec::new(),
+            egress: None,
         };
         let expired = Record {
             expires_at: Some("2026-11-29T09:01:00.000Z".into()),

@@ -12,6 +12,7 @@ mod cp;
 mod create;
 mod destroy;
 mod doctor;
+mod egress;
 mod exec;
 mod gc;
 mod inspect;
@@ -86,6 +87,9 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Create(a) => done(create::exec(*a, ctx)),
         Command::Connect(a) => done(connect::exec(&a.id, &a.timeout, ctx)),
         Command::Revoke(a) => done(revoke::exec(&a.id, &a.kind, ctx)),
+        Command::Allow(a) => done(egress::change(&a, false, ctx)),
+        Command::Deny(a) => done(egress::change(&a, true, ctx)),
+        Command::Egress(a) => done(egress::exec(&a.action, ctx)),
         Command::Destroy(a) => done(destroy::exec(&a.ids, a.purge, ctx)),
         Command::Volumes(a) => match a.action {
             None => done(volumes::list(ctx)),

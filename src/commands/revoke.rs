@@ -1,8 +1,9 @@
-//! `sbx revoke ID KIND`: cut one route now; `all` destroys the sandbox.
+//! `sbx revoke ID KIND`: cut one route now; `egress` removes the egress
+//! gate; `all` destroys the sandbox.
 
 use super::Context;
 use crate::error::{Invalid, Result};
-use crate::spec::{parse_id, validate_kind};
+use crate::spec::{parse_id, validate_kind, EGRESS_KIND};
 
 pub fn exec(id: &str, kind: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
@@ -14,7 +15,10 @@ pub fn exec(id: &str, kind: &str, ctx: &Context) -> Result<()> {
         }
         return Ok(());
     }
-    validate_kind(kind).map_err(|r| Invalid::new("route kind", kind, r))?;
+    // `egress` is reserved for the gate, so it is no route kind a user names.
+    if kind != EGRESS_KIND {
+        validate_kind(kind).map_err(|r| Invalid::new("route kind", kind, r))?;
+    }
     let r = driver.revoke(&id, kind)?;
     if r.already {
         ctx.out.note("already_revoked", &format!("route {} of {} was already revoked", r.kind, r.id));

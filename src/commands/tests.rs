@@ -319,4 +319,5 @@ fn ttl_prints_the_new_expiry() {
 }
 
 mod checks;
+mod egress;
 mod workbench;

@@ -15,6 +15,7 @@
 //! | 143  | terminated by SIGTERM (after cleaning up)                      |
 
 mod concern;
+mod egress;
 mod explained;
 mod socket;
 
@@ -24,6 +25,7 @@ pub use concern::{
     missing_network_fix, CheckError, HostError, ImageError, RouteError, SandboxError, SessionError, TransferError,
     NOT_TRIED,
 };
+pub use egress::EgressError;
 pub use explained::Explained;
 pub use socket::SocketError;
 
@@ -51,6 +53,9 @@ pub enum Error {
     /// Routes and their networks.
     #[error(transparent)]
     Route(#[from] RouteError),
+    /// A sandbox's egress gate.
+    #[error(transparent)]
+    Egress(#[from] EgressError),
     /// A sandbox's lifecycle: lookup, boot, setup, teardown.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -103,6 +108,7 @@ impl Error {
             | Error::Socket(_)
             | Error::Image(_)
             | Error::Route(_)
+            | Error::Egress(_)
             | Error::Sandbox(_)
             | Error::Session(_)
             | Error::Transfer(_)
@@ -123,6 +129,7 @@ impl Error {
             Error::Socket(e) => e.kind(),
             Error::Image(e) => e.kind(),
             Error::Route(e) => e.kind(),
+            Error::Egress(e) => e.kind(),
             Error::Sandbox(e) => e.kind(),
             Error::Session(e) => e.kind(),
             Error::Transfer(e) => e.kind(),
@@ -150,6 +157,7 @@ impl Error {
             Error::Socket(e) => e.hint(),
             Error::Image(e) => e.hint(),
             Error::Route(e) => e.hint(),
+            Error::Egress(e) => e.hint(),
             Error::Sandbox(e) => e.hint(),
             Error::Session(e) => e.hint(),
             Error::Transfer(e) => e.hint(),

@@ -1,16 +1,19 @@
 //! This machine's side of a sandbox: the state dir (ownership key, expiry,
-//! records labels cannot hold), socket dirs and the checked connect, the
+//! records labels cannot hold), egress policy files, socket dirs and the checked connect, the
 //! persistent session volumes' host dirs, the helper binary sbx mounts, the
-//! seccomp profile file, how sbx reaches a sandbox's socket (`channel`:
+//! seccomp profile file, sbx's own image (`self_image`: doctor's probe and the
+//! egress gate), how sbx reaches a sandbox's socket (`channel`:
 //! direct or relayed), the byte relay and signal handling. Everything a
 //! sandbox can touch from inside is opened by descriptor and checked here
 //! before sbx acts on it.
 
 pub mod channel;
+pub mod egress;
 pub mod helper;
 pub mod interrupt;
 pub mod persist;
 pub mod relay;
 pub mod seccomp;
+pub mod self_image;
 pub mod socket;
 pub mod state;

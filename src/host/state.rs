@@ -131,6 +131,9 @@ pub struct SandboxRecord {
     pub volume: Option<String>,
     #[serde(default)]
     pub session: Option<String>,
+    /// The egress gate's container id, when the sandbox has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
 }
 
 /// A create recorded as in flight: the sandbox id, and the process making

@@ -34,10 +34,36 @@ pub const EXPIRES: &str = "sbx.expires";
 /// `exec` when the sandbox's channel is relayed (see `channel`); absent: direct.
 pub const CHANNEL: &str = "sbx.channel";
 
+/// On a sandbox with an egress gate: `enforce` or `observe`; absent: no egress.
+pub const EGRESS: &str = "sbx.egress";
+/// On a sandbox with an egress gate: the network the gate reaches out through.
+pub const EGRESS_NETWORK: &str = "sbx.egress-network";
+/// On a gate container (never `sbx.managed`: it is not a sandbox): its sandbox.
+pub const GATE_OF: &str = "sbx.gate-of";
+/// On sbx's own egress network (`model::gate::DEFAULT_NETWORK`), so gc never
+/// removes an operator's `--egress-network`.
+pub const EGRESS_NET: &str = "sbx.egress-net";
+
 /// Every label sbx writes, so `docker ps` can be asked for exactly these.
 pub const ALL: &[&str] = &[
-    MANAGED, ID, SESSION, IMAGE, TIER, SOCKET, ROUTES, TARGETS, USER, CREATED, VERSION, OWNER, EXPIRES, PRIVATE,
-    VOLUME, CHANNEL,
+    MANAGED,
+    ID,
+    SESSION,
+    IMAGE,
+    TIER,
+    SOCKET,
+    ROUTES,
+    TARGETS,
+    USER,
+    CREATED,
+    VERSION,
+    OWNER,
+    EXPIRES,
+    PRIVATE,
+    VOLUME,
+    CHANNEL,
+    EGRESS,
+    EGRESS_NETWORK,
 ];
 
 /// One sandbox, as `inspect`, `ls` and `--json` report it.
@@ -73,6 +99,22 @@ pub struct Record {
     /// Why the tier is lower than at create, e.g. a network attached outside sbx.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gaps: Vec<String>,
+    /// The egress gate, when the sandbox has one (absent from JSON otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Egress>,
+}
+
+/// A sandbox's egress: the mode and network from its labels, the allowlist
+/// from the policy file on the host (None when it could not be read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Egress {
+    /// `enforce` or `observe`.
+    pub mode: String,
+    pub network: String,
+    /// False once `revoke ID egress` cut it.
+    pub active: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<String>>,
 }
 
 /// A network a sandbox is on, and whether sbx put it there (one of its routes).

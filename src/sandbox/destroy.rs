@@ -1,5 +1,5 @@
-//! `destroy`: remove sandboxes, their private route networks, socket
-//! directories and state, and with `--purge` their session volumes.
+//! `destroy`: remove sandboxes, their egress gates and policy files, their
+//! private route networks, socket directories and state, and with `--purge` their session volumes.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -14,8 +14,8 @@ use crate::docker::{argv, parse, status_error};
 use crate::error::{Error, Result, SandboxError};
 use crate::host::socket;
 use crate::host::state::SandboxRecord;
-use crate::model::record;
 use crate::model::record::PrivateRoute;
+use crate::model::{gate, record};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Destroyed {
@@ -34,16 +34,24 @@ struct Target {
     socket_dir: Option<PathBuf>,
     /// (volume, session) of a persistent session.
     volume: Option<(String, String)>,
+    /// It has an egress gate; with its container id when recorded.
+    gate: Option<Option<String>>,
 }
 
 impl Target {
     fn recorded(id: String, r: SandboxRecord) -> Self {
+        // A gate's internal network is among the private ones.
+        let gate = match r.gate {
+            Some(cid) => Some(Some(cid)),
+            None => r.private.iter().any(|p| p.network == gate::network(&id)).then_some(None),
+        };
         Target {
             id,
             container: r.container,
             private: r.private,
             socket_dir: Some(r.socket_dir),
             volume: r.volume.zip(r.session),
+            gate,
         }
     }
 
@@ -55,6 +63,7 @@ impl Target {
             private: private_of(raw),
             socket_dir: raw.labels.get(record::SOCKET).and_then(|s| Path::new(s).parent()).map(Path::to_path_buf),
             volume: label(record::VOLUME).zip(label(record::SESSION)),
+            gate: raw.labels.contains_key(record::EGRESS).then_some(None),
         }
     }
 }
@@ -140,8 +149,18 @@ impl Driver {
         let failure =
             self.first_failure(failed.into_iter().map(|(b, e)| (b.iter().filter_map(name).collect(), e)).collect());
         let gone: Vec<Target> = targets.into_iter().filter(|t| !kept.contains(&t.container)).collect();
+        let gated: Vec<&Target> = gone.iter().filter(|t| t.gate.is_some()).collect();
+        if !gated.is_empty() {
+            let ids: Vec<String> = gated.iter().map(|t| t.id.clone()).collect();
+            let known: Vec<String> = gated.iter().filter_map(|t| t.gate.clone().flatten()).collect();
+            self.remove_gates(&ids, &known)?;
+        }
         let private: Vec<PrivateRoute> = gone.iter().flat_map(|t| t.private.iter().cloned()).collect();
         self.remove_private(&private)?;
+        let data = &self.state()?.state.dir;
+        for t in &gated {
+            crate::host::egress::remove(data, &t.id)?;
+        }
         for t in &gone {
             if let Some(dir) = &t.socket_dir {
                 socket::remove_dir(dir, &t.id)?;
@@ -179,7 +198,7 @@ impl Driver {
     /// `docker rm -f` that counts "no such container" as done, and waits
     /// out "removal already in progress" (a racing destroy, watchdog or gc
     /// got there first) so the container is gone when this returns.
-    fn remove_tolerant(&self, ids: &[String]) -> Result<()> {
+    pub(super) fn remove_tolerant(&self, ids: &[String]) -> Result<()> {
         let args = argv::remove(ids);
         let out = self.exec.run(&args)?;
         if out.status == 0 {

@@ -1,5 +1,5 @@
 //! The sandbox lifecycle in terms of docker calls: [`Driver`] and one file
-//! per operation (create, destroy, revoke, gc, ttl, volumes, channel), each
+//! per operation (create, destroy, revoke, gc, ttl, volumes, channel, egress), each
 //! an `impl Driver` block. This file holds the driver itself and the
 //! look-ups every operation shares (inspect, list, ownership).
 //!
@@ -10,6 +10,7 @@ pub mod boundary;
 mod channel;
 mod create;
 mod destroy;
+mod egress;
 pub mod gc;
 mod networks;
 mod revoke;
@@ -57,6 +58,8 @@ pub struct Driver {
     proc: PathBuf,
     /// How bulk removals are batched (issue 10: see `docker::pace`).
     pace: Pace,
+    /// The sbx executable packed into the egress gate's image (`host::self_image`).
+    exe: PathBuf,
 }
 
 impl Driver {
@@ -70,7 +73,14 @@ impl Driver {
             new_id: Arc::new(spec::new_id),
             proc: PathBuf::from("/proc"),
             pace: Pace::default(),
+            exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
         }
+    }
+
+    /// The executable the egress gate's image is made from (tests use a small file).
+    pub fn with_exe(mut self, exe: PathBuf) -> Self {
+        self.exe = exe;
+        self
     }
 
     pub fn with_pace(mut self, pace: Pace) -> Self {
@@ -168,7 +178,13 @@ impl Driver {
         if let Ok(HostState { state, .. }) = self.state() {
             crate::sandbox::gc::plan::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
         }
-        let [r] = r;
+        let [mut r] = r;
+        // The allowlist as the gate reads it now (`sbx allow`/`deny` change it).
+        if let (Some(e), Ok(h)) = (r.egress.as_mut(), self.state()) {
+            e.allow = crate::host::egress::read(&h.state.dir, id)
+                .ok()
+                .map(|p| p.rules.iter().map(ToString::to_string).collect());
+        }
         Ok(r)
     }
 

@@ -15,6 +15,10 @@ impl Driver {
         for PrivateRoute { network: net, service: svc } in private {
             self.check_interrupt()?;
             run_ok(&*self.exec, &argv::private_network(net, id, svc, owner))?;
+            // The egress gate joins its network when it starts, under its alias.
+            if *svc == crate::model::gate::container(id) {
+                continue;
+            }
             run_ok(&*self.exec, &argv::network_connect_alias(net, svc, svc))?;
         }
         Ok(())

@@ -1,12 +1,13 @@
-//! `revoke`: cut a route off a running sandbox.
+//! `revoke`: cut a route off a running sandbox; `egress` also removes its gate.
 
 use serde::Serialize;
 
 use super::networks::private_of;
 use super::Driver;
 use crate::docker::{argv, parse, status_error};
-use crate::error::RouteError;
-use crate::error::{Error, Result};
+use crate::error::{EgressError, Error, Result, RouteError};
+use crate::model::record;
+use crate::spec::EGRESS_KIND;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Revoked {
@@ -21,6 +22,10 @@ pub struct Revoked {
 impl Driver {
     pub fn revoke(&self, id: &str, kind: &str) -> Result<Revoked> {
         let raw = self.inspect_one(id)?;
+        let egress = kind == EGRESS_KIND;
+        if egress && !raw.labels.contains_key(record::EGRESS) {
+            return Err(EgressError::NoGate { id: id.to_string() }.into());
+        }
         let declared = raw.declared_routes();
         let Some(network) = declared.get(kind).cloned() else {
             return Err(Error::Route(RouteError::Unknown {
@@ -44,6 +49,13 @@ impl Driver {
         }
         let private: Vec<_> = private_of(&raw).into_iter().filter(|p| p.network == network).collect();
         self.remove_private(&private)?;
+        if egress {
+            // Its network is gone already; the gate and its policy go too.
+            let state = &self.state()?.state;
+            let known: Vec<String> = state.record(id).and_then(|r| r.gate).into_iter().collect();
+            self.remove_gates(&[id.to_string()], &known)?;
+            crate::host::egress::remove(&state.dir, id)?;
+        }
         Ok(Revoked { id: id.to_string(), kind: kind.to_string(), network, cut, already })
     }
 }

@@ -52,7 +52,13 @@ impl Rig {
         let proc = self.root.with_extension("proc");
         std::fs::create_dir_all(proc.join("4242")).unwrap();
         std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO).unwrap();
-        Driver::new(Arc::new(self.fake.clone()), roots, states).with_ids(Arc::new(|| ID.to_string())).with_proc(proc)
+        // A small stand-in for sbx's executable, packed into the egress gate's image.
+        let exe = self.root.with_extension("exe");
+        std::fs::write(&exe, b"sbx").unwrap();
+        Driver::new(Arc::new(self.fake.clone()), roots, states)
+            .with_ids(Arc::new(|| ID.to_string()))
+            .with_proc(proc)
+            .with_exe(exe)
     }
 
     pub fn state(&self) -> State {
@@ -116,5 +122,6 @@ impl Drop for Rig {
         let _ = std::fs::remove_dir_all(&self.root);
         let _ = std::fs::remove_dir_all(&self.state);
         let _ = std::fs::remove_dir_all(self.root.with_extension("proc"));
+        let _ = std::fs::remove_file(self.root.with_extension("exe"));
     }
 }

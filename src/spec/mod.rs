@@ -14,7 +14,7 @@ use std::time::Duration;
 pub use image::ImageRef;
 pub use mount::{docker_socket_paths, MountSpec};
 pub use request::CreateRequest;
-pub use route::{is_loopback, network_for, validate_kind, Route};
+pub use route::{is_loopback, network_for, validate_kind, Route, EGRESS_KIND};
 
 use crate::model::invalid::Invalid;
 
@@ -64,6 +64,8 @@ pub struct SandboxSpec {
     pub seccomp_profile: Option<seccomp::CustomProfile>,
     /// How sbx reaches the sandbox's socket (`--channel`; see `channel`).
     pub channel: crate::model::channel::Choice,
+    /// Named outside hosts through an egress gate (`--allow`, `--egress`).
+    pub egress: Option<egress::EgressSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -89,6 +89,26 @@ pub struct CreateRequest {
     /// 1 MiB tmpfs inside the sandbox), or `auto`: direct as root, exec otherwise.
     #[arg(long, value_name = "auto|direct|exec", value_enum, default_value_t)]
     pub channel: crate::model::channel::Choice,
+    /// Let the sandbox reach HOST (port 443 unless given) through its egress gate, a proxy
+    /// sbx runs beside it; `*.example.com` matches subdomains only, CIDR:PORT literal
+    /// addresses. Repeatable. The sandbox gets HTTP(S)_PROXY/ALL_PROXY; nothing else leaves.
+    #[arg(long = "allow", value_name = "HOST[:PORT]")]
+    pub allow: Vec<String>,
+    /// `enforce` the --allow list, or `observe`: allow every name, log it, and let
+    /// `sbx egress policy` print the --allow flags it saw [default: enforce].
+    #[arg(long, value_name = "enforce|observe", value_enum)]
+    pub egress: Option<super::egress::Mode>,
+    /// The resolver the egress gate asks for allowed names [default: the engine's].
+    #[arg(long, value_name = "IP")]
+    pub egress_dns: Option<String>,
+    /// The network the egress gate reaches out through [default: sbx-egress-net, made
+    /// once per host with inter-container traffic off].
+    #[arg(long, value_name = "NAME")]
+    pub egress_network: Option<String>,
+    /// Let a CIDR --allow rule name loopback or link-local addresses (the host, the
+    /// cloud metadata service).
+    #[arg(long)]
+    pub allow_unsafe_cidr: bool,
     /// The command to run in the sandbox (default: the image's).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -172,6 +192,31 @@ impl SandboxSpec {
         }
         let setup = req.setup.iter().map(|c| parse_setup(c)).collect::<Result<_, _>>()?;
         let seccomp_profile = req.seccomp_profile.as_deref().map(super::seccomp::check_custom).transpose()?;
+        let egress = super::egress::EgressSpec::from_flags(
+            &req.allow,
+            req.egress,
+            req.egress_dns.as_deref(),
+            req.egress_network.as_deref(),
+            req.allow_unsafe_cidr,
+        )?;
+        if egress.is_none() && (req.egress_dns.is_some() || req.egress_network.is_some() || req.allow_unsafe_cidr) {
+            let flag = if req.egress_dns.is_some() {
+                "--egress-dns"
+            } else if req.egress_network.is_some() {
+                "--egress-network"
+            } else {
+                "--allow-unsafe-cidr"
+            };
+            return Err(Invalid::new(
+                flag,
+                "",
+                "it configures the egress gate, which only --allow or --egress observe makes",
+            )
+            .hint("add --allow HOST[:PORT] (or --egress observe)"));
+        }
+        if let Some(n) = req.egress_network.as_deref() {
+            check_network_name(n)?;
+        }
         Ok(SandboxSpec {
             image,
             session,
@@ -194,8 +239,30 @@ impl SandboxSpec {
             command: req.command.clone(),
             seccomp_profile,
             channel: req.channel,
+            egress,
         })
     }
+}
+
+/// `--egress-network NAME`: a docker network name, never an option, and not a
+/// network sbx makes per sandbox or `none`/`host` (the gate must reach out
+/// through a bridge).
+fn check_network_name(n: &str) -> Result<(), Invalid> {
+    let ok = !n.is_empty()
+        && n.len() <= 128
+        && n.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if !ok {
+        return Err(Invalid::new("--egress-network", n, "a network name is letters, digits, '.', '_', '-'"));
+    }
+    if ["none", "host", "bridge"].contains(&n) || parse_id(n.get(..16).unwrap_or("")).is_ok() {
+        return Err(Invalid::new(
+            "--egress-network",
+            n,
+            "the gate needs a user-defined bridge network of its own, not `none`, `host`, `bridge` or a sandbox's network",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -229,5 +296,35 @@ mod tests {
             let r = CreateRequest { pids: Some(p), ..req() };
             assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("at most"), "{p}");
         }
+    }
+
+    #[test]
+    fn egress_flags() {
+        assert_eq!(SandboxSpec::from_request(&req(), None).unwrap().egress, None);
+        let r = CreateRequest { allow: vec!["pypi.org".into(), "files.example:8080".into()], ..req() };
+        let e = SandboxSpec::from_request(&r, None).unwrap().egress.unwrap();
+        assert_eq!(e.policy.mode, egress::Mode::Enforce);
+        assert_eq!(e.policy.rules.len(), 2);
+        assert_eq!((e.dns, e.network), (None, None));
+        let r = CreateRequest { egress: Some(egress::Mode::Observe), ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap().egress.unwrap().policy.rules.is_empty());
+        for (r, flag) in [
+            (CreateRequest { egress_dns: Some("10.0.0.2".into()), ..req() }, "--egress-dns"),
+            (CreateRequest { egress_network: Some("net".into()), ..req() }, "--egress-network"),
+            (CreateRequest { allow_unsafe_cidr: true, ..req() }, "--allow-unsafe-cidr"),
+        ] {
+            let e = SandboxSpec::from_request(&r, None).unwrap_err();
+            assert_eq!(e.what, flag);
+            assert!(e.hint.unwrap().contains("--allow"));
+        }
+        let allow = vec!["pypi.org".to_string()];
+        for bad in ["-x", "none", "host", "sbx-0123456789ab-egress", "a b"] {
+            let r = CreateRequest { allow: allow.clone(), egress_network: Some(bad.into()), ..req() };
+            assert_eq!(SandboxSpec::from_request(&r, None).unwrap_err().what, "--egress-network", "{bad}");
+        }
+        let r = CreateRequest { allow: vec!["pypi.org:0".into()], ..req() };
+        assert_eq!(SandboxSpec::from_request(&r, None).unwrap_err().what, "--allow");
+        let r = CreateRequest { routes: vec!["egress:proxy:3128".into()], ..req() };
+        assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("reserved"));
     }
 }

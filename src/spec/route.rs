@@ -78,6 +78,9 @@ pub fn network_for(host: &str) -> String {
     format!("sbx-{host}")
 }
 
+/// The route kind of a sandbox's egress gate (`sbx revoke ID egress`).
+pub const EGRESS_KIND: &str = "egress";
+
 /// Route kinds name routes on the command line, in labels and in JSON.
 pub fn validate_kind(kind: &str) -> Result<(), &'static str> {
     if kind.is_empty() {
@@ -85,6 +88,9 @@ pub fn validate_kind(kind: &str) -> Result<(), &'static str> {
     }
     if kind == "all" {
         return Err("the KIND `all` is reserved (`sbx revoke ID all` destroys the sandbox)");
+    }
+    if kind == EGRESS_KIND {
+        return Err("the KIND `egress` is reserved (the egress gate: `--allow`, `sbx revoke ID egress`)");
     }
     let ok = kind.len() <= 32
         && kind.bytes().next().is_some_and(|b| b.is_ascii_lowercase())

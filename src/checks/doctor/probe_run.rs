@@ -15,28 +15,7 @@ use crate::spec::{ImageRef, Route, SandboxSpec};
 impl Doctor<'_> {
     /// The probe image, made from this executable and cached by content.
     fn probe_image(&self) -> Result<String> {
-        let (tar, hash) = crate::checks::probe::image_tar(self.exe)
-            .map_err(|e| Error::io(format!("packing {} into the probe image", self.exe.display()), e))?;
-        let label = format!("sbx-probe.hash={hash}");
-        let out = crate::docker::run_ok(self.exec, &argv::images_labelled(&label))?;
-        if let Some(id) = parse::image_ids(&out.stdout_str()).into_iter().next() {
-            return Ok(id);
-        }
-        let args = argv::import(&label);
-        let out = self.exec.run_input(&args, &tar)?;
-        if out.status != 0 {
-            return Err(crate::docker::status_error(&args, &out).into());
-        }
-        let id = out.stdout_str().trim().to_string();
-        // Probe images of other sbx builds are dead weight: drop them (an
-        // image still in use is refused by docker and stays).
-        if let Ok(all) = crate::docker::run_ok(self.exec, &argv::images_labelled("sbx-probe.hash")) {
-            let stale: Vec<String> = parse::image_ids(&all.stdout_str()).into_iter().filter(|l| *l != id).collect();
-            if !stale.is_empty() {
-                let _ = self.exec.run(&argv::remove_images(&stale));
-            }
-        }
-        Ok(id)
+        crate::host::self_image::ensure(self.exec, self.exe)
     }
 
     pub(super) fn probe(&self, routes: &[Route], checks: &mut Vec<Check>) {
@@ -111,6 +90,7 @@ impl Doctor<'_> {
             command: targets.clone(),
             seccomp_profile: None,
             channel: crate::host::channel::Choice::Auto,
+            egress: None,
         };
         let started = std::time::Instant::now();
         let created = match self.driver.create(&spec) {

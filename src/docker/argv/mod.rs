@@ -5,12 +5,13 @@
 //!
 //! One file per area: `run` (the sandbox's `docker run`/`create`),
 //! `lifecycle` (containers by id), `network`, `volume`, `exec` (exec, logs,
-//! stats), `image` (images and the engine). Callers use the flat
+//! stats), `image` (images and the engine), `gate` (the egress gate). Callers use the flat
 //! `argv::NAME` paths re-exported here.
 
 use std::ffi::OsString;
 
 mod exec;
+mod gate;
 mod image;
 mod lifecycle;
 mod network;
@@ -19,13 +20,14 @@ mod volume;
 
 pub use crate::model::paths::{SANDBOX_SOCKET, SANDBOX_SOCKET_DIR};
 pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts};
+pub use gate::{egress_network_create, egress_networks, gate_run, gates, GatePlan};
 pub use image::{image_labels, image_user, images_labelled, import, info_os, ps_quiet, remove_images, version};
 pub use lifecycle::{inspect, list, remove, running_pid, start, state, LOG_TAIL};
 pub use network::{
     network_connect, network_connect_alias, network_disconnect, network_inspect, network_remove, private_network,
     private_networks,
 };
-pub use run::{container, RunPlan};
+pub use run::{container, egress_network, mode_name, RunPlan};
 pub use volume::{session_volumes, volume_create, volume_inspect, volume_remove, volume_users};
 
 /// `["a", "b"]` as an argv.

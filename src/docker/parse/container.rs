@@ -59,6 +59,12 @@ impl RawContainer {
             tier = tier.min(1);
         }
         let routes = declared.into_iter().filter(|(_, net)| self.networks.contains(net)).collect();
+        let egress = self.labels.get(EGRESS).map(|mode| Egress {
+            mode: mode.clone(),
+            network: l(EGRESS_NETWORK),
+            active: self.networks.contains(&crate::model::gate::network(&self.name)),
+            allow: None,
+        });
         Record {
             id: self.name.clone(),
             session: l(SESSION),
@@ -87,6 +93,7 @@ impl RawContainer {
             targets: serde_json::from_str(&l(TARGETS)).unwrap_or_default(),
             networks,
             gaps,
+            egress,
         }
     }
 

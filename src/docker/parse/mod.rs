@@ -19,7 +19,7 @@ pub use container::{main_state, parse_inspect, parse_ps, ps_template, stopped, M
 pub use engine::{engine_version, image_ids, operating_system, EngineVersion};
 pub use exec::exec_status;
 pub use image::{image_config, image_user, ImageConfig, IMAGE_FORMAT};
-pub use network::{networks, NetInfo, NetworkReport, PrivateNetwork, NETWORK_FORMAT};
+pub use network::{networks, Gate, NetInfo, NetworkReport, PrivateNetwork, NETWORK_FORMAT};
 pub use stats::{names_missing, size, stats, Stats};
 pub use stderr::{
     image_missing_at_run, is_trailer, missing_containers, network_rm_failed, no_such_container, no_such_image,
@@ -45,5 +45,7 @@ mod tests {
         assert_eq!(vols, [SessionVolume { name: "sbx-vol-k".into(), session: "k".into(), owner: "tok".into() }]);
         let nets: Vec<PrivateNetwork> = rows("[\"sbx-0123456789ab-inference\",\"sbx-0123456789ab\",\"proxy\",\"t\"]\n");
         assert_eq!((nets[0].sandbox.as_str(), nets[0].service.as_str()), ("sbx-0123456789ab", "proxy"));
+        let gates: Vec<Gate> = rows("[\"sbx-0123456789ab-gate\",\"sbx-0123456789ab\",\"t\",\"ab12\"]\n");
+        assert_eq!((gates[0].sandbox.as_str(), gates[0].container.as_str()), ("sbx-0123456789ab", "ab12"));
     }
 }

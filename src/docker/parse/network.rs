@@ -64,6 +64,16 @@ pub struct PrivateNetwork {
     pub owner: String,
 }
 
+/// An egress gate container (`argv::gates`): its sandbox and the owner
+/// token on its label.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Gate {
+    pub name: String,
+    pub sandbox: String,
+    pub owner: String,
+    pub container: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,8 @@
 //! `create`: route networks, the image's user, the session volume, the
-//! container, its socket, `--setup`; what a failure leaves is undone by
+//! container, its egress gate, its socket, `--setup`; what a failure leaves is undone by
 //! [`rollback::Rollback`].
 
+mod gate;
 mod rollback;
 mod routes;
 mod start;
@@ -61,6 +62,8 @@ impl Serialize for Created {
             expires_at: &'a Option<String>,
             gaps: &'a [Gap],
             warnings: &'a [String],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            egress: &'a Option<crate::model::record::Egress>,
         }
         let r = &self.record;
         Json {
@@ -76,6 +79,7 @@ impl Serialize for Created {
             expires_at: &r.expires_at,
             gaps: &self.gaps,
             warnings: &self.warnings,
+            egress: &r.egress,
         }
         .serialize(s)
     }
@@ -99,7 +103,10 @@ impl Driver {
             Some(_) => None,
             None => Some(self.exec.spawn(&argv::image_user(img))?),
         };
-        let routes = self.route_networks(&id, spec)?;
+        let mut routes = self.route_networks(&id, spec)?;
+        if spec.egress.is_some() {
+            routes.add_gate(&id);
+        }
         let image_config = match (cached, image_job) {
             (Some(c), _) => c,
             (None, Some(job)) => {
@@ -173,6 +180,9 @@ impl Driver {
         }
         // From here on a failure undoes what was made when `undo` drops.
         let mut undo = Rollback::new(self, state, &id, &root);
+        // After begin_create (gc keeps the egress network while a create is
+        // in flight), before anything of the sandbox's own exists.
+        let gate = spec.egress.as_ref().map(|e| self.prepare_gate(e, &state.dir)).transpose()?;
         if let Some(e) = expires {
             state.set_expiry(&id, e)?;
         }
@@ -182,6 +192,13 @@ impl Driver {
             Kind::Exec => socket::make_marker_dir(&root, &id),
         }?;
         undo.made(dir.clone(), &routes.private);
+        let policy_dir = match &spec.egress {
+            Some(e) => {
+                undo.gate();
+                Some(crate::host::egress::write(&state.dir, &id, &e.policy)?)
+            }
+            None => None,
+        };
         let unsealed = argv::RunPlan {
             id: &id,
             spec,
@@ -218,7 +235,15 @@ impl Driver {
             full: serde_json::Value::Null,
         };
         self.make_private(&id, &owner, &routes.private)?;
-        let cid = self.start_and_wait(&plan)?;
+        let gate_job = match (&spec.egress, &gate, &policy_dir) {
+            (Some(e), Some(g), Some(p)) => Some((e, self.spawn_gate(&id, &owner, e, g, p)?)),
+            _ => None,
+        };
+        let started = self.start_and_wait(&plan);
+        // Waited for whatever the sandbox did, so a rollback never races the gate's `docker run`.
+        let gate_cid = gate_job.map(|(e, job)| self.gate_started(&id, e, job)).transpose();
+        let cid = started?;
+        let gate_cid = gate_cid?;
         self.run_setup(&id, &spec.setup)?;
         let record = state::SandboxRecord {
             container: cid,
@@ -226,13 +251,18 @@ impl Driver {
             private: routes.private.clone(),
             volume: persist.as_ref().map(|p| p.volume.clone()),
             session: spec.session.clone(),
+            gate: gate_cid,
         };
         // Without it destroy still works, through an inspect.
         if let Err(e) = state.set_record(&id, &record) {
             self.warn("sandbox_record", &format!("could not write the sandbox record: {e}"));
         }
         undo.commit();
-        Ok(Created { record: raw.record(expires, now), socket_dir: root.join(&id), gaps, warnings })
+        let mut record = raw.record(expires, now);
+        if let (Some(info), Some(e)) = (record.egress.as_mut(), &spec.egress) {
+            info.allow = Some(e.policy.rules.iter().map(ToString::to_string).collect());
+        }
+        Ok(Created { record, socket_dir: root.join(&id), gaps, warnings })
     }
 
     fn image_user(&self, image: &str, out: Output) -> Result<parse::ImageConfig> {

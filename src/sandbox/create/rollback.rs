@@ -20,17 +20,25 @@ pub(super) struct Rollback<'a> {
     /// directory exists: from then on the container (made or not) and the
     /// networks are removed too.
     made: Option<(PathBuf, &'a [PrivateRoute])>,
+    /// An egress gate may exist: its container and policy directory go too
+    /// (its internal network is among the private ones).
+    gate: bool,
     committed: bool,
 }
 
 impl<'a> Rollback<'a> {
     pub(super) fn new(driver: &'a Driver, state: &'a State, id: &'a str, root: &'a Path) -> Self {
-        Rollback { driver, state, id, root, made: None, committed: false }
+        Rollback { driver, state, id, root, made: None, gate: false, committed: false }
     }
 
     /// The socket directory `dir` exists; the container may follow.
     pub(super) fn made(&mut self, dir: PathBuf, private: &'a [PrivateRoute]) {
         self.made = Some((dir, private));
+    }
+
+    /// The gate's policy directory is about to be written; the gate may follow.
+    pub(super) fn gate(&mut self) {
+        self.gate = true;
     }
 
     /// The sandbox stands: keep everything, and it is no longer in flight.
@@ -45,10 +53,13 @@ impl Drop for Rollback<'_> {
         if self.committed {
             return;
         }
+        // The gate first: egress is cut before anything else goes.
+        let gate = !self.gate || self.driver.remove_gate(self.id, self.state, None);
         let clean = match &self.made {
             None => socket::remove_dir(&self.root.join(self.id), self.id).is_ok(),
             Some((dir, private)) => self.driver.teardown(self.id, dir, private),
         };
+        let clean = gate && clean;
         if clean {
             self.state.forget(self.id);
         }

@@ -1,7 +1,8 @@
 //! `gc`: reap expired sandboxes, those of creates that died, orphaned
-//! socket directories, private networks and session state. What goes is
+//! socket directories, private networks, session state and egress gates. What goes is
 //! decided by the pure [`plan`]; this file asks docker and removes it.
 
+mod egress;
 pub mod plan;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +32,15 @@ pub struct GcReport {
     /// Session state under the data dir whose volume is gone: the session
     /// directory and its lock file (paths).
     pub volume_state: Vec<String>,
+    /// Egress gates (container names) whose sandbox is gone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<String>,
+    /// Egress policy directories whose sandbox is gone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policy_dirs: Vec<String>,
+    /// sbx's own egress network, once no gate uses it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub egress_networks: Vec<String>,
     /// What could not be removed, and why (issue 9 finding 8: one failure
     /// must not stop the rest; gc exits 1 at the end).
     pub failed: Vec<GcFailure>,
@@ -104,6 +114,9 @@ impl Driver {
             socket_dirs: Vec::new(),
             networks: plan.networks.iter().map(|p| p.network.clone()).collect(),
             volume_state: Vec::new(),
+            gates: Vec::new(),
+            policy_dirs: Vec::new(),
+            egress_networks: Vec::new(),
             failed: Vec::new(),
         };
         let reaped: Vec<&RawContainer> =
@@ -116,7 +129,13 @@ impl Driver {
         report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
         let orphaned = self.orphan_volume_state(state, key)?;
         report.volume_state = orphaned.iter().flat_map(|(_, paths)| paths.iter().cloned()).collect();
+        // What stays: sandboxes not reaped, and creates in flight.
+        let reaping: BTreeSet<&str> = plan.containers.iter().map(|r| r.id.as_str()).collect();
+        let mut keep: BTreeSet<String> =
+            owned.iter().map(|c| c.name.clone()).filter(|n| !reaping.contains(n.as_str())).collect();
+        keep.extend(creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| p.is_alive())).map(|c| c.id.clone()));
         if dry_run {
+            self.gc_egress(&keep, true, &mut report)?;
             return Ok(report);
         }
         for (session, _) in &orphaned {
@@ -165,6 +184,7 @@ impl Driver {
         }
         // A sandbox still there keeps its directory and state for the next gc.
         report.containers.retain(|c| !left.contains(&c.id));
+
         dirs.retain(|(_, id)| !left.contains(id));
         report.socket_dirs.retain(|d| dirs.iter().any(|(dir, _)| dir.display().to_string() == *d));
         plan.forget.retain(|id| !left.contains(id));
@@ -178,6 +198,11 @@ impl Driver {
         report.socket_dirs.retain(|d| !kept.contains(d));
         for id in &plan.forget {
             state.forget(id);
+        }
+        // Gates of sandboxes still there (a failed removal) stay with them.
+        keep.extend(left);
+        if let Err(e) = self.gc_egress(&keep, false, &mut report) {
+            report.failed.push(GcFailure { item: "egress gates".into(), error: e.to_string() });
         }
         Ok(report)
     }

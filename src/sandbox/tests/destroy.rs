@@ -122,6 +122,7 @@ fn destroy_of_many_recorded_sandboxes_is_paced_and_stops_once_the_engine_hangs()
             private: Vec::new(),
             volume: None,
             session: None,
+            gate: None,
         };
         st.set_record(id, &rec).unwrap();
     }

@@ -155,6 +155,7 @@ fn every_command_acts_only_on_a_proven_sandbox() {
         private: vec![],
         volume: None,
         session: None,
+        gate: None,
     };
     rig.state().set_record(ID, &rec).unwrap();
     assert_eq!(rig.driver().owned(ID).unwrap(), "cd".repeat(32));

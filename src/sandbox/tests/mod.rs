@@ -74,6 +74,7 @@ fn many(rig: &Rig, n: usize) -> Vec<String> {
 
 mod create;
 mod destroy;
+mod egress;
 mod gc;
 mod lookup;
 mod private;

@@ -1,0 +1,223 @@
+//! The egress gate's docker calls (issue 12): its `docker run`, the
+//! host-wide egress network, and the listings gc reads. The internal
+//! network between a sandbox and its gate is a private route network
+//! (`network::private_network`) whose service is the gate.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use super::os;
+use crate::model::{gate, record};
+
+/// Everything create has resolved for one gate.
+#[derive(Debug, Clone)]
+pub struct GatePlan<'a> {
+    /// The sandbox's id.
+    pub id: &'a str,
+    /// The owner token of the sandbox (`token::owner_token`).
+    pub owner: &'a str,
+    /// sbx's own image (`host::self_image`).
+    pub image: &'a str,
+    /// The policy directory on the host, mounted read-only at /policy.
+    pub policy_dir: &'a Path,
+    /// sbx's seccomp profile file.
+    pub seccomp: &'a Path,
+    /// The resolver the gate asks (`--egress-dns`).
+    pub dns: Option<&'a str>,
+}
+
+/// `docker run -d` of the gate on the sandbox's internal network, under the
+/// alias the sandbox's proxy variables name; hardened like a sandbox, with
+/// limits sized for the gate (see `model::gate`) and its decision log on
+/// stdout, bounded by json-file rotation.
+pub fn gate_run(p: &GatePlan) -> Vec<OsString> {
+    let name = gate::container(p.id);
+    let mut a = os(&["run", "-d", "--name", &name]);
+    let mut push = |k: &str, v: String| {
+        a.push(k.into());
+        a.push(v.into());
+    };
+    push("--label", format!("{}={}", record::GATE_OF, p.id));
+    push("--label", format!("{}={}", record::OWNER, p.owner));
+    push("--restart", "no".into());
+    push("--cap-drop", "ALL".into());
+    push("--security-opt", "no-new-privileges".into());
+    push("--security-opt", format!("seccomp={}", p.seccomp.display()));
+    push("--log-driver", super::run::LOG_DRIVER.into());
+    push("--log-opt", format!("max-size={}", gate::LOG_MAX_SIZE));
+    push("--log-opt", format!("max-file={}", gate::LOG_MAX_FILES));
+    push("--user", "65534:65534".into());
+    push("--memory", gate::MEMORY.into());
+    push("--memory-swap", gate::MEMORY.into());
+    push("--pids-limit", gate::PIDS.to_string());
+    push("--ulimit", gate::NOFILE.into());
+    push("--ulimit", "core=0:0".into());
+    push("--network", gate::network(p.id));
+    push("--network-alias", gate::ALIAS.into());
+    a.push("--read-only".into());
+    let mut push = |k: &str, v: String| {
+        a.push(k.into());
+        a.push(v.into());
+    };
+    push("--mount", format!("type=bind,src={},dst={},readonly", p.policy_dir.display(), gate::POLICY_DIR));
+    push("--entrypoint", "/sbx".into());
+    a.push("--".into());
+    a.push(p.image.into());
+    let port = gate::PORT.to_string();
+    a.extend(os(&["__gate", "--policy", gate::POLICY_FILE, "--sandbox", p.id, "--port", &port]));
+    if let Some(dns) = p.dns {
+        a.extend(os(&["--dns", dns]));
+    }
+    a
+}
+
+/// sbx's own egress network: a bridge that reaches out (not internal),
+/// with inter-container traffic off so gates cannot reach each other.
+pub fn egress_network_create(name: &str) -> Vec<OsString> {
+    os(&[
+        "network",
+        "create",
+        "--driver",
+        "bridge",
+        "--opt",
+        "com.docker.network.bridge.enable_icc=false",
+        "--label",
+        &format!("{}=1", record::EGRESS_NET),
+        "--",
+        name,
+    ])
+}
+
+/// sbx's own egress networks (by label): one name per line.
+pub fn egress_networks() -> Vec<OsString> {
+    os(&["network", "ls", "--filter", &format!("label={}", record::EGRESS_NET), "--format", "{{json .Name}}"])
+}
+
+/// Every gate container: `[name, sandbox id, owner token, container id]` per line.
+pub fn gates() -> Vec<OsString> {
+    let format = format!(
+        "[{{{{json .Names}}}},{{{{json (.Label \"{}\")}}}},{{{{json (.Label \"{}\")}}}},{{{{json .ID}}}}]",
+        record::GATE_OF,
+        record::OWNER
+    );
+    os(&["ps", "-a", "--no-trunc", "--filter", &format!("label={}", record::GATE_OF), "--format", &format])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::strs;
+    use super::*;
+
+    const ID: &str = "sbx-0123456789ab";
+
+    fn plan(dns: Option<&'static str>) -> GatePlan<'static> {
+        GatePlan {
+            id: ID,
+            owner: "tok",
+            image: "sha256:abc",
+            policy_dir: Path::new("/var/lib/sbx/egress/sbx-0123456789ab"),
+            seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
+            dns,
+        }
+    }
+
+    #[test]
+    fn gate_runs_hardened_on_the_internal_network() {
+        assert_eq!(
+            strs(gate_run(&plan(Some("10.0.0.53")))),
+            [
+                "run",
+                "-d",
+                "--name",
+                "sbx-0123456789ab-gate",
+                "--label",
+                "sbx.gate-of=sbx-0123456789ab",
+                "--label",
+                "sbx.owner=tok",
+                "--restart",
+                "no",
+                "--cap-drop",
+                "ALL",
+                "--security-opt",
+                "no-new-privileges",
+                "--security-opt",
+                "seccomp=/var/lib/sbx/seccomp/sbx-seccomp-0123.json",
+                "--log-driver",
+                "json-file",
+                "--log-opt",
+                "max-size=8m",
+                "--log-opt",
+                "max-file=2",
+                "--user",
+                "65534:65534",
+                "--memory",
+                "128m",
+                "--memory-swap",
+                "128m",
+                "--pids-limit",
+                "64",
+                "--ulimit",
+                "nofile=4096:4096",
+                "--ulimit",
+                "core=0:0",
+                "--network",
+                "sbx-0123456789ab-egress",
+                "--network-alias",
+                "sbx-egress",
+                "--read-only",
+                "--mount",
+                "type=bind,src=/var/lib/sbx/egress/sbx-0123456789ab,dst=/policy,readonly",
+                "--entrypoint",
+                "/sbx",
+                "--",
+                "sha256:abc",
+                "__gate",
+                "--policy",
+                "/policy/policy.json",
+                "--sandbox",
+                "sbx-0123456789ab",
+                "--port",
+                "3128",
+                "--dns",
+                "10.0.0.53",
+            ]
+        );
+        let no_dns = strs(gate_run(&plan(None)));
+        assert_eq!(no_dns.last().unwrap(), "3128");
+        assert!(
+            !no_dns.iter().any(|a| a == "sbx.managed=1"),
+            "a gate is not a sandbox: ls and gc list sandboxes by it"
+        );
+    }
+
+    #[test]
+    fn egress_network_and_listings() {
+        assert_eq!(
+            strs(egress_network_create("sbx-egress-net")),
+            [
+                "network",
+                "create",
+                "--driver",
+                "bridge",
+                "--opt",
+                "com.docker.network.bridge.enable_icc=false",
+                "--label",
+                "sbx.egress-net=1",
+                "--",
+                "sbx-egress-net"
+            ]
+        );
+        assert_eq!(
+            strs(gates()),
+            [
+                "ps",
+                "-a",
+                "--no-trunc",
+                "--filter",
+                "label=sbx.gate-of",
+                "--format",
+                r#"[{{json .Names}},{{json (.Label "sbx.gate-of")}},{{json (.Label "sbx.owner")}},{{json .ID}}]"#
+            ]
+        );
+    }
+}

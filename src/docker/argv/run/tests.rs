@@ -1,0 +1,189 @@
+//! The sandbox's `docker run`/`create` argv, pinned.
+
+use super::super::strs;
+use super::*;
+use crate::spec::CreateRequest;
+
+const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn spec(req: CreateRequest) -> SandboxSpec {
+    SandboxSpec::from_request(&CreateRequest { image: IMG.into(), ..req }, None).unwrap()
+}
+
+fn plan(s: &SandboxSpec) -> RunPlan<'_> {
+    let networks: Vec<RouteNetwork> =
+        s.routes.iter().map(|r| RouteNetwork { kind: r.kind.clone(), network: r.network() }).collect();
+    RunPlan {
+        id: "sbx-0123456789ab",
+        spec: s,
+        uid: 65534,
+        gid: 65534,
+        tier: 2,
+        socket_dir: Path::new("/run/sbx/sandboxes/sbx-0123456789ab"),
+        socket_path: Path::new("/run/sbx/sandboxes/sbx-0123456789ab/sandbox.sock"),
+        created_at: "2026-11-29T09:00:00Z",
+        owner: "0123",
+        expires_at: None,
+        networks: Box::leak(networks.into_boxed_slice()),
+        private: &[],
+        dns: None,
+        channel: channel::Kind::Direct,
+        helper: None,
+        volume: None,
+        seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
+    }
+}
+
+#[test]
+fn run_argv_no_routes() {
+    let s = spec(CreateRequest { command: vec!["serve".into(), "--x".into()], ..Default::default() });
+    let got = strs(container(&plan(&s), true));
+    let labels: Vec<String> = got.windows(2).filter(|w| w[0] == "--label").map(|w| w[1].clone()).collect();
+    assert_eq!(
+        labels.len(),
+        record::ALL.len() - 6,
+        "every label but sbx.expires, sbx.private, sbx.volume, sbx.channel (direct) and sbx.egress, sbx.egress-network (no gate)"
+    );
+    assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
+    assert!(labels.contains(&"sbx.routes={}".to_string()));
+    let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();
+    assert_eq!(
+        rest,
+        vec![
+            "--restart",
+            "no",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--security-opt",
+            "seccomp=/var/lib/sbx/seccomp/sbx-seccomp-0123.json",
+            "--log-driver",
+            "json-file",
+            "--log-opt",
+            "max-size=10m",
+            "--log-opt",
+            "max-file=2",
+            "--shm-size",
+            "64m",
+            "--user",
+            "65534:65534",
+            "--pids-limit",
+            "512",
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "core=0:0",
+            "--memory",
+            "4096m",
+            "--memory-swap",
+            "4096m",
+            "--cpus",
+            "1",
+            "--network",
+            "none",
+            "--read-only",
+            "--tmpfs",
+            "/tmp:rw,exec,nosuid,size=512m,mode=1777,uid=65534,gid=65534",
+            "--tmpfs",
+            "/state:rw,exec,nosuid,size=512m,mode=1777,uid=65534,gid=65534",
+            "--mount",
+            "type=bind,src=/run/sbx/sandboxes/sbx-0123456789ab,dst=/run/sandbox",
+            "--env",
+            "SBX_SANDBOX_ID=sbx-0123456789ab",
+            "--env",
+            "SBX_SOCKET=/run/sandbox/sandbox.sock",
+            "--env",
+            "SBX_SANDBOX_TIER=2",
+            "--",
+            IMG,
+            "serve",
+            "--x",
+        ]
+    );
+    assert_eq!(&got[..4], &["run", "-d", "--name", "sbx-0123456789ab"]);
+    assert!(!got.iter().any(|a| a == "--rm" || a == "--privileged"));
+}
+
+#[test]
+fn create_argv_with_routes_limits_env_and_mounts() {
+    let dir = std::env::temp_dir().canonicalize().unwrap();
+    let s = spec(CreateRequest {
+        routes: vec!["inference:proxy:8080".into(), "tools:http://toolhost:9000/v1".into()],
+        memory_mib: Some(256),
+        cpus: Some("1.5".into()),
+        env: vec!["A=1".into()],
+        ro: vec![format!("{}:/data", dir.display())],
+        session: Some("s1".into()),
+        labels: vec!["ci.job=7".into()],
+        ..Default::default()
+    });
+    let got = strs(container(&plan(&s), false));
+    assert_eq!(got[0], "create");
+    let has = |k: &str, v: &str| got.windows(2).any(|w| w[0] == k && w[1] == v);
+    assert!(has("--network", "sbx-proxy"));
+    assert!(!has("--network", "sbx-toolhost"), "later routes are attached, not passed to create");
+    assert!(has("--memory", "256m") && has("--memory-swap", "256m") && has("--cpus", "1.5"));
+    assert!(has("--mount", &format!("type=bind,src={},dst=/data,readonly", dir.display())));
+    assert!(has("--label", r#"sbx.routes={"inference":"sbx-proxy","tools":"sbx-toolhost"}"#));
+    assert!(has("--label", r#"sbx.targets={"inference":"proxy:8080","tools":"http://toolhost:9000/v1"}"#));
+    assert!(has("--label", "sbx.session=s1") && has("--label", "ci.job=7"));
+    let envs: Vec<&String> = got.windows(2).filter(|w| w[0] == "--env").map(|w| &w[1]).collect();
+    assert_eq!(envs.first().unwrap().as_str(), "A=1");
+    assert_eq!(envs.last().unwrap().as_str(), "SBX_SANDBOX_TIER=2");
+}
+
+#[test]
+fn state_dir_replaces_the_state_tmpfs() {
+    let dir = std::env::temp_dir().canonicalize().unwrap();
+    let s = spec(CreateRequest { state_dir: Some(dir.display().to_string()), ..Default::default() });
+    let got = strs(container(&plan(&s), true));
+    assert!(got.contains(&format!("type=bind,src={},dst=/state", dir.display())));
+    assert!(!got.iter().any(|a| a.starts_with("/state:")));
+}
+
+#[test]
+fn a_session_volume_takes_nothing_from_the_image() {
+    let s = spec(CreateRequest { persist: true, session: Some("s".into()), ..Default::default() });
+    let got = strs(container(&RunPlan { volume: Some("sbx-state-s"), ..plan(&s) }, true));
+    assert!(got.contains(&"type=volume,src=sbx-state-s,dst=/state,volume-nocopy".to_string()), "{got:?}");
+}
+
+#[test]
+fn egress_gives_proxy_variables_and_labels() {
+    let s = spec(CreateRequest {
+        routes: vec!["inference:proxy:8080".into()],
+        allow: vec!["pypi.org".into()],
+        ..Default::default()
+    });
+    let got = strs(container(&plan(&s), true));
+    let has = |k: &str, v: &str| got.windows(2).any(|w| w[0] == k && w[1] == v);
+    assert!(has("--label", "sbx.egress=enforce") && has("--label", "sbx.egress-network=sbx-egress-net"));
+    let envs: Vec<&str> = got.windows(2).filter(|w| w[0] == "--env").map(|w| w[1].as_str()).collect();
+    assert_eq!(
+        envs,
+        [
+            "SBX_SANDBOX_ID=sbx-0123456789ab",
+            "SBX_SOCKET=/run/sandbox/sandbox.sock",
+            "HTTP_PROXY=http://sbx-egress:3128",
+            "http_proxy=http://sbx-egress:3128",
+            "HTTPS_PROXY=http://sbx-egress:3128",
+            "https_proxy=http://sbx-egress:3128",
+            "ALL_PROXY=http://sbx-egress:3128",
+            "all_proxy=http://sbx-egress:3128",
+            "NO_PROXY=proxy,localhost,127.0.0.1",
+            "no_proxy=proxy,localhost,127.0.0.1",
+            "SBX_SANDBOX_EGRESS=enforce",
+            "SBX_SANDBOX_TIER=2",
+        ]
+    );
+    let s = spec(CreateRequest {
+        egress: Some(Mode::Observe),
+        egress_network: Some("corp-out".into()),
+        ..Default::default()
+    });
+    let got = strs(container(&plan(&s), true));
+    let has = |k: &str, v: &str| got.windows(2).any(|w| w[0] == k && w[1] == v);
+    assert!(has("--label", "sbx.egress=observe") && has("--label", "sbx.egress-network=corp-out"));
+    assert!(has("--env", "NO_PROXY=localhost,127.0.0.1") && has("--env", "SBX_SANDBOX_EGRESS=observe"));
+}

@@ -1,0 +1,40 @@
+//! The egress gate's failures on the host side (issue 12): a sandbox
+//! without a gate, an egress network that is not there, a policy file sbx
+//! cannot read back.
+
+/// What went wrong with a sandbox's egress gate.
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error("sandbox {id} has no egress gate")]
+    NoGate { id: String },
+    #[error("the egress gate of sandbox {id} was revoked (`sbx revoke {id} egress`); its egress stays cut")]
+    Revoked { id: String },
+    #[error("egress network {network} does not exist")]
+    NetworkMissing { network: String },
+    #[error("the egress policy of sandbox {id} cannot be used: {reason}")]
+    Policy { id: String, reason: String },
+}
+
+impl EgressError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EgressError::NoGate { .. } => "no_egress",
+            EgressError::Revoked { .. } => "egress_revoked",
+            EgressError::NetworkMissing { .. } => "egress_network_missing",
+            EgressError::Policy { .. } => "egress_policy",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            EgressError::NoGate { .. } => {
+                "a gate is made at create only: create a new sandbox with --allow HOST[:PORT] (or --egress observe)".into()
+            }
+            EgressError::Revoked { .. } => "create a new sandbox with --allow to have egress again".into(),
+            EgressError::NetworkMissing { network } => format!(
+                "create it (`docker network create {network}`: a bridge that reaches out, not --internal), or leave out --egress-network to use sbx's own"
+            ),
+            EgressError::Policy { id, .. } => format!("`sbx revoke {id} egress` cuts its egress; `sbx destroy {id}` removes it"),
+        })
+    }
+}

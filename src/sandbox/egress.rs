@@ -1,0 +1,95 @@
+//! Egress gates after create (issue 12): the policy of a running gate
+//! (`allow`, `deny`, `egress log`), removing a sandbox's gate and
+//! policy directory (rollback, destroy, revoke) and reaping what is left of
+//! gates whose sandbox is gone (gc). A gate is found by its container id
+//! from the sandbox's record, else by its `sbx.gate-of` label with this
+//! host's owner token: never by name alone, which another container could take.
+
+use std::collections::BTreeSet;
+
+use super::Driver;
+use crate::docker::parse::{self, Gate};
+use crate::docker::{argv, run_ok};
+use crate::error::{EgressError, Result};
+use crate::host::state::{self, State};
+use crate::model::gate;
+use crate::spec::egress::Policy;
+
+impl Driver {
+    /// This host's gates (owner token checked).
+    pub(super) fn owned_gates(&self) -> Result<Vec<Gate>> {
+        let key = &self.state()?.key;
+        let out = run_ok(&*self.exec, &argv::gates())?;
+        Ok(parse::rows::<Gate>(&out.stdout_str())
+            .into_iter()
+            .filter(|g| g.owner == state::owner_token(key, &g.sandbox))
+            .collect())
+    }
+
+    /// Remove the gates of `ids` (`known`: container ids from their records;
+    /// the rest are looked up by label). Already gone is fine.
+    pub(super) fn remove_gates(&self, ids: &[String], known: &[String]) -> Result<()> {
+        let mut cids: Vec<String> = known.to_vec();
+        if ids.len() > known.len() {
+            let wanted: BTreeSet<&String> = ids.iter().collect();
+            cids.extend(self.owned_gates()?.into_iter().filter(|g| wanted.contains(&g.sandbox)).map(|g| g.container));
+        }
+        cids.sort();
+        cids.dedup();
+        if cids.is_empty() {
+            return Ok(());
+        }
+        self.remove_tolerant(&cids)
+    }
+
+    /// Rollback's and revoke's: the gate of `id`, then its policy directory.
+    /// True when both are gone; a failure is said on stderr and left to gc.
+    pub(super) fn remove_gate(&self, id: &str, state: &State, cid: Option<String>) -> bool {
+        let known: Vec<String> = cid.into_iter().collect();
+        if let Err(e) = self.remove_gates(&[id.to_string()], &known) {
+            self.warn("cleanup", &format!("could not remove the egress gate of {id}: {e}; `sbx gc` will"));
+            return false;
+        }
+        if let Err(e) = crate::host::egress::remove(&state.dir, id) {
+            self.warn("cleanup", &format!("could not remove the egress policy of {id}: {e}; `sbx gc` will"));
+            return false;
+        }
+        true
+    }
+}
+
+impl Driver {
+    /// Sandbox `id`, proven this host's, with a gate that still stands:
+    /// what `allow`, `deny` and `egress log` act on.
+    fn gated(&self, id: &str) -> Result<()> {
+        let raw = self.inspect_one(id)?;
+        if !raw.labels.contains_key(crate::model::record::EGRESS) {
+            return Err(EgressError::NoGate { id: id.to_string() }.into());
+        }
+        if !raw.networks.contains(&gate::network(id)) {
+            return Err(EgressError::Revoked { id: id.to_string() }.into());
+        }
+        Ok(())
+    }
+
+    /// The policy sandbox `id`'s gate enforces now.
+    pub fn egress_policy(&self, id: &str) -> Result<Policy> {
+        self.gated(id)?;
+        crate::host::egress::read(&self.state()?.state.dir, id)
+    }
+
+    /// Change sandbox `id`'s policy with `change`; the gate follows within a
+    /// second. Returns the new policy and what `change` returned.
+    pub fn change_egress<T>(&self, id: &str, change: impl FnOnce(&mut Policy) -> T) -> Result<(Policy, T)> {
+        let mut policy = self.egress_policy(id)?;
+        let out = change(&mut policy);
+        crate::host::egress::write(&self.state()?.state.dir, id, &policy)?;
+        Ok((policy, out))
+    }
+
+    /// The gate container of sandbox `id`, for `docker logs`.
+    pub fn gate_of(&self, id: &str) -> Result<String> {
+        self.gated(id)?;
+        Ok(gate::container(id))
+    }
+}

@@ -1,0 +1,210 @@
+//! The egress gate through the fake: create's calls (gate started while the
+//! sandbox starts), its rollback, destroy, revoke and gc of gates.
+
+use super::*;
+use crate::error::EgressError;
+use crate::model::gate;
+
+const GATE_CID: &str = "9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e";
+
+fn allow(rules: &[&str]) -> CreateRequest {
+    CreateRequest { allow: rules.iter().map(|s| s.to_string()).collect(), ..Default::default() }
+}
+
+impl Rig {
+    /// sbx's image is there already, and so is the egress network.
+    fn gate_ready(&self) {
+        self.fake.push(Output::ok("sha256:5b\n"));
+        self.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
+    }
+
+    fn policy_dir(&self) -> PathBuf {
+        crate::host::egress::dir(&self.state, ID)
+    }
+
+    /// `argv::gates` lists this sandbox's gate, owned by this host.
+    fn gate_listed(&self) {
+        let row = serde_json::json!([gate::container(ID), ID, self.token(ID), GATE_CID]);
+        self.fake.push(Output::ok(&format!("{row}\n")));
+    }
+}
+
+#[test]
+fn create_starts_the_gate_while_the_sandbox_starts() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.gate_ready();
+    rig.fake.push(Output::ok("")); // the internal network
+    rig.fake.push(Output::ok(&format!("{GATE_CID}\n"))); // the gate's run, in the background
+    rig.starts_and_binds();
+    rig.fake.push(Output::ok("")); // the gate joins the egress network
+    let c = rig.driver().create(&spec(allow(&["pypi.org", "files.example:8080"]))).unwrap();
+    assert_eq!(
+        rig.fake.verbs(),
+        [
+            "image inspect",
+            "images",
+            "network inspect",
+            "network create",
+            "run",
+            "run",
+            "container inspect",
+            "network connect"
+        ]
+    );
+    let calls = rig.fake.calls();
+    assert_eq!(calls[2], ["network", "inspect", "--format", parse::NETWORK_FORMAT, "--", "sbx-egress-net"]);
+    assert_eq!(calls[3][..4], ["network", "create", "--internal", "--opt"]);
+    assert_eq!(calls[3].last().unwrap(), &gate::network(ID));
+    assert!(calls[3].contains(&format!("sbx.service={}", gate::container(ID))));
+    let g = &calls[4];
+    assert_eq!(g[..4], ["run", "-d", "--name", &gate::container(ID)]);
+    assert!(g.contains(&format!("type=bind,src={},dst=/policy,readonly", rig.policy_dir().display())));
+    assert!(g.windows(2).any(|w| w == ["--network", &gate::network(ID)]));
+    let s = &calls[5];
+    assert!(s.windows(2).any(|w| w == ["--network", &gate::network(ID)]), "{s:?}");
+    assert!(s.windows(2).any(|w| w == ["--dns", "127.0.0.1"]), "the sandbox resolves nothing outside");
+    assert!(s.contains(&"HTTPS_PROXY=http://sbx-egress:3128".to_string()));
+    assert_eq!(calls[7], ["network", "connect", "--", "sbx-egress-net", &gate::container(ID)]);
+    // Tier 2: the sandbox reaches only its gate.
+    assert_eq!(c.record.tier, 2);
+    let e = c.record.egress.clone().unwrap();
+    assert_eq!((e.mode.as_str(), e.network.as_str(), e.active), ("enforce", "sbx-egress-net", true));
+    assert_eq!(e.allow.unwrap(), ["files.example:8080", "pypi.org:443"]);
+    let policy = crate::host::egress::read(&rig.state, ID).unwrap();
+    assert_eq!(policy.rules.len(), 2);
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["egress"]["mode"], "enforce");
+}
+
+#[test]
+fn sbx_makes_its_egress_network_but_never_an_operators() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("sha256:5b\n"));
+    rig.fake.push(Output::fail(1, "Error response from daemon: network corp-out not found"));
+    let s = spec(CreateRequest { egress_network: Some("corp-out".into()), ..allow(&["pypi.org"]) });
+    let err = rig.driver().create(&s).unwrap_err();
+    assert!(matches!(&err, Error::Egress(EgressError::NetworkMissing { network }) if network == "corp-out"), "{err:?}");
+    assert_eq!(rig.fake.remaining(), 0);
+    assert!(!rig.policy_dir().exists() && !rig.sock_dir().exists());
+
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("sha256:5b\n"));
+    rig.fake.push(Output::fail(1, "Error response from daemon: network sbx-egress-net not found"));
+    rig.fake.push(Output::ok("net\n"));
+    rig.fake.push(Output::fail(1, "boom")); // the internal network: the create fails and rolls back
+    rig.gate_listed();
+    rig.removed(); // the gate
+    rig.removed(); // the sandbox (never made)
+    rig.fake.push(Output::ok("")); // disconnect the gate
+    rig.fake.push(Output::ok("")); // network rm
+    let err = rig.driver().create(&spec(allow(&["pypi.org"]))).unwrap_err();
+    assert_eq!(err.kind(), "docker_failed");
+    let calls = rig.fake.calls();
+    assert_eq!(
+        calls[3][..6],
+        ["network", "create", "--driver", "bridge", "--opt", "com.docker.network.bridge.enable_icc=false"]
+    );
+    assert_eq!(calls[6], ["rm", "-f", "-v", "--", GATE_CID]);
+    assert!(!rig.policy_dir().exists(), "the rollback removes the policy directory");
+    assert!(rig.state().creating().is_empty());
+}
+
+#[test]
+fn a_sandbox_that_dies_at_boot_takes_its_gate_with_it() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.gate_ready();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(&format!("{GATE_CID}\n")));
+    rig.fake.push(Output::fail(125, "docker: Error response from daemon: something new."));
+    rig.fake.push(Output::ok("")); // the gate's connect still happens before the rollback
+    rig.gate_listed();
+    rig.removed();
+    rig.removed();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+    rig.driver().create(&spec(allow(&["pypi.org"]))).unwrap_err();
+    let verbs = rig.fake.verbs();
+    assert_eq!(verbs[verbs.len() - 5..], ["ps", "rm", "rm", "network disconnect", "network rm"]);
+    assert_eq!(rig.fake.remaining(), 0);
+    assert!(!rig.policy_dir().exists() && !rig.sock_dir().exists());
+}
+
+/// Sandbox [`ID`] with a gate, as `docker container inspect` shows it.
+fn gated_line(rig: &Rig, networks: &[&str]) -> String {
+    let labels = serde_json::json!({
+        "sbx.managed": "1",
+        "sbx.id": ID,
+        "sbx.routes": format!("{{\"egress\":\"{}\"}}", gate::network(ID)),
+        "sbx.private": format!("{{\"{}\":\"{}\"}}", gate::network(ID), gate::container(ID)),
+        "sbx.socket": rig.sock_dir().join("sandbox.sock").display().to_string(),
+        "sbx.egress": "enforce",
+        "sbx.egress-network": "sbx-egress-net",
+    });
+    rig.container_line(ID, labels, networks)
+}
+
+#[test]
+fn destroy_and_revoke_remove_the_gate_its_network_and_its_policy() {
+    let rig = Rig::new();
+    let policy = crate::spec::egress::Policy::default();
+    crate::host::egress::write(&rig.state, ID, &policy).unwrap();
+    rig.fake.push(Output::ok(&gated_line(&rig, &[&gate::network(ID)])));
+    rig.fake.push(Output::ok("")); // network disconnect of the sandbox
+    rig.fake.push(Output::ok("")); // network disconnect of the gate
+    rig.fake.push(Output::ok("")); // network rm
+    rig.gate_listed();
+    rig.removed();
+    let r = rig.driver().revoke(ID, "egress").unwrap();
+    assert_eq!((r.kind.as_str(), r.already), ("egress", false));
+    assert_eq!(
+        rig.fake.verbs(),
+        ["container inspect", "network disconnect", "network disconnect", "network rm", "ps", "rm"]
+    );
+    assert_eq!(rig.fake.calls()[5], ["rm", "-f", "-v", "--", GATE_CID]);
+    assert!(!rig.policy_dir().exists());
+
+    let rig = Rig::new();
+    crate::host::egress::write(&rig.state, ID, &policy).unwrap();
+    rig.fake.push(Output::ok(&gated_line(&rig, &[&gate::network(ID)])));
+    rig.removed(); // the sandbox
+    rig.gate_listed();
+    rig.removed(); // its gate
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+    let d = rig.driver().destroy(&[ID.to_string()]).unwrap();
+    assert_eq!(d.removed, [ID]);
+    assert_eq!(rig.fake.verbs(), ["container inspect", "rm", "ps", "rm", "network disconnect", "network rm"]);
+    assert!(!rig.policy_dir().exists());
+
+    // Without a gate there is nothing to revoke.
+    let rig = Rig::new();
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &["sbx-proxy"])));
+    let err = rig.driver().revoke(ID, "egress").unwrap_err();
+    assert!(matches!(err, Error::Egress(EgressError::NoGate { .. })), "{err:?}");
+}
+
+#[test]
+fn gc_reaps_gates_and_policies_of_gone_sandboxes_then_the_egress_network() {
+    let rig = Rig::new();
+    let policy = crate::spec::egress::Policy::default();
+    crate::host::egress::write(&rig.state, ID, &policy).unwrap();
+    rig.fake.push(Output::ok("")); // private networks
+    rig.fake.push(Output::ok("")); // docker ps: no sandbox
+    rig.gate_listed();
+    rig.fake.push(Output::fail(1, &format!("Error: No such object: {ID}"))); // not a container since
+    rig.fake.push(Output::ok("\"sbx-egress-net\"\n"));
+    rig.fake.push(Output::ok("")); // rm the gate
+    rig.fake.push(Output::ok("")); // network rm
+    let r = rig.driver().gc(false).unwrap();
+    assert_eq!(r.gates, [gate::container(ID)]);
+    assert_eq!(r.policy_dirs, [rig.policy_dir().display().to_string()]);
+    assert_eq!(r.egress_networks, ["sbx-egress-net"]);
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    assert_eq!(rig.fake.calls()[5], ["rm", "-f", "-v", "--", GATE_CID]);
+    assert_eq!(rig.fake.calls()[6], ["network", "rm", "--", "sbx-egress-net"]);
+    assert!(!rig.policy_dir().exists());
+}
