@@ -95,7 +95,10 @@ async fn serve(shared: &Shared, mut client: TcpStream, line: &mut LogLine) {
             line.addr = Some(ip.to_string());
             (stream, ip)
         }
-        Err(Failure::Refused(reason)) => {
+        Err(Failure::Refused(reason, first)) => {
+            // The log names the address the policy refused (a rebinding
+            // name shows where it pointed).
+            line.addr = Some(first.to_string());
             line.decision = "deny".into();
             return refuse(&mut client, &refusal(403, reason), line).await;
         }
@@ -123,8 +126,9 @@ async fn serve(shared: &Shared, mut client: TcpStream, line: &mut LogLine) {
 }
 
 enum Failure {
-    /// The policy refuses every address (logged as deny, 403).
-    Refused(String),
+    /// The policy refuses every address (logged as deny, 403), the first
+    /// of them with it.
+    Refused(String, IpAddr),
     /// Resolution or connection failed (the name was allowed; 502).
     Failed(String),
 }
@@ -139,6 +143,7 @@ async fn connect(shared: &Shared, policy: &Policy, host: &str, port: u16) -> Res
     if addrs.is_empty() {
         return Err(Failure::Failed(format!("{host} has no address")));
     }
+    let first = addrs[0];
     let mut refused = Vec::new();
     let allowed: Vec<IpAddr> = addrs
         .into_iter()
@@ -151,7 +156,7 @@ async fn connect(shared: &Shared, policy: &Policy, host: &str, port: u16) -> Res
         })
         .collect();
     if allowed.is_empty() {
-        return Err(Failure::Refused(format!("{host}: {}", refused.join("; "))));
+        return Err(Failure::Refused(format!("{host}: {}", refused.join("; ")), first));
     }
     let deadline = tokio::time::Instant::now() + shared.config.connect_wait;
     let mut last = String::new();

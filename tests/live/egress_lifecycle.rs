@@ -141,7 +141,7 @@ fn observe_mode_allows_and_logs_and_egress_policy_prints_the_allowlist() {
 #[test]
 fn a_failed_create_leaves_no_gate_network_or_policy_behind() {
     let w = World::new();
-    let net = Network::new(false);
+    let net = Network::with_prefix(false, "inet-");
     let mut args = strings(&["--egress-network", &net.name, "--allow", "files.example:80"]);
     args.extend(strings(&["--socket-wait", "20s", "--", "crash"]));
     let out = try_create(&w, &args);
@@ -156,7 +156,7 @@ fn a_failed_create_leaves_no_gate_network_or_policy_behind() {
 #[test]
 fn create_killed_at_each_egress_step_leaves_nothing_after_gc() {
     let _load = loading_the_engine();
-    let net = Network::new(false);
+    let net = Network::with_prefix(false, "inet-");
     for (verb, after) in [("network", true), ("run", false), ("run", true)] {
         let w = World::new();
         let shim = Shim::new(&w, verb, after);
@@ -191,20 +191,24 @@ fn create_killed_at_each_egress_step_leaves_nothing_after_gc() {
 #[test]
 fn ttl_expiry_removes_the_gate() {
     let w = World::new();
-    let net = Network::new(false);
+    let net = Network::with_prefix(false, "inet-");
     let sb = create(&w, &strings(&["--egress-network", &net.name, "--allow", "files.example:80", "--ttl", "3s"]));
     until(Duration::from_secs(20), || w.containers().is_empty()).expect("the TTL never fired");
     until(Duration::from_secs(5), || {
         docker_ok(&["ps", "-aq", "--filter", &format!("label=sbx.gate-of={}", sb.id)]).is_empty()
     })
     .expect("the gate outlived its sandbox's TTL");
+    // The watchdog removes the gate, then the network, then the policy dir:
+    // give it the moment the rest of its destroy takes.
+    let dir = w.state_dir.join("egress").join(&sb.id);
+    until(Duration::from_secs(10), || !dir.exists()).expect("the policy dir outlived its sandbox's TTL");
     assert_no_egress_left(&w, &sb.id);
 }
 
 #[test]
 fn the_gate_is_hardened_and_audit_passes() {
     let w = World::new();
-    let net = Network::new(false);
+    let net = Network::with_prefix(false, "inet-");
     let sb = create(&w, &strings(&["--egress-network", &net.name, "--allow", "files.example:80"]));
     let out = w.sbx(&["audit", &sb.id]);
     assert_success(&out, "sbx audit of a sandbox with egress");

@@ -53,7 +53,7 @@ pub struct Internet {
 impl Internet {
     /// Start the stand-ins on a new (non-internal) bridge network.
     pub fn start() -> Self {
-        let net = Network::new(false);
+        let net = Network::with_prefix(false, "inet-");
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("internet-"));
         let www = dir.join("www");
         std::fs::create_dir_all(&www).unwrap();

@@ -197,8 +197,14 @@ pub struct Network {
 
 impl Network {
     pub fn new(internal: bool) -> Self {
+        Self::with_prefix(internal, "sbx-")
+    }
+
+    /// A network named PREFIX<host>: the stand-in internet is not a route
+    /// network, and sbx refuses `sbx-*` as an egress network.
+    pub fn with_prefix(internal: bool, prefix: &str) -> Self {
         let host = unique("t");
-        let name = format!("sbx-{host}");
+        let name = format!("{prefix}{host}");
         let mut args = vec!["network", "create", "--label", TEST_LABEL];
         if internal {
             args.push("--internal");
