@@ -2,11 +2,17 @@
 //! the directory bind-mounted read-only at /policy in its gate. Rewritten
 //! atomically (a new file renamed over the old one, inside the directory,
 //! so the gate sees one whole policy or the other). 0755/0644: it holds no
-//! secret and the gate reads it as 65534.
+//! secret and the gate reads it as 65534. Changes (`update`) hold an
+//! exclusive flock on `<data dir>/egress/<id>.lock` around the read, change
+//! and write, so two `sbx allow`/`deny` at once cannot lose one; the lock
+//! sits beside the directory, out of the gate's mount.
 
+use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
 
 use crate::error::{EgressError, Error, Result};
 use crate::spec::egress::Policy;
@@ -21,6 +27,40 @@ pub fn root(data: &Path) -> PathBuf {
 /// Sandbox `id`'s policy directory.
 pub fn dir(data: &Path, id: &str) -> PathBuf {
     root(data).join(id)
+}
+
+/// Sandbox `id`'s lock file (see the module docs).
+fn lock_path(data: &Path, id: &str) -> PathBuf {
+    root(data).join(format!("{id}.lock"))
+}
+
+/// Change sandbox `id`'s policy with `change` under its lock; returns the
+/// new policy and what `change` returned. A policy that is gone stays gone
+/// (the read fails: no directory is made again for a removed gate).
+pub fn update<T>(data: &Path, id: &str, change: impl FnOnce(&mut Policy) -> T) -> Result<(Policy, T)> {
+    let path = lock_path(data, id);
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let _lock = Flock::lock(f, FlockArg::LockExclusive)
+        .map_err(|(_, e)| Error::io(format!("locking {}", path.display()), e.into()))?;
+    let mut policy = match read(data, id) {
+        Ok(p) => p,
+        Err(e) => {
+            // The policy was removed (revoke, destroy, gc): so goes its lock file.
+            if !dir(data, id).exists() {
+                let _ = std::fs::remove_file(&path);
+            }
+            return Err(e);
+        }
+    };
+    let out = change(&mut policy);
+    write(data, id, &policy)?;
+    Ok((policy, out))
 }
 
 /// Write `policy` for sandbox `id`, making its directory if needed; returns the directory.
@@ -62,11 +102,18 @@ pub fn read(data: &Path, id: &str) -> Result<Policy> {
     Policy::from_json(&text).map_err(|reason| EgressError::Policy { id: id.to_string(), reason }.into())
 }
 
-/// Remove sandbox `id`'s policy directory; already gone is fine.
+/// Remove sandbox `id`'s policy directory and lock file; already gone is fine.
 pub fn remove(data: &Path, id: &str) -> Result<()> {
     let d = dir(data, id);
     match std::fs::remove_dir_all(&d) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(format!("removing {}", d.display()), e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(Error::io(format!("removing {}", d.display()), e))
+        }
+        _ => {}
+    }
+    let l = lock_path(data, id);
+    match std::fs::remove_file(&l) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(format!("removing {}", l.display()), e)),
         _ => Ok(()),
     }
 }
@@ -108,6 +155,44 @@ mod tests {
         remove(&data, id).unwrap();
         remove(&data, id).unwrap();
         assert!(matches!(read(&data, id), Err(Error::Egress(EgressError::Policy { .. }))));
+        std::fs::remove_dir_all(&data).unwrap();
+    }
+
+    /// Many changes at once (threads, each with its own lock descriptor, as
+    /// separate `sbx allow` processes): none is lost, no temporary file is left.
+    #[test]
+    fn concurrent_updates_lose_nothing() {
+        let data = std::env::temp_dir().join(format!("sbx-egress-{}-{}", std::process::id(), rand::random::<u32>()));
+        let id = "sbx-0123456789ab";
+        write(&data, id, &Policy { mode: Mode::Enforce, rules: vec![] }).unwrap();
+        let n = 16;
+        std::thread::scope(|s| {
+            for i in 0..n {
+                let data = &data;
+                s.spawn(move || {
+                    let rule = AllowRule::parse(&format!("h{i}.example"), false).unwrap();
+                    update(data, id, |p| {
+                        // Widen the window between read and write.
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        p.allow(&[rule]);
+                    })
+                    .unwrap();
+                });
+            }
+        });
+        let mut got: Vec<String> = read(&data, id).unwrap().rules.iter().map(ToString::to_string).collect();
+        got.sort();
+        let mut want: Vec<String> = (0..n).map(|i| format!("h{i}.example:443")).collect();
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(std::fs::read_dir(dir(&data, id)).unwrap().count(), 1, "no temporary file left");
+        assert!(lock_path(&data, id).exists());
+        assert_eq!(ids(&data), [id], "the lock file is not an id");
+        remove(&data, id).unwrap();
+        assert!(!lock_path(&data, id).exists(), "remove leaves the lock file");
+        // A removed policy stays removed: update fails and makes nothing.
+        assert!(matches!(update(&data, id, |_| ()), Err(Error::Egress(EgressError::Policy { .. }))));
+        assert!(!dir(&data, id).exists() && !lock_path(&data, id).exists());
         std::fs::remove_dir_all(&data).unwrap();
     }
 }

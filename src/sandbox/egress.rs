@@ -81,10 +81,8 @@ impl Driver {
     /// Change sandbox `id`'s policy with `change`; the gate follows within a
     /// second. Returns the new policy and what `change` returned.
     pub fn change_egress<T>(&self, id: &str, change: impl FnOnce(&mut Policy) -> T) -> Result<(Policy, T)> {
-        let mut policy = self.egress_policy(id)?;
-        let out = change(&mut policy);
-        crate::host::egress::write(&self.state()?.state.dir, id, &policy)?;
-        Ok((policy, out))
+        self.gated(id)?;
+        crate::host::egress::update(&self.state()?.state.dir, id, change)
     }
 
     /// The gate container of sandbox `id`, for `docker logs`.
