@@ -17,8 +17,11 @@ pub fn exec(ctx: &Context) -> Result<()> {
 pub fn table(records: &[Record], now: SystemTime) -> String {
     let mut rows = vec![["ID", "SESSION", "TIER", "ROUTES", "STATE", "AGE", "EXPIRES"].map(String::from)];
     for r in records {
-        let routes =
-            if r.routes.is_empty() { "-".to_string() } else { r.routes.keys().cloned().collect::<Vec<_>>().join(",") };
+        let routes = if r.routes.is_empty() {
+            "-".to_string()
+        } else {
+            r.routes.keys().map(|k| route_cell(k, r)).collect::<Vec<_>>().join(",")
+        };
         let state = if r.expired { "expired".to_string() } else { r.state.clone() };
         let expires = match (&r.expires_at, &r.time_left) {
             (Some(at), Some(left)) => format!("{at} ({left} left)"),
@@ -42,6 +45,15 @@ pub fn table(records: &[Record], now: SystemTime) -> String {
         s.push('\n');
     }
     s
+}
+
+/// A route's name in the table; the gate's (the reserved kind `egress`,
+/// there while the gate is not revoked) says its mode: `egress(enforce)`.
+fn route_cell(kind: &str, r: &Record) -> String {
+    match &r.egress {
+        Some(e) if kind == crate::spec::EGRESS_KIND => format!("{kind}({})", e.mode),
+        _ => kind.to_string(),
+    }
 }
 
 fn age(created: &str, now: SystemTime) -> String {

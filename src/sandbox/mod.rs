@@ -178,13 +178,10 @@ impl Driver {
         if let Ok(HostState { state, .. }) = self.state() {
             crate::sandbox::gc::plan::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
         }
-        let [mut r] = r;
-        // The allowlist as the gate reads it now (`sbx allow`/`deny` change it).
-        if let (Some(e), Ok(h)) = (r.egress.as_mut(), self.state()) {
-            e.allow = crate::host::egress::read(&h.state.dir, id)
-                .ok()
-                .map(|p| p.rules.iter().map(ToString::to_string).collect());
+        if let Ok(h) = self.state() {
+            read_allowlists(&mut r, &h.state.dir);
         }
+        let [r] = r;
         Ok(r)
     }
 
@@ -213,7 +210,19 @@ impl Driver {
         let raws = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?;
         let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect();
         crate::sandbox::gc::plan::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
+        read_allowlists(&mut recs, &state.dir);
         Ok(recs)
+    }
+}
+
+/// The allowlists of the gated among `recs`, as their gates read them now
+/// (`sbx allow`/`deny` change them): None where the policy file is unreadable.
+fn read_allowlists(recs: &mut [Record], data: &std::path::Path) {
+    for r in recs {
+        if let Some(e) = r.egress.as_mut() {
+            e.allow =
+                crate::host::egress::read(data, &r.id).ok().map(|p| p.rules.iter().map(ToString::to_string).collect());
+        }
     }
 }
 

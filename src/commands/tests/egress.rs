@@ -117,6 +117,38 @@ fn revoke_egress_is_not_refused_as_a_reserved_kind() {
     assert!(rig.refused(&["revoke", ID, "Egress"]).contains("KIND"));
 }
 
+#[test]
+fn ls_shows_the_egress_mode_and_json_the_allowlist() {
+    let rig = Rig::new();
+    rig.policy_has(&["pypi.org", "files.example:80"]);
+    let net = gate::network(ID);
+    let line = |mode: &str| {
+        let labels = serde_json::json!({
+            "sbx.managed": "1", "sbx.id": ID, "sbx.tier": "2", "sbx.session": "task-1",
+            "sbx.created": "2026-11-29T09:00:00Z", "sbx.routes": format!("{{\"egress\":\"{net}\"}}"),
+            "sbx.egress": mode, "sbx.egress-network": "sbx-egress-net",
+        });
+        let labels = rig.seal(labels);
+        format!("{}\n", serde_json::json!({"name": ID, "state": "running", "networks": net, "labels": labels}))
+    };
+    rig.fake.push(Output::ok(&line("observe")));
+    let r = rig.sbx(&["ls"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], "ID                SESSION  TIER  ROUTES           STATE    AGE  EXPIRES");
+    assert!(lines[1].starts_with("sbx-00000000000f  task-1   2     egress(observe)  running  "), "{}", lines[1]);
+
+    rig.fake.push(Output::ok(&line("enforce")));
+    let r = rig.sbx(&["--json", "ls"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(
+        v[0]["egress"],
+        serde_json::json!({"mode": "enforce", "network": "sbx-egress-net", "active": true,
+            "allow": ["files.example:80", "pypi.org:443"]})
+    );
+}
+
 use crate::spec::egress::LogLine;
 
 impl Rig {
