@@ -56,7 +56,7 @@ fn log(id: &str, follow: bool, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
     let gate = ctx.driver.gate_of(&id)?;
     if !ctx.json() {
-        ctx.out.data(&row(&HEADER.map(String::from)))?;
+        ctx.out.data(&row(&COLUMNS.map(|c| c.0.to_string())))?;
     }
     let mut skipped = 0usize;
     read_log(ctx, &gate, follow, &mut |line| {
@@ -131,23 +131,76 @@ fn read_log(
     done.output.map_err(|e| crate::error::Error::io(format!("reading the log of {gate}"), e))
 }
 
-const HEADER: [&str; 7] = ["TIME", "DECISION", "HOST:PORT", "ADDRESS", "RULE/REASON", "BYTES UP/DOWN", "MS"];
-
-fn cells(l: &LogLine) -> [String; 7] {
+/// The table's columns: width and right alignment. Fixed, not measured, so
+/// `-f` prints each row as its record arrives. The free-text RULE/REASON is
+/// last and never cut (a reason carries its `--allow` hint); a longer
+/// HOST:PORT is cut (`--json` has it whole), any other longer cell pushes its row.
+const COLUMNS: [(&str, usize, bool); 8] = [
+    ("TIME", 24, false),
+    ("DECISION", 8, false),
+    ("HOST:PORT", 40, false),
+    ("ADDRESS", 15, false),
+    ("UP", 10, true),
+    ("DOWN", 10, true),
+    ("MS", 7, true),
+    ("RULE/REASON", 0, false),
+];
+const HOST: usize = 2;
+fn cells(l: &LogLine) -> [String; 8] {
     [
         l.time.clone(),
         l.decision.clone(),
         format!("{}:{}", l.host, l.port),
         l.addr.clone().unwrap_or_else(|| "-".into()),
-        l.rule.clone().or_else(|| l.reason.clone()).unwrap_or_else(|| "-".into()),
-        format!("{}/{}", l.bytes_up, l.bytes_down),
+        l.bytes_up.to_string(),
+        l.bytes_down.to_string(),
         l.duration_ms.to_string(),
+        l.rule.clone().or_else(|| l.reason.clone()).unwrap_or_else(|| "-".into()),
     ]
 }
 
-/// One tab-separated row, every cell made safe for a terminal (the host
+/// One aligned row, every cell made safe for a terminal first (the host
 /// names are the sandbox's choice).
-fn row(cells: &[String; 7]) -> String {
-    let safe: Vec<String> = cells.iter().map(|c| inert_chars(c).replace(['\t', '\n'], " ")).collect();
-    format!("{}\n", safe.join("\t"))
+fn row(cells: &[String; 8]) -> String {
+    let mut line = String::new();
+    for (i, (cell, &(_, width, right))) in cells.iter().zip(&COLUMNS).enumerate() {
+        let mut c = inert_chars(cell).replace(['\t', '\n'], " ");
+        if i == HOST {
+            c = cut_host(&c, width);
+        }
+        if i > 0 {
+            line.push_str("  ");
+        }
+        let pad = " ".repeat(width.saturating_sub(c.chars().count()));
+        if right {
+            line.push_str(&pad);
+            line.push_str(&c);
+        } else {
+            line.push_str(&c);
+            line.push_str(&pad);
+        }
+    }
+    format!("{}\n", line.trim_end())
+}
+
+/// `host:port` in `width` characters: the host's head, `…`, the port.
+fn cut_host(c: &str, width: usize) -> String {
+    if c.chars().count() <= width {
+        return c.to_string();
+    }
+    let port = c.rfind(':').map_or("", |i| &c[i..]);
+    let keep = width.saturating_sub(port.chars().count() + 1);
+    format!("{}…{port}", c.chars().take(keep).collect::<String>())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_host_is_cut_keeping_its_port() {
+        let long = format!("{}.example:8443", "a".repeat(60));
+        let cut = super::cut_host(&long, 40);
+        assert_eq!(cut, format!("{}…:8443", "a".repeat(34)));
+        assert_eq!(cut.chars().count(), 40);
+        assert_eq!(super::cut_host("pypi.org:443", 40), "pypi.org:443");
+    }
 }

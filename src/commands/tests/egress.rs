@@ -85,8 +85,17 @@ fn egress_log_prints_parsed_records_only_and_policy_suggests_allows() {
     assert_eq!(rig.fake.calls()[1], ["logs", "--", &gate::container(ID)]);
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{}", r.stdout);
-    assert!(lines[0].starts_with("TIME\tDECISION\tHOST:PORT"));
-    assert_eq!(lines[1], "2026-11-29T09:00:00Z\tallow\tpypi.org:443\t10.0.0.5\tpypi.org:443\t10/2000\t12");
+    assert_eq!(
+        lines[0],
+        "TIME                      DECISION  HOST:PORT                                 ADDRESS                  UP        DOWN       MS  RULE/REASON"
+    );
+    assert_eq!(
+        lines[1],
+        "2026-11-29T09:00:00Z      allow     pypi.org:443                              10.0.0.5                 10        2000       12  pypi.org:443"
+    );
+    // Every row lines up (fixed widths: `-f` prints a row as it comes).
+    let at = |l: &str| l.find("RULE/REASON").or_else(|| l.rfind("  ").map(|i| i + 2));
+    assert!(lines.iter().all(|l| at(l) == at(lines[0])), "{}", r.stdout);
     assert!(!r.stdout.contains('\u{1b}') && !r.stdout.contains("AAAA"), "{:?}", r.stdout);
     assert!(r.stderr.contains("1 line(s)"), "{}", r.stderr);
 
