@@ -55,14 +55,19 @@ impl Driver {
             if e.network.is_some() {
                 return Err(EgressError::NetworkMissing { network: name.to_string() }.into());
             }
-            let args = argv::egress_network_create(name);
-            let out = self.exec.run(&args)?;
-            // Another create may have made it meanwhile.
-            if out.status != 0 && !out.stderr_str().contains("already exists") {
-                return Err(status_error(&args, &out).into());
-            }
+            self.make_egress_network(name)?;
         }
         Ok(GateReady { image, seccomp: crate::host::seccomp::install(data)? })
+    }
+
+    /// sbx's own egress network; another create may have made it meanwhile.
+    fn make_egress_network(&self, name: &str) -> Result<()> {
+        let args = argv::egress_network_create(name);
+        let out = self.exec.run(&args)?;
+        if out.status != 0 && !out.stderr_str().contains("already exists") {
+            return Err(status_error(&args, &out).into());
+        }
+        Ok(())
     }
 
     /// Start the gate in the background; the sandbox starts meanwhile.
@@ -90,7 +95,18 @@ impl Driver {
         }
         let cid = out.stdout_str().trim().to_string();
         self.check_interrupt()?;
-        run_ok(&*self.exec, &argv::network_connect(argv::egress_network(e), &gate::container(id)))?;
+        let name = argv::egress_network(e);
+        let args = argv::network_connect(name, &gate::container(id));
+        let out = self.exec.run(&args)?;
+        if out.status != 0 {
+            // Another host's sbx gc (its own gates gone) may remove sbx's
+            // network between `prepare_gate` and here: make it again, once.
+            if e.network.is_some() || !parse::no_such_network(&out.stderr_str()) {
+                return Err(status_error(&args, &out).into());
+            }
+            self.make_egress_network(name)?;
+            run_ok(&*self.exec, &args)?;
+        }
         Ok(cid)
     }
 }

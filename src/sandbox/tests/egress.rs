@@ -78,6 +78,25 @@ fn create_starts_the_gate_while_the_sandbox_starts() {
 }
 
 #[test]
+fn sbx_makes_its_egress_network_again_if_gc_took_it_before_the_gate_joined() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.gate_ready();
+    rig.fake.push(Output::ok("")); // the internal network
+    rig.fake.push(Output::ok(&format!("{GATE_CID}\n")));
+    rig.starts_and_binds();
+    rig.fake.push(Output::fail(1, "Error response from daemon: network sbx-egress-net not found"));
+    rig.fake.push(Output::ok("net\n")); // made again
+    rig.fake.push(Output::ok("")); // the gate joins it
+    rig.driver().create(&spec(allow(&["pypi.org"]))).unwrap();
+    let verbs = rig.fake.verbs();
+    assert_eq!(verbs[verbs.len() - 3..], ["network connect", "network create", "network connect"]);
+    let calls = rig.fake.calls();
+    assert_eq!(calls[calls.len() - 2].last().unwrap(), "sbx-egress-net");
+    assert_eq!(calls[calls.len() - 1], ["network", "connect", "--", "sbx-egress-net", &gate::container(ID)]);
+}
+
+#[test]
 fn sbx_makes_its_egress_network_but_never_an_operators() {
     let rig = Rig::new();
     rig.image("");
