@@ -15,6 +15,7 @@ mod connect_and_ports;
 mod create;
 mod egress;
 mod egress_lifecycle;
+mod egress_network;
 mod engine_faults;
 mod hardening;
 mod hostile_image;
