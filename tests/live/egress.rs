@@ -9,8 +9,8 @@
 //! makes, a counting resolver stand-in given as `--egress-dns`); the sandbox
 //! runs the tools image (curl, honouring the proxy variables sbx sets).
 //! Tests that need no stand-in pass a bare test network as
-//! `--egress-network`, never sbx's host-wide default (other tests' gc would
-//! race over it).
+//! `--egress-network`, never sbx's host-wide default (only `egress_network`
+//! uses that: it checks what gc does to it).
 
 use crate::support::egress::*;
 use crate::support::internet::{BIG, EVIL, FILES, LOOP, PYPI, REBIND, TLS2};
