@@ -103,7 +103,18 @@ pub fn read(data: &Path, id: &str) -> Result<Policy> {
 }
 
 /// Remove sandbox `id`'s policy directory and lock file; already gone is fine.
+/// Under the lock when there is one, so a change in flight finishes first
+/// (it would otherwise write the directory again).
 pub fn remove(data: &Path, id: &str) -> Result<()> {
+    let l = lock_path(data, id);
+    let _lock = match File::options().write(true).open(&l) {
+        Ok(f) => Some(
+            Flock::lock(f, FlockArg::LockExclusive)
+                .map_err(|(_, e)| Error::io(format!("locking {}", l.display()), e.into()))?,
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(format!("opening {}", l.display()), e)),
+    };
     let d = dir(data, id);
     match std::fs::remove_dir_all(&d) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -111,7 +122,6 @@ pub fn remove(data: &Path, id: &str) -> Result<()> {
         }
         _ => {}
     }
-    let l = lock_path(data, id);
     match std::fs::remove_file(&l) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(format!("removing {}", l.display()), e)),
         _ => Ok(()),
@@ -192,6 +202,29 @@ mod tests {
         assert!(!lock_path(&data, id).exists(), "remove leaves the lock file");
         // A removed policy stays removed: update fails and makes nothing.
         assert!(matches!(update(&data, id, |_| ()), Err(Error::Egress(EgressError::Policy { .. }))));
+        assert!(!dir(&data, id).exists() && !lock_path(&data, id).exists());
+        std::fs::remove_dir_all(&data).unwrap();
+    }
+
+    /// A remove (destroy, revoke, gc) during a change waits for it, and the
+    /// change does not write the directory again afterwards.
+    #[test]
+    fn remove_waits_for_a_change_in_flight() {
+        let data = std::env::temp_dir().join(format!("sbx-egress-{}-{}", std::process::id(), rand::random::<u32>()));
+        let id = "sbx-0123456789ab";
+        write(&data, id, &Policy { mode: Mode::Enforce, rules: vec![] }).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            let changing = s.spawn(|| {
+                update(&data, id, |_| {
+                    tx.send(()).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                })
+            });
+            rx.recv().unwrap();
+            remove(&data, id).unwrap();
+            changing.join().unwrap().unwrap();
+        });
         assert!(!dir(&data, id).exists() && !lock_path(&data, id).exists());
         std::fs::remove_dir_all(&data).unwrap();
     }
