@@ -156,7 +156,7 @@ async fn connect(shared: &Shared, policy: &Policy, host: &str, port: u16) -> Res
         })
         .collect();
     if allowed.is_empty() {
-        return Err(Failure::Refused(format!("{host}: {}", refused.join("; ")), first));
+        return Err(Failure::Refused(refused_reason(host, &refused), first));
     }
     let deadline = tokio::time::Instant::now() + shared.config.connect_wait;
     let mut last = String::new();
@@ -178,6 +178,18 @@ async fn connect(shared: &Shared, policy: &Policy, host: &str, port: u16) -> Res
         }
     }
     Err(Failure::Failed(last))
+}
+
+/// Why every address of `host` was refused, bounded: a name with many
+/// answers must not make a log line the host drops as over-long (the
+/// refusal would vanish from `sbx egress log`).
+pub(super) fn refused_reason(host: &str, reasons: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut s = format!("{host}: {}", reasons.iter().take(SHOWN).cloned().collect::<Vec<_>>().join("; "));
+    if reasons.len() > SHOWN {
+        s.push_str(&format!("; and {} more refused addresses", reasons.len() - SHOWN));
+    }
+    s
 }
 
 async fn resolve(shared: &Shared, host: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {
@@ -284,6 +296,9 @@ async fn pump_up(
                 let _ = to.shutdown().await;
                 return Ok(None);
             }
+            // One deadline for the whole hello, not one per read: a hello
+            // trickled a byte at a time must not hold the tunnel open.
+            let deadline = tokio::time::Instant::now() + wait;
             loop {
                 match tls::parse(&first) {
                     tls::Hello::NotTls => break,
@@ -293,7 +308,7 @@ async fn pump_up(
                     }
                     tls::Hello::Malformed(why) => return Err(End::Refused(format!("TLS ClientHello: {why}"))),
                     tls::Hello::Incomplete => {
-                        if read_more(&mut from, &mut first, Some(wait)).await? == 0 {
+                        if read_more(&mut from, &mut first, Some(deadline)).await? == 0 {
                             return Err(End::Refused("the connection closed inside the TLS ClientHello".into()));
                         }
                     }
@@ -306,11 +321,15 @@ async fn pump_up(
     }
 }
 
-async fn read_more(from: &mut OwnedReadHalf, buf: &mut Vec<u8>, wait: Option<Duration>) -> Result<usize, End> {
+async fn read_more(
+    from: &mut OwnedReadHalf,
+    buf: &mut Vec<u8>,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<usize, End> {
     let mut chunk = [0u8; 4096];
     let read = from.read(&mut chunk);
-    let n = match wait {
-        Some(w) => tokio::time::timeout(w, read)
+    let n = match deadline {
+        Some(d) => tokio::time::timeout_at(d, read)
             .await
             .map_err(|_| End::Refused("the TLS ClientHello did not arrive in time".into()))?,
         None => read.await,
@@ -328,7 +347,16 @@ fn check_sni(sni: Option<&str>, host: &str) -> Result<(), String> {
         None if literal => Ok(()),
         None => Err(format!("TLS ClientHello without a server name on a tunnel to {host}")),
         Some(n) if n.strip_suffix('.').unwrap_or(n).eq_ignore_ascii_case(host) => Ok(()),
-        Some(n) => Err(format!("TLS server name {n:?} is not the CONNECT host {host}")),
+        Some(n) => Err(format!("TLS server name {:?} is not the CONNECT host {host}", shown(n))),
+    }
+}
+
+/// At most 80 characters of a name the sandbox sent, for a reason: a 16 KiB
+/// server name must not make a log line the host drops as over-long.
+fn shown(name: &str) -> String {
+    match name.char_indices().nth(80) {
+        Some((i, _)) => format!("{}...", &name[..i]),
+        None => name.to_string(),
     }
 }
 

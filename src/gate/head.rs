@@ -122,6 +122,11 @@ pub fn parse(head: &[u8]) -> Result<Request, Refusal> {
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
         return Err(refusal(400, "malformed method"));
     }
+    // Forwarded as the path: a bare CR or LF in it would end the request
+    // line early for a lenient server (a second request, any Host).
+    if !target.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(refusal(400, "the request target holds control, space or non-ASCII bytes"));
+    }
     let headers = lines.map(header).collect::<Result<Vec<_>, _>>()?;
     if method == "CONNECT" {
         let (host, port) = authority(target, None)?;
@@ -136,7 +141,7 @@ pub fn parse(head: &[u8]) -> Result<Request, Refusal> {
     };
     let path = if path.starts_with('?') { format!("/{path}") } else { path.to_string() };
     let (host, port) = authority(auth, Some(80))?;
-    let mut body_len = 0;
+    let mut body_len = None;
     let mut kept = Vec::new();
     for (k, v) in headers {
         let lower = k.to_ascii_lowercase();
@@ -145,14 +150,20 @@ pub fn parse(head: &[u8]) -> Result<Request, Refusal> {
                 return Err(refusal(411, "chunked request bodies do not pass the gate: send Content-Length"))
             }
             "content-length" => {
-                let n = v.parse::<u64>().map_err(|_| refusal(400, "malformed Content-Length"))?;
-                if kept.iter().any(|(k, _): &(String, String)| k.eq_ignore_ascii_case("content-length"))
-                    && n != body_len
-                {
-                    return Err(refusal(400, "conflicting Content-Length headers"));
+                // Digits only (`u64::from_str` takes "+3", which a server may
+                // read otherwise: the body would become a second request).
+                let n = Some(&v)
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| refusal(400, "malformed Content-Length"))?;
+                match body_len {
+                    Some(m) if m != n => return Err(refusal(400, "conflicting Content-Length headers")),
+                    Some(_) => {} // forwarded once
+                    None => {
+                        body_len = Some(n);
+                        kept.push((k, n.to_string()));
+                    }
                 }
-                body_len = n;
-                kept.push((k, v));
             }
             "host" | "connection" | "keep-alive" | "te" | "trailer" | "upgrade" => {}
             l if l.starts_with("proxy-") => {}
@@ -166,7 +177,7 @@ pub fn parse(head: &[u8]) -> Result<Request, Refusal> {
         path,
         version: version.to_string(),
         headers: kept,
-        body_len,
+        body_len: body_len.unwrap_or(0),
     }))
 }
 
@@ -189,6 +200,9 @@ fn authority(s: &str, default_port: Option<u16>) -> Result<(String, u16), Refusa
     }
     let (host, port) = if let Some(v6) = s.strip_prefix('[') {
         let (h, rest) = v6.split_once(']').ok_or_else(|| refusal(400, "malformed IPv6 literal"))?;
+        if h.parse::<std::net::Ipv6Addr>().is_err() || !(rest.is_empty() || rest.starts_with(':')) {
+            return Err(refusal(400, "malformed IPv6 literal"));
+        }
         (h, rest.strip_prefix(':'))
     } else {
         match s.rsplit_once(':') {
@@ -197,7 +211,11 @@ fn authority(s: &str, default_port: Option<u16>) -> Result<(String, u16), Refusa
         }
     };
     let port = match (port, default_port) {
-        (Some(p), _) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| refusal(400, "malformed port"))?,
+        (Some(p), _) => Some(p)
+            .filter(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u16>().ok())
+            .filter(|p| *p != 0)
+            .ok_or_else(|| refusal(400, "malformed port"))?,
         (None, Some(d)) => d,
         (None, None) => return Err(refusal(400, "CONNECT needs host:port")),
     };

@@ -349,3 +349,7 @@ fn names_are_canonical_and_numeric_lookalikes_are_refused() {
         assert_eq!(head::normalize_host(bad), None, "{bad}");
     }
 }
+
+/// The sandbox as the attacker (issue 12, promise 1): each hole found has a
+/// test here, and so has each attack that held.
+mod attack;

@@ -64,6 +64,11 @@ pub fn parse(buf: &[u8]) -> Hello {
     }
 }
 
+/// Extension types that encrypt the server name: encrypted_client_hello
+/// (RFC 9460's ECH) and the draft ESNI that preceded it.
+const ECH: usize = 0xfe0d;
+const ESNI: usize = 0xffce;
+
 /// A cursor over a byte slice that fails instead of panicking.
 struct Cur<'a>(&'a [u8]);
 
@@ -104,6 +109,11 @@ fn server_name(hello: &[u8]) -> Result<Option<String>, &'static str> {
         let kind = ext.u16()?;
         let n = ext.u16()?;
         let data = ext.take(n)?;
+        if kind == ECH || kind == ESNI {
+            // The name the server acts on is the encrypted inner one: an
+            // allowed outer name would front for any name on that server.
+            return Err("it carries Encrypted Client Hello, which hides the server name from the gate");
+        }
         if kind != 0 {
             continue;
         }
@@ -139,6 +149,12 @@ fn server_name(hello: &[u8]) -> Result<Option<String>, &'static str> {
 /// split into records of at most `record` handshake bytes.
 #[cfg(test)]
 pub fn client_hello(sni: Option<&str>, record: usize) -> Vec<u8> {
+    client_hello_with(sni, &[], record)
+}
+
+/// [`client_hello`] with more extensions (type, data) after the server name.
+#[cfg(test)]
+pub fn client_hello_with(sni: Option<&str>, more: &[(u16, &[u8])], record: usize) -> Vec<u8> {
     let mut body = vec![3, 3];
     body.extend([7u8; 32]);
     body.extend([0, 0, 2, 0x13, 0x01, 1, 0]);
@@ -151,6 +167,11 @@ pub fn client_hello(sni: Option<&str>, record: usize) -> Vec<u8> {
         exts.push(0);
         exts.extend(n.to_be_bytes());
         exts.extend(name.as_bytes());
+    }
+    for (kind, data) in more {
+        exts.extend(kind.to_be_bytes());
+        exts.extend((data.len() as u16).to_be_bytes());
+        exts.extend(*data);
     }
     body.extend((exts.len() as u16).to_be_bytes());
     body.extend(exts);

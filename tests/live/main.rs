@@ -14,6 +14,7 @@ mod cli_ux;
 mod connect_and_ports;
 mod create;
 mod egress;
+mod egress_attack;
 mod egress_lifecycle;
 mod egress_network;
 mod engine_faults;
