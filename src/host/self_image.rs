@@ -17,13 +17,37 @@ pub const LABEL: &str = "sbx-probe.hash";
 /// images of other sbx builds are dropped (docker refuses one in use, which
 /// then stays).
 pub fn ensure(exec: &dyn DockerExec, exe: &Path) -> Result<String> {
+    ensure_cached(exec, exe, None)
+}
+
+/// [`ensure`], remembering the content hash in `cache` (a file in sbx's
+/// data dir) under the executable's identity (device, inode, size, mtime):
+/// packing and hashing sbx and its libraries costs every `create --allow`
+/// ~20 ms of CPU and an `ldd` run otherwise. A stale entry only costs the
+/// full path: the image is still looked up by its label.
+pub fn ensure_cached(exec: &dyn DockerExec, exe: &Path, cache: Option<&Path>) -> Result<String> {
+    let key = exe_key(exe);
+    if let (Some(cache), Some(key)) = (cache, &key) {
+        let remembered = std::fs::read_to_string(cache).ok();
+        if let Some(hash) = remembered.as_deref().and_then(|t| t.strip_prefix(key.as_str())) {
+            let hash = hash.trim();
+            if !hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit()) {
+                if let Some(id) = lookup(exec, hash)? {
+                    return Ok(id);
+                }
+            }
+        }
+    }
     let (tar, hash) =
         image_tar(exe).map_err(|e| Error::io(format!("packing {} into the probe image", exe.display()), e))?;
-    let label = format!("{LABEL}={hash}");
-    let out = crate::docker::run_ok(exec, &argv::images_labelled(&label))?;
-    if let Some(id) = parse::image_ids(&out.stdout_str()).into_iter().next() {
+    if let (Some(cache), Some(key)) = (cache, &key) {
+        // Best effort: without it the next create packs and hashes again.
+        let _ = std::fs::write(cache, format!("{key}{hash}\n"));
+    }
+    if let Some(id) = lookup(exec, &hash)? {
         return Ok(id);
     }
+    let label = format!("{LABEL}={hash}");
     let args = argv::import(&label);
     let out = exec.run_input(&args, &tar)?;
     if out.status != 0 {
@@ -37,6 +61,20 @@ pub fn ensure(exec: &dyn DockerExec, exe: &Path) -> Result<String> {
         }
     }
     Ok(id)
+}
+
+/// The image carrying this content hash, if the engine has it.
+fn lookup(exec: &dyn DockerExec, hash: &str) -> Result<Option<String>> {
+    let out = crate::docker::run_ok(exec, &argv::images_labelled(&format!("{LABEL}={hash}")))?;
+    Ok(parse::image_ids(&out.stdout_str()).into_iter().next())
+}
+
+/// What identifies this build of the executable on this host, as the
+/// cache's key prefix (`dev:ino:size:mtime_ns `).
+fn exe_key(exe: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(exe).ok()?;
+    Some(format!("{}:{}:{}:{}.{} ", m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
 }
 
 /// The files of the image: the sbx executable at /sbx, the shared objects
@@ -96,6 +134,39 @@ pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::docker::fake::FakeDocker;
+    use crate::docker::Output;
+
+    #[test]
+    fn the_content_hash_is_remembered_by_the_executable_s_identity() {
+        let dir = std::env::temp_dir().join(format!("sbx-self-image-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("sbx");
+        std::fs::write(&exe, b"not really sbx").unwrap();
+        let cache = dir.join("self-image");
+        let (_, hash) = image_tar(&exe).unwrap();
+        let id = format!("sha256:{}", "a".repeat(64));
+        let label = format!("label={LABEL}={hash}");
+        // First: packed and hashed, found by its label, the hash remembered.
+        let fake = FakeDocker::new();
+        fake.push(Output::ok(&format!("{id}\n")));
+        assert_eq!(ensure_cached(&fake, &exe, Some(&cache)).unwrap(), id);
+        assert!(std::fs::read_to_string(&cache).unwrap().trim_end().ends_with(&hash));
+        // Then: the remembered hash, one look-up, nothing packed.
+        let fake = FakeDocker::new();
+        fake.push(Output::ok(&format!("{id}\n")));
+        assert_eq!(ensure_cached(&fake, &exe, Some(&cache)).unwrap(), id);
+        assert_eq!(fake.calls().len(), 1);
+        assert!(fake.calls()[0].contains(&label), "{:?}", fake.calls());
+        // A changed executable is a new key: the stale hash is never used.
+        std::fs::write(&exe, b"another build of sbx").unwrap();
+        let (_, new_hash) = image_tar(&exe).unwrap();
+        let fake = FakeDocker::new();
+        fake.push(Output::ok(&format!("{id}\n")));
+        ensure_cached(&fake, &exe, Some(&cache)).unwrap();
+        assert!(fake.calls()[0].contains(&format!("label={LABEL}={new_hash}")), "{:?}", fake.calls());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn ldd_output_parses() {

@@ -44,7 +44,7 @@ impl Driver {
         // Marks this host as one that uses egress, so gc looks for its leftovers.
         let root = crate::host::egress::root(data);
         std::fs::create_dir_all(&root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
-        let image = crate::host::self_image::ensure(&*self.exec, &self.exe)?;
+        let image = crate::host::self_image::ensure_cached(&*self.exec, &self.exe, Some(&data.join("self-image")))?;
         let name = argv::egress_network(e);
         let args = argv::network_inspect(&[name]);
         let out = self.exec.run(&args)?;
