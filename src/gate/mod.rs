@@ -16,6 +16,7 @@
 mod conn;
 mod dns;
 mod head;
+mod splice;
 mod tls;
 
 use std::io::{Read, Write};
