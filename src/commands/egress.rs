@@ -54,12 +54,12 @@ pub fn exec(action: &EgressAction, ctx: &Context) -> Result<()> {
 
 fn log(id: &str, follow: bool, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
-    let gate = ctx.driver.gate_of(&id)?;
+    let source = source(ctx, &id)?;
     if !ctx.json() {
         ctx.out.data(&row(&COLUMNS.map(|c| c.0.to_string())))?;
     }
     let mut skipped = 0usize;
-    read_log(ctx, &gate, follow, &mut |line| {
+    read_log(ctx, &source, follow, &mut |line| {
         match line {
             Some(l) if ctx.json() => ctx.out.json_line(&l)?,
             Some(l) => ctx.out.data(&row(&cells(&l)))?,
@@ -75,9 +75,9 @@ fn log(id: &str, follow: bool, ctx: &Context) -> Result<()> {
 
 fn policy(id: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
-    let gate = ctx.driver.gate_of(&id)?;
+    let source = source(ctx, &id)?;
     let mut lines = Vec::new();
-    read_log(ctx, &gate, false, &mut |l| {
+    read_log(ctx, &source, false, &mut |l| {
         lines.extend(l);
         Ok(())
     })?;
@@ -88,14 +88,47 @@ fn policy(id: &str, ctx: &Context) -> Result<()> {
     ctx.out.data(&allows.iter().map(|a| format!("--allow {a}\n")).collect::<String>())
 }
 
-/// `docker logs [--follow] GATE`, each stdout line handed to `each` as a
-/// decision record (None: a line that is not one).
+/// Where a sandbox's decisions are: its running gate, or, once the gate is
+/// gone (destroyed, revoked, reaped), the log sbx kept on the host.
+enum Source {
+    Gate(String),
+    Kept(std::path::PathBuf),
+}
+
+fn source(ctx: &Context, id: &str) -> Result<Source> {
+    match ctx.driver.gate_of(id) {
+        Ok(gate) => Ok(Source::Gate(gate)),
+        Err(e) => {
+            let kept = crate::host::egress::kept_log(&ctx.driver.state()?.state.dir, id);
+            if kept.is_file() {
+                Ok(Source::Kept(kept))
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The decision records, each line handed to `each` (None: a line that is
+/// not one): `docker logs [--follow] GATE`, or the kept log (`-f` has
+/// nothing to follow there).
 fn read_log(
     ctx: &Context,
-    gate: &str,
+    source: &Source,
     follow: bool,
     each: &mut dyn FnMut(Option<LogLine>) -> Result<()>,
 ) -> Result<()> {
+    let gate = match source {
+        Source::Gate(gate) => gate,
+        Source::Kept(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| crate::error::Error::io(format!("reading {}", path.display()), e))?;
+            for l in text.lines() {
+                each(LogLine::parse(l).ok())?;
+            }
+            return Ok(());
+        }
+    };
     let args = argv::logs(gate, follow, None);
     let mut failed: Option<crate::error::Error> = None;
     let mut output = |r: &mut dyn Read| -> std::io::Result<()> {

@@ -38,6 +38,9 @@ pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
     for d in &report.policy_dirs {
         text.push_str(&format!("{verb} egress policy {d}\n"));
     }
+    for l in &report.egress_logs {
+        text.push_str(&format!("{verb} expired egress log {l}\n"));
+    }
     for n in &report.egress_networks {
         text.push_str(&format!("{verb} egress network {n}\n"));
     }

@@ -128,6 +128,76 @@ pub fn remove(data: &Path, id: &str) -> Result<()> {
     }
 }
 
+/// At most this much of a removed gate's decision log is kept on the host
+/// (its newest lines): the bound is sbx's, not the gate's.
+pub const KEPT_LOG_MAX: usize = 16 << 20;
+
+/// Where the decision log of sandbox `id`'s removed gate is kept:
+/// `<data dir>/egress-logs/<id>.jsonl` (outside the directory the gate mounts).
+pub fn kept_log(data: &Path, id: &str) -> PathBuf {
+    data.join("egress-logs").join(format!("{id}.jsonl"))
+}
+
+/// Add `lines` (records sbx has checked, one JSON object each) to the kept
+/// log of `id`, keeping at most [`KEPT_LOG_MAX`] bytes of the newest whole lines.
+pub fn keep_log(data: &Path, id: &str, lines: &[String]) -> Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let path = kept_log(data, id);
+    let dir = path.parent().unwrap_or(data);
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let mut text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    };
+    for l in lines {
+        text.push_str(l);
+        text.push('\n');
+    }
+    if text.len() > KEPT_LOG_MAX {
+        let cut = text.len() - KEPT_LOG_MAX;
+        let start = text[cut..].find('\n').map_or(text.len(), |n| cut + n + 1);
+        text.drain(..start);
+    }
+    let tmp = dir.join(format!(".{id}.jsonl.tmp"));
+    let written = File::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    written.map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+/// How long a kept decision log stays after its gate went; gc removes it then.
+pub const KEPT_LOG_DAYS: u64 = 7;
+
+/// Kept logs older than [`KEPT_LOG_DAYS`] (by when sbx last wrote them).
+pub fn expired_logs(data: &Path) -> Vec<PathBuf> {
+    let max_age = std::time::Duration::from_secs(KEPT_LOG_DAYS * 24 * 3600);
+    let mut v: Vec<PathBuf> = std::fs::read_dir(data.join("egress-logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".jsonl"))
+                .is_some_and(|id| crate::spec::parse_id(id).is_ok())
+        })
+        .filter(|e| {
+            e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age > max_age)
+        })
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
 /// The sandbox ids that have a policy directory (names sbx makes only).
 pub fn ids(data: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(root(data))
@@ -139,6 +209,28 @@ pub fn ids(data: &Path) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+#[cfg(test)]
+mod kept_log_tests {
+    use super::*;
+
+    #[test]
+    fn kept_logs_are_bounded_and_expire() {
+        let data = std::env::temp_dir().join(format!("sbx-kept-log-{}", std::process::id()));
+        let id = "sbx-0123456789ab";
+        let line = "x".repeat(1000);
+        let lines: Vec<String> = (0..20_000).map(|i| format!("{i} {line}")).collect();
+        keep_log(&data, id, &lines).unwrap();
+        let text = std::fs::read_to_string(kept_log(&data, id)).unwrap();
+        assert!(text.len() <= KEPT_LOG_MAX && text.len() > KEPT_LOG_MAX - 2000, "{}", text.len());
+        assert!(text.starts_with(|c: char| c.is_ascii_digit()) && text.ends_with(&format!("19999 {line}\n")));
+        assert!(expired_logs(&data).is_empty(), "a fresh log is kept");
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs((KEPT_LOG_DAYS + 1) * 24 * 3600);
+        File::options().write(true).open(kept_log(&data, id)).unwrap().set_modified(old).unwrap();
+        assert_eq!(expired_logs(&data), [kept_log(&data, id)]);
+        std::fs::remove_dir_all(&data).unwrap();
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::docker::{argv, run_ok};
 use crate::error::{EgressError, Result};
 use crate::host::state::{self, State};
 use crate::model::gate;
-use crate::spec::egress::Policy;
+use crate::spec::egress::{LogLine, Policy};
 
 impl Driver {
     /// This host's gates (owner token checked).
@@ -29,6 +29,9 @@ impl Driver {
     /// Remove the gates of `ids` (`known`: container ids from their records;
     /// the rest are looked up by label). Already gone is fine.
     pub(super) fn remove_gates(&self, ids: &[String], known: &[String]) -> Result<()> {
+        for id in ids {
+            self.keep_gate_log(id, &gate::container(id));
+        }
         let mut cids: Vec<String> = known.to_vec();
         if ids.len() > known.len() {
             let wanted: BTreeSet<&String> = ids.iter().collect();
@@ -40,6 +43,28 @@ impl Driver {
             return Ok(());
         }
         self.remove_tolerant(&cids)
+    }
+
+    /// Keep the decision log of sandbox `id`'s gate (`container`: its id or
+    /// name) on the host before the gate goes: only lines that parse as
+    /// records of this sandbox, re-serialized, bounded by sbx
+    /// (`host::egress::keep_log`). Best effort: a gate already gone has none.
+    pub(super) fn keep_gate_log(&self, id: &str, container: &str) {
+        let Ok(out) = self.exec.run(&argv::logs(container, false, None)) else { return };
+        if out.status != 0 {
+            return;
+        }
+        let lines: Vec<String> = out
+            .stdout_str()
+            .lines()
+            .filter_map(|l| LogLine::parse(l).ok())
+            .filter(|l| l.sandbox == id)
+            .filter_map(|l| serde_json::to_string(&l).ok())
+            .collect();
+        let kept = self.state().and_then(|s| crate::host::egress::keep_log(&s.state.dir, id, &lines));
+        if let Err(e) = kept {
+            self.warn("egress_log", &format!("could not keep the decision log of {id}'s gate: {e}"));
+        }
     }
 
     /// Rollback's and revoke's: the gate of `id`, then its policy directory.

@@ -111,6 +111,17 @@ fn every_decision_is_logged() {
     // The table form names them too.
     let table = stdout(&w.sbx(&["egress", "log", &sb.id]));
     assert!(table.contains(FILES) && table.contains(EVIL) && table.contains("deny"), "{table}");
+    // The decisions outlive the gate: kept by sbx under the data dir.
+    assert_success(&w.sbx(&["destroy", &sb.id]), "sbx destroy");
+    let kept = w.state_dir.join("egress-logs").join(format!("{}.jsonl", sb.id));
+    let mode = std::fs::metadata(&kept).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
+    assert_eq!(mode.ok(), Some(0o600), "{} is kept, private", kept.display());
+    let out = w.sbx(&["egress", "log", &sb.id, "--json"]);
+    assert_success(&out, "sbx egress log of a destroyed sandbox");
+    let after: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(line_for(&after, FILES, "allow").is_some() && line_for(&after, EVIL, "deny").is_some(), "{after:#?}");
+    let policy = stdout(&w.sbx(&["egress", "policy", &sb.id]));
+    assert!(policy.contains(&format!("--allow {FILES}:80")), "{policy}");
 }
 
 #[test]

@@ -119,6 +119,7 @@ fn revoke_egress_is_not_refused_as_a_reserved_kind() {
     rig.policy_has(&[]);
     rig.gated(true);
     rig.fake.push(Output::ok("")); // the sandbox off its gate network
+    rig.fake.push(Output::ok("")); // the gate's log, kept on the host: empty
     rig.fake.push(Output::ok("")); // the gate listing: none left
     let r = rig.sbx(&["revoke", ID, "egress"]);
     assert_eq!(r.code, 0, "{}", r.stderr);

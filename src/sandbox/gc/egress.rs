@@ -19,6 +19,15 @@ impl Driver {
         if !crate::host::egress::root(&data).is_dir() {
             return Ok(());
         }
+        let expired = crate::host::egress::expired_logs(&data);
+        report.egress_logs = expired.iter().map(|p| p.display().to_string()).collect();
+        if !dry_run {
+            for p in &expired {
+                if let Err(e) = std::fs::remove_file(p) {
+                    report.failed.push(GcFailure { item: p.display().to_string(), error: e.to_string() });
+                }
+            }
+        }
         let gates = self.owned_gates()?;
         let dirs = crate::host::egress::ids(&data);
         let mut doomed: BTreeSet<String> = gates.iter().map(|g| g.sandbox.clone()).collect();
@@ -48,6 +57,9 @@ impl Driver {
         report.egress_networks = nets.clone();
         if dry_run {
             return Ok(());
+        }
+        for g in gates.iter().filter(|g| doomed.contains(&g.sandbox)) {
+            self.keep_gate_log(&g.sandbox, &g.container);
         }
         let cids: Vec<String> =
             gates.iter().filter(|g| doomed.contains(&g.sandbox)).map(|g| g.container.clone()).collect();

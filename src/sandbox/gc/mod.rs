@@ -38,6 +38,9 @@ pub struct GcReport {
     /// Egress policy directories whose sandbox is gone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub policy_dirs: Vec<String>,
+    /// Kept decision logs of gates gone for longer than `host::egress::KEPT_LOG_DAYS`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub egress_logs: Vec<String>,
     /// sbx's own egress network, once no gate uses it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub egress_networks: Vec<String>,
@@ -116,6 +119,7 @@ impl Driver {
             volume_state: Vec::new(),
             gates: Vec::new(),
             policy_dirs: Vec::new(),
+            egress_logs: Vec::new(),
             egress_networks: Vec::new(),
             failed: Vec::new(),
         };

@@ -114,6 +114,7 @@ fn sbx_makes_its_egress_network_but_never_an_operators() {
     rig.fake.push(Output::fail(1, "Error response from daemon: network sbx-egress-net not found"));
     rig.fake.push(Output::ok("net\n"));
     rig.fake.push(Output::fail(1, "boom")); // the internal network: the create fails and rolls back
+    rig.fake.push(Output::ok("")); // docker logs of the gate, kept on the host
     rig.gate_listed();
     rig.removed(); // the gate
     rig.removed(); // the sandbox (never made)
@@ -126,7 +127,7 @@ fn sbx_makes_its_egress_network_but_never_an_operators() {
         calls[3][..6],
         ["network", "create", "--driver", "bridge", "--opt", "com.docker.network.bridge.enable_icc=false"]
     );
-    assert_eq!(calls[6], ["rm", "-f", "-v", "--", GATE_CID]);
+    assert_eq!(calls[7], ["rm", "-f", "-v", "--", GATE_CID]);
     assert!(!rig.policy_dir().exists(), "the rollback removes the policy directory");
     assert!(rig.state().creating().is_empty());
 }
@@ -140,6 +141,7 @@ fn a_sandbox_that_dies_at_boot_takes_its_gate_with_it() {
     rig.fake.push(Output::ok(&format!("{GATE_CID}\n")));
     rig.fake.push(Output::fail(125, "docker: Error response from daemon: something new."));
     rig.fake.push(Output::ok("")); // the gate's connect still happens before the rollback
+    rig.fake.push(Output::ok("")); // docker logs of the gate, kept on the host
     rig.gate_listed();
     rig.removed();
     rig.removed();
@@ -147,7 +149,7 @@ fn a_sandbox_that_dies_at_boot_takes_its_gate_with_it() {
     rig.fake.push(Output::ok(""));
     rig.driver().create(&spec(allow(&["pypi.org"]))).unwrap_err();
     let verbs = rig.fake.verbs();
-    assert_eq!(verbs[verbs.len() - 5..], ["ps", "rm", "rm", "network disconnect", "network rm"]);
+    assert_eq!(verbs[verbs.len() - 6..], ["logs", "ps", "rm", "rm", "network disconnect", "network rm"]);
     assert_eq!(rig.fake.remaining(), 0);
     assert!(!rig.policy_dir().exists() && !rig.sock_dir().exists());
 }
@@ -175,28 +177,30 @@ fn destroy_and_revoke_remove_the_gate_its_network_and_its_policy() {
     rig.fake.push(Output::ok("")); // network disconnect of the sandbox
     rig.fake.push(Output::ok("")); // network disconnect of the gate
     rig.fake.push(Output::ok("")); // network rm
+    rig.fake.push(Output::ok("")); // docker logs of the gate, kept on the host
     rig.gate_listed();
     rig.removed();
     let r = rig.driver().revoke(ID, "egress").unwrap();
     assert_eq!((r.kind.as_str(), r.already), ("egress", false));
     assert_eq!(
         rig.fake.verbs(),
-        ["container inspect", "network disconnect", "network disconnect", "network rm", "ps", "rm"]
+        ["container inspect", "network disconnect", "network disconnect", "network rm", "logs", "ps", "rm"]
     );
-    assert_eq!(rig.fake.calls()[5], ["rm", "-f", "-v", "--", GATE_CID]);
+    assert_eq!(rig.fake.calls()[6], ["rm", "-f", "-v", "--", GATE_CID]);
     assert!(!rig.policy_dir().exists());
 
     let rig = Rig::new();
     crate::host::egress::write(&rig.state, ID, &policy).unwrap();
     rig.fake.push(Output::ok(&gated_line(&rig, &[&gate::network(ID)])));
     rig.removed(); // the sandbox
+    rig.fake.push(Output::ok("")); // docker logs of the gate, kept on the host
     rig.gate_listed();
     rig.removed(); // its gate
     rig.fake.push(Output::ok(""));
     rig.fake.push(Output::ok(""));
     let d = rig.driver().destroy(&[ID.to_string()]).unwrap();
     assert_eq!(d.removed, [ID]);
-    assert_eq!(rig.fake.verbs(), ["container inspect", "rm", "ps", "rm", "network disconnect", "network rm"]);
+    assert_eq!(rig.fake.verbs(), ["container inspect", "rm", "logs", "ps", "rm", "network disconnect", "network rm"]);
     assert!(!rig.policy_dir().exists());
 
     // Without a gate there is nothing to revoke.
@@ -216,6 +220,13 @@ fn gc_reaps_gates_and_policies_of_gone_sandboxes_then_the_egress_network() {
     rig.gate_listed();
     rig.fake.push(Output::fail(1, &format!("Error: No such object: {ID}"))); // not a container since
     rig.fake.push(Output::ok("\"sbx-egress-net\"\n"));
+    let record = serde_json::json!({"time": "2026-11-30T00:00:00.000Z", "sandbox": ID, "host": "files.example",
+        "port": 80, "addr": "192.0.2.7", "decision": "allow", "rule": "files.example:80", "reason": null,
+        "bytes_up": 10, "bytes_down": 20, "duration_ms": 3});
+    let forged = serde_json::json!({"time": "2026-11-30T00:00:00.000Z", "sandbox": "sbx-ffffffffffff",
+        "host": "x.example", "port": 80, "addr": null, "decision": "allow", "rule": null, "reason": null,
+        "bytes_up": 0, "bytes_down": 0, "duration_ms": 0});
+    rig.fake.push(Output::ok(&format!("{record}\nnot a record\n{forged}\n"))); // docker logs of the gate
     rig.fake.push(Output::ok("")); // rm the gate
     rig.fake.push(Output::ok("")); // network rm
     let r = rig.driver().gc(false).unwrap();
@@ -223,7 +234,12 @@ fn gc_reaps_gates_and_policies_of_gone_sandboxes_then_the_egress_network() {
     assert_eq!(r.policy_dirs, [rig.policy_dir().display().to_string()]);
     assert_eq!(r.egress_networks, ["sbx-egress-net"]);
     assert!(r.failed.is_empty(), "{:?}", r.failed);
-    assert_eq!(rig.fake.calls()[5], ["rm", "-f", "-v", "--", GATE_CID]);
-    assert_eq!(rig.fake.calls()[6], ["network", "rm", "--", "sbx-egress-net"]);
+    assert_eq!(rig.fake.calls()[5][0], "logs");
+    assert_eq!(rig.fake.calls()[6], ["rm", "-f", "-v", "--", GATE_CID]);
+    assert_eq!(rig.fake.calls()[7], ["network", "rm", "--", "sbx-egress-net"]);
     assert!(!rig.policy_dir().exists());
+    // The gate's decisions outlive it on the host: only its own, checked records.
+    let kept = std::fs::read_to_string(crate::host::egress::kept_log(&rig.state, ID)).unwrap();
+    assert_eq!(kept.lines().count(), 1, "{kept}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(kept.trim()).unwrap(), record);
 }
