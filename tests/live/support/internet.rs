@@ -219,20 +219,10 @@ pub fn tools_image() -> &'static str {
     })
 }
 
-/// Absolute paths of the shared objects `exe` loads (ldd).
+/// Absolute paths of the shared objects `exe` loads (ldd), read by sbx's own parser.
 fn shared_objects(exe: &Path) -> Vec<PathBuf> {
     let out = Command::new("ldd").arg(exe).output().expect("spawn ldd");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            let path = match l.split_once("=>") {
-                Some((_, rest)) => rest.split_whitespace().next()?,
-                None => l.split_whitespace().next()?,
-            };
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect()
+    sbx::host::self_image::parse_ldd(&String::from_utf8_lossy(&out.stdout))
 }
 
 fn fnv(data: &[u8]) -> String {
