@@ -39,13 +39,11 @@ pub fn gate_run(p: &GatePlan) -> Vec<OsString> {
     };
     push("--label", format!("{}={}", record::GATE_OF, p.id));
     push("--label", format!("{}={}", record::OWNER, p.owner));
-    push("--restart", "no".into());
-    push("--cap-drop", "ALL".into());
-    push("--security-opt", "no-new-privileges".into());
-    push("--security-opt", format!("seccomp={}", p.seccomp.display()));
-    push("--log-driver", super::run::LOG_DRIVER.into());
-    push("--log-opt", format!("max-size={}", gate::LOG_MAX_SIZE));
-    push("--log-opt", format!("max-file={}", gate::LOG_MAX_FILES));
+    super::run::harden(&mut a, p.seccomp, gate::LOG_MAX_SIZE, gate::LOG_MAX_FILES);
+    let mut push = |k: &str, v: String| {
+        a.push(k.into());
+        a.push(v.into());
+    };
     push("--user", "65534:65534".into());
     push("--memory", gate::MEMORY.into());
     push("--memory-swap", gate::MEMORY.into());

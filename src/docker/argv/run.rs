@@ -124,6 +124,26 @@ fn proxy_env(s: &SandboxSpec) -> Vec<String> {
     v
 }
 
+/// The hardening every container sbx runs gets, sandbox and egress gate
+/// alike, so a flag added here reaches both. Never --rm: the container is
+/// the record until `destroy`.
+pub(super) fn harden(a: &mut Vec<OsString>, seccomp: &Path, log_max_size: &str, log_max_files: &str) {
+    let mut push = |k: &str, v: String| {
+        a.push(k.into());
+        a.push(v.into());
+    };
+    push("--restart", "no".into());
+    push("--cap-drop", "ALL".into());
+    push("--security-opt", "no-new-privileges".into());
+    // sbx's profile, never the engine's default: 20.10's allows io_uring (finding 14).
+    push("--security-opt", format!("seccomp={}", seccomp.display()));
+    // A log cap that holds whatever the daemon's default driver is: max-size
+    // means nothing to journald or syslog, so the driver is set too (finding 14).
+    push("--log-driver", LOG_DRIVER.into());
+    push("--log-opt", format!("max-size={log_max_size}"));
+    push("--log-opt", format!("max-file={log_max_files}"));
+}
+
 /// `docker run -d ...` (one route or none) or `docker create ...` (several
 /// routes: the rest are attached before `docker start`, because engines
 /// before 25 refuse more than one `--network` at run).
@@ -138,17 +158,11 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     for (k, v) in plan.labels() {
         push("--label", format!("{k}={v}"));
     }
-    // Hardening. Never --rm: the container is the record until `destroy`.
-    push("--restart", "no".into());
-    push("--cap-drop", "ALL".into());
-    push("--security-opt", "no-new-privileges".into());
-    // sbx's profile, never the engine's default: 20.10's allows io_uring (finding 14).
-    push("--security-opt", format!("seccomp={}", plan.seccomp.display()));
-    // A log cap that holds whatever the daemon's default driver is: max-size
-    // means nothing to journald or syslog, so the driver is set too (finding 14).
-    push("--log-driver", LOG_DRIVER.into());
-    push("--log-opt", format!("max-size={LOG_MAX_SIZE}"));
-    push("--log-opt", format!("max-file={LOG_MAX_FILES}"));
+    harden(&mut a, plan.seccomp, LOG_MAX_SIZE, LOG_MAX_FILES);
+    let mut push = |k: &str, v: String| {
+        a.push(k.into());
+        a.push(v.into());
+    };
     push("--shm-size", SHM_SIZE.into());
     push("--user", format!("{}:{}", plan.uid, plan.gid));
     push("--pids-limit", s.pids.to_string());
