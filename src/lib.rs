@@ -216,9 +216,7 @@ pub fn real_driver(env: &Env, dirs: &Dirs) -> sandbox::Driver {
 mod tests {
     use super::*;
 
-    fn args(v: &[&str]) -> Vec<OsString> {
-        v.iter().map(OsString::from).collect()
-    }
+    use crate::docker::argv::os as args;
 
     #[test]
     fn exec_without_dashes_exits_2_with_the_hint_before_any_docker_call() {

@@ -42,9 +42,7 @@ pub fn missing_dashes(args: &[OsString]) -> Option<Invalid> {
 mod tests {
     use super::*;
 
-    fn args(v: &[&str]) -> Vec<OsString> {
-        v.iter().map(OsString::from).collect()
-    }
+    use crate::docker::argv::os as args;
 
     #[test]
     fn a_command_without_dashes_gets_a_hint() {

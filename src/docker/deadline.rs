@@ -72,9 +72,7 @@ impl Deadlines {
 mod tests {
     use super::*;
 
-    fn argv(v: &[&str]) -> Vec<OsString> {
-        v.iter().map(OsString::from).collect()
-    }
+    use crate::docker::argv::os as argv;
 
     #[test]
     fn every_prompt_call_has_a_deadline_and_streams_have_none() {

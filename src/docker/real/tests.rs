@@ -6,9 +6,7 @@ use std::time::Duration;
 use super::watch::START_GRACE;
 use super::*;
 
-fn argv(v: &[&str]) -> Vec<OsString> {
-    v.iter().map(OsString::from).collect()
-}
+use crate::docker::argv::os as argv;
 
 #[test]
 fn an_engine_that_never_answers_is_cut_off_at_the_deadline() {
