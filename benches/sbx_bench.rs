@@ -192,6 +192,8 @@ impl Bench {
             helper: self.helper.as_deref(),
             volume: None,
             seccomp: &self.seccomp,
+            hosts: &[],
+            family: sbx::model::runtime::Family::Runc,
         };
         sbx::docker::argv::container(&plan, detach_run).into_iter().map(|s| s.into_string().unwrap()).collect()
     }

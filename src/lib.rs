@@ -66,6 +66,8 @@ pub struct Env {
     pub socket_dir: Option<std::path::PathBuf>,
     pub data_dir: Option<std::path::PathBuf>,
     pub seccomp_profile: Option<String>,
+    /// `SBX_RUNTIME`: create's `--runtime` default.
+    pub runtime: Option<String>,
 }
 
 impl Env {
@@ -83,6 +85,7 @@ impl Env {
             socket_dir: std::env::var_os("SBX_SOCKET_DIR").filter(|v| !v.is_empty()).map(Into::into),
             data_dir: std::env::var_os("SBX_DATA_DIR").filter(|v| !v.is_empty()).map(Into::into),
             seccomp_profile: std::env::var("SBX_SECCOMP_PROFILE").ok().filter(|v| !v.is_empty()),
+            runtime: std::env::var("SBX_RUNTIME").ok().filter(|v| !v.is_empty()),
         }
     }
 }

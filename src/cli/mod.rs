@@ -195,6 +195,10 @@ pub struct DoctorArgs {
     /// Also check a route: its network exists and is internal, and a sandbox on it reaches the target.
     #[arg(long = "route", value_name = "KIND:TARGET")]
     pub routes: Vec<String>,
+    /// Check this runtime's registration and run the whole probe under it, e.g. runsc
+    /// [env: SBX_RUNTIME] [default: runc].
+    #[arg(long, value_name = "NAME")]
+    pub runtime: Option<String>,
 }
 
 #[derive(Debug, Args)]

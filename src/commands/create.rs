@@ -10,6 +10,9 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
     if req.seccomp_profile.is_none() {
         req.seccomp_profile = ctx.env.seccomp_profile.clone();
     }
+    if req.runtime.is_none() {
+        req.runtime = ctx.env.runtime.clone();
+    }
     let spec = SandboxSpec::from_request(&req, ctx.env.docker_host.as_deref())?;
     // From here on a signal must not kill sbx before it has cleaned up.
     (ctx.catch_signals)();

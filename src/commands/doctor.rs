@@ -8,7 +8,11 @@ use crate::error::CheckError;
 use crate::error::{Error, Invalid, Result};
 use crate::spec::Route;
 
-pub fn exec(routes: &[String], ctx: &Context) -> Result<()> {
+pub fn exec(routes: &[String], runtime: Option<&str>, ctx: &Context) -> Result<()> {
+    let runtime = runtime.or(ctx.env.runtime.as_deref()).unwrap_or(crate::model::runtime::DEFAULT);
+    if !crate::model::runtime::valid_name(runtime) {
+        return Err(Invalid::new("--runtime", runtime, "a runtime name is letters, digits, '.', '_', '-'").into());
+    }
     let mut parsed = Vec::new();
     let mut kinds = BTreeSet::new();
     for r in routes {
@@ -21,7 +25,7 @@ pub fn exec(routes: &[String], ctx: &Context) -> Result<()> {
     (ctx.catch_signals)();
     let driver = &ctx.driver;
     let exe = std::env::current_exe().map_err(|e| Error::io("finding the sbx executable", e))?;
-    let report = Doctor { driver, exec: driver.docker(), exe: &exe }.run(&parsed);
+    let report = Doctor { driver, exec: driver.docker(), exe: &exe, runtime }.run(&parsed);
     if ctx.json() {
         ctx.out.json_line(&report)?;
     } else {

@@ -15,7 +15,7 @@ pub fn exec(ctx: &Context) -> Result<()> {
 }
 
 pub fn table(records: &[Record], now: SystemTime) -> String {
-    let mut rows = vec![["ID", "SESSION", "TIER", "ROUTES", "STATE", "AGE", "EXPIRES"].map(String::from)];
+    let mut rows = vec![["ID", "SESSION", "TIER", "RUNTIME", "ROUTES", "STATE", "AGE", "EXPIRES"].map(String::from)];
     for r in records {
         let routes = if r.routes.is_empty() {
             "-".to_string()
@@ -31,13 +31,14 @@ pub fn table(records: &[Record], now: SystemTime) -> String {
             r.id.clone(),
             r.session.clone(),
             r.tier.to_string(),
+            r.runtime.clone(),
             routes,
             state,
             age(&r.created_at, now),
             expires,
         ]);
     }
-    let widths: Vec<usize> = (0..7).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..8).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
     let mut s = String::new();
     for row in rows {
         let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -82,6 +83,7 @@ mod tests {
             image: "i".into(),
             tier: 2,
             socket: "/x".into(),
+            runtime: "runc".into(),
             channel: crate::host::channel::Kind::Direct,
             routes: BTreeMap::from([("a".into(), "sbx-a".into()), ("b".into(), "sbx-b".into())]),
             created_at: "2026-11-29T09:00:00Z".into(),
@@ -107,9 +109,9 @@ mod tests {
         let t = table(&[r, expired], created + Duration::from_secs(150));
         assert_eq!(
             t,
-            "ID                SESSION  TIER  ROUTES  STATE    AGE  EXPIRES\n\
-             sbx-0123456789ab  s        2     a,b     running  2m   -\n\
-             sbx-0123456789ab  s        2     a,b     expired  2m   2026-11-29T09:01:00.000Z (0s left)\n"
+            "ID                SESSION  TIER  RUNTIME  ROUTES  STATE    AGE  EXPIRES\n\
+             sbx-0123456789ab  s        2     runc     a,b     running  2m   -\n\
+             sbx-0123456789ab  s        2     runc     a,b     expired  2m   2026-11-29T09:01:00.000Z (0s left)\n"
         );
     }
 }

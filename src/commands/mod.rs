@@ -100,7 +100,7 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Audit(a) => done(audit::exec(&a.id, ctx)),
         Command::Ttl(a) => done(ttl::exec(&a.id, &a.duration, ctx)),
         Command::Gc(a) => done(gc::exec(a.dry_run, ctx)),
-        Command::Doctor(a) => done(doctor::exec(&a.routes, ctx)),
+        Command::Doctor(a) => done(doctor::exec(&a.routes, a.runtime.as_deref(), ctx)),
         Command::Probe(a) => done(crate::checks::probe::serve(&a.targets)),
         Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),
         Command::Gate(a) => done(crate::gate::run(a).map_err(|e| Error::io("egress gate", e))),

@@ -161,8 +161,8 @@ fn ls_prints_a_table_or_json() {
     let r = rig.sbx(&["ls"]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines[0], "ID                SESSION  TIER  ROUTES  STATE    AGE  EXPIRES");
-    assert!(lines[1].starts_with("sbx-00000000000f  task-1   2     -       running  "), "{}", lines[1]);
+    assert_eq!(lines[0], "ID                SESSION  TIER  RUNTIME  ROUTES  STATE    AGE  EXPIRES");
+    assert!(lines[1].starts_with("sbx-00000000000f  task-1   2     runc     -       running  "), "{}", lines[1]);
     assert_eq!(lines.len(), 2);
 
     rig.fake.push(Output::ok(&format!("{}\n", rig.ps_line(serde_json::json!({})))));

@@ -57,6 +57,8 @@ pub enum RouteError {
     Unknown { id: String, kind: String, routes: Vec<String> },
     #[error("route service {host:?} {why}; sbx never attaches a sandbox to another sandbox's route")]
     ServiceIsSandbox { host: String, why: String },
+    #[error("route host {host:?} is not a container on network {network}: under runtime {runtime} Docker's DNS does not answer in the sandbox, so sbx writes each route host's address itself and must find it")]
+    Unresolved { host: String, network: String, runtime: String },
 }
 
 impl RouteError {
@@ -67,6 +69,7 @@ impl RouteError {
             RouteError::ServiceMissing { .. } => "service_missing",
             RouteError::Unknown { .. } => "unknown_route",
             RouteError::ServiceIsSandbox { .. } => "service_is_sandbox",
+            RouteError::Unresolved { .. } => "route_unresolved",
         }
     }
 
@@ -86,6 +89,9 @@ impl RouteError {
             RouteError::Unknown { id, .. } => {
                 format!("`sbx inspect {id}` shows its routes; `sbx revoke {id} all` destroys it")
             }
+            RouteError::Unresolved { host, network, .. } => format!(
+                "give the route the service container's name (not a network alias) and attach it: `docker network connect {network} {host}`; or use runc"
+            ),
             RouteError::ServiceIsSandbox { .. } => {
                 "route to a service container that is not a sandbox; to let sandboxes talk, use a shared route network you create".into()
             }

@@ -17,6 +17,7 @@
 mod concern;
 mod egress;
 mod explained;
+mod runtime;
 mod socket;
 
 pub use crate::docker::DockerError;
@@ -27,6 +28,7 @@ pub use concern::{
 };
 pub use egress::EgressError;
 pub use explained::Explained;
+pub use runtime::RuntimeError;
 pub use socket::SocketError;
 
 pub const EXIT_OK: u8 = 0;
@@ -56,6 +58,9 @@ pub enum Error {
     /// A sandbox's egress gate.
     #[error(transparent)]
     Egress(#[from] EgressError),
+    /// The OCI runtime `--runtime` names.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
     /// A sandbox's lifecycle: lookup, boot, setup, teardown.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -109,6 +114,7 @@ impl Error {
             | Error::Image(_)
             | Error::Route(_)
             | Error::Egress(_)
+            | Error::Runtime(_)
             | Error::Sandbox(_)
             | Error::Session(_)
             | Error::Transfer(_)
@@ -130,6 +136,7 @@ impl Error {
             Error::Image(e) => e.kind(),
             Error::Route(e) => e.kind(),
             Error::Egress(e) => e.kind(),
+            Error::Runtime(e) => e.kind(),
             Error::Sandbox(e) => e.kind(),
             Error::Session(e) => e.kind(),
             Error::Transfer(e) => e.kind(),
@@ -158,6 +165,7 @@ impl Error {
             Error::Image(e) => e.hint(),
             Error::Route(e) => e.hint(),
             Error::Egress(e) => e.hint(),
+            Error::Runtime(e) => e.hint(),
             Error::Sandbox(e) => e.hint(),
             Error::Session(e) => e.hint(),
             Error::Transfer(e) => e.hint(),

@@ -41,8 +41,9 @@ const REFUSED_GRACE: Duration = Duration::from_secs(2);
 /// How sbx reaches one running sandbox's program.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Channel {
-    /// The socket's path on the host, and the owners it may have.
-    Direct { path: PathBuf, owners: Vec<u32> },
+    /// The socket's path on the host, the owners it may have, and the
+    /// sandbox's container id (see `socket::connect_within`).
+    Direct { path: PathBuf, owners: Vec<u32>, container: Option<String> },
     /// The sandbox's id (for messages) and its container id (what
     /// `docker exec` is given: never a name a later container could take).
     Exec { id: String, container: String },
@@ -68,8 +69,8 @@ impl Channel {
     /// Connect, waiting at most `timeout` for the sandbox to accept.
     pub fn open(&self, docker: &dyn DockerExec, timeout: Duration) -> Result<Conn> {
         match self {
-            Channel::Direct { path, owners } => {
-                let stream = direct(path, owners, timeout)?;
+            Channel::Direct { path, owners, container } => {
+                let stream = direct(path, owners, container.as_deref(), timeout)?;
                 let reader =
                     stream.try_clone().map_err(|e| Error::io(format!("connecting to {}", path.display()), e))?;
                 Ok(Conn { reader: Box::new(reader), writer: Box::new(HalfClose(stream)), end: Box::new(|| Ok(())) })
@@ -87,11 +88,16 @@ impl Channel {
     }
 }
 
-fn direct(path: &std::path::Path, owners: &[u32], timeout: Duration) -> Result<std::os::unix::net::UnixStream> {
+fn direct(
+    path: &std::path::Path,
+    owners: &[u32],
+    container: Option<&str>,
+    timeout: Duration,
+) -> Result<std::os::unix::net::UnixStream> {
     let started = Instant::now();
     loop {
         // One deadline for the whole connect, refused retries included.
-        match socket::connect_within(path, owners, timeout.saturating_sub(started.elapsed())) {
+        match socket::connect_within(path, owners, container, timeout.saturating_sub(started.elapsed())) {
             Err(SocketError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::ConnectionRefused && started.elapsed() < REFUSED_GRACE =>
             {

@@ -9,5 +9,6 @@ pub mod gate;
 pub mod invalid;
 pub mod paths;
 pub mod record;
+pub mod runtime;
 pub mod text;
 pub mod token;

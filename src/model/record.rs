@@ -34,6 +34,10 @@ pub const EXPIRES: &str = "sbx.expires";
 /// `exec` when the sandbox's channel is relayed (see `channel`); absent: direct.
 pub const CHANNEL: &str = "sbx.channel";
 
+/// The engine's OCI runtime the sandbox runs under (`create --runtime`);
+/// absent on sandboxes from before issue 13: runc.
+pub const RUNTIME: &str = "sbx.runtime";
+
 /// On a sandbox with an egress gate: `enforce` or `observe`; absent: no egress.
 pub const EGRESS: &str = "sbx.egress";
 /// On a sandbox with an egress gate: the network the gate reaches out through.
@@ -64,6 +68,7 @@ pub const ALL: &[&str] = &[
     CHANNEL,
     EGRESS,
     EGRESS_NETWORK,
+    RUNTIME,
 ];
 
 /// One sandbox, as `inspect`, `ls` and `--json` report it.
@@ -74,6 +79,8 @@ pub struct Record {
     pub image: String,
     pub tier: u8,
     pub socket: String,
+    /// The engine's OCI runtime it runs under, e.g. `runc` or `runsc` (gVisor).
+    pub runtime: String,
     /// `direct`, or `exec`: relayed, and `socket` is inside the sandbox.
     pub channel: super::channel::Kind,
     /// Live routes only: a revoked route's network is no longer attached.

@@ -22,7 +22,10 @@ impl Driver {
             Kind::Direct => {
                 let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());
                 let path = PathBuf::from(raw.labels.get(record::SOCKET).cloned().unwrap_or_default());
-                Channel::Direct { path, owners: socket::allowed_owners(uid) }
+                // The container's id, for a runtime whose own process holds
+                // the host end of the socket (gVisor's gofer; see `socket`).
+                let container = container_id(&raw).ok();
+                Channel::Direct { path, owners: socket::allowed_owners(uid), container }
             }
             // `docker exec` on the container id, never a name another container could take.
             Kind::Exec => Channel::Exec { id: id.to_string(), container: container_id(&raw)? },

@@ -66,6 +66,8 @@ pub struct SandboxSpec {
     pub channel: crate::model::channel::Choice,
     /// Named outside hosts through an egress gate (`--allow`, `--egress`).
     pub egress: Option<egress::EgressSpec>,
+    /// The engine's OCI runtime (`--runtime`, default runc).
+    pub runtime: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

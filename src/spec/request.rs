@@ -109,6 +109,11 @@ pub struct CreateRequest {
     /// cloud metadata service).
     #[arg(long)]
     pub allow_unsafe_cidr: bool,
+    /// The engine's OCI runtime to run the sandbox under: `runsc` (gVisor) gives it a
+    /// kernel of its own; it must be registered with the engine (`sbx doctor --runtime
+    /// NAME` says how) [env: SBX_RUNTIME] [default: runc].
+    #[arg(long, value_name = "NAME")]
+    pub runtime: Option<String>,
     /// The command to run in the sandbox (default: the image's).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -217,6 +222,11 @@ impl SandboxSpec {
         if let Some(n) = req.egress_network.as_deref() {
             check_network_name(n)?;
         }
+        let runtime = req.runtime.clone().unwrap_or_else(|| crate::model::runtime::DEFAULT.to_string());
+        if !crate::model::runtime::valid_name(&runtime) {
+            return Err(Invalid::new("--runtime", runtime, "a runtime name is letters, digits, '.', '_', '-'")
+                .hint("name one that `docker info` lists under Runtimes, e.g. runsc"));
+        }
         Ok(SandboxSpec {
             image,
             session,
@@ -240,6 +250,7 @@ impl SandboxSpec {
             seccomp_profile,
             channel: req.channel,
             egress,
+            runtime,
         })
     }
 }

@@ -51,6 +51,8 @@ pub struct Doctor<'a> {
     pub exec: &'a dyn DockerExec,
     /// The sbx executable to pack into the probe image.
     pub exe: &'a Path,
+    /// The runtime the probe sandbox runs under (`doctor --runtime`).
+    pub runtime: &'a str,
 }
 
 impl Doctor<'_> {

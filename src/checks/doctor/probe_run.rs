@@ -91,6 +91,7 @@ impl Doctor<'_> {
             seccomp_profile: None,
             channel: crate::host::channel::Choice::Auto,
             egress: None,
+            runtime: self.runtime.to_string(),
         };
         let started = std::time::Instant::now();
         let created = match self.driver.create(&spec) {

@@ -145,8 +145,12 @@ fn ls_shows_the_egress_mode_and_json_the_allowlist() {
     let r = rig.sbx(&["ls"]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines[0], "ID                SESSION  TIER  ROUTES           STATE    AGE  EXPIRES");
-    assert!(lines[1].starts_with("sbx-00000000000f  task-1   2     egress(observe)  running  "), "{}", lines[1]);
+    assert_eq!(lines[0], "ID                SESSION  TIER  RUNTIME  ROUTES           STATE    AGE  EXPIRES");
+    assert!(
+        lines[1].starts_with("sbx-00000000000f  task-1   2     runc     egress(observe)  running  "),
+        "{}",
+        lines[1]
+    );
 
     rig.fake.push(Output::ok(&line("enforce")));
     let r = rig.sbx(&["--json", "ls"]);

@@ -25,6 +25,11 @@ pub fn ps_quiet() -> Vec<OsString> {
     os(&["ps", "-q", "--last", "1"])
 }
 
+/// The runtimes the engine has, with their paths and arguments (see `parse::runtimes`).
+pub fn runtimes() -> Vec<OsString> {
+    os(&["info", "--format", "{{json .Runtimes}}"])
+}
+
 pub fn info_os() -> Vec<OsString> {
     os(&["info", "--format", "{{json .OperatingSystem}}"])
 }

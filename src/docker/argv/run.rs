@@ -48,6 +48,11 @@ pub struct RunPlan<'a> {
     /// Direct: `socket_dir` is bind-mounted at /run/sandbox. Exec: a small
     /// tmpfs there instead, reached through the helper (see `channel`).
     pub channel: channel::Kind,
+    /// `--add-host NAME:IP` entries: route hosts (and the gate) resolved by
+    /// sbx for runtimes where Docker's embedded DNS does not answer (gVisor).
+    pub hosts: &'a [(String, String)],
+    /// What the engine's registration of `spec.runtime` is (see `runtime`).
+    pub family: crate::model::runtime::Family,
 }
 
 impl RunPlan<'_> {
@@ -69,6 +74,7 @@ impl RunPlan<'_> {
             (record::CREATED.to_string(), self.created_at.to_string()),
             (record::VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
             (record::OWNER.to_string(), self.owner.to_string()),
+            (record::RUNTIME.to_string(), s.runtime.clone()),
         ];
         if let Some(e) = self.expires_at {
             v.push((record::EXPIRES.to_string(), e.to_string()));
@@ -155,6 +161,9 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         a.push(v.into());
     };
     push("--name", plan.id.to_string());
+    // Always named, so the record says what really runs it even where the
+    // daemon's `default-runtime` is not runc.
+    push("--runtime", s.runtime.clone());
     for (k, v) in plan.labels() {
         push("--label", format!("{k}={v}"));
     }
@@ -179,6 +188,9 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     push("--network", plan.networks.first().map(|r| r.network.clone()).unwrap_or_else(|| "none".into()));
     if let Some(dns) = plan.dns {
         push("--dns", dns.to_string());
+    }
+    for (host, ip) in plan.hosts {
+        push("--add-host", format!("{host}:{ip}"));
     }
     // Read-only root; writable scratch is tmpfs. uid/gid make the sandbox
     // user own it: on engine 20.10 a tmpfs over a directory the image has
@@ -229,6 +241,7 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         }
         push("--env", format!("SBX_SANDBOX_EGRESS={}", mode_name(e.policy.mode)));
     }
+    push("--env", format!("SBX_SANDBOX_RUNTIME={}", s.runtime));
     // Last, so nothing before it can override the tier the sandbox sees.
     push("--env", format!("SBX_SANDBOX_TIER={}", plan.tier));
     a.push("--".into());

@@ -70,6 +70,7 @@ impl RawContainer {
             session: l(SESSION),
             image: l(IMAGE),
             tier,
+            runtime: self.labels.get(RUNTIME).cloned().unwrap_or_else(|| crate::model::runtime::DEFAULT.into()),
             channel: channel::Kind::from_label(self.labels.get(CHANNEL).map(String::as_str)),
             // The label keeps the host directory (gc, the watchdog); a relayed
             // sandbox's socket is only inside it.

@@ -31,6 +31,31 @@ pub fn operating_system(stdout: &str) -> String {
     stdout.trim().trim_matches('"').to_string()
 }
 
+/// `docker info --format '{{json .Runtimes}}'` (see `argv::runtimes`): each
+/// runtime's path and arguments; None when it is not that JSON object.
+pub fn runtimes(stdout: &str) -> Option<crate::model::runtime::Runtimes> {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        #[serde(default)]
+        path: String,
+        #[serde(default, rename = "runtimeArgs")]
+        args: Option<Vec<String>>,
+    }
+    let map: std::collections::BTreeMap<String, Entry> = serde_json::from_str(stdout.trim()).ok()?;
+    Some(
+        map.into_iter()
+            .map(|(name, e)| {
+                let reg = crate::model::runtime::Registered {
+                    name: name.clone(),
+                    path: e.path,
+                    args: e.args.unwrap_or_default(),
+                };
+                (name, reg)
+            })
+            .collect(),
+    )
+}
+
 /// `docker images -q --no-trunc` (see `argv::images_labelled`): the image ids, one a line.
 pub fn image_ids(stdout: &str) -> Vec<String> {
     stdout.lines().map(str::trim).filter(|l| l.starts_with("sha256:")).map(str::to_string).collect()
@@ -54,6 +79,20 @@ mod tests {
         let down = engine_version(VERSION_NO_DAEMON.as_bytes());
         assert_eq!(down, EngineVersion { client: Some("28.2.2".into()), ..Default::default() });
         assert_eq!(engine_version(b""), EngineVersion::default());
+    }
+
+    /// Captured from engine 20.10.24 with runsc registered by `.ci/register-runsc`.
+    const RUNTIMES: &str = r#"{"runc":{"path":"runc"},"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host","--host-uds=create"]}}"#;
+
+    #[test]
+    fn runtimes_from_captured_output() {
+        let r = runtimes(&format!("{RUNTIMES}\n")).unwrap();
+        assert_eq!(r.keys().collect::<Vec<_>>(), ["runc", "runsc"]);
+        assert_eq!(r["runc"].path, "runc");
+        assert!(r["runc"].args.is_empty());
+        assert_eq!(r["runsc"].args, crate::model::runtime::RUNSC_ARGS);
+        assert_eq!(r["runsc"].family(), crate::model::runtime::Family::Gvisor);
+        assert!(runtimes("").is_none() && runtimes("null").is_none() && runtimes("[1]").is_none());
     }
 
     #[test]

@@ -16,7 +16,7 @@ mod stderr;
 mod volume;
 
 pub use container::{main_state, parse_inspect, parse_ps, ps_template, stopped, MainState, RawContainer};
-pub use engine::{engine_version, image_ids, operating_system, EngineVersion};
+pub use engine::{engine_version, image_ids, operating_system, runtimes, EngineVersion};
 pub use exec::exec_status;
 pub use image::{image_config, image_user, ImageConfig, IMAGE_FORMAT};
 pub use network::{networks, Gate, NetInfo, NetworkReport, PrivateNetwork, NETWORK_FORMAT};

@@ -75,14 +75,37 @@ pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// Connect to the socket at `path`, safely (see the module docs), waiting
 /// at most [`CONNECT_TIMEOUT`] for the sandbox to take the connection.
 pub fn connect_checked(path: &Path, owners: &[u32]) -> Result<UnixStream, SocketError> {
-    connect_within(path, owners, CONNECT_TIMEOUT)
+    connect_within(path, owners, None, CONNECT_TIMEOUT)
+}
+
+/// Whether process `pid` is one of container `cid`'s: the kernel's record
+/// of its cgroups names the container's full id (`/docker/ID` under cgroup
+/// v1, `docker-ID.scope` under systemd and v2). A sandbox cannot forge it:
+/// it cannot write cgroupfs (no capabilities, read-only mounts).
+fn in_container(pid: i32, cid: &str) -> bool {
+    if pid <= 0 || cid.len() != 64 || !cid.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return false;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .is_ok_and(|cg| cg.lines().any(|l| l.split(['/', '-', '.']).any(|part| part == cid)))
 }
 
 /// [`connect_checked`] with a deadline. connect(2) on a unix socket whose
 /// accept queue is full blocks until the listener accepts, and the sandbox
 /// decides whether it ever does (issue 9 finding 11); SO_SNDTIMEO bounds
 /// that wait (the kernel then answers EAGAIN) and is cleared once connected.
-pub fn connect_within(path: &Path, owners: &[u32], timeout: std::time::Duration) -> Result<UnixStream, SocketError> {
+///
+/// The peer must run as the socket's owner (runc: the sandbox user who
+/// bound it), or be a process of the sandbox's container `container`: under
+/// gVisor the host end of the socket is held by the runtime's gofer (root,
+/// in the container's cgroup) on the sandbox user's behalf, while the inode
+/// is still the sandbox user's (issue 13).
+pub fn connect_within(
+    path: &Path,
+    owners: &[u32],
+    container: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<UnixStream, SocketError> {
     let io = |e: nix::errno::Errno| SocketError::Io { path: path.to_path_buf(), source: e.into() };
     let (fd, owner) = open_checked(path, owners)?.ok_or_else(|| SocketError::NotBound { path: path.to_path_buf() })?;
     let sock = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).map_err(io)?;
@@ -106,7 +129,8 @@ pub fn connect_within(path: &Path, owners: &[u32], timeout: std::time::Duration)
     // Relayed writes may wait as long as they must: the deadline was for connecting.
     setsockopt(&sock, sockopt::SendTimeout, &nix::sys::time::TimeVal::new(0, 0)).map_err(io)?;
     let peer = getsockopt(&sock.as_fd(), sockopt::PeerCredentials).map_err(io)?;
-    if peer.uid() != owner || !owners.contains(&peer.uid()) {
+    let same_user = peer.uid() == owner && owners.contains(&peer.uid());
+    if !same_user && !container.is_some_and(|c| in_container(peer.pid(), c)) {
         return Err(hostile(
             path,
             format!("the process behind it runs as uid {}, the socket belongs to uid {owner}", peer.uid()),
@@ -146,7 +170,7 @@ mod tests {
         let mut held = Vec::new();
         let started = std::time::Instant::now();
         let err = loop {
-            match connect_within(&p, &me(), std::time::Duration::from_millis(200)) {
+            match connect_within(&p, &me(), None, std::time::Duration::from_millis(200)) {
                 Ok(s) => held.push(s),
                 Err(e) => break e,
             }

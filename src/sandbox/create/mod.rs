@@ -5,6 +5,7 @@
 mod gate;
 mod rollback;
 mod routes;
+mod runtime;
 mod start;
 mod volume;
 
@@ -103,10 +104,14 @@ impl Driver {
             Some(_) => None,
             None => Some(self.exec.spawn(&argv::image_user(img))?),
         };
+        let runtime_job = self.spawn_runtime_check(spec)?;
         let mut routes = self.route_networks(&id, spec)?;
         if spec.egress.is_some() {
             routes.add_gate(&id);
         }
+        let channel = spec.channel.resolve(nix::unistd::geteuid().as_raw());
+        let runtime = self.check_runtime(spec, runtime_job, !routes.networks.is_empty(), channel == Kind::Direct)?;
+        let resolve_hosts = runtime::needs_hosts(&runtime);
         let image_config = match (cached, image_job) {
             (Some(c), _) => c,
             (None, Some(job)) => {
@@ -140,7 +145,9 @@ impl Driver {
         // Routed sandboxes that should not reach out get a resolver that
         // reaches nothing, closing CVE-2024-29018 (see `boundary`).
         let all_internal = routes.networks.iter().all(|r| routes.info.get(&r.network).is_some_and(|i| i.internal));
-        let dns = (!routes.networks.is_empty() && all_internal).then_some(boundary::CONTAINED_DNS);
+        // Under gVisor the embedded resolver does not answer at all: sbx
+        // writes the route hosts itself and the resolver stays contained.
+        let dns = (!routes.networks.is_empty() && (all_internal || resolve_hosts)).then_some(boundary::CONTAINED_DNS);
         self.check_interrupt()?;
 
         let now = SystemTime::now();
@@ -149,7 +156,6 @@ impl Driver {
         let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
         let owner = state::owner_token(key, &id);
         let helper = crate::host::helper::install(&state.dir)?;
-        let channel = spec.channel.resolve(nix::unistd::geteuid().as_raw());
         if channel == Kind::Exec && helper.is_none() {
             return Err(Error::Sandbox(SandboxError::HelperMissing { id: id.clone() }));
         }
@@ -199,6 +205,20 @@ impl Driver {
             }
             None => None,
         };
+        self.make_private(&id, &owner, &routes.private)?;
+        let mut gate_job = match (&spec.egress, &gate, &policy_dir) {
+            (Some(e), Some(g), Some(p)) => Some((e, self.spawn_gate(&id, &owner, e, g, p)?)),
+            _ => None,
+        };
+        // Where sbx resolves route hosts, the gate must be on its network
+        // first; elsewhere it starts while the sandbox starts.
+        let mut gate_cid = None;
+        let hosts = if resolve_hosts {
+            gate_cid = gate_job.take().map(|(e, job)| self.gate_started(&id, e, job)).transpose()?;
+            self.route_hosts(&id, spec, &routes)?
+        } else {
+            Vec::new()
+        };
         let unsealed = argv::RunPlan {
             id: &id,
             spec,
@@ -217,6 +237,8 @@ impl Driver {
             volume: persist.as_ref().map(|p| p.volume.as_str()),
             seccomp: &seccomp,
             channel,
+            hosts: &hosts,
+            family: runtime.family(),
         };
         // The container's token covers every sbx label it gets (finding 5).
         let sealed = state::record_token(key, &id, &unsealed.labels().into_iter().collect());
@@ -234,16 +256,11 @@ impl Driver {
             labels: plan.labels().into_iter().collect(),
             full: serde_json::Value::Null,
         };
-        self.make_private(&id, &owner, &routes.private)?;
-        let gate_job = match (&spec.egress, &gate, &policy_dir) {
-            (Some(e), Some(g), Some(p)) => Some((e, self.spawn_gate(&id, &owner, e, g, p)?)),
-            _ => None,
-        };
         let started = self.start_and_wait(&plan);
         // Waited for whatever the sandbox did, so a rollback never races the gate's `docker run`.
-        let gate_cid = gate_job.map(|(e, job)| self.gate_started(&id, e, job)).transpose();
+        let gate_started = gate_job.map(|(e, job)| self.gate_started(&id, e, job)).transpose();
         let cid = started?;
-        let gate_cid = gate_cid?;
+        let gate_cid = gate_cid.or(gate_started?);
         self.run_setup(&id, &spec.setup)?;
         let record = state::SandboxRecord {
             container: cid,

@@ -234,6 +234,7 @@ fn created_json_is_byte_for_byte_the_cli_output() {
         image: "img@sha256:00".into(),
         tier: 1,
         socket: format!("/run/u/{ID}/sandbox.sock"),
+        runtime: "runc".into(),
         channel: crate::host::channel::Kind::Direct,
         routes: [("inference", "sbx-proxy"), ("tools", "sbx-proxy")]
             .map(|(k, n)| (k.to_string(), n.to_string()))

@@ -32,7 +32,7 @@ fn channel_requires_a_running_sandbox() {
     let err = rig.driver().channel(ID).unwrap_err();
     assert!(matches!(err, Error::Sandbox(SandboxError::NotRunning { ref state, .. }) if state == "exited"));
     rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
-    let crate::host::channel::Channel::Direct { path, owners } = rig.driver().channel(ID).unwrap() else {
+    let crate::host::channel::Channel::Direct { path, owners, .. } = rig.driver().channel(ID).unwrap() else {
         panic!("a sandbox without an sbx.channel label is direct")
     };
     assert_eq!(path, rig.sock_dir().join("sandbox.sock"));

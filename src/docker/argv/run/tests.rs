@@ -31,6 +31,8 @@ fn plan(s: &SandboxSpec) -> RunPlan<'_> {
         helper: None,
         volume: None,
         seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
+        hosts: &[],
+        family: crate::model::runtime::Family::Runc,
     }
 }
 
@@ -46,6 +48,12 @@ fn run_argv_no_routes() {
     );
     assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
     assert!(labels.contains(&"sbx.routes={}".to_string()));
+    assert_eq!(
+        got[..6],
+        ["run", "-d", "--name", "sbx-0123456789ab", "--runtime", "runc"],
+        "the runtime is always named"
+    );
+    assert!(labels.contains(&"sbx.runtime=runc".to_string()));
     let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();
     assert_eq!(
         rest,
@@ -93,6 +101,8 @@ fn run_argv_no_routes() {
             "SBX_SANDBOX_ID=sbx-0123456789ab",
             "--env",
             "SBX_SOCKET=/run/sandbox/sandbox.sock",
+            "--env",
+            "SBX_SANDBOX_RUNTIME=runc",
             "--env",
             "SBX_SANDBOX_TIER=2",
             "--",
@@ -174,6 +184,7 @@ fn egress_gives_proxy_variables_and_labels() {
             "NO_PROXY=proxy,localhost,127.0.0.1",
             "no_proxy=proxy,localhost,127.0.0.1",
             "SBX_SANDBOX_EGRESS=enforce",
+            "SBX_SANDBOX_RUNTIME=runc",
             "SBX_SANDBOX_TIER=2",
         ]
     );
