@@ -45,7 +45,7 @@ pub struct Created {
 }
 
 /// `create --json`: the record's identity, then what create adds (gaps and
-/// warnings); the state and runtime fields of a `Record` are left out.
+/// warnings); the state and process fields of a `Record` are left out.
 impl Serialize for Created {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         #[derive(Serialize)]
@@ -54,6 +54,8 @@ impl Serialize for Created {
             session: &'a str,
             image: &'a str,
             tier: u8,
+            /// The OCI runtime, e.g. `runc` or `runsc`.
+            runtime: &'a str,
             socket: &'a str,
             /// `direct` or `exec` (relayed; see `channel`).
             channel: Kind,
@@ -72,6 +74,7 @@ impl Serialize for Created {
             session: &r.session,
             image: &r.image,
             tier: r.tier,
+            runtime: &r.runtime,
             socket: &r.socket,
             channel: r.channel,
             routes: &r.routes,

@@ -219,7 +219,7 @@ fn created_json(c: &Created) -> String {
 
 const CREATED_JSON: &str = concat!(
     r#"{"id":"sbx-00000000000f","session":"s1","image":"img@sha256:00","tier":1,"#,
-    r#""socket":"/run/u/sbx-00000000000f/sandbox.sock","channel":"direct","#,
+    r#""runtime":"runc","socket":"/run/u/sbx-00000000000f/sandbox.sock","channel":"direct","#,
     r#""routes":{"inference":"sbx-proxy","tools":"sbx-proxy"},"created_at":"2026-01-02T03:04:05Z","#,
     r#""user":"1000:1000","expires_at":"2026-01-02T03:34:05.000Z","#,
     r#""gaps":[{"routes":["inference","tools"],"network":"sbx-proxy","property":"shared","#,

@@ -79,3 +79,4 @@ mod gc;
 mod lookup;
 mod private;
 mod rollback;
+mod runtime;
