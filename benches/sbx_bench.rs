@@ -6,7 +6,7 @@
 //!     cargo bench --bench sbx_bench -- --quick --only egress   # some sections only
 //!
 //! `--only A,B` runs only the named sections (create, routes, exec, ls, gc,
-//! parallel, egress) and prints the report on stderr instead of rewriting
+//! parallel, egress, runtime) and prints the report on stderr instead of rewriting
 //! BENCHMARKS.md, which only a full run writes.
 //!
 //! Every comparison is a ratio of medians measured interleaved in the same
@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use common::{fixture_image, SBX};
 use sbx::docker::pace::{self, Pace};
 use sbx::model::record::RouteNetwork;
+use sbx::model::runtime::Family;
 
 const LABEL: &str = "sbx-bench=1";
 
@@ -169,9 +170,20 @@ impl Bench {
     }
 
     /// The docker argv sbx itself would run for this sandbox, from sbx's own builder.
-    fn bare_argv(&self, name: &str, dir: &Path, networks: &[RouteNetwork], detach_run: bool) -> Vec<String> {
-        let req =
-            sbx::spec::CreateRequest { image: self.image.clone(), labels: vec![LABEL.into()], ..Default::default() };
+    fn bare_argv(
+        &self,
+        name: &str,
+        dir: &Path,
+        networks: &[RouteNetwork],
+        detach_run: bool,
+        runtime: &str,
+    ) -> Vec<String> {
+        let req = sbx::spec::CreateRequest {
+            image: self.image.clone(),
+            labels: vec![LABEL.into()],
+            runtime: Some(runtime.into()),
+            ..Default::default()
+        };
         let spec = sbx::spec::SandboxSpec::from_request(&req, None).unwrap();
         let sock = dir.join("sandbox.sock");
         let plan = sbx::docker::argv::RunPlan {
@@ -193,7 +205,7 @@ impl Bench {
             volume: None,
             seccomp: &self.seccomp,
             hosts: &[],
-            family: sbx::model::runtime::Family::Runc,
+            family: if runtime == "runsc" { Family::Gvisor } else { Family::Runc },
         };
         sbx::docker::argv::container(&plan, detach_run).into_iter().map(|s| s.into_string().unwrap()).collect()
     }
@@ -208,13 +220,18 @@ impl Bench {
 
     /// Bare: run (or create, connect, start) and wait for the socket.
     fn bare_create(&self, networks: &[RouteNetwork]) -> (String, PathBuf) {
+        self.bare_create_under(networks, "runc")
+    }
+
+    /// Bare, under the engine's runtime `runtime`.
+    fn bare_create_under(&self, networks: &[RouteNetwork], runtime: &str) -> (String, PathBuf) {
         let name = format!("sbxb-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
         let dir = self.bare_dir(&name);
         if networks.len() <= 1 {
-            let argv = self.bare_argv(&name, &dir, networks, true);
+            let argv = self.bare_argv(&name, &dir, networks, true, runtime);
             docker_ok(&argv.iter().map(String::as_str).collect::<Vec<_>>());
         } else {
-            let argv = self.bare_argv(&name, &dir, networks, false);
+            let argv = self.bare_argv(&name, &dir, networks, false, runtime);
             docker_ok(&argv.iter().map(String::as_str).collect::<Vec<_>>());
             for n in &networks[1..] {
                 docker_ok(&["network", "connect", &n.network, &name]);
@@ -389,7 +406,7 @@ fn main() {
 /// `--only A,B`: the sections to run (all without it).
 struct Only(Option<Vec<String>>);
 
-const SECTIONS: [&str; 7] = ["create", "routes", "exec", "ls", "gc", "parallel", "egress"];
+const SECTIONS: [&str; 8] = ["create", "routes", "exec", "ls", "gc", "parallel", "egress", "runtime"];
 
 impl Only {
     fn from_args(args: &[String]) -> Self {
@@ -700,6 +717,68 @@ fn run(b: &Bench, only: &Only, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Ca
         let gc_calls = b.calls(&["gc"]);
         notes.push(format!("calls\tgc (nothing to do)\t{gc_calls}"));
     }
+    if only.wants("runtime") {
+        runtime(b, reps, cases);
+    }
+}
+
+/// Issue 13: under gVisor (runsc, registered as `.ci/register-runsc` does),
+/// sbx beside bare docker with the same runtime, and what runsc costs over
+/// runc (both through sbx), all interleaved in one run.
+fn runtime(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>) {
+    let runsc = ["--runtime", "runsc"];
+    // Warm up: runsc's first start pays for loading it.
+    let id = b.create(&runsc);
+    b.sbx(&["destroy", &id]);
+    let (n, d) = b.bare_create_under(&[], "runsc");
+    b.bare_destroy(&n, &d);
+    let mut create = Case { name: "create-to-ready, runsc".into(), target: Some(1.10), ..Default::default() };
+    let mut over = Case { name: "create-to-ready, sbx runsc / sbx runc".into(), target: None, ..Default::default() };
+    for i in 0..reps(15) {
+        for sbx_first in [i % 2 == 0, i % 2 != 0] {
+            if sbx_first {
+                let (id, t) = timed(|| b.create(&runsc));
+                create.sbx_ms.push(t);
+                over.sbx_ms.push(t);
+                b.sbx(&["destroy", &id]);
+                let (id, t) = timed(|| b.create(&[]));
+                over.bare_ms.push(t);
+                b.sbx(&["destroy", &id]);
+            } else {
+                let ((n, d), t) = timed(|| b.bare_create_under(&[], "runsc"));
+                create.bare_ms.push(t);
+                b.bare_destroy(&n, &d);
+            }
+        }
+        eprint!(".");
+    }
+    cases.push(create);
+    cases.push(over);
+    let gv = b.create(&runsc);
+    let rc = b.create(&[]);
+    let mut exec = Case { name: "exec, runsc".into(), target: Some(1.10), ..Default::default() };
+    let mut exec_over = Case { name: "exec, sbx runsc / sbx runc".into(), target: None, ..Default::default() };
+    let probe = ["--", "/bin/fixture", "exists", "/"];
+    for i in 0..reps(30) {
+        for sbx_first in [i % 2 == 0, i % 2 != 0] {
+            if sbx_first {
+                let args = [&["exec", gv.as_str()][..], &probe[..]].concat();
+                let (_, t) = timed(|| b.sbx(&args));
+                exec.sbx_ms.push(t);
+                exec_over.sbx_ms.push(t);
+                let args = [&["exec", rc.as_str()][..], &probe[..]].concat();
+                let (_, t) = timed(|| b.sbx(&args));
+                exec_over.bare_ms.push(t);
+            } else {
+                let (_, t) = timed(|| docker_ok(&["exec", &gv, "/bin/fixture", "exists", "/"]));
+                exec.bare_ms.push(t);
+            }
+        }
+    }
+    eprint!(".");
+    b.sbx(&["destroy", &gv, &rc]);
+    cases.push(exec);
+    cases.push(exec_over);
 }
 
 /// The report as markdown: into BENCHMARKS.md after a full run, on stderr
@@ -833,4 +912,5 @@ const CASES_DOC: &str = "
    - **200 MiB transfer**: MiB/s of one 200 MiB body from its first byte to its last (the server reads the file into memory before its first byte, on both sides); the result is the gate's median over direct's.
    - **500 concurrent connections**: four curls in the sandbox with `--parallel`, 125 transfers each, all through the one gate (by its address: 500 lookups of its name at once would start 500 resolver threads in curl), each fetching `/slow/N` (N = 16 KiB + k bytes, 100 ms after each 16 KiB, so each stays open at least 200 ms and a body sent to the wrong client shows as a wrong length). Every one must answer 200 with exactly its bytes (read back from the sandbox in one curl of `file://` URLs); the peak of connections open at once comes from the gate's decision log (start and duration of each); the time is the whole batch's wall time.
    - **create --allow**: `sbx create --allow ...` (with the stage's flags above) against `sbx create --private-routes --route r0:SVC:80` (SVC a running container on the stage's network): both make one network of the sandbox's own; `--allow` also starts the gate (while the sandbox starts) and joins it to the egress network.
+9. **Runtime** (issue 13), with runsc registered as `.ci/register-runsc` does (`--network=host --host-uds=create`): **create-to-ready, runsc** is `sbx create --runtime runsc` against the same `docker run --runtime runsc` argv from sbx's builder plus the socket wait; **exec, runsc** is `sbx exec` against `docker exec` in one runsc sandbox. The two `sbx runsc / sbx runc` rows are what gVisor costs: sbx under runsc over sbx under runc, interleaved in the same run (no target: the price of a kernel of the sandbox's own).
 ";
