@@ -8,12 +8,14 @@ Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was crea
 Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRESS=1 (as --strict-egress),
 SBX_DOCKER (docker CLI to run), SBX_DOCKER_TIMEOUT (how long a docker look-up may take, default 30s;
 changes get 4x; a stream such as exec or logs -f must get an answer about its
-sandbox within 1s plus that), SBX_SECCOMP_PROFILE (as create --seccomp-profile), DOCKER_HOST (passed to docker),
+sandbox within 1s plus that), SBX_SECCOMP_PROFILE (as create --seccomp-profile),
+SBX_RUNTIME (as create and doctor --runtime), DOCKER_HOST (passed to docker),
 RUST_LOG (tracing).";
 
 pub const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex>
   sbx create --image IMG --session task-42 --persist --ttl 2h
   sbx create --image IMG --route inference:proxy:8080 --private-routes
+  sbx create --image IMG --runtime runsc    # gVisor: a kernel of its own (sbx doctor --runtime runsc)
   sbx create --image IMG --allow pypi.org --allow files.pythonhosted.org --allow github.com
   sbx create --image IMG --egress observe --ttl 30m
   sbx --json create --image IMG -- /bin/server --verbose";
@@ -55,7 +57,8 @@ pub const EX_TTL: &str = "Examples:\n  sbx ttl sbx-0123456789ab 30m";
 pub const EX_GC: &str = "Examples:\n  sbx gc --dry-run
   sbx gc";
 pub const EX_DOCTOR: &str = "Examples:\n  sbx doctor
-  sbx doctor --route inference:proxy:8080";
+  sbx doctor --route inference:proxy:8080
+  sbx doctor --runtime runsc";
 pub const EX_ALLOW: &str = "Examples:\n  sbx allow sbx-0123456789ab registry.npmjs.org
   sbx allow sbx-0123456789ab '*.githubusercontent.com' git.example:8443";
 pub const EX_DENY: &str = "Examples:\n  sbx deny sbx-0123456789ab github.com
