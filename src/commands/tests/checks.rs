@@ -25,7 +25,7 @@ fn audit_prints_each_rule_then_fails_in_text_and_json() {
     let r = rig.sbx(&["audit", ID]);
     assert_eq!(r.code, 1);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines.len(), 28, "{}", r.stdout);
+    assert_eq!(lines.len(), 29, "{}", r.stdout);
     assert!(lines.iter().all(|l| l.starts_with("PASS  ") || l.starts_with("FAIL  ")), "{}", r.stdout);
     assert!(lines.iter().any(|l| l.starts_with("FAIL  5.5          ")), "{}", r.stdout);
     assert_eq!(rig.fake.verbs(), ["container inspect", "image inspect"]);
@@ -43,6 +43,51 @@ fn audit_prints_each_rule_then_fails_in_text_and_json() {
     let rule = v["rules"].as_array().unwrap().iter().find(|r| r["id"] == "5.5").unwrap();
     assert_eq!(rule["pass"], false);
     assert_eq!(json(&r.stderr)["error"]["kind"], "audit_failed");
+    assert_eq!(
+        v["runtime"],
+        serde_json::json!({"name": "runc", "family": "runc", "registered": true, "kernel_isolation": false})
+    );
+}
+
+/// Issue 13: audit asks the engine what a runtime other than runc is, and
+/// says when the engine no longer has it.
+#[test]
+fn audit_learns_the_runtime_from_the_engine() {
+    let rig = Rig::new();
+    // The engine's own field (the sbx.runtime label is sealed with the record).
+    let under = |runtime: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(&privileged(&rig)).unwrap();
+        v["HostConfig"]["Runtime"] = runtime.into();
+        v.to_string()
+    };
+    let runtimes = r#"{"runc":{"path":"runc"},"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host","--host-uds=create"]}}"#;
+    rig.fake.push(Output::ok(&under("runsc")));
+    rig.fake.push(Output::ok("{}\n"));
+    rig.fake.push(Output::ok(&format!("{runtimes}\n")));
+    let r = rig.sbx(&["--json", "audit", ID]);
+    assert_eq!(r.code, 1, "5.5 still fails: {}", r.stderr);
+    assert_eq!(rig.fake.verbs(), ["container inspect", "image inspect", "info"]);
+    let v = json(&r.stdout);
+    assert_eq!(
+        v["runtime"],
+        serde_json::json!({"name": "runsc", "family": "gvisor", "registered": true, "kernel_isolation": true})
+    );
+    let rule = |id: &str| v["rules"].as_array().unwrap().iter().find(|r| r["id"] == id).unwrap().clone();
+    assert_eq!(rule("sbx.runtime")["pass"], true);
+    assert!(rule("sbx.runtime")["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("kernel isolation: yes; runsc (/usr/bin/runsc)"));
+
+    rig.fake.push(Output::ok(&under("runsc")));
+    rig.fake.push(Output::ok("{}\n"));
+    rig.fake.push(Output::ok("{\"runc\":{\"path\":\"runc\"}}\n"));
+    let r = rig.sbx(&["audit", ID]);
+    assert_eq!(r.code, 1);
+    let line = r.stdout.lines().find(|l| l.starts_with("FAIL  sbx.runtime")).expect("sbx.runtime fails");
+    assert!(line.contains("the Docker engine has no runtime \"runsc\" (it has: runc)"), "{line}");
+    assert!(line.contains("/etc/docker/daemon.json"), "{line}");
+    assert!(r.stderr.contains("sbx.runtime kernel isolation"), "{}", r.stderr);
 }
 
 #[test]
