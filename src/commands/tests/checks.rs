@@ -133,6 +133,48 @@ fn doctor_without_docker_says_how_to_fix_it_and_fails() {
     assert_eq!(json(&r.stderr)["error"]["kind"], "doctor_failed");
 }
 
+/// Issue 13: `doctor --runtime` lists the engine's runtimes and fails on
+/// one it does not have, naming the daemon.json fragment, without a probe.
+#[test]
+fn doctor_with_a_missing_runtime_names_the_fragment_and_skips_the_probe() {
+    let rig = Rig::new();
+    let engine = |rig: &Rig| {
+        let version = r#"{"Client":{"Version":"28.2.2"},"Server":{"Version":"26.1.0","ApiVersion":"1.45","Components":[{"Name":"runc","Version":"1.2.8"}]}}"#;
+        rig.fake.push(Output::ok(version));
+        rig.fake.push(Output::ok("\"Debian GNU/Linux 12 (bookworm)\"\n"));
+        rig.fake.push(Output::ok(""));
+        rig.fake.push(Output::ok(r#"{"runc":{"path":"runc"},"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host","--host-uds=create"]}}"#));
+    };
+    engine(&rig);
+    let r = rig.sbx(&["doctor", "--runtime", "nosuch"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(rig.fake.verbs(), ["version", "info", "ps", "info"]);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines.contains(&"ok    runtimes           runc (host kernel), runsc (gVisor)"), "{}", r.stdout);
+    let at = lines.iter().position(|l| l.starts_with("FAIL  runtime ")).expect("runtime fails");
+    assert_eq!(lines[at], "FAIL  runtime            the Docker engine has no runtime \"nosuch\" (it has: runc, runsc)");
+    assert!(
+        lines[at + 1].contains(
+            r#"fix: install it, merge {"runtimes":{"nosuch":{"path":"/usr/bin/nosuch"}}} into /etc/docker/daemon.json"#
+        ),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(lines[at + 2], "skip  probe              needs runtime nosuch registered as sbx needs it");
+    assert_eq!(
+        r.stderr,
+        "sbx: error: doctor: failed checks: runtime\nsbx: hint: each failed check above says how to fix it\n"
+    );
+
+    engine(&rig);
+    let r = rig.sbx(&["--json", "doctor", "--runtime", "nosuch"]);
+    assert_eq!(r.code, 1);
+    let v = json(&r.stdout);
+    let c = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "runtime").unwrap().clone();
+    assert_eq!(c["status"], "fail");
+    assert!(c["fix"].as_str().unwrap().contains("sudo kill -HUP $(pidof dockerd)"), "{c}");
+}
+
 #[test]
 fn doctor_refuses_bad_routes_before_any_docker_call() {
     let rig = Rig::new();
