@@ -4,7 +4,16 @@
 //! (`sbx.*`: its seccomp profile, the log cap, no `sbx.` label from the
 //! image, no network but its routes), from `docker inspect`, the image's
 //! labels, and what its process actually has, as the kernel reports it in
-//! /proc/PID/status.
+//! /proc/PID/status. Under gVisor that process is gVisor's Sentry, not the
+//! workload: `runtime` says what audit is looking at, and the rules that
+//! read the process say how they were established instead.
+
+mod read;
+mod runtime;
+
+pub use read::{apparmor_enabled, of_sandbox};
+pub use runtime::RuntimeFacts;
+use runtime::View;
 
 use serde::Serialize;
 
@@ -21,7 +30,19 @@ pub struct Rule {
 pub struct AuditReport {
     pub id: String,
     pub passed: bool,
+    /// The runtime the sandbox runs under, and whether the workload has a
+    /// kernel of its own (the `sbx.runtime` rule's verdict).
+    pub runtime: RuntimeSummary,
     pub rules: Vec<Rule>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeSummary {
+    pub name: String,
+    /// None when the engine no longer lists the runtime.
+    pub family: Option<crate::model::runtime::Family>,
+    pub registered: bool,
+    pub kernel_isolation: bool,
 }
 
 /// What the kernel says about the sandbox's main process.
@@ -33,6 +54,9 @@ pub struct ProcStatus {
     pub cap_bnd: String,
     pub no_new_privs: String,
     pub seccomp: String,
+    /// The program it runs (the executable's name, else argv[0]): tells
+    /// gVisor's Sentry (`runsc`, argv[0] `runsc-sandbox`) from a workload.
+    pub program: String,
 }
 
 impl ProcStatus {
@@ -52,7 +76,14 @@ impl ProcStatus {
             cap_bnd: f("CapBnd"),
             no_new_privs: f("NoNewPrivs"),
             seccomp: f("Seccomp"),
+            program: String::new(),
         }
+    }
+
+    /// Whether this is gVisor's Sentry (by its executable, which only the
+    /// engine's runtime could have started as the container's process).
+    pub fn is_sentry(&self) -> bool {
+        matches!(self.program.as_str(), "runsc" | "runsc-sandbox")
     }
 
     /// The status of a container's main process, when it runs on this host.
@@ -60,7 +91,16 @@ impl ProcStatus {
         if pid <= 0 {
             return None;
         }
-        std::fs::read_to_string(format!("/proc/{pid}/status")).ok().map(|s| ProcStatus::parse(&s))
+        let mut p = ProcStatus::parse(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?);
+        let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
+        // The executable when readable (root, or the same user); argv[0] otherwise.
+        p.program = match std::fs::read_link(format!("/proc/{pid}/exe")) {
+            Ok(exe) => base(&exe.to_string_lossy()),
+            Err(_) => std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| base(&String::from_utf8_lossy(c.split(|b| *b == 0).next().unwrap_or_default())))
+                .unwrap_or_default(),
+        };
+        Some(p)
     }
 }
 
@@ -104,6 +144,8 @@ pub struct Facts {
     /// The image's own `Config.Labels` (`docker image inspect`), or why they
     /// could not be read.
     pub image_labels: Result<serde_json::Value, String>,
+    /// The runtime it runs under, and the engine's registration of it.
+    pub runtime: RuntimeFacts,
 }
 
 /// Judge one container. Numbers follow the CIS Docker Benchmark as
@@ -115,12 +157,7 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     let mut rule = |id: &'static str, title: &'static str, pass: bool, detail: String| {
         rules.push(Rule { id, title, pass, detail })
     };
-    let inside = |f: &dyn Fn(&ProcStatus) -> (bool, String)| -> (bool, String) {
-        match proc_status {
-            Some(p) => f(p),
-            None => (true, "process not visible from here (remote engine?)".into()),
-        }
-    };
+    let view = View::of(&facts.runtime, proc_status);
     let mode = |k: &str| hc[k].as_str().unwrap_or_default().to_string();
     let sec = strs(&hc["SecurityOpt"]);
     let mounts = Mount::all(c);
@@ -132,12 +169,17 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
         rule("5.2", "AppArmor profile", true, "AppArmor is not enabled on this host (not applicable)".into());
     }
     let (drop, add) = (strs(&hc["CapDrop"]), strs(&hc["CapAdd"]));
-    let (ok_in, why_in) = inside(&|p| {
-        (
-            p.cap_eff == ZERO && p.cap_prm == ZERO && p.cap_bnd == ZERO,
-            format!("process CapEff {} CapPrm {} CapBnd {}", p.cap_eff, p.cap_prm, p.cap_bnd),
-        )
-    });
+    let (ok_in, why_in) = view.judge(
+        |p| {
+            (
+                p.cap_eff == ZERO && p.cap_prm == ZERO && p.cap_bnd == ZERO,
+                format!("process CapEff {} CapPrm {} CapBnd {}", p.cap_eff, p.cap_prm, p.cap_bnd),
+            )
+        },
+        // The Sentry keeps CAP_SYS_PTRACE for its ptrace platform; the
+        // workload's capabilities are gVisor's to apply, from this config.
+        |p| (true, format!("established from the config: the workload runs inside gVisor's kernel, which applies them; not read from the host process (gVisor's Sentry: CapEff {})", p.cap_eff)),
+    );
     rule(
         "5.4",
         "capabilities dropped",
@@ -207,7 +249,16 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     rule("5.20", "mount propagation not shared", shared.is_empty(), format!("shared propagation on {shared:?}"));
     rule("5.21", "host UTS namespace not shared", mode("UTSMode") != "host", format!("UTSMode {:?}", mode("UTSMode")));
     let unconfined = sec.iter().any(|s| s.replace(':', "=").starts_with("seccomp=unconfined"));
-    let (ok_in, why_in) = inside(&|p| (p.seccomp == "2", format!("process Seccomp {}", p.seccomp)));
+    let (ok_in, why_in) = view.judge(
+        |p| (p.seccomp == "2", format!("process Seccomp {}", p.seccomp)),
+        // What reaches the host kernel is the Sentry's calls: its filter is the one that counts.
+        |p| {
+            (
+                p.seccomp == "2",
+                format!("the workload's system calls go to gVisor's Sentry; gVisor's Sentry: Seccomp {}", p.seccomp),
+            )
+        },
+    );
     let shown: Vec<String> =
         sec.iter().map(|s| if s.starts_with("seccomp=") { "seccomp=<profile>".into() } else { s.clone() }).collect();
     rule("5.22", "seccomp not unconfined", !unconfined && ok_in, format!("SecurityOpt {shown:?}; {why_in}"));
@@ -215,7 +266,10 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     rule("5.25", "default cgroup", cgroup.is_empty(), format!("CgroupParent {cgroup:?}"));
     let nnp =
         sec.iter().any(|s| s == "no-new-privileges" || s == "no-new-privileges:true" || s == "no-new-privileges=true");
-    let (ok_in, why_in) = inside(&|p| (p.no_new_privs == "1", format!("process NoNewPrivs {}", p.no_new_privs)));
+    let (ok_in, why_in) = view.judge(
+        |p| (p.no_new_privs == "1", format!("process NoNewPrivs {}", p.no_new_privs)),
+        |p| (true, format!("established from the config: gVisor's kernel keeps the workload's flag (not visible from the host); gVisor's Sentry: NoNewPrivs {}", p.no_new_privs)),
+    );
     rule("5.26", "no new privileges", nnp && ok_in, format!("SecurityOpt {shown:?}; {why_in}"));
     let pids = hc["PidsLimit"].as_i64().unwrap_or(0);
     rule("5.29", "pids limited", pids > 0, format!("PidsLimit {pids}"));
@@ -251,11 +305,19 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     );
     let user = c["Config"]["User"].as_str().unwrap_or_default().to_string();
     let root_cfg = user.is_empty() || user == "root" || user.split(':').next() == Some("0");
-    let (ok_in, why_in) = inside(&|p| (p.uid != "0" && !p.uid.is_empty(), format!("process uid {}", p.uid)));
+    let (ok_in, why_in) = view.judge(
+        |p| (p.uid != "0" && !p.uid.is_empty(), format!("process uid {}", p.uid)),
+        // gVisor runs its Sentry as root on the host by design; the workload's uid is the config's.
+        |p| (true, format!("established from the config: the workload runs as that user inside gVisor's kernel; not read from the host process (gVisor's Sentry, host uid {})", p.uid)),
+    );
     rule("4.1", "runs as a non-root user", !root_cfg && ok_in, format!("User {user:?}; {why_in}"));
 
     // sbx's own rules (finding 14): what the engine does not do for a sandbox.
     let (ok, why) = sbx_seccomp(&sec);
+    let (ok, why) = match runtime::seccomp(&facts.runtime, &view) {
+        Some((applied, meaning)) if ok => (applied, meaning),
+        _ => (ok, why),
+    };
     rule("sbx.seccomp", "seccomp profile is sbx's", ok, why);
     let (ok, why) = log_capped(&hc["LogConfig"]);
     rule("sbx.log", "log driver and size capped", ok, why);
@@ -270,7 +332,16 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     rule("sbx.labels", "no sbx.* label from the image", ok, why);
     let (ok, why) = only_route_networks(c);
     rule("sbx.networks", "on no network but its routes", ok, why);
+    let (ok, why, _) = runtime::rule(&facts.runtime, &view);
+    rule("sbx.runtime", "kernel isolation", ok, why);
     rules
+}
+
+/// The runtime part of the report: what `sbx.runtime` found.
+pub fn runtime_summary(proc_status: Option<&ProcStatus>, facts: &Facts) -> RuntimeSummary {
+    let rt = &facts.runtime;
+    let (_, _, kernel_isolation) = runtime::rule(rt, &View::of(rt, proc_status));
+    RuntimeSummary { name: rt.name.clone(), family: rt.family(), registered: rt.registered.is_some(), kernel_isolation }
 }
 
 fn sbx_seccomp(sec: &[String]) -> (bool, String) {
@@ -313,32 +384,6 @@ fn only_route_networks(c: &serde_json::Value) -> (bool, String) {
     let extra: Vec<&String> =
         on.iter().filter(|n| !(declared.contains(n) || declared.is_empty() && *n == "none")).collect();
     (extra.is_empty(), format!("on {on:?}; declared routes {declared:?}; not declared: {extra:?}"))
-}
-
-pub fn apparmor_enabled() -> bool {
-    std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").map(|s| s.trim() == "Y").unwrap_or(false)
-}
-
-/// Check sandbox `id` against the CIS runtime rules: its inspect, its main
-/// process's status and the labels of its image, read through the driver.
-pub fn of_sandbox(driver: &crate::sandbox::Driver, id: &str) -> crate::error::Result<AuditReport> {
-    use crate::docker::{argv, parse, status_error};
-    let raw = driver.inspect_one(id)?;
-    let full = &raw.full;
-    let status = ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));
-    // The image's own labels: a container inherits them, sbx's record must not.
-    let image = full["Image"].as_str().unwrap_or_default();
-    let args = argv::image_labels(image);
-    let out = driver.docker().run(&args)?;
-    let image_labels = match out.status {
-        0 => serde_json::from_str(out.stdout_str().trim()).map_err(|e| format!("unreadable answer: {e}")),
-        // Removed under the container: its labels cannot be checked.
-        _ if parse::no_such_image(&out.stderr_str()) => Err(out.stderr_str()),
-        _ => return Err(status_error(&args, &out).into()),
-    };
-    let facts = Facts { apparmor: apparmor_enabled(), image_labels };
-    let rules = audit(full, status.as_ref(), &facts);
-    Ok(AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), rules })
 }
 
 #[cfg(test)]

@@ -31,6 +31,9 @@ pub struct Report {
     pub state_writable: bool,
     pub interfaces: Vec<String>,
     pub routes: Vec<RouteCheck>,
+    /// The kernel's banner (/proc/version): the host's under runc, gVisor's under runsc.
+    #[serde(default)]
+    pub kernel: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,6 +89,7 @@ pub fn observe(targets: &[String]) -> Report {
         state_writable: writable("/state/.sbx-probe"),
         interfaces,
         routes: targets.iter().map(|t| dial(t)).collect(),
+        kernel: std::fs::read_to_string("/proc/version").unwrap_or_default().trim().to_string(),
     }
 }
 

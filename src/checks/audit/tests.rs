@@ -20,7 +20,11 @@ fn good() -> serde_json::Value {
 }
 
 fn facts() -> Facts {
-    Facts { apparmor: true, image_labels: Ok(serde_json::json!({"org.opencontainers.image.title": "agent"})) }
+    Facts {
+        apparmor: true,
+        image_labels: Ok(serde_json::json!({"org.opencontainers.image.title": "agent"})),
+        runtime: RuntimeFacts::runc(),
+    }
 }
 
 fn proc_ok() -> ProcStatus {
@@ -35,7 +39,7 @@ fn failing(c: &serde_json::Value, p: Option<&ProcStatus>) -> Vec<&'static str> {
 fn a_hardened_sandbox_passes_every_rule() {
     let rules = audit(&good(), Some(&proc_ok()), &facts());
     assert!(rules.iter().all(|r| r.pass), "{rules:#?}");
-    assert_eq!(rules.len(), 28);
+    assert_eq!(rules.len(), 29);
     let mut none = good();
     none["Config"]["Labels"]["sbx.routes"] = "{}".into();
     none["HostConfig"]["NetworkMode"] = "none".into();
@@ -116,5 +120,101 @@ fn labels_the_image_carries_under_sbx_fail() {
     assert_eq!(
         audit(&good(), Some(&proc_ok()), &unknown).iter().filter(|r| !r.pass).map(|r| r.id).collect::<Vec<_>>(),
         ["sbx.labels"]
+    );
+}
+
+fn runsc() -> RuntimeFacts {
+    let reg = crate::model::runtime::Registered {
+        name: "runsc".into(),
+        path: "/usr/bin/runsc".into(),
+        args: crate::model::runtime::RUNSC_ARGS.iter().map(|s| s.to_string()).collect(),
+    };
+    RuntimeFacts {
+        name: "runsc".into(),
+        label_disagrees: None,
+        registered: Some(reg),
+        listed: vec!["runc".into(), "runsc".into()],
+    }
+}
+
+/// gVisor's Sentry as measured (runsc 20221219): root on the host, CAP_SYS_PTRACE, its own filter.
+fn sentry() -> ProcStatus {
+    let mut p = ProcStatus::parse("Name:\texe\nUid:\t0\t0\t0\t0\nCapPrm:\t0000000000080000\nCapEff:\t0000000000080000\nCapBnd:\t0000000000080000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
+    p.program = "runsc".into();
+    p
+}
+
+fn rule<'a>(rules: &'a [Rule], id: &str) -> &'a Rule {
+    rules.iter().find(|r| r.id == id).unwrap()
+}
+
+#[test]
+fn runc_passes_and_says_it_shares_the_host_kernel() {
+    let rules = audit(&good(), Some(&proc_ok()), &facts());
+    let r = rule(&rules, "sbx.runtime");
+    assert!(r.pass && r.detail.starts_with("kernel isolation: no; runc: the workload shares the host kernel"), "{r:?}");
+    assert!(r.detail.contains("shares the host kernel"), "{r:?}");
+    assert!(!runtime_summary(Some(&proc_ok()), &facts()).kernel_isolation);
+}
+
+#[test]
+fn under_gvisor_the_sentry_is_not_read_as_the_workload() {
+    let gv = Facts { runtime: runsc(), ..facts() };
+    let rules = audit(&good(), Some(&sentry()), &gv);
+    assert!(rules.iter().all(|r| r.pass), "{rules:#?}");
+    for id in ["4.1", "5.4"] {
+        let d = &rule(&rules, id).detail;
+        assert!(d.contains("established from the config") && d.contains("inside gVisor's kernel"), "{id}: {d}");
+        assert!(d.contains("gVisor's Sentry"), "{id}: {d}");
+    }
+    assert!(rule(&rules, "5.22").detail.ends_with("gVisor's Sentry: Seccomp 2"));
+    assert!(rule(&rules, "5.26").detail.ends_with("gVisor's Sentry: NoNewPrivs 1"));
+    let s = &rule(&rules, "sbx.seccomp").detail;
+    assert!(s.contains("sbx's OCI profile is not applied inside") && s.ends_with("gVisor's Sentry: Seccomp 2"), "{s}");
+    let k = &rule(&rules, "sbx.runtime").detail;
+    assert!(k.starts_with("kernel isolation: yes; runsc (/usr/bin/runsc)"), "{k}");
+    let sum = runtime_summary(Some(&sentry()), &gv);
+    assert_eq!(
+        (sum.kernel_isolation, sum.registered, sum.family),
+        (true, true, Some(crate::model::runtime::Family::Gvisor))
+    );
+
+    // The config still counts: a root user or an added capability fails.
+    let mut root = good();
+    root["Config"]["User"] = "0".into();
+    assert_eq!(
+        audit(&root, Some(&sentry()), &gv).iter().filter(|r| !r.pass).map(|r| r.id).collect::<Vec<_>>(),
+        ["4.1"]
+    );
+    let mut cap = good();
+    cap["HostConfig"]["CapAdd"] = serde_json::json!(["SYS_ADMIN"]);
+    assert_eq!(audit(&cap, Some(&sentry()), &gv).iter().filter(|r| !r.pass).map(|r| r.id).collect::<Vec<_>>(), ["5.4"]);
+    // An unfiltered Sentry fails the rules that are about its filter.
+    let bare = ProcStatus { seccomp: "0".into(), ..sentry() };
+    let bad: Vec<&str> = audit(&good(), Some(&bare), &gv).into_iter().filter(|r| !r.pass).map(|r| r.id).collect();
+    assert_eq!(bad, ["5.22", "sbx.seccomp"]);
+}
+
+#[test]
+fn gvisor_claimed_but_not_seen_and_a_runtime_gone_fail_kernel_isolation() {
+    let gv = Facts { runtime: runsc(), ..facts() };
+    // A host process that is not the Sentry is read as the workload, and the claim fails.
+    let bad: Vec<&str> = audit(&good(), Some(&proc_ok()), &gv).into_iter().filter(|r| !r.pass).map(|r| r.id).collect();
+    assert_eq!(bad, ["sbx.seccomp", "sbx.runtime"]);
+    assert!(!runtime_summary(Some(&proc_ok()), &gv).kernel_isolation);
+
+    let gone = Facts { runtime: RuntimeFacts { registered: None, listed: vec!["runc".into()], ..runsc() }, ..facts() };
+    let rules = audit(&good(), Some(&sentry()), &gone);
+    let bad: Vec<&Rule> = rules.iter().filter(|r| !r.pass).collect();
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert_eq!(bad[0].id, "sbx.runtime");
+    assert!(bad[0].detail.contains("no runtime \"runsc\" (it has: runc)"), "{}", bad[0].detail);
+    assert!(bad[0].detail.contains("\"runtimeArgs\":[\"--network=host\",\"--host-uds=create\"]"), "{}", bad[0].detail);
+    assert!(runtime_summary(Some(&sentry()), &gone).kernel_isolation, "the Sentry itself shows gVisor");
+
+    let lying = Facts { runtime: RuntimeFacts { label_disagrees: Some("runc".into()), ..runsc() }, ..facts() };
+    let r = audit(&good(), Some(&sentry()), &lying);
+    assert!(
+        !rule(&r, "sbx.runtime").pass && rule(&r, "sbx.runtime").detail.contains("sbx's record says runtime \"runc\"")
     );
 }

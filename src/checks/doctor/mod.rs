@@ -2,11 +2,14 @@
 //! and that the boundary is what sbx claims, and says how to fix what fails.
 //!
 //! [`Doctor::run`] checks the engine and the host's directories
-//! (`engine`), then starts a real probe sandbox and judges what it saw from
-//! inside (`probe_run`).
+//! (`engine`) and the runtime the probe is to run under (`runtime`), then
+//! starts a real probe sandbox and judges what it saw from inside
+//! (`probe_run`).
 
 mod engine;
+mod judge;
 mod probe_run;
+mod runtime;
 
 use std::path::Path;
 
@@ -16,7 +19,8 @@ use crate::docker::DockerExec;
 use crate::spec::Route;
 
 pub use engine::{engine_dns_check, runc_check, version_triple};
-pub use probe_run::evaluate;
+pub use judge::{evaluate, Seen};
+pub use runtime::family_name;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -61,7 +65,15 @@ impl Doctor<'_> {
         let docker_ok = self.docker(&mut checks);
         self.host_dirs(&mut checks);
         if docker_ok {
-            self.probe(routes, &mut checks);
+            match self.runtimes(routes, &mut checks) {
+                Some(reg) => self.probe(routes, &reg, &mut checks),
+                None => checks.push(check(
+                    "probe",
+                    Status::Skip,
+                    format!("needs runtime {} registered as sbx needs it", self.runtime),
+                    None,
+                )),
+            }
         } else {
             checks.push(check("probe", Status::Skip, "needs a Docker engine that answers", None));
         }

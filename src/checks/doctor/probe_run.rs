@@ -4,12 +4,15 @@
 
 use std::io::{Read, Write};
 
+use super::judge::{evaluate, Seen};
 use super::{check, Check, Doctor, Status};
+use crate::checks::audit::ProcStatus;
 use crate::checks::probe::Report;
 use crate::docker::{argv, parse};
 use crate::error::HostError;
 use crate::error::{Error, Result};
 use crate::host::socket;
+use crate::model::runtime::Registered;
 use crate::spec::{ImageRef, Route, SandboxSpec};
 
 impl Doctor<'_> {
@@ -18,7 +21,7 @@ impl Doctor<'_> {
         crate::host::self_image::ensure(self.exec, self.exe)
     }
 
-    pub(super) fn probe(&self, routes: &[Route], checks: &mut Vec<Check>) {
+    pub(super) fn probe(&self, routes: &[Route], runtime: &Registered, checks: &mut Vec<Check>) {
         // Each route network on its own first, so one missing network does
         // not hide what the others would show.
         let mut usable = Vec::new();
@@ -102,6 +105,8 @@ impl Doctor<'_> {
             }
         };
         let took = started.elapsed();
+        // Before the exchange: the probe exits once it has answered.
+        let seen = self.seen(&created.record.id, runtime);
         let report = self.exchange(&created.record.id);
         if let Err(e) = self.driver.destroy(std::slice::from_ref(&created.record.id)) {
             checks.push(check(
@@ -120,16 +125,33 @@ impl Doctor<'_> {
                     }
                 };
                 let detail = format!(
-                    "hardened sandbox {} ready in {} ms, reached through {how}",
+                    "hardened sandbox {} (runtime {}) ready in {} ms, reached through {how}",
                     created.record.id,
+                    runtime.name,
                     took.as_millis()
                 );
                 checks.push(check("probe", Status::Ok, detail, None));
-                evaluate(&r, &nonce, &usable, &targets, checks);
+                evaluate(&r, &nonce, &usable, &targets, &seen, checks);
             }
             Err(e) => {
                 checks.push(check("channel", Status::Fail, format!("no exchange over the socket: {e}"), e.hint()))
             }
+        }
+    }
+
+    /// What the host sees of the probe: its SecurityOpt (the engine's
+    /// inspect) and its host process (gVisor's Sentry under runsc).
+    fn seen(&self, id: &str, runtime: &Registered) -> Seen {
+        let full = self.driver.inspect_one(id).map(|c| c.full).unwrap_or_default();
+        let security_opt = full["HostConfig"]["SecurityOpt"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        Seen {
+            runtime: runtime.clone(),
+            host_kernel: std::fs::read_to_string("/proc/version").unwrap_or_default().trim().to_string(),
+            security_opt,
+            host_process: ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0)),
         }
     }
 
@@ -159,176 +181,10 @@ struct Exchange {
     report: Report,
 }
 
-fn route_port(r: &Route) -> Option<u16> {
+pub(super) fn route_port(r: &Route) -> Option<u16> {
     r.port.or_else(|| match r.target.split_once("://").map(|(s, _)| s) {
         Some("http") | Some("ws") => Some(80),
         Some("https") | Some("wss") => Some(443),
         _ => None,
     })
-}
-
-/// Judge what the probe saw against what sbx promises.
-pub fn evaluate(r: &Report, nonce: &str, routes: &[Route], targets: &[String], checks: &mut Vec<Check>) {
-    let zero = "0000000000000000";
-    let mut add = |name: &str, ok: bool, good: String, bad: String, fix: &str| {
-        let (status, detail, fix) =
-            if ok { (Status::Ok, good, None) } else { (Status::Fail, bad, Some(fix.to_string())) };
-        checks.push(check(name, status, detail, fix));
-    };
-    add(
-        "channel",
-        r.echo == nonce,
-        "bytes went both ways over the socket".into(),
-        format!("sent {nonce:?}, got back {:?}", r.echo),
-        "check that nothing else binds the socket directory",
-    );
-    let caps = [&r.cap_eff, &r.cap_prm, &r.cap_bnd, &r.cap_amb];
-    add(
-        "capabilities",
-        caps.iter().all(|c| c.as_str() == zero),
-        "none (effective, permitted, bounding, ambient all 0)".into(),
-        format!("CapEff {} CapPrm {} CapBnd {} CapAmb {}", r.cap_eff, r.cap_prm, r.cap_bnd, r.cap_amb),
-        "the engine ignored --cap-drop ALL; check for a daemon-wide default or an authorization plugin",
-    );
-    add(
-        "no-new-privileges",
-        r.no_new_privs == "1",
-        "NoNewPrivs=1".into(),
-        format!("NoNewPrivs={}", r.no_new_privs),
-        "the engine ignored --security-opt no-new-privileges",
-    );
-    add(
-        "seccomp",
-        r.seccomp == "2",
-        "a seccomp filter is on".into(),
-        format!("Seccomp={} (2 means filtered)", r.seccomp),
-        "start dockerd with its default seccomp profile (not seccomp=unconfined)",
-    );
-    add(
-        "read-only root",
-        r.read_only_root,
-        "the root filesystem refuses writes".into(),
-        "the root filesystem is writable".into(),
-        "the engine ignored --read-only",
-    );
-    add(
-        "user",
-        !r.uid.is_empty() && r.uid != "0",
-        format!("uid {} gid {}", r.uid, r.gid),
-        format!("running as uid {}", r.uid),
-        "check for a userns or daemon user override",
-    );
-    add(
-        "scratch",
-        r.tmp_writable && r.state_writable,
-        "/tmp and /state are writable".into(),
-        format!("/tmp writable: {}, /state writable: {}", r.tmp_writable, r.state_writable),
-        "the tmpfs mounts did not take the sandbox user's ownership",
-    );
-    let mut ifaces = r.interfaces.clone();
-    ifaces.sort();
-    let nets: std::collections::BTreeSet<String> = routes.iter().map(Route::network).collect();
-    let expect = 1 + nets.len();
-    add(
-        "network",
-        ifaces.len() == expect && ifaces.contains(&"lo".to_string()),
-        format!("interfaces: {}", ifaces.join(", ")),
-        format!("expected lo and {} route interface(s), saw {}", nets.len(), ifaces.join(", ")),
-        "check the engine's network configuration",
-    );
-    for (route, target) in routes.iter().filter(|r| route_port(r).is_some()).zip(targets) {
-        let seen = r.routes.iter().find(|c| &c.target == target);
-        let name = format!("route {}", route.kind);
-        match seen {
-            Some(c) if c.reached => checks.push(check(&name, Status::Ok, format!("{target} reachable over {} ({})", route.network(), c.detail), None)),
-            Some(c) => checks.push(check(&name, Status::Fail, format!("{target} not reachable over {}: {}", route.network(), c.detail),
-                Some(format!("attach the service to the network (`docker network connect {} {}`) and check it listens on the port", route.network(), route.host)))),
-            None => checks.push(check(&name, Status::Fail, format!("the probe did not try {target}"), None)),
-        }
-    }
-    for route in routes.iter().filter(|r| route_port(r).is_none()) {
-        checks.push(check(
-            &format!("route {}", route.kind),
-            Status::Skip,
-            format!("{} names no port to try", route.target),
-            None,
-        ));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn good() -> Report {
-        let z = "0000000000000000".to_string();
-        Report {
-            echo: "n".into(),
-            uid: "65534".into(),
-            gid: "65534".into(),
-            cap_eff: z.clone(),
-            cap_prm: z.clone(),
-            cap_bnd: z.clone(),
-            cap_amb: z,
-            no_new_privs: "1".into(),
-            seccomp: "2".into(),
-            read_only_root: true,
-            tmp_writable: true,
-            state_writable: true,
-            interfaces: vec!["lo".into()],
-            routes: vec![],
-        }
-    }
-
-    #[test]
-    fn a_hardened_probe_passes_and_each_weakness_fails() {
-        let mut checks = Vec::new();
-        evaluate(&good(), "n", &[], &[], &mut checks);
-        assert!(checks.iter().all(|c| c.status == Status::Ok), "{checks:?}");
-        let weak = [
-            Report { cap_eff: "00000000a80425fb".into(), ..good() },
-            Report { no_new_privs: "0".into(), ..good() },
-            Report { seccomp: "0".into(), ..good() },
-            Report { read_only_root: false, ..good() },
-            Report { uid: "0".into(), ..good() },
-            Report { tmp_writable: false, ..good() },
-            Report { interfaces: vec!["lo".into(), "eth0".into()], ..good() },
-            Report { echo: "other".into(), ..good() },
-        ];
-        for r in weak {
-            let mut checks = Vec::new();
-            evaluate(&r, "n", &[], &[], &mut checks);
-            assert_eq!(checks.iter().filter(|c| c.status == Status::Fail).count(), 1, "{r:?}");
-        }
-    }
-
-    /// Issue 10, consistency: doctor's fix for a missing route network is create's.
-    #[test]
-    fn a_missing_network_is_fixed_as_create_says() {
-        let fix = crate::error::missing_network_fix(&["sbx-proxy".to_string()]);
-        assert!(fix.contains("docker network connect --alias proxy sbx-proxy SERVICE"), "{fix}");
-        assert!(fix.contains("com.docker.network.bridge.inhibit_ipv4=true"), "{fix}");
-        let e =
-            crate::error::Error::Route(crate::error::RouteError::NetworkMissing { networks: vec!["sbx-proxy".into()] });
-        assert!(e.hint().unwrap().starts_with(&fix));
-    }
-
-    #[test]
-    fn routes_are_judged_by_what_the_probe_reached() {
-        let route = Route::parse("inference:proxy:8080").unwrap();
-        let mut r = good();
-        r.interfaces = vec!["lo".into(), "eth0".into()];
-        r.routes = vec![crate::checks::probe::RouteCheck {
-            target: "proxy:8080".into(),
-            reached: false,
-            detail: "refused".into(),
-        }];
-        let mut checks = Vec::new();
-        evaluate(&r, "n", std::slice::from_ref(&route), &["proxy:8080".into()], &mut checks);
-        let c = checks.iter().find(|c| c.name == "route inference").unwrap();
-        assert_eq!(c.status, Status::Fail);
-        assert!(c.fix.as_deref().unwrap().contains("docker network connect sbx-proxy proxy"));
-        assert_eq!(route_port(&Route::parse("docs:https://docs").unwrap()), Some(443));
-        assert_eq!(route_port(&Route::parse("docs:docs").unwrap()), None);
-    }
 }

@@ -25,7 +25,7 @@ fn audit_prints_each_rule_then_fails_in_text_and_json() {
     let r = rig.sbx(&["audit", ID]);
     assert_eq!(r.code, 1);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines.len(), 28, "{}", r.stdout);
+    assert_eq!(lines.len(), 29, "{}", r.stdout);
     assert!(lines.iter().all(|l| l.starts_with("PASS  ") || l.starts_with("FAIL  ")), "{}", r.stdout);
     assert!(lines.iter().any(|l| l.starts_with("FAIL  5.5          ")), "{}", r.stdout);
     assert_eq!(rig.fake.verbs(), ["container inspect", "image inspect"]);
@@ -43,6 +43,51 @@ fn audit_prints_each_rule_then_fails_in_text_and_json() {
     let rule = v["rules"].as_array().unwrap().iter().find(|r| r["id"] == "5.5").unwrap();
     assert_eq!(rule["pass"], false);
     assert_eq!(json(&r.stderr)["error"]["kind"], "audit_failed");
+    assert_eq!(
+        v["runtime"],
+        serde_json::json!({"name": "runc", "family": "runc", "registered": true, "kernel_isolation": false})
+    );
+}
+
+/// Issue 13: audit asks the engine what a runtime other than runc is, and
+/// says when the engine no longer has it.
+#[test]
+fn audit_learns_the_runtime_from_the_engine() {
+    let rig = Rig::new();
+    // The engine's own field (the sbx.runtime label is sealed with the record).
+    let under = |runtime: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(&privileged(&rig)).unwrap();
+        v["HostConfig"]["Runtime"] = runtime.into();
+        v.to_string()
+    };
+    let runtimes = r#"{"runc":{"path":"runc"},"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host","--host-uds=create"]}}"#;
+    rig.fake.push(Output::ok(&under("runsc")));
+    rig.fake.push(Output::ok("{}\n"));
+    rig.fake.push(Output::ok(&format!("{runtimes}\n")));
+    let r = rig.sbx(&["--json", "audit", ID]);
+    assert_eq!(r.code, 1, "5.5 still fails: {}", r.stderr);
+    assert_eq!(rig.fake.verbs(), ["container inspect", "image inspect", "info"]);
+    let v = json(&r.stdout);
+    assert_eq!(
+        v["runtime"],
+        serde_json::json!({"name": "runsc", "family": "gvisor", "registered": true, "kernel_isolation": true})
+    );
+    let rule = |id: &str| v["rules"].as_array().unwrap().iter().find(|r| r["id"] == id).unwrap().clone();
+    assert_eq!(rule("sbx.runtime")["pass"], true);
+    assert!(rule("sbx.runtime")["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("kernel isolation: yes; runsc (/usr/bin/runsc)"));
+
+    rig.fake.push(Output::ok(&under("runsc")));
+    rig.fake.push(Output::ok("{}\n"));
+    rig.fake.push(Output::ok("{\"runc\":{\"path\":\"runc\"}}\n"));
+    let r = rig.sbx(&["audit", ID]);
+    assert_eq!(r.code, 1);
+    let line = r.stdout.lines().find(|l| l.starts_with("FAIL  sbx.runtime")).expect("sbx.runtime fails");
+    assert!(line.contains("the Docker engine has no runtime \"runsc\" (it has: runc)"), "{line}");
+    assert!(line.contains("/etc/docker/daemon.json"), "{line}");
+    assert!(r.stderr.contains("sbx.runtime kernel isolation"), "{}", r.stderr);
 }
 
 #[test]
@@ -86,6 +131,48 @@ fn doctor_without_docker_says_how_to_fix_it_and_fails() {
     assert_eq!(v["ok"], false);
     assert_eq!((&v["checks"][0]["name"], &v["checks"][0]["status"]), (&"docker".into(), &"fail".into()));
     assert_eq!(json(&r.stderr)["error"]["kind"], "doctor_failed");
+}
+
+/// Issue 13: `doctor --runtime` lists the engine's runtimes and fails on
+/// one it does not have, naming the daemon.json fragment, without a probe.
+#[test]
+fn doctor_with_a_missing_runtime_names_the_fragment_and_skips_the_probe() {
+    let rig = Rig::new();
+    let engine = |rig: &Rig| {
+        let version = r#"{"Client":{"Version":"28.2.2"},"Server":{"Version":"26.1.0","ApiVersion":"1.45","Components":[{"Name":"runc","Version":"1.2.8"}]}}"#;
+        rig.fake.push(Output::ok(version));
+        rig.fake.push(Output::ok("\"Debian GNU/Linux 12 (bookworm)\"\n"));
+        rig.fake.push(Output::ok(""));
+        rig.fake.push(Output::ok(r#"{"runc":{"path":"runc"},"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host","--host-uds=create"]}}"#));
+    };
+    engine(&rig);
+    let r = rig.sbx(&["doctor", "--runtime", "nosuch"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(rig.fake.verbs(), ["version", "info", "ps", "info"]);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines.contains(&"ok    runtimes           runc (host kernel), runsc (gVisor)"), "{}", r.stdout);
+    let at = lines.iter().position(|l| l.starts_with("FAIL  runtime ")).expect("runtime fails");
+    assert_eq!(lines[at], "FAIL  runtime            the Docker engine has no runtime \"nosuch\" (it has: runc, runsc)");
+    assert!(
+        lines[at + 1].contains(
+            r#"fix: install it, merge {"runtimes":{"nosuch":{"path":"/usr/bin/nosuch"}}} into /etc/docker/daemon.json"#
+        ),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(lines[at + 2], "skip  probe              needs runtime nosuch registered as sbx needs it");
+    assert_eq!(
+        r.stderr,
+        "sbx: error: doctor: failed checks: runtime\nsbx: hint: each failed check above says how to fix it\n"
+    );
+
+    engine(&rig);
+    let r = rig.sbx(&["--json", "doctor", "--runtime", "nosuch"]);
+    assert_eq!(r.code, 1);
+    let v = json(&r.stdout);
+    let c = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "runtime").unwrap().clone();
+    assert_eq!(c["status"], "fail");
+    assert!(c["fix"].as_str().unwrap().contains("sudo kill -HUP $(pidof dockerd)"), "{c}");
 }
 
 #[test]

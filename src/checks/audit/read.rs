@@ -1,0 +1,60 @@
+//! Reading one sandbox for audit: its inspect, its host process, its
+//! image's labels, the host's AppArmor, and its runtime's registration.
+
+use super::{audit, runtime_summary, AuditReport, Facts, ProcStatus, RuntimeFacts};
+
+pub fn apparmor_enabled() -> bool {
+    std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").map(|s| s.trim() == "Y").unwrap_or(false)
+}
+
+/// Check sandbox `id` against the CIS runtime rules: its inspect, its main
+/// process's status and the labels of its image, read through the driver.
+pub fn of_sandbox(driver: &crate::sandbox::Driver, id: &str) -> crate::error::Result<AuditReport> {
+    use crate::docker::{argv, parse, status_error};
+    let raw = driver.inspect_one(id)?;
+    let full = &raw.full;
+    let status = ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));
+    // The image's own labels: a container inherits them, sbx's record must not.
+    let image = full["Image"].as_str().unwrap_or_default();
+    let args = argv::image_labels(image);
+    let out = driver.docker().run(&args)?;
+    let image_labels = match out.status {
+        0 => serde_json::from_str(out.stdout_str().trim()).map_err(|e| format!("unreadable answer: {e}")),
+        // Removed under the container: its labels cannot be checked.
+        _ if parse::no_such_image(&out.stderr_str()) => Err(out.stderr_str()),
+        _ => return Err(status_error(&args, &out).into()),
+    };
+    let facts = Facts { apparmor: apparmor_enabled(), image_labels, runtime: runtime_of(driver, full)? };
+    let rules = audit(full, status.as_ref(), &facts);
+    let runtime = runtime_summary(status.as_ref(), &facts);
+    Ok(AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), runtime, rules })
+}
+
+/// The runtime the engine ran the container under (`HostConfig.Runtime`,
+/// else sbx's label) and, unless it is runc, the engine's registration of
+/// it now (`docker info`).
+fn runtime_of(driver: &crate::sandbox::Driver, c: &serde_json::Value) -> crate::error::Result<RuntimeFacts> {
+    use crate::docker::{argv, parse, status_error};
+    use crate::model::runtime::DEFAULT;
+    let label = c["Config"]["Labels"][crate::model::record::RUNTIME].as_str().filter(|s| !s.is_empty());
+    let engine = c["HostConfig"]["Runtime"].as_str().filter(|s| !s.is_empty());
+    let name = engine.or(label).unwrap_or(DEFAULT).to_string();
+    let label_disagrees = label.filter(|l| *l != name).map(str::to_string);
+    if name == DEFAULT {
+        return Ok(RuntimeFacts { label_disagrees, ..RuntimeFacts::runc() });
+    }
+    let args = argv::runtimes();
+    let out = driver.docker().run(&args)?;
+    if out.status != 0 {
+        return Err(status_error(&args, &out).into());
+    }
+    let all = parse::runtimes(&out.stdout_str()).ok_or_else(|| crate::error::RuntimeError::Unreadable {
+        reason: format!("not a JSON object: {:?}", out.stdout_str().trim()),
+    })?;
+    Ok(RuntimeFacts {
+        registered: all.get(&name).cloned(),
+        listed: all.keys().cloned().collect(),
+        name,
+        label_disagrees,
+    })
+}
