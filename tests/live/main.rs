@@ -24,6 +24,7 @@ mod lifecycle;
 mod nonroot;
 mod persist;
 mod readme_example;
+mod runtime;
 mod transfer;
 mod trust;
 mod workbench;
