@@ -146,7 +146,7 @@ impl Bench {
         .unwrap();
         std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         // The same read-only helper mount sbx gives every sandbox.
-        let helper = sbx::host::helper::install(&data).unwrap();
+        let helper = sbx::host::helper::install(&data, false).unwrap();
         let seccomp = sbx::host::seccomp::install(&data).unwrap();
         Bench { image, root, data, shim_log, shim, helper, seccomp }
     }

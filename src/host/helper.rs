@@ -34,20 +34,30 @@ const FILE: &str = "helper";
 /// the process non-dumpable from the start (no window), and without
 /// CAP_SYS_PTRACE nothing in the sandbox can attach to it.
 const MODE: u32 = 0o511;
+/// Under gVisor (issue 13): the Sentry's loader reads the binary as the
+/// calling user, so an execute-only file fails with "failed to load:
+/// permission denied" (exit 126) and every helper command with it
+/// (measured, runsc 20221219). There the helper must be readable; a copy of
+/// its own, in its own directory, so runc sandboxes keep the 0511 one.
+const MODE_READABLE: u32 = 0o555;
 
 /// The helper's directory on the host (holding only `helper`), installed on
 /// first use and verified every time. `None` when this sbx was built without
-/// one (no static libc at build time).
-pub fn install(data_dir: &Path) -> Result<Option<PathBuf>> {
+/// one (no static libc at build time). `readable`: the runtime cannot exec
+/// an execute-only file (gVisor).
+pub fn install(data_dir: &Path, readable: bool) -> Result<Option<PathBuf>> {
     if BYTES.is_empty() {
         return Ok(None);
     }
-    install_bytes(data_dir, KEY.trim(), BYTES).map(Some)
+    install_bytes(data_dir, KEY.trim(), BYTES, readable).map(Some)
 }
 
-fn install_bytes(data_dir: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf> {
+fn install_bytes(data_dir: &Path, key: &str, bytes: &[u8], readable: bool) -> Result<PathBuf> {
     let base = data_dir.join("helper");
-    let dir = base.join(format!("v-{key}"));
+    let (dir, mode) = match readable {
+        false => (base.join(format!("v-{key}")), MODE),
+        true => (base.join(format!("v-{key}-r")), MODE_READABLE),
+    };
     let untrusted =
         |path: &Path, reason: String| Error::Host(HostError::HelperUntrusted { path: path.to_path_buf(), reason });
     let io = |what: &str, p: &Path, e| Error::io(format!("{what} {}", p.display()), e);
@@ -57,7 +67,7 @@ fn install_bytes(data_dir: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf> {
         let md = std::fs::symlink_metadata(p).map_err(|e| io("reading", p, e))?;
         trusted(&md).map_err(|r| untrusted(p, r))?;
     }
-    match verify(&dir, bytes) {
+    match verify(&dir, bytes, mode) {
         Ok(()) => return Ok(dir),
         Err(None) => {}
         Err(Some(reason)) => {
@@ -73,10 +83,10 @@ fn install_bytes(data_dir: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf> {
     let tmp = base.join(format!(".new-{}-{:x}", std::process::id(), rand::random::<u32>()));
     std::fs::DirBuilder::new().mode(0o755).create(&tmp).map_err(|e| io("creating", &tmp, e))?;
     let written = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(MODE).open(tmp.join(FILE))?;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(tmp.join(FILE))?;
         f.write_all(bytes)?;
         // create_new's mode passes through the umask: set it exactly.
-        f.set_permissions(std::fs::Permissions::from_mode(MODE))?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         f.sync_all()
     })();
     if let Err(e) = written {
@@ -87,7 +97,8 @@ fn install_bytes(data_dir: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf> {
     if std::fs::rename(&tmp, &dir).is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
     }
-    verify(&dir, bytes).map_err(|r| untrusted(&dir, r.unwrap_or_else(|| "it vanished while installing".into())))?;
+    verify(&dir, bytes, mode)
+        .map_err(|r| untrusted(&dir, r.unwrap_or_else(|| "it vanished while installing".into())))?;
     Ok(dir)
 }
 
@@ -105,7 +116,7 @@ fn trusted(md: &std::fs::Metadata) -> std::result::Result<(), String> {
 
 /// `Err(None)`: not installed. `Err(Some(why))`: there, but not exactly
 /// the embedded helper alone in a trusted directory.
-fn verify(dir: &Path, bytes: &[u8]) -> std::result::Result<(), Option<String>> {
+fn verify(dir: &Path, bytes: &[u8], mode: u32) -> std::result::Result<(), Option<String>> {
     let md = match std::fs::symlink_metadata(dir) {
         Ok(md) => md,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(None),
@@ -133,8 +144,8 @@ fn verify(dir: &Path, bytes: &[u8]) -> std::result::Result<(), Option<String>> {
         return Err(Some("the helper is not a regular file".into()));
     }
     trusted(&fm)?;
-    if fm.mode() & 0o7777 != MODE {
-        return Err(Some(format!("the helper's mode is {:o}, not {MODE:o}", fm.mode() & 0o7777)));
+    if fm.mode() & 0o7777 != mode {
+        return Err(Some(format!("the helper's mode is {:o}, not {mode:o}", fm.mode() & 0o7777)));
     }
     if fm.len() != bytes.len() as u64 {
         return Err(Some(format!("the helper has {} bytes, not {}", fm.len(), bytes.len())));
@@ -265,23 +276,38 @@ mod tests {
     #[test]
     fn installs_once_and_reinstalls_a_tampered_helper() {
         let d = tmp();
-        let dir = install_bytes(&d, "k1", b"real helper").unwrap();
+        let dir = install_bytes(&d, "k1", b"real helper", false).unwrap();
         assert_eq!(std::fs::read(dir.join(FILE)).unwrap(), b"real helper");
-        assert_eq!(install_bytes(&d, "k1", b"real helper").unwrap(), dir);
+        assert_eq!(install_bytes(&d, "k1", b"real helper", false).unwrap(), dir);
         // Same size, other content: replaced.
         std::fs::remove_file(dir.join(FILE)).unwrap();
         std::fs::write(dir.join(FILE), b"evil helper").unwrap();
-        let again = install_bytes(&d, "k1", b"real helper").unwrap();
+        let again = install_bytes(&d, "k1", b"real helper", false).unwrap();
         assert_eq!(std::fs::read(again.join(FILE)).unwrap(), b"real helper");
         // Readable (and so traceable) inside the sandbox: reinstalled execute-only.
         assert_eq!(std::fs::metadata(again.join(FILE)).unwrap().mode() & 0o7777, 0o511);
         std::fs::set_permissions(again.join(FILE), std::fs::Permissions::from_mode(0o555)).unwrap();
-        install_bytes(&d, "k1", b"real helper").unwrap();
+        install_bytes(&d, "k1", b"real helper", false).unwrap();
         assert_eq!(std::fs::metadata(again.join(FILE)).unwrap().mode() & 0o7777, 0o511);
         // An extra entry (something to mount over, or run instead): replaced.
         std::fs::write(again.join("extra"), b"x").unwrap();
-        install_bytes(&d, "k1", b"real helper").unwrap();
+        install_bytes(&d, "k1", b"real helper", false).unwrap();
         assert_eq!(std::fs::read_dir(&again).unwrap().count(), 1);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn gvisor_gets_a_readable_copy_of_its_own() {
+        let d = tmp();
+        let plain = install_bytes(&d, "k1", b"real helper", false).unwrap();
+        let readable = install_bytes(&d, "k1", b"real helper", true).unwrap();
+        assert_ne!(plain, readable, "runc sandboxes keep the execute-only one");
+        assert_eq!(std::fs::metadata(readable.join(FILE)).unwrap().mode() & 0o7777, 0o555);
+        assert_eq!(std::fs::metadata(plain.join(FILE)).unwrap().mode() & 0o7777, 0o511);
+        // Execute-only where it must be readable: reinstalled readable.
+        std::fs::set_permissions(readable.join(FILE), std::fs::Permissions::from_mode(0o511)).unwrap();
+        install_bytes(&d, "k1", b"real helper", true).unwrap();
+        assert_eq!(std::fs::metadata(readable.join(FILE)).unwrap().mode() & 0o7777, 0o555);
         std::fs::remove_dir_all(d).unwrap();
     }
 
@@ -290,7 +316,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let d = tmp();
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let err = install_bytes(&d, "k1", b"h").unwrap_err();
+        let err = install_bytes(&d, "k1", b"h", false).unwrap_err();
         assert!(
             matches!(&err, Error::Host(HostError::HelperUntrusted { reason, .. }) if reason.contains("lets others write")),
             "{err}"

@@ -42,13 +42,13 @@ fn ports_on_a_sandbox_without_network() {
 }
 
 /// `sbx port-forward ID 0:PORT` in the background; its local address and the child (killed on drop).
-struct Forward {
-    child: std::process::Child,
-    local: String,
+pub(crate) struct Forward {
+    pub child: std::process::Child,
+    pub local: String,
 }
 
 impl Forward {
-    fn start(w: &World, id: &str, port: &str) -> Forward {
+    pub fn start(w: &World, id: &str, port: &str) -> Forward {
         let mut child = Command::new(SBX)
             .args(w.dir_args())
             .args(["port-forward", id, &format!("0:{port}")])

@@ -24,6 +24,7 @@ mod lifecycle;
 mod nonroot;
 mod persist;
 mod readme_example;
+mod runtime;
 mod runtime_checks;
 mod transfer;
 mod trust;

@@ -158,7 +158,9 @@ impl Driver {
         let expires = spec.ttl.map(|t| now + t);
         let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
         let owner = state::owner_token(key, &id);
-        let helper = crate::host::helper::install(&state.dir)?;
+        // gVisor cannot exec the execute-only helper (see `helper::MODE_READABLE`).
+        let helper =
+            crate::host::helper::install(&state.dir, runtime.family() == crate::model::runtime::Family::Gvisor)?;
         if channel == Kind::Exec && helper.is_none() {
             return Err(Error::Sandbox(SandboxError::HelperMissing { id: id.clone() }));
         }
