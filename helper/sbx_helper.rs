@@ -55,6 +55,7 @@ extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
     fn lseek(fd: i32, offset: i64, whence: i32) -> i64;
     fn utimensat(dirfd: i32, path: *const u8, times: *const [i64; 4], flags: i32) -> i32;
+    fn prctl(option: i32, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i32;
 }
 
 /// Set `path`'s mtime (not following a final symlink: a link gets its own
@@ -74,6 +75,12 @@ const SEEK_DATA: i32 = 3;
 const SEEK_HOLE: i32 = 4;
 
 fn main() {
+    // Non-dumpable, so no process of the sandbox's user can ptrace this one
+    // to forge its answers. Under runc the execute-only file already made it
+    // so from exec on; under gVisor the file must be readable (see
+    // `host::helper` on the host), so this is what protects it there, from
+    // here on. PR_SET_DUMPABLE = 4.
+    unsafe { prctl(4, 0, 0, 0, 0) };
     let args: Vec<String> = std::env::args().collect();
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
     let code = match arg(1).as_str() {

@@ -38,7 +38,9 @@ const MODE: u32 = 0o511;
 /// calling user, so an execute-only file fails with "failed to load:
 /// permission denied" (exit 126) and every helper command with it
 /// (measured, runsc 20221219). There the helper must be readable; a copy of
-/// its own, in its own directory, so runc sandboxes keep the 0511 one.
+/// its own, in its own directory, so runc sandboxes keep the 0511 one. The
+/// helper makes itself non-dumpable first thing (PR_SET_DUMPABLE), which
+/// leaves a window of a few instructions after exec that 0511 closes under runc.
 const MODE_READABLE: u32 = 0o555;
 
 /// The helper's directory on the host (holding only `helper`), installed on

@@ -11,6 +11,10 @@ use crate::model::gate;
 use crate::model::runtime::{Family, Registered, DEFAULT};
 use crate::spec::SandboxSpec;
 
+/// The lowest `--pids` a gVisor sandbox gets (issue 13): the cgroup's pids
+/// limit counts the Sentry's and gofer's threads too.
+pub(super) const GVISOR_MIN_PIDS: u32 = 128;
+
 impl Driver {
     /// `docker info`'s runtimes, asked while the image is looked up; None for runc.
     pub(super) fn spawn_runtime_check(&self, spec: &SandboxSpec) -> Result<Option<Box<dyn Background>>> {
@@ -44,6 +48,18 @@ impl Driver {
             let have = all.keys().cloned().collect::<Vec<_>>().join(", ");
             return Err(RuntimeError::Missing { name: spec.runtime.clone(), have }.into());
         };
+        if reg.family() == Family::Gvisor && spec.pids < GVISOR_MIN_PIDS {
+            return Err(crate::error::Invalid::new(
+                "--pids",
+                spec.pids.to_string(),
+                format!(
+                    "under gVisor the limit also counts the runtime's own threads (46 in an idle sandbox here; \
+                     `docker run` fails below about 64), so it must be at least {GVISOR_MIN_PIDS}"
+                ),
+            )
+            .hint(format!("give --pids {GVISOR_MIN_PIDS} or more (the default is 512)"))
+            .into());
+        }
         let problems = reg.problems(needs_network, direct);
         if !problems.is_empty() {
             return Err(RuntimeError::Misconfigured { name: reg.name.clone(), path: reg.path.clone(), problems }.into());

@@ -56,6 +56,17 @@ fn a_registration_sbx_cannot_run_under_says_what_to_change() {
 }
 
 #[test]
+fn under_gvisor_a_pids_limit_gvisor_itself_would_exhaust_is_invalid_input() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok(RUNTIMES_OK));
+    let err = rig.driver().create(&runsc(CreateRequest { pids: Some(64), ..Default::default() })).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    assert!(err.to_string().contains("runtime's own threads"), "{err}");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "info"]);
+}
+
+#[test]
 fn under_gvisor_route_hosts_are_written_by_sbx() {
     let rig = Rig::new();
     rig.image("");
