@@ -24,6 +24,7 @@ mod lifecycle;
 mod nonroot;
 mod persist;
 mod readme_example;
+mod runtime_attack;
 mod runtime_checks;
 mod transfer;
 mod trust;
