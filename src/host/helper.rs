@@ -166,6 +166,20 @@ fn verify(dir: &Path, bytes: &[u8], mode: u32) -> std::result::Result<(), Option
 /// exactly at /run/sbx (read-only), the socket directory exactly at
 /// `socket_dir`. A symlink in the image moves them; that is refused.
 pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str) -> Result<()> {
+    check_placement(mountinfo, image, helper, Some(socket_dir), true)
+}
+
+/// [`check_mounts`] on the mount table of gVisor's gofer (issue 13, attack
+/// finding 1): the gofer places the sandbox's bind mounts on the host,
+/// resolving the image's symlinks as the Sentry does, so where they landed
+/// there is where they are inside. The Sentry applies `readonly` itself (the
+/// gofer's binds are rw), and a relayed channel's /run/sandbox is a tmpfs
+/// of the Sentry's, not in the gofer's table: `socket_dir` None.
+pub fn check_gofer_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: Option<&str>) -> Result<()> {
+    check_placement(mountinfo, image, helper, socket_dir, false)
+}
+
+fn check_placement(mountinfo: &str, image: &str, helper: bool, socket_dir: Option<&str>, ro_seen: bool) -> Result<()> {
     let mounts = parse_mountinfo(mountinfo);
     let redirected = |path: &str, found: String| {
         Error::Image(ImageError::Redirected { image: image.to_string(), path: path.to_string(), found })
@@ -184,19 +198,19 @@ pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str
             }
         })
     };
-    if !mounts.iter().any(|m| m.path == socket_dir) {
-        return Err(redirected(socket_dir, elsewhere(socket_dir)));
+    if let Some(dir) = socket_dir.filter(|d| !mounts.iter().any(|m| m.path == *d)) {
+        return Err(redirected(dir, elsewhere(dir)));
     }
     if helper {
         match mounts.iter().rev().find(|m| m.path == SANDBOX_DIR) {
             None => return Err(redirected(SANDBOX_DIR, elsewhere(SANDBOX_DIR))),
-            Some(m) if !m.read_only => {
+            Some(m) if ro_seen && !m.read_only => {
                 return Err(redirected(SANDBOX_DIR, "the mount there is writable, not sbx's read-only helper".into()))
             }
             Some(_) => {}
         }
     }
-    for at in [helper.then_some(SANDBOX_DIR), Some(socket_dir)].into_iter().flatten() {
+    for at in [helper.then_some(SANDBOX_DIR), socket_dir].into_iter().flatten() {
         if let Some(over) = covered(&mounts, at) {
             return Err(redirected(
                 at,

@@ -3,12 +3,13 @@
 //! persistent session volumes' host dirs, the helper binary sbx mounts, the
 //! seccomp profile file, sbx's own image (`self_image`: doctor's probe and the
 //! egress gate), how sbx reaches a sandbox's socket (`channel`:
-//! direct or relayed), the byte relay and signal handling. Everything a
+//! direct or relayed), gVisor's gofer (`gvisor`), the byte relay and signal handling. Everything a
 //! sandbox can touch from inside is opened by descriptor and checked here
 //! before sbx acts on it.
 
 pub mod channel;
 pub mod egress;
+pub mod gvisor;
 pub mod helper;
 pub mod interrupt;
 pub mod persist;

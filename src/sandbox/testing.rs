@@ -106,8 +106,13 @@ impl Rig {
 
     /// `docker run`/`start` succeeds and the "sandbox" binds its socket.
     pub fn starts_and_binds(&self) {
+        self.starts_and_binds_as("deadbeef")
+    }
+
+    /// [`Rig::starts_and_binds`], `docker run` printing container id `cid`.
+    pub fn starts_and_binds_as(&self, cid: &str) {
         let dir = self.sock_dir();
-        self.fake.push_with(Output::ok("deadbeef\n"), move |_| {
+        self.fake.push_with(Output::ok(&format!("{cid}\n")), move |_| {
             let l = UnixListener::bind(dir.join("sandbox.sock")).unwrap();
             std::mem::forget(l);
         });

@@ -25,6 +25,7 @@ mod nonroot;
 mod persist;
 mod readme_example;
 mod runtime;
+mod runtime_attack;
 mod runtime_checks;
 mod transfer;
 mod trust;

@@ -9,7 +9,7 @@
 use crate::support::*;
 
 /// Fails (never skips) when the engine has no runtime `runsc`.
-fn require_runsc() {
+pub(crate) fn require_runsc() {
     let runtimes = docker_ok(&["info", "--format", "{{json .Runtimes}}"]);
     let v: serde_json::Value = serde_json::from_str(&runtimes).expect("docker info's runtimes are JSON");
     assert!(

@@ -68,7 +68,7 @@ impl Driver {
         };
         // `docker run`/`start` is the only place sbx starts a sandbox
         // (`--restart no`), so this one check covers every start.
-        self.check_mounts(plan)?;
+        self.check_mounts(plan, &cid)?;
         if plan.spec.socket_wait.is_zero() {
             self.check_interrupt()?;
         } else if plan.channel == Kind::Exec {
@@ -84,31 +84,39 @@ impl Driver {
     /// host's /proc/PID/mountinfo of the sandbox's main process (kernel
     /// data the sandbox cannot forge), and refuse an image that moved them.
     ///
-    /// Not under gVisor: there the host process is the runtime's Sentry,
-    /// whose mountinfo is not the workload's, and the Sentry places mounts
-    /// in the sandbox's own file system, where an image symlink can move a
-    /// mount only within the sandbox, never onto a host path (the socket's
-    /// own checks on the host still hold).
-    fn check_mounts(&self, plan: &argv::RunPlan) -> Result<()> {
+    /// Under gVisor the host process is the Sentry, whose mountinfo is not
+    /// the workload's; but gVisor follows the image's symlinks too, inside
+    /// the sandbox: an image linking /run/sbx to /tmp/a/sbx got the helper
+    /// mounted there, renamed /tmp/a away, and `sbx ps` ran its own
+    /// /tmp/a/sbx/helper (issue 13, attack finding 1). So there sbx reads
+    /// the mount table of gVisor's gofer, which places the bind mounts on
+    /// the host exactly where the Sentry shows them (see `host::gvisor`).
+    fn check_mounts(&self, plan: &argv::RunPlan, cid: &str) -> Result<()> {
         self.check_interrupt()?;
-        if plan.family == crate::model::runtime::Family::Gvisor {
-            return Ok(());
-        }
         let pid = match self.main_process(plan)? {
             MainProcess::Running(pid) => pid,
             MainProcess::Exited(died) => return Err(died),
         };
-        let path = self.proc.join(pid.to_string()).join("mountinfo");
-        let checked = std::fs::read_to_string(&path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
-            .and_then(|info| {
-                crate::host::helper::check_mounts(
-                    &info,
-                    plan.spec.image.as_str(),
-                    plan.helper.is_some(),
-                    argv::SANDBOX_SOCKET_DIR,
-                )
-            });
+        let (image, helper) = (plan.spec.image.as_str(), plan.helper.is_some());
+        let checked = if plan.family == crate::model::runtime::Family::Gvisor {
+            let direct = (plan.channel == Kind::Direct).then_some(argv::SANDBOX_SOCKET_DIR);
+            crate::host::gvisor::gofer_mountinfos(&self.proc, pid, cid)
+                .map_err(|e| Error::io(format!("reading the mount tables of {}'s processes", plan.id), e))
+                .and_then(|infos| {
+                    if infos.is_empty() {
+                        let none = std::io::Error::new(std::io::ErrorKind::NotFound, "no gVisor gofer in its cgroup");
+                        return Err(Error::io(format!("finding where gVisor placed {}'s mounts", plan.id), none));
+                    }
+                    infos
+                        .iter()
+                        .try_for_each(|info| crate::host::helper::check_gofer_mounts(info, image, helper, direct))
+                })
+        } else {
+            let path = self.proc.join(pid.to_string()).join("mountinfo");
+            std::fs::read_to_string(&path)
+                .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+                .and_then(|info| crate::host::helper::check_mounts(&info, image, helper, argv::SANDBOX_SOCKET_DIR))
+        };
         if checked.is_err() {
             // The sandbox may have exited between the look-up and the read
             // (its /proc entry gone, or the pid already someone else's): that

@@ -2,9 +2,56 @@
 //! before anything exists, and under gVisor the route hosts are written by sbx.
 
 use super::*;
-use crate::error::RuntimeError;
+use crate::error::{ImageError, RuntimeError};
 
 const RUNTIMES_OK: &str = r#"{"runc":{"path":"runc"},"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host","--host-uds=create"]}}"#;
+
+/// The container id `docker run` prints.
+const CID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// gVisor's gofer beside the rig's main process (pid 4242, the Sentry):
+/// pid 4240, in the container's cgroup, with `mountinfo` (its own root).
+fn gofer(rig: &Rig, mountinfo: &str) {
+    let proc = rig.root.with_extension("proc");
+    let cgroup = format!("4:pids:/docker/{CID}\n");
+    std::fs::write(proc.join("4242/cgroup"), &cgroup).unwrap();
+    std::fs::create_dir_all(proc.join("4240")).unwrap();
+    std::fs::write(proc.join("4240/cgroup"), &cgroup).unwrap();
+    std::fs::write(proc.join("4240/mountinfo"), mountinfo.replace("600 ", "700 ").replace(" 600 ", " 700 ")).unwrap();
+}
+
+/// Issue 13, attack finding 1: under gVisor an image that moved the
+/// helper's mount is refused from the gofer's table, and nothing is left.
+#[test]
+fn under_gvisor_a_redirected_helper_is_refused() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok(RUNTIMES_OK));
+    let driver = rig.driver();
+    gofer(&rig, &MOUNTINFO.replace(" /run/sbx ro,", " /tmp/a/sbx rw,"));
+    rig.starts_and_binds_as(CID);
+    // The failure is confirmed on the same, still running process; then the rollback.
+    rig.running();
+    rig.removed();
+    let err = driver.create(&runsc(CreateRequest::default())).unwrap_err();
+    assert!(
+        matches!(&err, Error::Image(ImageError::Redirected { path, found, .. })
+        if path == "/run/sbx" && found.contains("/tmp/a/sbx")),
+        "{err}"
+    );
+    assert_eq!(rig.fake.verbs(), ["image inspect", "info", "run", "container inspect", "container inspect", "rm"]);
+    assert!(!rig.sock_dir().exists(), "nothing left");
+    // No gofer to read: refused too, never taken as checked.
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok(RUNTIMES_OK));
+    let driver = rig.driver();
+    rig.starts_and_binds_as(CID);
+    rig.running();
+    rig.removed();
+    let err = driver.create(&runsc(CreateRequest::default())).unwrap_err();
+    assert!(err.to_string().contains("finding where gVisor placed"), "{err}");
+}
 
 fn runsc(req: CreateRequest) -> SandboxSpec {
     spec(CreateRequest { runtime: Some("runsc".into()), channel: crate::model::channel::Choice::Direct, ..req })
@@ -75,13 +122,15 @@ fn under_gvisor_route_hosts_are_written_by_sbx() {
     let svc = serde_json::json!({"Name": "/proxy", "State": {"Status": "running"}, "Config": {"Labels": {}},
         "NetworkSettings": {"Networks": {"sbx-proxy": {"IPAddress": "172.30.0.2"}}}});
     rig.fake.push(Output::ok(&format!("{svc}\n")));
-    // No host mountinfo check under gVisor: the run, then the socket.
-    let dir = rig.sock_dir();
-    rig.fake.push_with(Output::ok("deadbeef\n"), move |_| {
-        std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap());
-    });
-    let c = rig.driver().create(&runsc(routes(&["inference:proxy:8080"]))).unwrap();
-    assert_eq!(rig.fake.verbs(), ["image inspect", "info", "network inspect", "container inspect", "run"]);
+    let driver = rig.driver();
+    gofer(&rig, MOUNTINFO);
+    rig.starts_and_binds_as(CID);
+    let c = driver.create(&runsc(routes(&["inference:proxy:8080"]))).unwrap();
+    // The mounts are checked in gVisor's gofer's table, found from the main process.
+    assert_eq!(
+        rig.fake.verbs(),
+        ["image inspect", "info", "network inspect", "container inspect", "run", "container inspect"]
+    );
     let run = &rig.fake.calls()[4];
     assert!(run.windows(2).any(|w| w[0] == "--add-host" && w[1] == "proxy:172.30.0.2"), "{run:?}");
     assert!(run.windows(2).any(|w| w[0] == "--dns" && w[1] == "127.0.0.1"));

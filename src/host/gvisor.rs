@@ -1,0 +1,80 @@
+//! gVisor's processes on the host (issue 13). Under runsc a sandbox's main
+//! process on the host is the Sentry, whose mount table is gVisor's own,
+//! not the workload's. The bind mounts the workload sees (sbx's helper and
+//! socket directories, volumes, --rw/--ro) are placed by runsc's gofer, in
+//! a mount namespace of its own on the host whose root is the container's
+//! root file system, resolving the image's symlinks as the Sentry does.
+
+use std::path::Path;
+
+/// The mount tables of container `cid`'s processes on the host that are
+/// not in the mount namespace of its main process `main` (the Sentry and
+/// its stubs): gVisor's gofer. Host kernel data: nothing in the sandbox
+/// can add a host process to the container's cgroup or a mount to a host
+/// namespace, and a table read here is what the kernel says of that pid.
+/// Processes that end while they are read are skipped.
+pub fn gofer_mountinfos(proc: &Path, main: i32, cid: &str) -> std::io::Result<Vec<String>> {
+    let own = std::fs::read_to_string(proc.join(main.to_string()).join("mountinfo"))?;
+    let sentry_root = root_mount(&own);
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(proc)? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if pid == main || !in_container(proc, pid, cid) {
+            continue;
+        }
+        let Ok(info) = std::fs::read_to_string(entry.path().join("mountinfo")) else { continue };
+        if root_mount(&info).is_some() && root_mount(&info) != sentry_root {
+            found.push(info);
+        }
+    }
+    Ok(found)
+}
+
+/// The id of the mount at `/` in a mount table (mount ids are unique on the
+/// host, so two tables share it only when they share that root).
+fn root_mount(info: &str) -> Option<&str> {
+    info.lines().find(|l| l.split(' ').nth(4) == Some("/")).and_then(|l| l.split(' ').next())
+}
+
+/// Whether process `pid` is in container `cid`'s cgroup (see
+/// `socket::connect`'s check of a peer).
+fn in_container(proc: &Path, pid: i32, cid: &str) -> bool {
+    if cid.len() != 64 || !cid.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return false;
+    }
+    std::fs::read_to_string(proc.join(pid.to_string()).join("cgroup"))
+        .is_ok_and(|cg| cg.lines().any(|l| l.split(['/', '-', '.']).any(|part| part == cid)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_process_outside_the_sentrys_namespace() {
+        let proc = std::env::temp_dir().join(format!("sbx-gvisor-{}-{:x}", std::process::id(), rand::random::<u32>()));
+        let cid = "ab".repeat(32);
+        let put = |pid: i32, cgroup: &str, root: &str| {
+            let d = proc.join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("cgroup"), cgroup).unwrap();
+            std::fs::write(
+                d.join("mountinfo"),
+                format!("{root} 1 0:1 / / ro - tmpfs x rw\n{root}1 {root} 0:2 / /run/sbx rw - x x rw\n"),
+            )
+            .unwrap();
+        };
+        let mine = format!("4:pids:/docker/{cid}\n0::/\n");
+        put(10, &mine, "272"); // the Sentry
+        put(11, &mine, "272"); // a stub
+        put(9, &mine, "226"); // the gofer
+        put(12, "4:pids:/docker/other\n", "300"); // someone else's
+        std::fs::create_dir_all(proc.join("self")).unwrap();
+        let found = gofer_mountinfos(&proc, 10, &cid).unwrap();
+        assert_eq!(found.len(), 1);
+        assert!(found[0].starts_with("226 "), "{found:?}");
+        assert!(gofer_mountinfos(&proc, 10, "short").unwrap().is_empty());
+        std::fs::remove_dir_all(proc).unwrap();
+    }
+}
