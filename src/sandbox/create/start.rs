@@ -109,13 +109,13 @@ impl Driver {
                     }
                     infos
                         .iter()
-                        .try_for_each(|info| crate::host::helper::check_gofer_mounts(info, image, helper, direct))
+                        .try_for_each(|info| crate::host::mounts::check_gofer_mounts(info, image, helper, direct))
                 })
         } else {
             let path = self.proc.join(pid.to_string()).join("mountinfo");
             std::fs::read_to_string(&path)
                 .map_err(|e| Error::io(format!("reading {}", path.display()), e))
-                .and_then(|info| crate::host::helper::check_mounts(&info, image, helper, argv::SANDBOX_SOCKET_DIR))
+                .and_then(|info| crate::host::mounts::check_mounts(&info, image, helper, argv::SANDBOX_SOCKET_DIR))
         };
         if checked.is_err() {
             // The sandbox may have exited between the look-up and the read
