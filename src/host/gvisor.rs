@@ -37,10 +37,12 @@ fn root_mount(info: &str) -> Option<&str> {
     info.lines().find(|l| l.split(' ').nth(4) == Some("/")).and_then(|l| l.split(' ').next())
 }
 
-/// Whether process `pid` is in container `cid`'s cgroup (see
-/// `socket::connect`'s check of a peer).
-fn in_container(proc: &Path, pid: i32, cid: &str) -> bool {
-    if cid.len() != 64 || !cid.bytes().all(|b| b.is_ascii_hexdigit()) {
+/// Whether process `pid` is one of container `cid`'s: the kernel's record
+/// of its cgroups names the container's full id (`/docker/ID` under cgroup
+/// v1, `docker-ID.scope` under systemd and v2). A sandbox cannot forge it:
+/// it cannot write cgroupfs (no capabilities, read-only mounts).
+pub fn in_container(proc: &Path, pid: i32, cid: &str) -> bool {
+    if pid <= 0 || cid.len() != 64 || !cid.bytes().all(|b| b.is_ascii_hexdigit()) {
         return false;
     }
     std::fs::read_to_string(proc.join(pid.to_string()).join("cgroup"))

@@ -78,18 +78,6 @@ pub fn connect_checked(path: &Path, owners: &[u32]) -> Result<UnixStream, Socket
     connect_within(path, owners, None, CONNECT_TIMEOUT)
 }
 
-/// Whether process `pid` is one of container `cid`'s: the kernel's record
-/// of its cgroups names the container's full id (`/docker/ID` under cgroup
-/// v1, `docker-ID.scope` under systemd and v2). A sandbox cannot forge it:
-/// it cannot write cgroupfs (no capabilities, read-only mounts).
-fn in_container(pid: i32, cid: &str) -> bool {
-    if pid <= 0 || cid.len() != 64 || !cid.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return false;
-    }
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .is_ok_and(|cg| cg.lines().any(|l| l.split(['/', '-', '.']).any(|part| part == cid)))
-}
-
 /// [`connect_checked`] with a deadline. connect(2) on a unix socket whose
 /// accept queue is full blocks until the listener accepts, and the sandbox
 /// decides whether it ever does (issue 9 finding 11); SO_SNDTIMEO bounds
@@ -130,7 +118,7 @@ pub fn connect_within(
     setsockopt(&sock, sockopt::SendTimeout, &nix::sys::time::TimeVal::new(0, 0)).map_err(io)?;
     let peer = getsockopt(&sock.as_fd(), sockopt::PeerCredentials).map_err(io)?;
     let same_user = peer.uid() == owner && owners.contains(&peer.uid());
-    if !same_user && !container.is_some_and(|c| in_container(peer.pid(), c)) {
+    if !same_user && !container.is_some_and(|c| crate::host::gvisor::in_container(Path::new("/proc"), peer.pid(), c)) {
         return Err(hostile(
             path,
             format!("the process behind it runs as uid {}, the socket belongs to uid {owner}", peer.uid()),
