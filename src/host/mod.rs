@@ -12,6 +12,7 @@ pub mod egress;
 pub mod helper;
 pub mod interrupt;
 pub mod persist;
+pub mod pool;
 pub mod relay;
 pub mod seccomp;
 pub mod self_image;
