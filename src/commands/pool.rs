@@ -240,7 +240,7 @@ pub fn claim(req: CreateRequest, ctx: &Context) -> Result<()> {
     }
     let printed = if ctx.json() { ctx.out.json_line(&c.created) } else { ctx.out.data(&format!("{}\n", c.id)) };
     printed?;
-    ctx.driver.claim_done(&pool, &c.id)?;
+    ctx.driver.claim_done(&pool, &c)?;
     ensure_refiller(&pool, &ctx.dirs);
     Ok(())
 }

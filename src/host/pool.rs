@@ -5,7 +5,8 @@
 //! ```text
 //! spec.json     the pool: size, max idle, the create flags as given
 //! ready/ID      a member the filler saw ready (`Member`); a claim renames it
-//! claimed/ID    ... to here (rename is atomic: two claimers never win one member)
+//! claimed/ID.PID.START  ... to here, named after the claimer (rename is atomic:
+//!               two claimers never win one member; gc knows whose it is with no window)
 //! dead/ID       a member a claim found dead; the refiller or gc destroys it
 //! status.json   the filler's last outcome (`Status`), for `pool ls`
 //! fill.lock     flock of the one refiller at work
@@ -24,6 +25,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::host::state::ProcId;
 use crate::model::invalid::Invalid;
 use crate::spec::CreateRequest;
 
@@ -197,8 +199,26 @@ impl Pool {
         ids_in(&self.dir.join("ready"))
     }
 
-    pub fn claimed(&self) -> Vec<String> {
-        ids_in(&self.dir.join("claimed"))
+    /// Members taken by a claim that has not finished, with their claimer.
+    pub fn claimed(&self) -> Vec<(String, ProcId)> {
+        let mut v: Vec<(String, ProcId)> = std::fs::read_dir(self.dir.join("claimed"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|n| {
+                let mut parts = n.splitn(3, '.');
+                let id = crate::spec::parse_id(parts.next()?).ok()?;
+                let by = ProcId { pid: parts.next()?.parse().ok()?, start: parts.next()?.parse().ok()? };
+                Some((id, by))
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    fn claimed_name(id: &str, by: ProcId) -> String {
+        format!("{id}.{}.{}", by.pid, by.start)
     }
 
     pub fn dead(&self) -> Vec<String> {
@@ -213,15 +233,33 @@ impl Pool {
         write_json(&self.dir.join("ready"), &m.id, m)
     }
 
-    /// Take a ready member: true when this caller won it.
-    pub fn take(&self, id: &str) -> Result<bool> {
+    /// Take a ready member: true when this caller won it. The member's file
+    /// moves to `claimed/` under a name that says who took it.
+    pub fn take(&self, id: &str, by: ProcId) -> Result<bool> {
         let dir = self.dir.join("claimed");
         mkdir(&dir)?;
-        match std::fs::rename(self.dir.join("ready").join(id), dir.join(id)) {
+        match std::fs::rename(self.dir.join("ready").join(id), dir.join(Self::claimed_name(id, by))) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::io(format!("claiming {id} from pool {}", self.name), e)),
         }
+    }
+
+    /// The member a claimer took.
+    pub fn taken(&self, id: &str, by: ProcId) -> Option<Member> {
+        self.member("claimed", &Self::claimed_name(id, by))
+    }
+
+    /// A taken member found dead: on to `dead/`.
+    pub fn give_up(&self, id: &str, by: ProcId) {
+        let dir = self.dir.join("dead");
+        if mkdir(&dir).is_ok() {
+            let _ = std::fs::rename(self.dir.join("claimed").join(Self::claimed_name(id, by)), dir.join(id));
+        }
+    }
+
+    pub fn drop_taken(&self, id: &str, by: ProcId) {
+        self.drop_member("claimed", &Self::claimed_name(id, by));
     }
 
     /// Move a member between places (`ready`, `claimed`, `dead`); false when it was not there.

@@ -25,11 +25,13 @@ pub struct Claimed {
     pub created: crate::host::pool::CreatedJson,
     pub socket_dir: PathBuf,
     pub expires: bool,
+    pub by: ProcId,
 }
 
-/// How long a member may sit in `claimed/` with no claim record before gc
-/// takes its claimer for dead (the claimer writes it right after the rename).
-const TRANSIT: Duration = Duration::from_secs(30);
+/// How old a pool file of a sandbox gone from `docker ps` must be before gc
+/// forgets it: the filler writes it after the container exists, so a fresh
+/// one may be newer than gc's `docker ps`.
+const SETTLE: Duration = Duration::from_secs(30);
 
 /// Failed creates in a row before a refiller gives up until the next claim or fill.
 const MAX_FAILURES: u32 = 3;
@@ -62,7 +64,8 @@ impl Driver {
     /// Claim a ready member of `pool`: None when there is none. No docker call.
     pub fn claim(&self, pool: &Pool, session: Option<&str>, ttl: Option<Duration>) -> Result<Option<Claimed>> {
         let HostState { state, .. } = self.state()?;
-        let me = ProcId::current();
+        // Start 0 (no /proc) never matches a live process: gc would take the claim for dead.
+        let me = ProcId::current().unwrap_or(ProcId { pid: std::process::id() as i32, start: 0 });
         let mut ready = pool.ready();
         // Concurrent claimers start at different members, so most win their first rename.
         if !ready.is_empty() {
@@ -70,20 +73,24 @@ impl Driver {
             ready.rotate_left(at);
         }
         for id in ready {
-            if !pool.take(&id)? {
+            if !pool.take(&id, me)? {
                 continue;
             }
-            let member = match pool.member("claimed", &id) {
+            let member = match pool.taken(&id, me) {
                 Some(m) if m.id == id && alive(&m) => m,
                 // Dead, or its file unreadable: the refiller or gc removes it.
                 _ => {
-                    pool.shift(&id, "claimed", "dead");
+                    pool.give_up(&id, me);
                     continue;
                 }
             };
-            let (pid, start) = me.map(|p| (p.pid, p.start)).unwrap_or_default();
-            let claim =
-                Claim { pool: pool.name.clone(), session: session.map(str::to_string), pid, start, complete: false };
+            let claim = Claim {
+                pool: pool.name.clone(),
+                session: session.map(str::to_string),
+                pid: me.pid,
+                start: me.start,
+                complete: false,
+            };
             state.set_claim(&id, &claim)?;
             let mut created = member.created.clone();
             created.session = session.unwrap_or(&id).to_string();
@@ -93,19 +100,19 @@ impl Driver {
                 created.expires_at = Some(humantime::format_rfc3339_millis(at).to_string());
             }
             let socket_dir = self.roots.resolve()?.join(&id);
-            return Ok(Some(Claimed { id, created, socket_dir, expires: ttl.is_some() }));
+            return Ok(Some(Claimed { id, created, socket_dir, expires: ttl.is_some(), by: me }));
         }
         Ok(None)
     }
 
     /// The id was handed out: the claim is complete.
-    pub fn claim_done(&self, pool: &Pool, id: &str) -> Result<()> {
+    pub fn claim_done(&self, pool: &Pool, c: &Claimed) -> Result<()> {
         let HostState { state, .. } = self.state()?;
-        if let Some(mut c) = state.claim(id) {
-            c.complete = true;
-            state.set_claim(id, &c)?;
+        if let Some(mut claim) = state.claim(&c.id) {
+            claim.complete = true;
+            state.set_claim(&c.id, &claim)?;
         }
-        pool.drop_member("claimed", id);
+        pool.drop_taken(&c.id, c.by);
         Ok(())
     }
 
@@ -296,9 +303,9 @@ impl Driver {
                 }
             } else if pool.member("dead", id).is_some() {
                 reap(id, format!("pool {name} member found dead by a claim"));
-            } else if pool.moved_ago("claimed", id).is_some() {
-                if pool.moved_ago("claimed", id).is_some_and(|d| d > TRANSIT) {
-                    reap(id, format!("claim from pool {name} never finished"));
+            } else if let Some((_, by)) = pool.claimed().into_iter().find(|(c, _)| c == id) {
+                if !by.is_alive() {
+                    reap(id, format!("claim from pool {name} never finished (its process, pid {}, is gone)", by.pid));
                 }
             } else if !pool.filling() {
                 reap(id, format!("pool {name}'s refiller died before recording it"));
@@ -310,17 +317,15 @@ impl Driver {
     /// Pool files whose sandbox is gone (after gc's removals).
     pub fn pool_forget_gone(&self, state: &State, alive_ids: &[String]) {
         for pool in crate::host::pool::all(&state.dir) {
-            for place in ["ready", "claimed", "dead"] {
-                let ids = match place {
-                    "ready" => pool.ready(),
-                    "claimed" => pool.claimed(),
-                    _ => pool.dead(),
-                };
-                for id in ids {
-                    // Written after the container exists; a fresh file may be newer than gc's `docker ps`.
-                    if !alive_ids.contains(&id) && pool.moved_ago(place, &id).is_some_and(|d| d > TRANSIT) {
-                        pool.drop_member(place, &id);
-                    }
+            let taken =
+                pool.claimed().into_iter().map(|(id, by)| (id.clone(), format!("{id}.{}.{}", by.pid, by.start)));
+            let files = pool.ready().into_iter().map(|id| ("ready", id.clone(), id));
+            let files = files
+                .chain(pool.dead().into_iter().map(|id| ("dead", id.clone(), id)))
+                .chain(taken.map(|(id, file)| ("claimed", id, file)));
+            for (place, id, file) in files {
+                if !alive_ids.contains(&id) && pool.moved_ago(place, &file).is_some_and(|d| d > SETTLE) {
+                    pool.drop_member(place, &file);
                 }
             }
         }

@@ -23,6 +23,7 @@ mod hostile_image;
 mod lifecycle;
 mod nonroot;
 mod persist;
+mod pool;
 mod readme_example;
 mod runtime_checks;
 mod transfer;
