@@ -18,6 +18,7 @@ pub const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex
   sbx create --image IMG --runtime runsc    # gVisor: a kernel of its own (sbx doctor --runtime runsc)
   sbx create --image IMG --allow pypi.org --allow files.pythonhosted.org --allow github.com
   sbx create --image IMG --egress observe --ttl 30m
+  sbx create --pool agents --session task-42 --ttl 30m    # a ready sandbox from a warm pool (sbx pool)
   sbx --json create --image IMG -- /bin/server --verbose";
 pub const EX_CONNECT: &str = "Examples:\n  echo hello | sbx connect sbx-0123456789ab
   sbx connect --timeout 30s sbx-0123456789ab < request.json";
@@ -67,3 +68,9 @@ pub const EX_EGRESS: &str = "Examples:\n  sbx egress log sbx-0123456789ab
   sbx egress log -f sbx-0123456789ab
   sbx --json egress log sbx-0123456789ab
   sbx egress policy sbx-0123456789ab";
+pub const EX_POOL: &str =
+    "Examples:\n  sbx pool create agents --size 20 --image \"$img\" --route inference:proxy:8080 --max-idle 1h
+  id=$(sbx create --pool agents --session task-42 --ttl 30m)
+  sbx pool ls
+  sbx pool fill agents
+  sbx pool rm agents";

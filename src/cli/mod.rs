@@ -7,6 +7,7 @@
 
 mod dashes;
 mod examples;
+mod pool;
 
 use std::path::PathBuf;
 
@@ -14,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub use dashes::missing_dashes;
 use examples::*;
+pub use pool::{PoolAction, PoolArgs, PoolCreateArgs, PoolNameArg};
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
 ///
@@ -123,6 +125,12 @@ pub enum Command {
     /// Check this host end to end: docker, runc, sockets, a real hardened probe sandbox, routes.
     #[command(after_help = EX_DOCTOR)]
     Doctor(DoctorArgs),
+    /// Warm pools of ready sandboxes: `sbx create --pool NAME` claims one without a docker call.
+    #[command(after_help = EX_POOL)]
+    Pool(PoolArgs),
+    /// Internal: the detached refiller a claim starts (one per pool, under its lock).
+    #[command(name = "__pool-fill", hide = true)]
+    PoolFill(PoolNameArg),
     /// Internal: the probe program `doctor` runs inside a sandbox.
     #[command(name = "__probe", hide = true)]
     Probe(ProbeArgs),

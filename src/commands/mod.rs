@@ -18,6 +18,7 @@ mod gc;
 mod inspect;
 mod logs;
 mod ls;
+mod pool;
 mod port_forward;
 mod ps;
 mod revoke;
@@ -101,6 +102,8 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Ttl(a) => done(ttl::exec(&a.id, &a.duration, ctx)),
         Command::Gc(a) => done(gc::exec(a.dry_run, ctx)),
         Command::Doctor(a) => done(doctor::exec(&a.routes, a.runtime.as_deref(), ctx)),
+        Command::Pool(a) => done(pool::exec(a.action, ctx)),
+        Command::PoolFill(a) => done(pool::refill(&a.name, ctx)),
         Command::Probe(a) => done(crate::checks::probe::serve(&a.targets)),
         Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),
         Command::Gate(a) => done(crate::gate::run(a).map_err(|e| Error::io("egress gate", e))),

@@ -320,4 +320,5 @@ fn ttl_prints_the_new_expiry() {
 
 mod checks;
 mod egress;
+mod pool;
 mod workbench;

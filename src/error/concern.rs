@@ -136,6 +136,10 @@ pub enum SandboxError {
     NoShell { id: String, tried: String },
     #[error("{command} exited with {code}{}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
     CommandFailed { command: String, code: i32, stderr: String },
+    #[error("no pool {name} on this host")]
+    NoPool { name: String },
+    #[error("pool {name} has no ready sandbox (--no-fallback)")]
+    PoolEmpty { name: String },
     #[error("gc could not remove {count} item(s): {}", failed.join("; "))]
     GcIncomplete { failed: Vec<String>, count: usize },
     /// Paced removals stopped after the engine failed to answer a batch, and
@@ -177,6 +181,8 @@ impl SandboxError {
             SandboxError::NoShell { .. } => "no_shell",
             SandboxError::CommandFailed { .. } => "command_failed",
             SandboxError::GcIncomplete { .. } => "gc_incomplete",
+            SandboxError::NoPool { .. } => "no_pool",
+            SandboxError::PoolEmpty { .. } => "pool_empty",
             // These were `Io` errors once; scripts may match the kind.
             SandboxError::NotTried | SandboxError::HelperOutput { .. } => "io",
         }
@@ -199,6 +205,12 @@ impl SandboxError {
             SandboxError::CommandFailed { .. } | SandboxError::NotTried | SandboxError::HelperOutput { .. } => {
                 return None
             }
+            SandboxError::NoPool { name } => {
+                format!("`sbx pool ls` lists the pools; `sbx pool create {name} --size N --image ...` makes one")
+            }
+            SandboxError::PoolEmpty { name } => format!(
+                "retry shortly (the pool refills itself), raise its size (`sbx pool rm {name}` and create it again), or drop --no-fallback for a cold create"
+            ),
             SandboxError::GcIncomplete { .. } => {
                 "everything else was removed; fix what is named (a mount inside a socket directory, a daemon error) and run `sbx gc` again".into()
             }

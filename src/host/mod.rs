@@ -14,6 +14,7 @@ pub mod helper;
 pub mod interrupt;
 pub mod mounts;
 pub mod persist;
+pub mod pool;
 pub mod relay;
 pub mod seccomp;
 pub mod self_image;

@@ -12,6 +12,7 @@
 //! creating/<id>       "<pid> <starttime>" of a create still running
 //! watchdog/<id>       "<pid> <starttime>" of the TTL watchdog
 //! records/<id>        what `destroy` needs (see `SandboxRecord`), written once the sandbox runs
+//! claims/<id>         a warm pool member's claim (`Claim`): session, claimer, complete
 //! image-config/<d>    an image's USER and whether it carries an sbx label, per digest
 //! ```
 
@@ -116,7 +117,21 @@ pub struct State {
     pub dir: PathBuf,
 }
 
-const KINDS: &[&str] = &["expires", "creating", "watchdog", "records"];
+const KINDS: &[&str] = &["expires", "creating", "watchdog", "records", "claims"];
+
+/// Who claimed a pool member, for what session: labels cannot change after
+/// the member started, so `ls`, `inspect` and gc merge this with them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Claim {
+    pub pool: String,
+    pub session: Option<String>,
+    /// The claiming process (pid, start time): an incomplete claim whose
+    /// claimer is gone is reaped by gc.
+    pub pid: i32,
+    pub start: u64,
+    /// Set once the id was printed.
+    pub complete: bool,
+}
 
 /// What sbx made for a sandbox, so `destroy` can remove it with one docker
 /// call: the full container id is unforgeable proof of ownership (no other
@@ -261,6 +276,20 @@ impl State {
         let ok =
             r.container.len() == 64 && r.container.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         ok.then_some(r)
+    }
+
+    pub fn set_claim(&self, id: &str, c: &Claim) -> Result<()> {
+        let text = serde_json::to_string(c)
+            .map_err(|source| Error::Host(HostError::Json { context: "encoding the claim".into(), source }))?;
+        self.put("claims", id, &text)
+    }
+
+    pub fn claim(&self, id: &str) -> Option<Claim> {
+        serde_json::from_str(&self.get("claims", id)?).ok()
+    }
+
+    pub fn claims(&self) -> Vec<String> {
+        self.ids("claims")
     }
 
     /// The user and sbx-label verdict of a content-addressed image, as cached

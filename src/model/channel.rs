@@ -31,7 +31,8 @@ impl Kind {
 }
 
 /// What `--channel` asks for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Choice {
     /// Direct when sbx runs as root, else relayed.
     #[default]

@@ -38,6 +38,10 @@ pub const CHANNEL: &str = "sbx.channel";
 /// absent on sandboxes from before issue 13: runc.
 pub const RUNTIME: &str = "sbx.runtime";
 
+/// On a warm pool's member: the pool's name (`sbx pool create`). Labels
+/// cannot change, so who claimed it is host state (`host::pool`).
+pub const POOL: &str = "sbx.pool";
+
 /// On a sandbox with an egress gate: `enforce` or `observe`; absent: no egress.
 pub const EGRESS: &str = "sbx.egress";
 /// On a sandbox with an egress gate: the network the gate reaches out through.
@@ -69,6 +73,7 @@ pub const ALL: &[&str] = &[
     EGRESS,
     EGRESS_NETWORK,
     RUNTIME,
+    POOL,
 ];
 
 /// One sandbox, as `inspect`, `ls` and `--json` report it.

@@ -13,6 +13,7 @@ mod destroy;
 mod egress;
 pub mod gc;
 mod networks;
+pub mod pool;
 mod revoke;
 mod ttl;
 mod volumes;
@@ -187,7 +188,12 @@ impl Driver {
 
     fn record(&self, raw: &RawContainer) -> Record {
         let moved = self.state().ok().and_then(|h| h.state.expiry(&raw.name));
-        raw.record(raw.expiry(moved), SystemTime::now())
+        let mut r = raw.record(raw.expiry(moved), SystemTime::now());
+        // A pool member's session is its claim's (labels cannot change).
+        if let (Some(pool), Ok(h)) = (raw.labels.get(crate::model::record::POOL), self.state()) {
+            r.session = pool::session_of(&h.state, &raw.name, pool);
+        }
+        r
     }
 
     /// Sandbox `id` as docker inspects it, once proven this host's.

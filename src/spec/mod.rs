@@ -68,6 +68,9 @@ pub struct SandboxSpec {
     pub egress: Option<egress::EgressSpec>,
     /// The engine's OCI runtime (`--runtime`, default runc).
     pub runtime: String,
+    /// The warm pool this sandbox is a member of (`sbx.pool`): set only by
+    /// the pool's filler, never from a flag.
+    pub pool: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

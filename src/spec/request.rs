@@ -13,12 +13,23 @@ use super::*;
 
 /// Raw, unvalidated create options as they come from the command line;
 /// `SBX_STRICT_EGRESS` and `SBX_SECCOMP_PROFILE` are folded in by the command.
-#[derive(Debug, Clone, Default, clap::Args)]
+/// Serialized as a pool's spec (`sbx pool create`), re-validated by
+/// [`SandboxSpec::from_request`] whenever the pool is filled.
+#[derive(Debug, Clone, Default, clap::Args, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct CreateRequest {
     /// Image pinned by digest: repo[:tag]@sha256:<64 hex> or sha256:<64 hex>.
     /// Refused if it carries a label starting with `sbx.`.
-    #[arg(long, value_name = "IMAGE")]
+    // Not required with --pool; a default never satisfies clap's `required`.
+    #[arg(long, value_name = "IMAGE", required_unless_present = "pool", default_value = "", hide_default_value = true)]
     pub image: String,
+    /// Claim a ready sandbox from the warm pool NAME (`sbx pool create`) instead of
+    /// making one; with no ready member, a cold create from the pool's spec (said on stderr).
+    #[arg(long, value_name = "NAME")]
+    pub pool: Option<String>,
+    /// With --pool: exit 1 when no member is ready instead of a cold create.
+    #[arg(long, requires = "pool")]
+    pub no_fallback: bool,
     /// Session key recorded on the sandbox [default: the sandbox id].
     #[arg(long, value_name = "KEY")]
     pub session: Option<String>,
@@ -251,6 +262,7 @@ impl SandboxSpec {
             channel: req.channel,
             egress,
             runtime,
+            pool: None,
         })
     }
 }

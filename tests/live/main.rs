@@ -23,6 +23,7 @@ mod hostile_image;
 mod lifecycle;
 mod nonroot;
 mod persist;
+mod pool;
 mod readme_example;
 mod runtime;
 mod runtime_attack;

@@ -95,6 +95,7 @@ impl Doctor<'_> {
             channel: crate::host::channel::Choice::Auto,
             egress: None,
             runtime: self.runtime.to_string(),
+            pool: None,
         };
         let started = std::time::Instant::now();
         let created = match self.driver.create(&spec) {

@@ -90,6 +90,9 @@ impl RunPlan<'_> {
                 self.private.iter().map(|p| (p.network.as_str(), p.service.as_str())).collect();
             v.push((record::PRIVATE.to_string(), serde_json::to_string(&private).unwrap_or_default()));
         }
+        if let Some(p) = &s.pool {
+            v.push((record::POOL.to_string(), p.clone()));
+        }
         if let Some(e) = &s.egress {
             v.push((record::EGRESS.to_string(), mode_name(e.policy.mode).to_string()));
             v.push((record::EGRESS_NETWORK.to_string(), egress_network(e).to_string()));

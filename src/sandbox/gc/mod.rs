@@ -93,6 +93,14 @@ impl Driver {
             alive: &|p: &ProcId| p.is_alive(),
             now: SystemTime::now(),
         });
+        let live_creates: Vec<String> =
+            creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| p.is_alive())).map(|c| c.id.clone()).collect();
+        for r in self.pool_reaps(state, &owned, &live_creates) {
+            if !plan.containers.iter().any(|c| c.id == r.id) {
+                plan.forget.push(r.id.clone());
+                plan.containers.push(r);
+            }
+        }
         // A create may have finished between `docker ps` and reading the
         // creates in flight: keep any candidate orphan that is a container now.
         if !plan.orphan_dirs.is_empty() {
@@ -203,6 +211,8 @@ impl Driver {
         for id in &plan.forget {
             state.forget(id);
         }
+        let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
+        self.pool_forget_gone(state, &standing);
         // Gates of sandboxes still there (a failed removal) stay with them.
         keep.extend(left);
         if let Err(e) = self.gc_egress(&keep, false, &mut report) {

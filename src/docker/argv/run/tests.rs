@@ -43,8 +43,8 @@ fn run_argv_no_routes() {
     let labels: Vec<String> = got.windows(2).filter(|w| w[0] == "--label").map(|w| w[1].clone()).collect();
     assert_eq!(
         labels.len(),
-        record::ALL.len() - 6,
-        "every label but sbx.expires, sbx.private, sbx.volume, sbx.channel (direct) and sbx.egress, sbx.egress-network (no gate)"
+        record::ALL.len() - 7,
+        "every label but sbx.expires, sbx.private, sbx.volume, sbx.channel (direct), sbx.egress, sbx.egress-network (no gate) and sbx.pool (no pool)"
     );
     assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
     assert!(labels.contains(&"sbx.routes={}".to_string()));

@@ -1,0 +1,57 @@
+//! `sbx pool` and `create --pool`: what is refused before anything is made,
+//! and a claim that makes no docker call.
+
+use super::*;
+use crate::host::pool::{CreatedJson, Member, Pool, PoolSpec};
+
+#[test]
+fn pool_flags_are_refused_before_any_docker_call() {
+    // Clap's own refusals (--size 0, --no-fallback without --pool) are in the live suite.
+    let rig = Rig::new();
+    let e = rig.refused(&["pool", "create", "p", "--size", "2", "--image", IMG, "--session", "s", "--ttl", "1m"]);
+    assert!(e.contains("--session --ttl") && e.contains("sbx create --pool p --session KEY"), "{e}");
+    for bad in [
+        vec!["pool", "create", "p", "--size", "1", "--image", IMG, "--persist"],
+        vec!["pool", "create", "p", "--size", "1", "--image", IMG, "--setup", "true"],
+        vec!["pool", "create", "p", "--size", "1", "--image", IMG, "--max-idle", "0"],
+        vec!["pool", "create", "p", "--size", "1", "--image", "latest"],
+        vec!["create", "--pool", "p", "--image", IMG],
+        vec!["create", "--pool", "p", "--memory", "64"],
+        vec!["create", "--pool", "p/x"],
+        vec!["pool", "create", "a/b", "--size", "1", "--image", IMG],
+    ] {
+        rig.refused(&bad);
+    }
+    let e = rig.refused(&["create", "--pool", "p", "--route", "a:proxy:1", "--cpus", "2"]);
+    assert!(e.contains("--cpus --route") || e.contains("--route --cpus"), "{e}");
+}
+
+#[test]
+fn a_claim_of_a_live_member_prints_its_id_with_no_docker_call() {
+    let rig = Rig::new();
+    let pool = Pool::at(&rig.state, "p");
+    let spec = PoolSpec { size: 1, max_idle_secs: None, request: crate::spec::CreateRequest::default() };
+    assert!(pool.create(&spec).unwrap());
+    // This test process stands in for the member's main process; relayed, so no host socket.
+    let me = crate::host::state::ProcId::current().unwrap();
+    let created: CreatedJson = serde_json::from_value(serde_json::json!({
+        "id": ID, "session": ID, "image": IMG, "tier": 2, "runtime": "runc", "socket": "/run/sandbox/sandbox.sock",
+        "channel": "exec", "routes": {}, "created_at": "2026-01-01T00:00:00Z", "user": "65534:65534",
+        "expires_at": null, "gaps": [], "warnings": []
+    }))
+    .unwrap();
+    let m = Member { id: ID.into(), socket: None, uid: 65534, pid: me.pid, start: me.start, ready_at: 0, created };
+    pool.add_ready(&m).unwrap();
+    // The refiller would be this test binary: keep one "running" by holding the lock.
+    let _lock = pool.try_lock().unwrap().unwrap();
+    let r = rig.sbx(&["--json", "create", "--pool", "p", "--session", "t-1"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    let v = json(&r.stdout);
+    assert_eq!((v["id"].as_str(), v["session"].as_str()), (Some(ID), Some("t-1")));
+    assert!(rig.fake.calls().is_empty(), "a claim called docker: {:?}", rig.fake.calls());
+    assert!(pool.ready().is_empty() && pool.claimed().is_empty());
+
+    let r = rig.sbx(&["create", "--pool", "p", "--no-fallback"]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert!(r.stderr.contains("pool p has no ready sandbox (--no-fallback)"), "{}", r.stderr);
+}
