@@ -6,7 +6,7 @@
 //!     cargo bench --bench sbx_bench -- --quick --only egress   # some sections only
 //!
 //! `--only A,B` runs only the named sections (create, routes, exec, ls, gc,
-//! parallel, egress, runtime) and prints the report on stderr instead of rewriting
+//! parallel, egress, runtime, pool) and prints the report on stderr instead of rewriting
 //! BENCHMARKS.md, which only a full run writes.
 //!
 //! Every comparison is a ratio of medians measured interleaved in the same
@@ -24,6 +24,8 @@
 mod common;
 #[path = "sbx_bench/egress.rs"]
 mod egress;
+#[path = "sbx_bench/pool.rs"]
+mod pool;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -358,10 +360,14 @@ fn main() {
     let mut cases: Vec<Case> = Vec::new();
     let mut rows: Vec<egress::Row> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
+    let mut pool_md = String::new();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run(&b, &only, &reps, &mut cases, &mut notes);
         if only.wants("egress") {
             egress::run(&b, &reps, &mut rows, &mut notes);
+        }
+        if only.wants("pool") {
+            pool_md = pool::run(&b, &reps);
         }
         eprintln!();
     }));
@@ -370,7 +376,7 @@ fn main() {
         std::panic::resume_unwind(e);
     }
     let (calls, cpu) = notes_split(&notes);
-    write_report(&cases, &rows, &calls, &cpu, quick, only.0.is_none());
+    write_report(&cases, &rows, &pool_md, &calls, &cpu, quick, only.0.is_none());
     if json {
         let v = serde_json::json!({
             "cases": cases.iter().map(|c| serde_json::json!({
@@ -406,7 +412,7 @@ fn main() {
 /// `--only A,B`: the sections to run (all without it).
 struct Only(Option<Vec<String>>);
 
-const SECTIONS: [&str; 8] = ["create", "routes", "exec", "ls", "gc", "parallel", "egress", "runtime"];
+const SECTIONS: [&str; 9] = ["create", "routes", "exec", "ls", "gc", "parallel", "egress", "runtime", "pool"];
 
 impl Only {
     fn from_args(args: &[String]) -> Self {
@@ -786,6 +792,7 @@ fn runtime(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>) {
 fn write_report(
     cases: &[Case],
     rows: &[egress::Row],
+    pool_md: &str,
     calls: &BTreeMap<String, usize>,
     cpu: &BTreeMap<String, f64>,
     quick: bool,
@@ -867,6 +874,11 @@ fn write_report(
             ));
         }
     }
+    if !pool_md.is_empty() {
+        t.push_str("\n## Pool\n\nA claim from a warm pool of 20 (`sbx create --pool`, the sbx process's start included, until the id is printed: the member's socket was bound at fill time) beside a cold `sbx create` and bare `docker run` plus the socket wait, interleaved; the pool refilled before each round (see \"What each case measures\").\n\n");
+        t.push_str("| case | runs | result | target | met |\n|---|---|---|---|---|\n");
+        t.push_str(pool_md);
+    }
     t.push_str("\n## Docker calls per command\n\nCounted with a logging `docker` shim (`SBX_DOCKER`). Targets: create with no route ≤ 3, with N routes ≤ 3 + N; `ls` must not grow with the number of sandboxes.\n\n| command | docker calls |\n|---|---|\n");
     for (k, v) in calls {
         t.push_str(&format!("| {k} | {v} |\n"));
@@ -913,4 +925,5 @@ const CASES_DOC: &str = "
    - **500 concurrent connections**: four curls in the sandbox with `--parallel`, 125 transfers each, all through the one gate (by its address: 500 lookups of its name at once would start 500 resolver threads in curl), each fetching `/slow/N` (N = 16 KiB + k bytes, 100 ms after each 16 KiB, so each stays open at least 200 ms and a body sent to the wrong client shows as a wrong length). Every one must answer 200 with exactly its bytes (read back from the sandbox in one curl of `file://` URLs); the peak of connections open at once comes from the gate's decision log (start and duration of each); the time is the whole batch's wall time.
    - **create --allow**: `sbx create --allow ...` (with the stage's flags above) against `sbx create --private-routes --route r0:SVC:80` (SVC a running container on the stage's network): both make one network of the sandbox's own; `--allow` also starts the gate (while the sandbox starts) and joins it to the egress network.
 9. **Runtime** (issue 13), with runsc registered as `.ci/register-runsc` does (`--network=host --host-uds=create`): **create-to-ready, runsc** is `sbx create --runtime runsc` against the same `docker run --runtime runsc` argv from sbx's builder plus the socket wait; **exec, runsc** is `sbx exec` against `docker exec` in one runsc sandbox. The two `sbx runsc / sbx runc` rows are what gVisor costs: sbx under runsc over sbx under runc, interleaved in the same run (no target: the price of a kernel of the sandbox's own).
+10. **Pool** (issue 14): a pool of 20 made with `sbx pool create` and filled; each round claims one member (`sbx create --pool NAME --no-fallback`, from the process's start to its exit with the id printed), makes one cold `sbx create` and one bare sandbox, in rotating order, destroys all three, and waits until the pool is full again and its refiller done, so no measurement shares the engine with a refill. **20 concurrent claims**: 20 `sbx create --pool` started at once on a full pool of 20; the wall time until the last exits, and the 20 ids must be distinct. **Docker calls**: one claim with `SBX_DOCKER` pointing at a shim that logs each call's parent pid; only calls whose parent is the claiming sbx count (the refiller it starts has its own). **Idle memory**: the pool's `idle_memory_bytes` from `sbx pool ls --json` over its 20 members.
 ";

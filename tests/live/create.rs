@@ -146,7 +146,7 @@ fn ls_and_inspect_report_the_record() {
     assert_success(&out, "ls");
     let line = stdout(&out).lines().find(|l| l.starts_with(&sb.id)).map(str::to_string).expect("ls lists the sandbox");
     let cols: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(cols[..5], [sb.id.as_str(), "agent-7", "2", "-", "running"]);
+    assert_eq!(cols[..5], [sb.id.as_str(), "agent-7", "2", "runc", "-"]);
     let rec: serde_json::Value = serde_json::from_slice(&w.sbx(&["inspect", &sb.id]).stdout).unwrap();
     assert_eq!(rec["session"], "agent-7");
     assert_eq!(rec["image"], w.image.as_str());

@@ -323,8 +323,11 @@ fn sparse_files_come_out_sparse_within_the_cap_and_in_little_memory() {
         assert_eq!(&mid, b"middle");
     }
     assert!(blocks * 512 < 16 << 20, "host disk used: {} bytes", blocks * 512);
-    // A correctness bound, not a timing one: nothing is held whole.
-    assert!(rss_kib < 128 * 1024, "sbx peaked at {rss_kib} KiB");
+    // A correctness bound, not a timing one: nothing is held whole (3 GiB
+    // held once took 6.3 GB). wait4's ru_maxrss is the largest of sbx and
+    // the children it reaped, the docker CLI among them: 141 MiB once under
+    // the full suite's load, so the bound leaves room for that.
+    assert!(rss_kib < 256 * 1024, "sbx or its docker child peaked at {rss_kib} KiB");
     assert_exit(&w.sbx(&["cp", "--max-bytes", "lots", &src, dst.to_str().unwrap()]), 2, "a bad --max-bytes");
 
     // backup is capped the same way.
