@@ -17,6 +17,9 @@ pub enum Known {
     NoSuchContainer { container: String },
     /// "Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs available".
     CpuRange { max: String },
+    /// "Unknown runtime specified NAME" (`docker run --runtime`): the
+    /// engine lost a runtime create remembered it had (issue 13).
+    UnknownRuntime { name: String },
 }
 
 /// What `stderr` (a docker CLI's error output) says, if sbx knows it.
@@ -30,6 +33,9 @@ pub fn classify(stderr: &str) -> Option<Known> {
         }
         if let Some(c) = l.strip_prefix("No such container: ") {
             return Some(Known::NoSuchContainer { container: c.trim().to_string() });
+        }
+        if let Some(name) = l.strip_prefix("Unknown runtime specified ") {
+            return Some(Known::UnknownRuntime { name: name.trim().trim_end_matches('.').to_string() });
         }
         if let Some(rest) = l.strip_prefix("Range of CPUs is from ") {
             let max = rest.split(" to ").nth(1).and_then(|t| t.split([',', ' ']).next()).unwrap_or("").to_string();

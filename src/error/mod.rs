@@ -91,6 +91,9 @@ impl From<DockerError> for Error {
                 Some(Known::NotRunning { container }) => return Explained::Stopped { id: container }.into(),
                 Some(Known::NoSuchContainer { container }) => return SandboxError::NotFound { id: container }.into(),
                 Some(Known::CpuRange { max }) => return Explained::CpuRange { max }.into(),
+                Some(Known::UnknownRuntime { name }) => {
+                    return RuntimeError::Missing { name, have: "(see `docker info`)".into() }.into()
+                }
                 None => {}
             }
         }
@@ -200,6 +203,12 @@ mod tests {
             &crate::docker::Output::fail(1, explain::tests::NOT_RUNNING),
         ));
         assert_eq!(e.kind(), "not_running");
+        // A runtime that was registered when create remembered it, gone since (issue 13).
+        let out =
+            crate::docker::Output::fail(125, "docker: Error response from daemon: Unknown runtime specified runsc.\n");
+        let e = Error::from(crate::docker::status_error(&args, &out));
+        assert_eq!(e.kind(), "runtime_missing", "{e}");
+        assert!(e.to_string().contains("no runtime \"runsc\""), "{e}");
         let out = crate::docker::Output::fail(
             125,
             "docker: Error response from daemon: something new.\nSee 'docker run --help'.",

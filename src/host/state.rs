@@ -306,6 +306,18 @@ impl State {
         }
     }
 
+    /// The engine's runtimes (`docker info`'s raw answer) as last seen
+    /// under `key` (see [`engine_key`]).
+    pub fn runtimes(&self, key: &str) -> Option<String> {
+        let v: serde_json::Value = serde_json::from_str(&self.get("engine", "runtimes")?).ok()?;
+        (v["key"] == key).then(|| v["runtimes"].as_str().map(str::to_string)).flatten()
+    }
+
+    pub fn set_runtimes(&self, key: &str, runtimes: &str) {
+        let v = serde_json::json!({ "key": key, "runtimes": runtimes });
+        let _ = self.put("engine", "runtimes", &v.to_string());
+    }
+
     /// Forget everything about a sandbox that is gone.
     pub fn forget(&self, id: &str) {
         for k in KINDS {
@@ -335,3 +347,24 @@ fn write_private(path: &Path, data: &[u8], durable: bool) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+/// What identifies the local engine's runtime configuration (issue 13):
+/// dockerd changes its runtimes only when it reloads daemon.json (SIGHUP)
+/// or restarts, and an operator edits the file before either; so the file's
+/// identity and dockerd's pid file make a key under which `docker info`'s
+/// runtimes may be remembered. None (ask every time) unless the engine is
+/// the default local one and both files can be read.
+pub fn engine_key() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if ["DOCKER_HOST", "DOCKER_CONTEXT"].iter().any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty())) {
+        return None;
+    }
+    let pid = std::fs::read_to_string("/var/run/docker.pid").ok()?;
+    let pid_file = std::fs::metadata("/var/run/docker.pid").ok()?;
+    let conf = match std::fs::metadata("/etc/docker/daemon.json") {
+        Ok(m) => format!("{}:{}:{}.{}", m.ino(), m.size(), m.mtime(), m.mtime_nsec()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "none".into(),
+        Err(_) => return None,
+    };
+    Some(format!("dockerd {} {}.{} conf {conf}", pid.trim(), pid_file.mtime(), pid_file.mtime_nsec()))
+}

@@ -273,3 +273,50 @@ fn kill_9_during_a_claim_or_a_refill_then_gc_leaves_nothing() {
     }
     finish(&w, "pz", &[]);
 }
+
+/// Real claims killed with SIGKILL at every point of their few
+/// milliseconds, then gc: every member left is either ready and alive or
+/// claimed by a claim that completed (its id was printed: the caller owns
+/// it); nothing half-claimed survives gc, and nothing is lost.
+#[test]
+fn claims_killed_at_random_points_leave_only_ready_or_completed_members_after_gc() {
+    let w = World::new();
+    make_pool(&w, "pk", 3, &["--memory", "64"]);
+    for i in 0..12u64 {
+        let mut child = Command::new(SBX)
+            .args(w.dir_args())
+            .args(["create", "--pool", "pk", "--no-fallback"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // 0-11 ms: from before the claim's rename to after its id is printed.
+        std::thread::sleep(Duration::from_micros(i * 1000));
+        let _ = child.kill();
+        child.wait().unwrap();
+        settle(&w, "pk");
+        if ready(&w, "pk").is_empty() {
+            assert_success(&w.sbx(&["pool", "fill", "pk"]), "refill");
+        }
+    }
+    settle(&w, "pk");
+    assert_success(&w.sbx(&["gc"]), "gc after killed claims");
+    let members = w.containers();
+    let ready_now = ready(&w, "pk");
+    let mut completed = Vec::new();
+    for id in &members {
+        if ready_now.contains(id) {
+            continue;
+        }
+        let claim = std::fs::read_to_string(w.state_dir.join("claims").join(id)).unwrap_or_default();
+        let claim: serde_json::Value = serde_json::from_str(&claim).unwrap_or_default();
+        assert_eq!(claim["complete"], true, "{id} is neither ready nor a completed claim after gc: {claim}");
+        completed.push(id.clone());
+    }
+    let stray: Vec<String> = std::fs::read_dir(pool_dir(&w, "pk").join("claimed"))
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(stray.is_empty(), "half-claimed files survive gc: {stray:?}");
+    finish(&w, "pk", &completed);
+}

@@ -138,3 +138,12 @@ fn a_record_written_before_private_routes_were_named_reads_and_writes_the_same()
     s.set_record(id, &r).unwrap();
     assert_eq!(std::fs::read_to_string(s.dir.join("records").join(id)).unwrap(), old);
 }
+
+#[test]
+fn engine_runtimes_are_remembered_under_their_key_only() {
+    let s = tmp();
+    assert_eq!(s.runtimes("k1"), None);
+    s.set_runtimes("k1", r#"{"runc":{"path":"runc"}}"#);
+    assert_eq!(s.runtimes("k1").as_deref(), Some(r#"{"runc":{"path":"runc"}}"#));
+    assert_eq!(s.runtimes("k2"), None, "another daemon.json or dockerd: asked again");
+}

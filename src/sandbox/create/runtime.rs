@@ -5,7 +5,7 @@
 
 use super::super::Driver;
 use super::routes::RouteNets;
-use crate::docker::{argv, parse, Background};
+use crate::docker::{argv, parse, run_ok, Background};
 use crate::error::{Error, Result, RouteError, RuntimeError};
 use crate::model::gate;
 use crate::model::runtime::{Family, Registered, DEFAULT};
@@ -16,12 +16,18 @@ use crate::spec::SandboxSpec;
 pub(super) const GVISOR_MIN_PIDS: u32 = 128;
 
 impl Driver {
-    /// `docker info`'s runtimes, asked while the image is looked up; None for runc.
-    pub(super) fn spawn_runtime_check(&self, spec: &SandboxSpec) -> Result<Option<Box<dyn Background>>> {
+    /// `docker info`'s runtimes, asked while the image is looked up; none
+    /// for runc, and none when a registration that passed was seen under
+    /// the engine's current key (`state::engine_key`): the answer, or the job.
+    pub(super) fn spawn_runtime_check(&self, spec: &SandboxSpec) -> Result<RuntimeCheck> {
         if spec.runtime == DEFAULT {
-            return Ok(None);
+            return Ok(RuntimeCheck::Runc);
         }
-        Ok(Some(self.exec.spawn(&argv::runtimes())?))
+        let key = crate::host::state::engine_key();
+        if let Some(seen) = key.as_deref().and_then(|k| self.state().ok()?.state.runtimes(k)) {
+            return Ok(RuntimeCheck::Seen(seen));
+        }
+        Ok(RuntimeCheck::Asked(self.exec.spawn(&argv::runtimes())?, key))
     }
 
     /// The registration of `spec.runtime`, checked against what this
@@ -30,20 +36,36 @@ impl Driver {
     pub(super) fn check_runtime(
         &self,
         spec: &SandboxSpec,
-        job: Option<Box<dyn Background>>,
+        check: RuntimeCheck,
         needs_network: bool,
         direct: bool,
     ) -> Result<Registered> {
-        let Some(job) = job else {
-            return Ok(Registered { name: DEFAULT.into(), path: DEFAULT.into(), args: vec![] });
+        let (text, key) = match check {
+            RuntimeCheck::Runc => return Ok(Registered { name: DEFAULT.into(), path: DEFAULT.into(), args: vec![] }),
+            RuntimeCheck::Seen(text) => match self.registered(spec, &text, needs_network, direct) {
+                Ok(reg) => return Ok(reg),
+                // Only what passed is trusted from memory: ask the engine again.
+                Err(_) => (run_ok(&*self.exec, &argv::runtimes())?.stdout_str(), crate::host::state::engine_key()),
+            },
+            RuntimeCheck::Asked(job, key) => {
+                let out = job.wait()?;
+                if out.status != 0 {
+                    return Err(crate::docker::status_error(&argv::runtimes(), &out).into());
+                }
+                (out.stdout_str(), key)
+            }
         };
-        let out = job.wait()?;
-        if out.status != 0 {
-            return Err(crate::docker::status_error(&argv::runtimes(), &out).into());
+        let reg = self.registered(spec, &text, needs_network, direct)?;
+        if let (Some(k), Ok(hs)) = (key, self.state()) {
+            hs.state.set_runtimes(&k, &text);
         }
-        let all = parse::runtimes(&out.stdout_str()).ok_or_else(|| RuntimeError::Unreadable {
-            reason: format!("not a JSON object: {:?}", out.stdout_str().trim()),
-        })?;
+        Ok(reg)
+    }
+
+    /// `spec.runtime` in `docker info`'s answer `text`, checked.
+    fn registered(&self, spec: &SandboxSpec, text: &str, needs_network: bool, direct: bool) -> Result<Registered> {
+        let all = parse::runtimes(text)
+            .ok_or_else(|| RuntimeError::Unreadable { reason: format!("not a JSON object: {:?}", text.trim()) })?;
         let Some(reg) = all.get(&spec.runtime) else {
             let have = all.keys().cloned().collect::<Vec<_>>().join(", ");
             return Err(RuntimeError::Missing { name: spec.runtime.clone(), have }.into());
@@ -113,6 +135,16 @@ impl Driver {
         }
         Ok(hosts)
     }
+}
+
+/// What create knows of the engine's runtimes before it checks one.
+pub(super) enum RuntimeCheck {
+    /// runc: every engine has it; nothing to ask.
+    Runc,
+    /// `docker info`'s answer as last seen under the engine's current key.
+    Seen(String),
+    /// Asked now; the key to remember the answer under, if any.
+    Asked(Box<dyn Background>, Option<String>),
 }
 
 /// Whether sbx must resolve route hosts itself under this runtime.
