@@ -315,8 +315,18 @@ impl Driver {
     }
 
     /// Pool files whose sandbox is gone (after gc's removals).
-    pub fn pool_forget_gone(&self, state: &State, alive_ids: &[String]) {
+    /// Also the claimed-file of a claim that completed (its id was handed
+    /// out) but whose claimer died before removing it: the sandbox is the
+    /// caller's now, an ordinary one.
+    /// `removed`: sandboxes this gc removed, whose files go at once (the
+    /// settle time is for files newer than gc's `docker ps`).
+    pub fn pool_forget_gone(&self, state: &State, alive_ids: &[String], removed: &[String]) {
         for pool in crate::host::pool::all(&state.dir) {
+            for (id, by) in pool.claimed() {
+                if !by.is_alive() && state.claim(&id).is_some_and(|c| c.complete) {
+                    pool.drop_taken(&id, by);
+                }
+            }
             let taken =
                 pool.claimed().into_iter().map(|(id, by)| (id.clone(), format!("{id}.{}.{}", by.pid, by.start)));
             let files = pool.ready().into_iter().map(|id| ("ready", id.clone(), id));
@@ -324,7 +334,8 @@ impl Driver {
                 .chain(pool.dead().into_iter().map(|id| ("dead", id.clone(), id)))
                 .chain(taken.map(|(id, file)| ("claimed", id, file)));
             for (place, id, file) in files {
-                if !alive_ids.contains(&id) && pool.moved_ago(place, &file).is_some_and(|d| d > SETTLE) {
+                let settled = pool.moved_ago(place, &file).is_some_and(|d| d > SETTLE);
+                if removed.contains(&id) || (!alive_ids.contains(&id) && settled) {
                     pool.drop_member(place, &file);
                 }
             }

@@ -300,9 +300,15 @@ fn claims_killed_at_random_points_leave_only_ready_or_completed_members_after_gc
             assert_success(&w.sbx(&["pool", "fill", "pk"]), "refill");
         }
     }
+    // A refiller a killed claimer started may not hold its lock yet.
+    std::thread::sleep(Duration::from_millis(500));
     settle(&w, "pk");
     assert_success(&w.sbx(&["gc"]), "gc after killed claims");
-    let members = w.containers();
+    settle(&w, "pk");
+    let label = format!("label={}", w.case_label());
+    let members: Vec<String> =
+        docker_ok(&["ps", "-a", "--filter", &label, "--format", "{{.Names}}"]).lines().map(str::to_string).collect();
+    assert!(!members.is_empty(), "the pool has members");
     let ready_now = ready(&w, "pk");
     let mut completed = Vec::new();
     for id in &members {

@@ -212,7 +212,8 @@ impl Driver {
             state.forget(id);
         }
         let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
-        self.pool_forget_gone(state, &standing);
+        let removed: Vec<String> = report.containers.iter().map(|c| c.id.clone()).collect();
+        self.pool_forget_gone(state, &standing, &removed);
         // Gates of sandboxes still there (a failed removal) stay with them.
         keep.extend(left);
         if let Err(e) = self.gc_egress(&keep, false, &mut report) {
