@@ -152,6 +152,11 @@ fn ids_in(dir: &Path) -> Vec<String> {
 
 fn write_json<T: Serialize>(dir: &Path, name: &str, v: &T) -> Result<()> {
     mkdir(dir)?;
+    write_json_in(dir, name, v)
+}
+
+/// As [`write_json`], into a directory that must already exist.
+fn write_json_in<T: Serialize>(dir: &Path, name: &str, v: &T) -> Result<()> {
     let text = serde_json::to_string(v).map_err(|e| Error::io(format!("encoding {name}"), e.into()))?;
     let tmp = dir.join(format!(".{name}.{}.{:x}", std::process::id(), rand::random::<u32>()));
     std::fs::write(&tmp, text).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
@@ -286,8 +291,12 @@ impl Pool {
             .unwrap_or_default()
     }
 
+    /// Only into a recorded pool, and never making its directory: a refiller
+    /// racing `pool rm` would otherwise leave `pools/NAME/status.json` behind.
     pub fn set_status(&self, s: &Status) {
-        let _ = write_json(&self.dir, "status.json", s);
+        if self.exists() {
+            let _ = write_json_in(&self.dir, "status.json", s);
+        }
     }
 
     /// The refiller's lock, without waiting: None while another holds it.
@@ -315,4 +324,26 @@ impl Pool {
 
 pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_is_written_only_into_a_recorded_pool() {
+        let data = std::env::temp_dir().join(format!("sbx-pool-status-{:x}", rand::random::<u64>()));
+        let pool = Pool::at(&data, "p");
+        let s = Status { filling: 1, failed: 1, last_error: Some("x".into()) };
+        // After `pool rm`: nothing recorded, so a late refiller writes nothing.
+        pool.set_status(&s);
+        assert!(!pool.dir.exists());
+        assert!(pool.create(&PoolSpec { size: 1, max_idle_secs: None, request: CreateRequest::default() }).unwrap());
+        pool.set_status(&s);
+        assert_eq!(pool.status().last_error.as_deref(), Some("x"));
+        pool.forget();
+        pool.set_status(&s);
+        assert!(!pool.dir.exists());
+        let _ = std::fs::remove_dir_all(&data);
+    }
 }
