@@ -74,3 +74,16 @@ pub const EX_POOL: &str =
   sbx pool ls
   sbx pool fill agents
   sbx pool rm agents";
+pub const EX_POOL_CREATE: &str = "Examples:
+  sbx pool create agents --size 20 --image \"$img\" --route inference:proxy:8080 --max-idle 1h
+  sbx pool create untrusted --size 5 --image \"$img\" --runtime runsc --memory 512
+  id=$(sbx create --pool agents --session task-42 --ttl 30m)    # the claim: a few ms, no docker call";
+pub const EX_POOL_LS: &str = "Examples:
+  sbx pool ls
+  sbx --json pool ls";
+pub const EX_POOL_FILL: &str = "Examples:
+  sbx pool fill agents
+  */5 * * * * sbx pool fill agents    # crontab: top up and recycle even when no claim came";
+pub const EX_POOL_RM: &str = "Examples:
+  sbx pool rm agents
+  sbx --json pool rm agents           # {\"pool\":\"agents\",\"removed\":[ids]}";

@@ -69,7 +69,7 @@ pub enum Command {
     /// Remove sandboxes and their socket directories; already gone is success.
     #[command(after_help = EX_DESTROY)]
     Destroy(DestroyArgs),
-    /// List this tool's sandboxes: id, session, tier, routes, state, age.
+    /// List this tool's sandboxes: id, session, tier, runtime, routes, state, age, expiry.
     #[command(after_help = EX_LS)]
     Ls,
     /// Print one sandbox's record as JSON, with every network it is on.
@@ -122,10 +122,10 @@ pub enum Command {
     /// Remove expired sandboxes, those of creates that died, orphaned socket directories.
     #[command(after_help = EX_GC)]
     Gc(GcArgs),
-    /// Check this host end to end: docker, runc, sockets, a real hardened probe sandbox, routes.
+    /// Check this host end to end: docker, runtimes, sockets, a real hardened probe sandbox, routes.
     #[command(after_help = EX_DOCTOR)]
     Doctor(DoctorArgs),
-    /// Warm pools of ready sandboxes: `sbx create --pool NAME` claims one without a docker call.
+    /// Warm pools of ready sandboxes: `sbx create --pool NAME` claims one in a few ms, without a docker call.
     #[command(after_help = EX_POOL)]
     Pool(PoolArgs),
     /// Internal: the detached refiller a claim starts (one per pool, under its lock).
@@ -203,8 +203,8 @@ pub struct DoctorArgs {
     /// Also check a route: its network exists and is internal, and a sandbox on it reaches the target.
     #[arg(long = "route", value_name = "KIND:TARGET")]
     pub routes: Vec<String>,
-    /// Check this runtime's registration and run the whole probe under it, e.g. runsc
-    /// [env: SBX_RUNTIME] [default: runc].
+    /// Check this runtime's registration (what to change in /etc/docker/daemon.json when it
+    /// is wrong) and run the whole probe under it, e.g. runsc [env: SBX_RUNTIME] [default: runc].
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
 }

@@ -24,7 +24,8 @@ pub struct CreateRequest {
     #[arg(long, value_name = "IMAGE", required_unless_present = "pool", default_value = "", hide_default_value = true)]
     pub image: String,
     /// Claim a ready sandbox from the warm pool NAME (`sbx pool create`) instead of
-    /// making one; with no ready member, a cold create from the pool's spec (said on stderr).
+    /// making one (a few ms, no docker call; only --session and --ttl may be given too);
+    /// with no ready member, a cold create from the pool's spec (said on stderr).
     #[arg(long, value_name = "NAME")]
     pub pool: Option<String>,
     /// With --pool: exit 1 when no member is ready instead of a cold create.
@@ -51,7 +52,7 @@ pub struct CreateRequest {
     /// CPU limit, e.g. 1.5 [default: 1].
     #[arg(long, value_name = "N")]
     pub cpus: Option<String>,
-    /// Process limit [default: 512].
+    /// Process limit [default: 512]; under runsc at least 128 (it counts gVisor's own threads too).
     #[arg(long, value_name = "N")]
     pub pids: Option<u32>,
     /// Environment variable K=V for the sandbox (SBX_* is reserved). Repeatable.
@@ -121,8 +122,9 @@ pub struct CreateRequest {
     #[arg(long)]
     pub allow_unsafe_cidr: bool,
     /// The engine's OCI runtime to run the sandbox under: `runsc` (gVisor) gives it a
-    /// kernel of its own; it must be registered with the engine (`sbx doctor --runtime
-    /// NAME` says how) [env: SBX_RUNTIME] [default: runc].
+    /// kernel of its own, for ~1.5x runc's start time and ~1.1-1.2x per exec; it must be
+    /// registered with the engine (`sbx doctor --runtime NAME` says how)
+    /// [env: SBX_RUNTIME] [default: runc].
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
     /// The command to run in the sandbox (default: the image's).
