@@ -238,7 +238,15 @@ pub fn claim(req: CreateRequest, ctx: &Context) -> Result<()> {
             );
         }
     }
-    let printed = if ctx.json() { ctx.out.json_line(&c.created) } else { ctx.out.data(&format!("{}\n", c.id)) };
+    let printed = if ctx.json() {
+        ctx.out.json_line(&c.created)
+    } else {
+        // As `create` prints them: what the member's create warned about still holds.
+        for w in &c.created.warnings {
+            ctx.out.warn("warning", w);
+        }
+        ctx.out.data(&format!("{}\n", c.id))
+    };
     printed?;
     ctx.driver.claim_done(&pool, &c)?;
     ensure_refiller(&pool, &ctx.dirs);

@@ -21,7 +21,11 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use nix::fcntl::{Flock, FlockArg};
+use std::os::fd::AsRawFd;
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg};
+use nix::libc;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -300,7 +304,11 @@ impl Pool {
     }
 
     /// The refiller's lock, without waiting: None while another holds it.
-    pub fn try_lock(&self) -> Result<Option<Flock<File>>> {
+    /// An open-file-description lock (released when the returned file
+    /// closes, or the holder dies), so [`Pool::filling`] can test it
+    /// without taking it: a probe that took it, even for a moment, would
+    /// make a refiller starting at that moment think another is at work and exit.
+    pub fn try_lock(&self) -> Result<Option<File>> {
         // Never made here: a refiller racing `pool rm` must not bring the directory back.
         let path = self.dir.join("fill.lock");
         let f = File::options()
@@ -309,17 +317,29 @@ impl Pool {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
-            Ok(l) => Ok(Some(l)),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-            Err((_, e)) => Err(Error::io(format!("locking {}", path.display()), e.into())),
+        let lock = whole_file(libc::F_WRLCK);
+        match fcntl(f.as_raw_fd(), FcntlArg::F_OFD_SETLK(&lock)) {
+            Ok(_) => Ok(Some(f)),
+            Err(Errno::EAGAIN | Errno::EACCES) => Ok(None),
+            Err(e) => Err(Error::io(format!("locking {}", path.display()), e.into())),
         }
     }
 
-    /// Whether a refiller holds the lock now.
+    /// Whether a refiller holds the lock now (tested, never taken).
     pub fn filling(&self) -> bool {
-        self.dir.join("fill.lock").exists() && matches!(self.try_lock(), Ok(None))
+        let Ok(f) = File::open(self.dir.join("fill.lock")) else { return false };
+        let mut lock = whole_file(libc::F_WRLCK);
+        fcntl(f.as_raw_fd(), FcntlArg::F_OFD_GETLK(&mut lock)).is_ok() && lock.l_type != libc::F_UNLCK as libc::c_short
     }
+}
+
+/// A lock on the whole file (`l_pid` must be 0 for an OFD lock).
+fn whole_file(kind: libc::c_int) -> libc::flock {
+    // SAFETY: flock is plain old data; all-zero is a valid value of it.
+    let mut l: libc::flock = unsafe { std::mem::zeroed() };
+    l.l_type = kind as libc::c_short;
+    l.l_whence = libc::SEEK_SET as libc::c_short;
+    l
 }
 
 pub fn unix_now() -> u64 {
@@ -345,5 +365,30 @@ mod tests {
         pool.set_status(&s);
         assert!(!pool.dir.exists());
         let _ = std::fs::remove_dir_all(&data);
+    }
+
+    #[test]
+    fn probing_for_a_refiller_never_takes_its_lock() {
+        let data = std::env::temp_dir().join(format!("sbx-pool-lock-{}-{}", std::process::id(), rand::random::<u64>()));
+        let pool = Pool::at(&data, "p");
+        std::fs::create_dir_all(&pool.dir).unwrap();
+        drop(pool.try_lock().unwrap().unwrap());
+        // `pool ls`, gc and every claim probe; a refiller starting meanwhile must still get the lock.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (p, s) = (pool.clone(), stop.clone());
+        let prober = std::thread::spawn(move || {
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::black_box(p.filling());
+            }
+        });
+        let lost = (0..20_000).filter(|_| pool.try_lock().unwrap().is_none()).count();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        prober.join().unwrap();
+        let held = pool.try_lock().unwrap().unwrap();
+        assert!(pool.filling() && pool.try_lock().unwrap().is_none());
+        drop(held);
+        assert!(!pool.filling());
+        let _ = std::fs::remove_dir_all(&data);
+        assert_eq!(lost, 0, "a refiller lost its lock to a probe {lost} times");
     }
 }

@@ -253,10 +253,20 @@ impl Driver {
         let _ = pool.spec()?;
         // The spec goes first: no claim, refiller or fill starts on it after this.
         let _ = std::fs::remove_file(pool.dir.join("spec.json"));
+        // A claimer that opened the pool before that may still rename a ready
+        // member: win each one first (the same rename), so what is destroyed
+        // below can no longer be handed out.
+        for id in pool.ready() {
+            pool.shift(&id, "ready", "dead");
+        }
         let members = self.pool_members(&pool.name)?;
+        // Taken by a live claimer that has not yet written its claim record.
+        let taking: Vec<String> =
+            pool.claimed().into_iter().filter(|(_, by)| by.is_alive()).map(|(id, _)| id).collect();
         let unclaimed: Vec<String> = members
             .iter()
             .map(|r| r.name.clone())
+            .filter(|id| !taking.contains(id))
             .filter(|id| state.claim(id).map_or(true, |c| !c.complete && !claimer_alive(&c)))
             .collect();
         if !unclaimed.is_empty() {
@@ -270,7 +280,14 @@ impl Driver {
     /// claimer is gone), found dead or idle too long, of a pool that is
     /// gone, or left unrecorded by a refiller that died; never a healthy
     /// unclaimed member of a live pool, nor one a live refiller is making.
-    pub fn pool_reaps(&self, state: &State, owned: &[RawContainer], live_creates: &[String]) -> Vec<Reap> {
+    /// With `dry_run` nothing moves.
+    pub fn pool_reaps(
+        &self,
+        state: &State,
+        owned: &[RawContainer],
+        live_creates: &[String],
+        dry_run: bool,
+    ) -> Vec<Reap> {
         let data = &state.dir;
         let now = unix_now();
         let mut reaps = Vec::new();
@@ -296,10 +313,17 @@ impl Driver {
                 continue;
             };
             if let Some(m) = pool.member("ready", id) {
-                if !alive(&m) {
-                    reap(id, format!("pool {name} member is no longer alive"));
+                let why = if !alive(&m) {
+                    format!("pool {name} member is no longer alive")
                 } else if spec.max_idle_secs.is_some_and(|d| now.saturating_sub(m.ready_at) > d) {
-                    reap(id, format!("pool {name} member idle longer than its max-idle"));
+                    format!("pool {name} member idle longer than its max-idle")
+                } else {
+                    continue;
+                };
+                // Won from the claimers first (the rename a claim makes): one
+                // that took it since it was read keeps it.
+                if dry_run || pool.shift(id, "ready", "dead") {
+                    reap(id, why);
                 }
             } else if pool.member("dead", id).is_some() {
                 reap(id, format!("pool {name} member found dead by a claim"));

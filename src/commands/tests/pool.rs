@@ -37,7 +37,7 @@ fn a_claim_of_a_live_member_prints_its_id_with_no_docker_call() {
     let created: CreatedJson = serde_json::from_value(serde_json::json!({
         "id": ID, "session": ID, "image": IMG, "tier": 2, "runtime": "runc", "socket": "/run/sandbox/sandbox.sock",
         "channel": "exec", "routes": {}, "created_at": "2026-01-01T00:00:00Z", "user": "65534:65534",
-        "expires_at": null, "gaps": [], "warnings": []
+        "expires_at": null, "gaps": [], "warnings": ["the image runs as root"]
     }))
     .unwrap();
     let m = Member { id: ID.into(), socket: None, uid: 65534, pid: me.pid, start: me.start, ready_at: 0, created };
@@ -54,4 +54,25 @@ fn a_claim_of_a_live_member_prints_its_id_with_no_docker_call() {
     let r = rig.sbx(&["create", "--pool", "p", "--no-fallback"]);
     assert_eq!((r.code, r.stdout.as_str()), (1, ""));
     assert!(r.stderr.contains("pool p has no ready sandbox (--no-fallback)"), "{}", r.stderr);
+}
+
+#[test]
+fn a_claim_without_json_warns_on_stderr_as_create_does() {
+    let rig = Rig::new();
+    let pool = Pool::at(&rig.state, "p");
+    let spec = PoolSpec { size: 1, max_idle_secs: None, request: crate::spec::CreateRequest::default() };
+    assert!(pool.create(&spec).unwrap());
+    let me = crate::host::state::ProcId::current().unwrap();
+    let created: CreatedJson = serde_json::from_value(serde_json::json!({
+        "id": ID, "session": ID, "image": IMG, "tier": 2, "runtime": "runc", "socket": "/run/sandbox/sandbox.sock",
+        "channel": "exec", "routes": {}, "created_at": "2026-01-01T00:00:00Z", "user": "0:0",
+        "expires_at": null, "gaps": [], "warnings": ["the image runs as root"]
+    }))
+    .unwrap();
+    let m = Member { id: ID.into(), socket: None, uid: 0, pid: me.pid, start: me.start, ready_at: 0, created };
+    pool.add_ready(&m).unwrap();
+    let _lock = pool.try_lock().unwrap().unwrap();
+    let r = rig.sbx(&["create", "--pool", "p"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, format!("{ID}\n").as_str()));
+    assert!(r.stderr.contains("the image runs as root"), "{}", r.stderr);
 }

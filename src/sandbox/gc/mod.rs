@@ -95,7 +95,7 @@ impl Driver {
         });
         let live_creates: Vec<String> =
             creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| p.is_alive())).map(|c| c.id.clone()).collect();
-        for r in self.pool_reaps(state, &owned, &live_creates) {
+        for r in self.pool_reaps(state, &owned, &live_creates, dry_run) {
             if !plan.containers.iter().any(|c| c.id == r.id) {
                 plan.forget.push(r.id.clone());
                 plan.containers.push(r);

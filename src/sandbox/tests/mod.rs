@@ -77,6 +77,7 @@ mod destroy;
 mod egress;
 mod gc;
 mod lookup;
+mod pool;
 mod private;
 mod rollback;
 mod runtime;
