@@ -218,6 +218,16 @@ pub fn claim(req: CreateRequest, ctx: &Context) -> Result<()> {
     let session = req.session.as_deref().map(crate::spec::parse_session).transpose()?;
     let ttl = req.ttl.as_deref().map(crate::spec::parse_ttl).transpose()?;
     let pool = open(&name, ctx)?;
+    // SBX_RUNTIME set host-wide (say, for a kernel of the sandbox's own) must
+    // not quietly hand out a sandbox of a pool made under another runtime.
+    if let Some(want) = ctx.env.runtime.as_deref() {
+        let have = pool.spec()?.request.runtime.unwrap_or_else(|| crate::model::runtime::DEFAULT.into());
+        if want != have {
+            return Err(Invalid::new("SBX_RUNTIME", want, format!("pool {name} runs its sandboxes under {have}"))
+                .hint(format!("unset SBX_RUNTIME for this claim, or claim from a pool made with --runtime {want}"))
+                .into());
+        }
+    }
     (ctx.catch_signals)();
     let claimed = ctx.driver.claim(&pool, session.as_deref(), ttl)?;
     let Some(c) = claimed else {

@@ -42,12 +42,17 @@ impl Rig {
 
     /// `sbx ARGS...` against the fake; every scripted answer must be used.
     fn sbx(&self, args: &[&str]) -> Ran {
+        self.sbx_with(args, Env::default())
+    }
+
+    /// `sbx ARGS...` with the environment `env` (SBX_RUNTIME, ...).
+    fn sbx_with(&self, args: &[&str], env: Env) -> Ran {
         let cli = crate::cli::Cli::try_parse_from(std::iter::once("sbx").chain(args.iter().copied())).unwrap();
         let (out, captured) = output::capture(cli.json);
         let ctx = Context {
             driver: self.driver(),
             out,
-            env: Env::default(),
+            env,
             dirs: Dirs::default(),
             catch_signals: || {},
             watch_signals: crate::host::interrupt::Watch::manual,

@@ -76,3 +76,22 @@ fn a_claim_without_json_warns_on_stderr_as_create_does() {
     assert_eq!((r.code, r.stdout.as_str()), (0, format!("{ID}\n").as_str()));
     assert!(r.stderr.contains("the image runs as root"), "{}", r.stderr);
 }
+
+#[test]
+fn sbx_runtime_must_match_the_pools_runtime_to_claim() {
+    let rig = Rig::new();
+    let pool = Pool::at(&rig.state, "p");
+    let spec = PoolSpec { size: 1, max_idle_secs: None, request: crate::spec::CreateRequest::default() };
+    assert!(pool.create(&spec).unwrap());
+    // The refiller would be this test binary: keep one "running" by holding the lock.
+    let _lock = pool.try_lock().unwrap().unwrap();
+    let env = || Env { runtime: Some("runsc".into()), ..Env::default() };
+    let r = rig.sbx_with(&["create", "--pool", "p", "--no-fallback"], env());
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{}", r.stderr);
+    assert!(r.stderr.contains("pool p runs its sandboxes under runc"), "{}", r.stderr);
+    assert!(rig.fake.calls().is_empty());
+    // The pool's own runtime: claimed as usual (empty here, so --no-fallback fails with 1).
+    let r = rig
+        .sbx_with(&["create", "--pool", "p", "--no-fallback"], Env { runtime: Some("runc".into()), ..Env::default() });
+    assert_eq!(r.code, 1, "{}", r.stderr);
+}
