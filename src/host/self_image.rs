@@ -54,8 +54,14 @@ pub fn ensure_cached(exec: &dyn DockerExec, exe: &Path, cache: Option<&Path>) ->
         return Err(crate::docker::status_error(&args, &out).into());
     }
     let id = out.stdout_str().trim().to_string();
-    if let Ok(all) = crate::docker::run_ok(exec, &argv::images_labelled(LABEL)) {
-        let stale: Vec<String> = parse::image_ids(&all.stdout_str()).into_iter().filter(|l| *l != id).collect();
+    // Other builds' images only: two sbx processes that missed the look-up
+    // at once each import the same content under its own id, and the other
+    // one's is about to run (seen: "No such image" when a concurrent create
+    // removed it as stale).
+    let same = crate::docker::run_ok(exec, &argv::images_labelled(&label)).map(|o| parse::image_ids(&o.stdout_str()));
+    if let (Ok(all), Ok(same)) = (crate::docker::run_ok(exec, &argv::images_labelled(LABEL)), same) {
+        let stale: Vec<String> =
+            parse::image_ids(&all.stdout_str()).into_iter().filter(|l| *l != id && !same.contains(l)).collect();
         if !stale.is_empty() {
             let _ = exec.run(&argv::remove_images(&stale));
         }
@@ -165,6 +171,28 @@ mod tests {
         fake.push(Output::ok(&format!("{id}\n")));
         ensure_cached(&fake, &exe, Some(&cache)).unwrap();
         assert!(fake.calls()[0].contains(&format!("label={LABEL}={new_hash}")), "{:?}", fake.calls());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Two sbx processes that both missed the look-up import the same
+    /// content under two ids: neither removes the other's (it is about to run).
+    #[test]
+    fn an_import_removes_other_builds_images_never_a_concurrent_one_of_the_same_content() {
+        let dir = std::env::temp_dir().join(format!("sbx-self-image-race-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("sbx");
+        std::fs::write(&exe, b"not really sbx").unwrap();
+        let [mine, twin, old] = ["a", "b", "c"].map(|c| format!("sha256:{}", c.repeat(64)));
+        let fake = FakeDocker::new();
+        fake.push(Output::ok("")); // the look-up: nothing yet
+        fake.push(Output::ok(&format!("{mine}\n"))); // the import
+        fake.push(Output::ok(&format!("{mine}\n{twin}\n"))); // this content's images
+        fake.push(Output::ok(&format!("{mine}\n{twin}\n{old}\n"))); // every sbx image
+        fake.push(Output::ok(""));
+        assert_eq!(ensure(&fake, &exe).unwrap(), mine);
+        let calls = fake.calls();
+        let rmi = calls.last().unwrap();
+        assert!(rmi.contains(&old) && !rmi.contains(&twin) && !rmi.contains(&mine), "{calls:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

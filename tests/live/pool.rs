@@ -333,3 +333,38 @@ fn claims_killed_at_random_points_leave_only_ready_or_completed_members_after_gc
     assert!(stray.is_empty(), "half-claimed files survive gc: {stray:?}");
     finish(&w, "pk", &completed);
 }
+
+/// The sandbox is the attacker: a member that replaces its socket after
+/// fill (with a symlink to the docker socket, a regular file, a FIFO; what
+/// it can do through its /run/sandbox) is never handed out, never followed,
+/// and gc reaps it.
+#[test]
+fn a_member_that_swaps_its_socket_after_fill_is_never_handed_out() {
+    let w = World::new();
+    make_pool(&w, "ph", 3, &["--memory", "64"]);
+    // No refiller may top up while the members are tampered with.
+    settle(&w, "ph");
+    let members = ready(&w, "ph");
+    assert_eq!(members.len(), 3);
+    for (m, what) in members.iter().zip(["symlink", "regular", "fifo"]) {
+        let sock = w.socket_root.join(m).join("sandbox.sock");
+        std::fs::remove_file(&sock).unwrap();
+        match what {
+            "symlink" => std::os::unix::fs::symlink("/var/run/docker.sock", &sock).unwrap(),
+            "regular" => std::fs::write(&sock, "not a socket").unwrap(),
+            _ => nix::unistd::mkfifo(&sock, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap(),
+        }
+    }
+    let out = w.sbx(&["create", "--pool", "ph", "--no-fallback"]);
+    assert_exit(&out, 1, "a claim from a pool whose members all swapped their sockets");
+    assert!(stdout(&out).is_empty(), "a tampered member was handed out: {}", stdout(&out));
+    assert!(stderr(&out).contains("no ready sandbox"), "{}", stderr(&out));
+    // The FIFO was never opened for writing by the claim (a blocked open would have hung it).
+    settle(&w, "ph");
+    let gc = w.sbx(&["--json", "gc"]);
+    assert_success(&gc, "gc");
+    let reaped: Vec<String> =
+        json(&gc)["containers"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    assert!(members.iter().all(|m| reaped.contains(m)), "the tampered members reaped: {reaped:?}");
+    finish(&w, "ph", &[]);
+}
