@@ -200,15 +200,7 @@ pub fn expired_logs(data: &Path) -> Vec<PathBuf> {
 
 /// The sandbox ids that have a policy directory (names sbx makes only).
 pub fn ids(data: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(root(data))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| crate::spec::parse_id(n).is_ok())
-        .collect();
-    v.sort();
-    v
+    crate::host::pool::ids_in(&root(data))
 }
 
 #[cfg(test)]

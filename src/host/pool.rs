@@ -142,7 +142,8 @@ fn mkdir(p: &Path) -> Result<()> {
         .map_err(|e| Error::io(format!("creating {}", p.display()), e))
 }
 
-fn ids_in(dir: &Path) -> Vec<String> {
+/// The sandbox ids named in `dir` (names sbx makes only), sorted.
+pub(crate) fn ids_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
