@@ -54,19 +54,35 @@ pub fn ensure_cached(exec: &dyn DockerExec, exe: &Path, cache: Option<&Path>) ->
         return Err(crate::docker::status_error(&args, &out).into());
     }
     let id = out.stdout_str().trim().to_string();
-    // Other builds' images only: two sbx processes that missed the look-up
-    // at once each import the same content under its own id, and the other
-    // one's is about to run (seen: "No such image" when a concurrent create
-    // removed it as stale).
-    let same = crate::docker::run_ok(exec, &argv::images_labelled(&label)).map(|o| parse::image_ids(&o.stdout_str()));
-    if let (Ok(all), Ok(same)) = (crate::docker::run_ok(exec, &argv::images_labelled(LABEL)), same) {
-        let stale: Vec<String> =
-            parse::image_ids(&all.stdout_str()).into_iter().filter(|l| *l != id && !same.contains(l)).collect();
+    // Best effort: an image in use stays (docker refuses), and so does any
+    // when a listing fails.
+    if let Ok(stale) = other_builds(exec, &id, &hash) {
         if !stale.is_empty() {
             let _ = exec.run(&argv::remove_images(&stale));
         }
     }
     Ok(id)
+}
+
+/// sbx images of other builds, judged by each image's own label: two sbx
+/// processes that missed the look-up at once each import the same content
+/// under an id of its own, and the other's is about to run (seen twice in the
+/// full suite as an egress gate's "No such image"; a listing by this hash
+/// raced the other import).
+fn other_builds(exec: &dyn DockerExec, id: &str, hash: &str) -> Result<Vec<String>> {
+    let all = crate::docker::run_ok(exec, &argv::images_labelled(LABEL))?;
+    let others: Vec<String> = parse::image_ids(&all.stdout_str()).into_iter().filter(|l| l != id).collect();
+    if others.is_empty() {
+        return Ok(others);
+    }
+    let out = crate::docker::run_ok(exec, &argv::image_label_values(LABEL, &others))?;
+    Ok(out
+        .stdout_str()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(img, h)| img.starts_with("sha256:") && h.trim() != hash)
+        .map(|(img, _)| img.to_string())
+        .collect())
 }
 
 /// The image carrying this content hash, if the engine has it.
@@ -184,10 +200,11 @@ mod tests {
         std::fs::write(&exe, b"not really sbx").unwrap();
         let [mine, twin, old] = ["a", "b", "c"].map(|c| format!("sha256:{}", c.repeat(64)));
         let fake = FakeDocker::new();
+        let (_, hash) = image_tar(&exe).unwrap();
         fake.push(Output::ok("")); // the look-up: nothing yet
         fake.push(Output::ok(&format!("{mine}\n"))); // the import
-        fake.push(Output::ok(&format!("{mine}\n{twin}\n"))); // this content's images
         fake.push(Output::ok(&format!("{mine}\n{twin}\n{old}\n"))); // every sbx image
+        fake.push(Output::ok(&format!("{twin} {hash}\n{old} 0123456789abcdef\n"))); // their hashes
         fake.push(Output::ok(""));
         assert_eq!(ensure(&fake, &exe).unwrap(), mine);
         let calls = fake.calls();

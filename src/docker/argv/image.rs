@@ -38,6 +38,12 @@ pub fn images_labelled(label: &str) -> Vec<OsString> {
     os(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")])
 }
 
+/// Each image's id and the value of its label `key`, one per line.
+pub fn image_label_values<S: AsRef<str>>(key: &str, ids: &[S]) -> Vec<OsString> {
+    let format = format!("{{{{.Id}}}} {{{{index .Config.Labels {key:?}}}}}");
+    with_tail(&["image", "inspect", "--format", &format, "--"], ids)
+}
+
 /// `docker import` of a tar on stdin; `label` marks it so it is found again.
 pub fn import(label: &str) -> Vec<OsString> {
     os(&["import", "--change", "ENTRYPOINT [\"/sbx\", \"__probe\"]", "--change", &format!("LABEL {label}"), "-"])
