@@ -9,10 +9,8 @@ use crate::error::{Error, Invalid, Result};
 use crate::spec::Route;
 
 pub fn exec(routes: &[String], runtime: Option<&str>, ctx: &Context) -> Result<()> {
-    let runtime = runtime.or(ctx.env.runtime.as_deref()).unwrap_or(crate::model::runtime::DEFAULT);
-    if !crate::model::runtime::valid_name(runtime) {
-        return Err(Invalid::new("--runtime", runtime, "a runtime name is letters, digits, '.', '_', '-'").into());
-    }
+    let runtime = crate::spec::parse_runtime(runtime.or(ctx.env.runtime.as_deref()))?;
+    let runtime = runtime.as_str();
     let mut parsed = Vec::new();
     let mut kinds = BTreeSet::new();
     for r in routes {

@@ -235,11 +235,7 @@ impl SandboxSpec {
         if let Some(n) = req.egress_network.as_deref() {
             check_network_name(n)?;
         }
-        let runtime = req.runtime.clone().unwrap_or_else(|| crate::model::runtime::DEFAULT.to_string());
-        if !crate::model::runtime::valid_name(&runtime) {
-            return Err(Invalid::new("--runtime", runtime, "a runtime name is letters, digits, '.', '_', '-'")
-                .hint("name one that `docker info` lists under Runtimes, e.g. runsc"));
-        }
+        let runtime = parse_runtime(req.runtime.as_deref())?;
         Ok(SandboxSpec {
             image,
             session,
