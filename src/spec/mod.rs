@@ -13,7 +13,7 @@ use std::time::Duration;
 
 pub use image::ImageRef;
 pub use mount::{docker_socket_paths, MountSpec};
-pub use request::CreateRequest;
+pub use request::{parse_runtime, CreateRequest};
 pub use route::{is_loopback, network_for, validate_kind, Route, EGRESS_KIND};
 
 use crate::model::invalid::Invalid;
@@ -160,17 +160,6 @@ impl UserSpec {
 }
 
 /// Session keys group sandboxes of one agent session; they go into labels.
-/// `--runtime NAME` (create and doctor), runc when not given: a name as
-/// daemon.json's runtime keys look, never an option.
-pub fn parse_runtime(name: Option<&str>) -> Result<String, Invalid> {
-    let name = name.unwrap_or(crate::model::runtime::DEFAULT);
-    if !crate::model::runtime::valid_name(name) {
-        return Err(Invalid::new("--runtime", name, "a runtime name is letters, digits, '.', '_', '-'")
-            .hint("name one that `docker info` lists under Runtimes, e.g. runsc"));
-    }
-    Ok(name.to_string())
-}
-
 pub fn parse_session(s: &str) -> Result<String, Invalid> {
     let ok = !s.is_empty()
         && s.len() <= 128

@@ -265,6 +265,17 @@ impl SandboxSpec {
     }
 }
 
+/// `--runtime NAME` (create and doctor), runc when not given: a name as
+/// daemon.json's runtime keys look, never an option.
+pub fn parse_runtime(name: Option<&str>) -> Result<String, Invalid> {
+    let name = name.unwrap_or(crate::model::runtime::DEFAULT);
+    if !crate::model::runtime::valid_name(name) {
+        return Err(Invalid::new("--runtime", name, "a runtime name is letters, digits, '.', '_', '-'")
+            .hint("name one that `docker info` lists under Runtimes, e.g. runsc"));
+    }
+    Ok(name.to_string())
+}
+
 /// `--egress-network NAME`: a docker network name, never an option, and not a
 /// network sbx makes per sandbox or `none`/`host` (the gate must reach out
 /// through a bridge).
