@@ -68,15 +68,7 @@ fn ttl_command_moves_the_expiry_both_ways() {
 fn a_killed_watchdog_leaves_an_expired_sandbox_that_ls_shows_and_gc_reaps() {
     let w = World::new();
     let sb = w.create(&["--ttl", "2s"]);
-    let pidfile = w.state_dir.join("watchdog").join(&sb.id);
-    until(Duration::from_secs(5), || pidfile.exists()).expect("watchdog never recorded itself");
-    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().split_whitespace().next().unwrap().parse().unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
-    until(Duration::from_secs(10), || {
-        let ls = json(&w.sbx(&["ls", "--json"]));
-        ls.as_array().unwrap().iter().any(|r| r["id"] == sb.id.as_str() && r["expired"] == true)
-    })
-    .expect("ls never showed it as expired");
+    kill_watchdog_until_expired(&w, &sb.id);
     assert!(stdout(&w.sbx(&["ls"])).lines().any(|l| l.starts_with(&sb.id) && l.contains(" expired ")));
     assert!(!w.containers().is_empty(), "nothing but gc should have removed it");
     let dry = w.sbx(&["gc", "--dry-run"]);

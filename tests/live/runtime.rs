@@ -295,15 +295,7 @@ fn ttl_expiry_and_gc_remove_a_runsc_sandbox() {
     drop(sb);
     // A killed watchdog: gc reaps the expired sandbox.
     let sb = create(&w, &["--ttl", "2s"]);
-    let pidfile = w.state_dir.join("watchdog").join(&sb.id);
-    until(Duration::from_secs(5), || pidfile.exists()).expect("watchdog never recorded itself");
-    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().split_whitespace().next().unwrap().parse().unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
-    until(Duration::from_secs(10), || {
-        let ls = json(&w.sbx(&["ls", "--json"]));
-        ls.as_array().unwrap().iter().any(|r| r["id"] == sb.id.as_str() && r["expired"] == true)
-    })
-    .expect("ls never showed it as expired");
+    kill_watchdog_until_expired(&w, &sb.id);
     let out = w.sbx(&["gc", "--json"]);
     assert_success(&out, "gc");
     assert_eq!(json(&out)["containers"][0]["id"], sb.id.as_str());

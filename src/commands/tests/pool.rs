@@ -4,6 +4,30 @@
 use super::*;
 use crate::host::pool::{CreatedJson, Member, Pool, PoolSpec};
 
+/// Pool `p` of size 1 recorded in `rig`'s data dir, with a refiller "running"
+/// (the returned lock: a real one would be this test binary).
+fn pool_p(rig: &Rig) -> (Pool, std::fs::File) {
+    let pool = Pool::at(&rig.state, "p");
+    let spec = PoolSpec { size: 1, max_idle_secs: None, request: crate::spec::CreateRequest::default() };
+    assert!(pool.create(&spec).unwrap());
+    let lock = pool.try_lock().unwrap().unwrap();
+    (pool, lock)
+}
+
+/// A ready member ID running as `user`, warning "the image runs as root".
+/// This test process stands in for its main process; relayed, so no host socket.
+fn add_member(pool: &Pool, user: &str, uid: u32) {
+    let me = crate::host::state::ProcId::current().unwrap();
+    let created: CreatedJson = serde_json::from_value(serde_json::json!({
+        "id": ID, "session": ID, "image": IMG, "tier": 2, "runtime": "runc", "socket": "/run/sandbox/sandbox.sock",
+        "channel": "exec", "routes": {}, "created_at": "2026-01-01T00:00:00Z", "user": user,
+        "expires_at": null, "gaps": [], "warnings": ["the image runs as root"]
+    }))
+    .unwrap();
+    let m = Member { id: ID.into(), socket: None, uid, pid: me.pid, start: me.start, ready_at: 0, created };
+    pool.add_ready(&m).unwrap();
+}
+
 #[test]
 fn pool_flags_are_refused_before_any_docker_call() {
     // Clap's own refusals (--size 0, --no-fallback without --pool) are in the live suite.
@@ -29,21 +53,8 @@ fn pool_flags_are_refused_before_any_docker_call() {
 #[test]
 fn a_claim_of_a_live_member_prints_its_id_with_no_docker_call() {
     let rig = Rig::new();
-    let pool = Pool::at(&rig.state, "p");
-    let spec = PoolSpec { size: 1, max_idle_secs: None, request: crate::spec::CreateRequest::default() };
-    assert!(pool.create(&spec).unwrap());
-    // This test process stands in for the member's main process; relayed, so no host socket.
-    let me = crate::host::state::ProcId::current().unwrap();
-    let created: CreatedJson = serde_json::from_value(serde_json::json!({
-        "id": ID, "session": ID, "image": IMG, "tier": 2, "runtime": "runc", "socket": "/run/sandbox/sandbox.sock",
-        "channel": "exec", "routes": {}, "created_at": "2026-01-01T00:00:00Z", "user": "65534:65534",
-        "expires_at": null, "gaps": [], "warnings": ["the image runs as root"]
-    }))
-    .unwrap();
-    let m = Member { id: ID.into(), socket: None, uid: 65534, pid: me.pid, start: me.start, ready_at: 0, created };
-    pool.add_ready(&m).unwrap();
-    // The refiller would be this test binary: keep one "running" by holding the lock.
-    let _lock = pool.try_lock().unwrap().unwrap();
+    let (pool, _lock) = pool_p(&rig);
+    add_member(&pool, "65534:65534", 65534);
     let r = rig.sbx(&["--json", "create", "--pool", "p", "--session", "t-1"]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     let v = json(&r.stdout);
@@ -59,19 +70,8 @@ fn a_claim_of_a_live_member_prints_its_id_with_no_docker_call() {
 #[test]
 fn a_claim_without_json_warns_on_stderr_as_create_does() {
     let rig = Rig::new();
-    let pool = Pool::at(&rig.state, "p");
-    let spec = PoolSpec { size: 1, max_idle_secs: None, request: crate::spec::CreateRequest::default() };
-    assert!(pool.create(&spec).unwrap());
-    let me = crate::host::state::ProcId::current().unwrap();
-    let created: CreatedJson = serde_json::from_value(serde_json::json!({
-        "id": ID, "session": ID, "image": IMG, "tier": 2, "runtime": "runc", "socket": "/run/sandbox/sandbox.sock",
-        "channel": "exec", "routes": {}, "created_at": "2026-01-01T00:00:00Z", "user": "0:0",
-        "expires_at": null, "gaps": [], "warnings": ["the image runs as root"]
-    }))
-    .unwrap();
-    let m = Member { id: ID.into(), socket: None, uid: 0, pid: me.pid, start: me.start, ready_at: 0, created };
-    pool.add_ready(&m).unwrap();
-    let _lock = pool.try_lock().unwrap().unwrap();
+    let (pool, _lock) = pool_p(&rig);
+    add_member(&pool, "0:0", 0);
     let r = rig.sbx(&["create", "--pool", "p"]);
     assert_eq!((r.code, r.stdout.as_str()), (0, format!("{ID}\n").as_str()));
     assert!(r.stderr.contains("the image runs as root"), "{}", r.stderr);
@@ -80,11 +80,7 @@ fn a_claim_without_json_warns_on_stderr_as_create_does() {
 #[test]
 fn sbx_runtime_must_match_the_pools_runtime_to_claim() {
     let rig = Rig::new();
-    let pool = Pool::at(&rig.state, "p");
-    let spec = PoolSpec { size: 1, max_idle_secs: None, request: crate::spec::CreateRequest::default() };
-    assert!(pool.create(&spec).unwrap());
-    // The refiller would be this test binary: keep one "running" by holding the lock.
-    let _lock = pool.try_lock().unwrap().unwrap();
+    let (_pool, _lock) = pool_p(&rig);
     let env = || Env { runtime: Some("runsc".into()), ..Env::default() };
     let r = rig.sbx_with(&["create", "--pool", "p", "--no-fallback"], env());
     assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{}", r.stderr);

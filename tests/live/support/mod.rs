@@ -238,3 +238,17 @@ pub fn loading_the_engine() -> RwLockReadGuard<'static, ()> {
 pub fn engine_alone() -> RwLockWriteGuard<'static, ()> {
     ENGINE_LOAD.write().unwrap_or_else(|e| e.into_inner())
 }
+
+/// SIGKILL the TTL watchdog of sandbox `id` (created with a short `--ttl`), as
+/// a reboot would, and wait until `ls --json` shows it expired.
+pub fn kill_watchdog_until_expired(w: &World, id: &str) {
+    let pidfile = w.state_dir.join("watchdog").join(id);
+    until(Duration::from_secs(5), || pidfile.exists()).expect("watchdog never recorded itself");
+    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    until(Duration::from_secs(10), || {
+        let ls = json(&w.sbx(&["ls", "--json"]));
+        ls.as_array().unwrap().iter().any(|r| r["id"] == id && r["expired"] == true)
+    })
+    .expect("ls never showed it as expired");
+}
