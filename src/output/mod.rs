@@ -156,9 +156,10 @@ pub fn note(kind: &str, message: &str) {
     current().note(kind, message);
 }
 
-/// A progress line from library code, on the running command's printer.
+/// A progress line from library code, on the running command's printer
+/// (none outside one: a thread of its own shows no progress).
 pub fn progress() -> Progress {
-    current().progress()
+    CURRENT.with(|c| c.borrow().clone()).unwrap_or_else(|| Printer::stdio(false).with_progress(false)).progress()
 }
 
 fn current() -> Printer {

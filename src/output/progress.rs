@@ -39,7 +39,9 @@ impl Printer {
 impl Progress {
     /// Show `message` (e.g. `pulling IMAGE: 2/5 layers`) in place of the last one.
     pub fn update(&mut self, message: &str) {
-        if !self.printer.progress || message == self.last {
+        // The same text again is skipped unless something cleared it meanwhile
+        // (a message, or a nested operation's own line ending).
+        if !self.printer.progress || (message == self.last && self.printer.live.load(Ordering::SeqCst)) {
             return;
         }
         self.last = message.to_string();

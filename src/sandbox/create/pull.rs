@@ -36,7 +36,8 @@ impl Driver {
                 }
                 if seen.line(&String::from_utf8_lossy(&line)) {
                     let (done, all) = seen.counts();
-                    bar.update(&format!("pulling {img}: {done}/{all} layers"));
+                    // Counts first: a long reference is what gets cut.
+                    bar.update(&format!("{done}/{all} layers, pulling {img}"));
                 }
             }
         };
