@@ -195,16 +195,24 @@ fn pull_progress_shows_on_a_terminal_only() {
     let label = w.case_label();
     let dirs: Vec<String> = w.dir_args().iter().map(|a| a.to_string_lossy().into_owned()).collect();
     // Under a pseudo-terminal (script(1)): stdout and stderr are both the terminal.
-    let line = format!("{SBX} {} create --image {pinned} --label {label}", dirs.join(" "));
-    let out = Command::new("script").args(["-qec", &line, "/dev/null"]).stdin(Stdio::null()).output().unwrap();
-    assert_success(&out, "create under a terminal");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let on_tty = |global: &str| {
+        let line = format!("{SBX} {global} {} create --image {pinned} --label {label}", dirs.join(" "));
+        let out = Command::new("script").args(["-qec", &line, "/dev/null"]).stdin(Stdio::null()).output().unwrap();
+        assert_success(&out, "create under a terminal");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let id = text.rsplit("\r\x1b[2K").next().unwrap().lines().rev().find(|l| l.starts_with("sbx-")).unwrap_or("");
+        assert!(id.trim().len() == 16, "an id at the end: {text:?}");
+        (w.adopt(id.trim()), text)
+    };
+    // -v: the log owns stderr, so no progress line is drawn over it.
+    let (sb, text) = on_tty("-v");
+    assert!(text.contains("DEBUG") && text.contains("docker (streamed)"), "{text:?}");
+    assert!(!text.contains("\r\x1b[2K"), "no progress line under -v: {text:?}");
+    drop(sb);
+    docker_ok(&["rmi", "--no-prune", &pinned]);
+    let (_sb, text) = on_tty("");
     assert!(text.contains("\r\x1b[2Ksbx: pulling ") && text.contains("1/1 layers, pulling "), "{text:?}");
-    let id = text.rsplit("\r\x1b[2K").next().unwrap().trim().to_string();
-    assert!(id.starts_with("sbx-") && id.len() == 16, "the id after the cleared line: {text:?}");
-    let _sb = w.adopt(&id);
-    // Under -v the log has the terminal: no progress line.
-    assert!(!text.contains("DEBUG"));
+    assert!(text.contains("\r\x1b[2Ksbx-"), "the line is cleared before the id: {text:?}");
 }
 
 #[test]
