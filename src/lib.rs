@@ -68,6 +68,10 @@ pub struct Env {
     pub seccomp_profile: Option<String>,
     /// `SBX_RUNTIME`: create's `--runtime` default.
     pub runtime: Option<String>,
+    /// `SBX_PULL`: create's `--pull` default (checked by create).
+    pub pull: Option<String>,
+    /// `SBX_PULL_TIMEOUT`: how long a pull may take (see `docker::Deadlines`).
+    pub pull_timeout: Option<String>,
 }
 
 impl Env {
@@ -86,6 +90,8 @@ impl Env {
             data_dir: std::env::var_os("SBX_DATA_DIR").filter(|v| !v.is_empty()).map(Into::into),
             seccomp_profile: std::env::var("SBX_SECCOMP_PROFILE").ok().filter(|v| !v.is_empty()),
             runtime: std::env::var("SBX_RUNTIME").ok().filter(|v| !v.is_empty()),
+            pull: std::env::var("SBX_PULL").ok().filter(|v| !v.is_empty()),
+            pull_timeout: std::env::var("SBX_PULL_TIMEOUT").ok().filter(|v| !v.is_empty()),
         }
     }
 }
@@ -98,9 +104,13 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
         Ok(cli) => cli,
         Err(e) => return refuse(e, &args, &Printer::stdio(wants_json)),
     };
-    init_tracing(cli.verbose);
+    let logging = init_tracing(cli.verbose);
+    // Log lines would interleave with a progress line rewritten in place.
     let out = Printer::stdio(cli.json);
-    if let Err(e) = docker::Deadlines::from_env(env.docker_timeout.as_deref()) {
+    let out = if logging { out.with_progress(false) } else { out };
+    if let Err(e) = docker::Deadlines::from_env(env.docker_timeout.as_deref())
+        .and_then(|d| d.with_pull(env.pull_timeout.as_deref()))
+    {
         let e = Error::from(e);
         out.error(&e);
         return e.exit_code();
@@ -153,12 +163,13 @@ fn log_own_cpu() {
     }
 }
 
-fn init_tracing(verbose: u8) {
+/// Start the `-v` (or `RUST_LOG`) log on stderr; true when it logs.
+fn init_tracing(verbose: u8) -> bool {
     use tracing_subscriber::EnvFilter;
     let filter = match verbose {
         0 => match EnvFilter::try_from_default_env() {
             Ok(f) => f,
-            Err(_) => return,
+            Err(_) => return false,
         },
         1 => EnvFilter::new("sbx=debug"),
         _ => EnvFilter::new("sbx=trace"),
@@ -171,6 +182,7 @@ fn init_tracing(verbose: u8) {
         .with_target(false)
         .with_ansi(ansi)
         .try_init();
+    true
 }
 
 /// Where sbx keeps things on the host, as the global options say.
@@ -191,10 +203,13 @@ impl Dirs {
     }
 }
 /// The real docker CLI as the environment configures it (`run` has already
-/// refused a malformed `SBX_DOCKER_TIMEOUT`).
+/// refused a malformed `SBX_DOCKER_TIMEOUT` or `SBX_PULL_TIMEOUT`).
 fn real_docker(env: &Env) -> docker::RealDocker {
     let deadlines = docker::Deadlines::from_env(env.docker_timeout.as_deref()).unwrap_or_default();
-    docker::RealDocker::new(env.docker.clone()).with_deadlines(deadlines)
+    let deadlines = deadlines.with_pull(env.pull_timeout.as_deref()).unwrap_or(deadlines);
+    // Ctrl-C stops a long call (a pull) at once; sbx then cleans up.
+    let stop = std::sync::Arc::new(|| host::interrupt::pending().is_some());
+    docker::RealDocker::new(env.docker.clone()).with_deadlines(deadlines).with_stop(stop)
 }
 
 /// The production driver: the real docker CLI and the process's signals.

@@ -9,10 +9,16 @@ Environment: SBX_SOCKET_DIR (socket root), SBX_DATA_DIR (state), SBX_STRICT_EGRE
 SBX_DOCKER (docker CLI to run), SBX_DOCKER_TIMEOUT (how long a docker look-up may take, default 30s;
 changes get 4x; a stream such as exec or logs -f must get an answer about its
 sandbox within 1s plus that), SBX_SECCOMP_PROFILE (as create --seccomp-profile),
-SBX_RUNTIME (as create and doctor --runtime), DOCKER_HOST (passed to docker),
-RUST_LOG (tracing).";
+SBX_RUNTIME (as create and doctor --runtime), SBX_PULL (as create --pull),
+SBX_PULL_TIMEOUT (how long create's pull may take, default 10m), DOCKER_HOST (passed to docker),
+RUST_LOG (tracing).
+
+Progress: long steps (a pull, --clone, sbx's own image, a pool fill) show one status line on
+stderr when it is a terminal; piped, with --json or with -v nothing is shown.";
 
 pub const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex>
+  sbx create --image registry.example:5000/team/agent@sha256:<64 hex>    # pulled by digest if missing
+  sbx create --pull never --image repo@sha256:<64 hex>    # fail instead of pulling
   sbx create --image IMG --session task-42 --persist --ttl 2h
   sbx create --image IMG --route inference:proxy:8080 --private-routes
   sbx create --image IMG --runtime runsc    # gVisor: a kernel of its own (sbx doctor --runtime runsc)

@@ -16,6 +16,9 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
     if req.runtime.is_none() {
         req.runtime = ctx.env.runtime.clone();
     }
+    if let (None, Some(v)) = (req.pull, ctx.env.pull.as_deref()) {
+        req.pull = Some(crate::spec::PullPolicy::from_env(v)?);
+    }
     let spec = SandboxSpec::from_request(&req, ctx.env.docker_host.as_deref())?;
     // From here on a signal must not kill sbx before it has cleaned up.
     (ctx.catch_signals)();

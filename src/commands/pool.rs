@@ -61,7 +61,7 @@ fn given_flags(req: &CreateRequest, allowed: &[&str]) -> Vec<String> {
 }
 
 /// The environment's defaults, as `create` folds them in.
-fn with_env(mut req: CreateRequest, ctx: &Context) -> CreateRequest {
+fn with_env(mut req: CreateRequest, ctx: &Context) -> Result<CreateRequest> {
     req.strict_egress |= ctx.env.strict_egress;
     if req.seccomp_profile.is_none() {
         req.seccomp_profile = ctx.env.seccomp_profile.clone();
@@ -69,7 +69,10 @@ fn with_env(mut req: CreateRequest, ctx: &Context) -> CreateRequest {
     if req.runtime.is_none() {
         req.runtime = ctx.env.runtime.clone();
     }
-    req
+    if let (None, Some(v)) = (req.pull, ctx.env.pull.as_deref()) {
+        req.pull = Some(crate::spec::PullPolicy::from_env(v)?);
+    }
+    Ok(req)
 }
 
 fn create(a: PoolCreateArgs, ctx: &Context) -> Result<()> {
@@ -90,7 +93,7 @@ fn create(a: PoolCreateArgs, ctx: &Context) -> Result<()> {
     if max_idle_secs.is_some_and(|d| d.is_zero()) {
         return Err(Invalid::new("--max-idle", "0", "a member would be recycled as soon as it is ready").into());
     }
-    let req = with_env(a.request, ctx);
+    let req = with_env(a.request, ctx)?;
     let state = ctx.driver.state()?;
     let pool = Pool::at(&state.state.dir, &name);
     // Validated now, as `create` would (exit 2 before anything is recorded).

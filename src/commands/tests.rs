@@ -327,3 +327,25 @@ mod checks;
 mod egress;
 mod pool;
 mod workbench;
+
+#[test]
+fn sbx_pull_is_create_s_pull_default_and_a_bad_value_is_invalid_input() {
+    let pinned = format!("r/x@{IMG}");
+    // SBX_PULL=never: the missing image is not pulled; the hint names the pull to run.
+    let rig = Rig::new();
+    rig.fake.push(Output::fail(1, "Error response from daemon: No such image: r/x"));
+    let never = Env { pull: Some("never".into()), ..Env::default() };
+    let r = rig.sbx_with(&["create", "--image", &pinned], never);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""), "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("`docker pull {pinned}`")), "{}", r.stderr);
+    assert_eq!(rig.fake.verbs(), ["image inspect"]);
+    // A flag wins over the environment; a bad value is refused before any docker call.
+    let bad = Env { pull: Some("always".into()), ..Env::default() };
+    let r = rig.sbx_with(&["create", "--image", &pinned], bad.clone());
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("SBX_PULL") && r.stderr.contains("`missing` or `never`"), "{}", r.stderr);
+    rig.fake.push(Output::fail(1, "Error response from daemon: No such image: r/x"));
+    let r = rig.sbx_with(&["create", "--pull", "never", "--image", &pinned], bad);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "image inspect"]);
+}

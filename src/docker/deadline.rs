@@ -18,7 +18,13 @@ pub struct Deadlines {
     /// Calls that change the engine: run, create, start, rm, network and
     /// volume changes, import (4x quick).
     pub change: Duration,
+    /// A whole `docker pull` (`SBX_PULL_TIMEOUT`, 10 minutes unless set):
+    /// a registry that stops answering mid-pull must not hang create.
+    pub pull: Duration,
 }
+
+/// How long a pull may take unless `SBX_PULL_TIMEOUT` says otherwise.
+pub const DEFAULT_PULL: Duration = Duration::from_secs(600);
 
 impl Default for Deadlines {
     fn default() -> Self {
@@ -28,7 +34,7 @@ impl Default for Deadlines {
 
 impl Deadlines {
     fn scaled(quick: Duration) -> Self {
-        Deadlines { quick, change: quick * 4 }
+        Deadlines { quick, change: quick * 4, pull: DEFAULT_PULL }
     }
 
     /// From `SBX_DOCKER_TIMEOUT` (a duration such as `30s` or `2m`: the
@@ -39,6 +45,16 @@ impl Deadlines {
             Ok(d) if d >= Duration::from_millis(100) => Ok(Deadlines::scaled(d)),
             _ => Err(Invalid::new("SBX_DOCKER_TIMEOUT", v, "it must be a duration of at least 100ms")
                 .hint("e.g. SBX_DOCKER_TIMEOUT=30s (look-ups; engine changes get 4x that)")),
+        }
+    }
+
+    /// With the pull deadline from `SBX_PULL_TIMEOUT` (a duration such as `20m`).
+    pub fn with_pull(self, value: Option<&str>) -> Result<Self, Invalid> {
+        let Some(v) = value else { return Ok(self) };
+        match humantime::parse_duration(v.trim()) {
+            Ok(d) if d >= Duration::from_secs(1) => Ok(Deadlines { pull: d, ..self }),
+            _ => Err(Invalid::new("SBX_PULL_TIMEOUT", v, "it must be a duration of at least 1s")
+                .hint("e.g. SBX_PULL_TIMEOUT=30m for a large image on a slow link")),
         }
     }
 
@@ -56,8 +72,9 @@ impl Deadlines {
             return Some(self.quick);
         }
         match verb {
-            "exec" | "logs" | "attach" | "cp" | "stats" | "events" | "wait" | "pull" | "push" | "load" | "save"
-            | "export" | "build" | "prune" => None,
+            "exec" | "logs" | "attach" | "cp" | "stats" | "events" | "wait" | "push" | "load" | "save" | "export"
+            | "build" | "prune" => None,
+            "pull" => Some(self.pull),
             "run" | "create" | "start" | "stop" | "restart" | "rm" | "kill" | "pause" | "unpause" | "import"
             | "connect" | "disconnect" | "rmi" | "update" => Some(self.change),
             _ if sub == "network" || sub == "volume" => {
@@ -87,6 +104,10 @@ mod tests {
         let probe = argv(&["exec", "--", "c", "/run/sbx/helper", "probe-socket", "/run/sandbox/sandbox.sock", "500"]);
         assert_eq!(d.of(&probe), Some(Duration::from_secs(5)));
         assert_eq!(d.of(&argv(&["logs", "-f", "x"])), None);
+        assert_eq!(d.of(&argv(&["pull", "--", "r@sha256:0"])), Some(DEFAULT_PULL));
+        let p = d.with_pull(Some("90s")).unwrap();
+        assert_eq!((p.of(&argv(&["pull", "--", "r@sha256:0"])), p.quick), (Some(Duration::from_secs(90)), d.quick));
+        assert!(d.with_pull(Some("0s")).is_err() && d.with_pull(Some("later")).is_err());
         assert_eq!(Deadlines::from_env(None).unwrap(), Deadlines::default());
         assert!(Deadlines::from_env(Some("soon")).is_err());
         assert!(Deadlines::from_env(Some("0s")).is_err());

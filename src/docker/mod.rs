@@ -29,7 +29,7 @@ use std::io::Read;
 
 pub use deadline::Deadlines;
 pub use error::DockerError;
-pub use real::{RealDocker, MAX_OUTPUT};
+pub use real::{RealDocker, Stop, MAX_OUTPUT};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Output {

@@ -5,6 +5,7 @@
 
 mod capture;
 mod forward;
+mod guard;
 mod watch;
 
 use std::ffi::{OsStr, OsString};
@@ -15,6 +16,8 @@ use std::process::{Child, Command, Stdio};
 pub use capture::MAX_OUTPUT;
 use capture::{bounded_output, finish, output_cut, Bounded, RealBackground};
 use forward::forward;
+use guard::Guard;
+pub use guard::Stop;
 use watch::{start_probe, StartWatch};
 
 use super::{
@@ -26,15 +29,24 @@ use super::{
 pub struct RealDocker {
     program: OsString,
     deadlines: Deadlines,
+    /// Polled while a streamed call with a deadline runs (see [`Guard`]).
+    stop: Stop,
 }
 
 impl RealDocker {
     pub fn new(program: Option<OsString>) -> Self {
-        RealDocker { program: program.unwrap_or_else(|| OsString::from("docker")), deadlines: Deadlines::default() }
+        let program = program.unwrap_or_else(|| OsString::from("docker"));
+        RealDocker { program, deadlines: Deadlines::default(), stop: std::sync::Arc::new(|| false) }
     }
 
     pub fn with_deadlines(mut self, deadlines: Deadlines) -> Self {
         self.deadlines = deadlines;
+        self
+    }
+
+    /// `stop` returning true ends a long streamed call (a pull) at once.
+    pub fn with_stop(mut self, stop: Stop) -> Self {
+        self.stop = stop;
         self
     }
 
@@ -160,6 +172,9 @@ impl RealDocker {
         cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
         let watch = self.watch_start(args, &child, true);
+        // A stream with a deadline of its own (a pull): bounded as a whole, and Ctrl-C ends it.
+        let guard =
+            self.deadlines.of(args).map(|limit| Guard::new(child.id() as i32, limit, self.stop.clone(), verb(args)));
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -174,9 +189,10 @@ impl RealDocker {
                 let _ = child.kill();
             }
             drop(stdout);
-            let status = match watch {
-                Some(w) => w.reap(&mut child),
-                None => child.wait().map(Ok),
+            let status = match (watch, guard) {
+                (Some(w), _) => w.reap(&mut child),
+                (None, Some(g)) => g.reap(&mut child),
+                (None, None) => child.wait().map(Ok),
             };
             let input_r = writer.map(|t| t.join().unwrap_or_else(|_| Err(std::io::Error::other("writer panicked"))));
             (input_r.unwrap_or(Ok(())), output_r, err.join().unwrap_or_default(), status)

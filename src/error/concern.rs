@@ -5,45 +5,6 @@ use std::path::PathBuf;
 
 use crate::model::boundary::Gap;
 
-/// An image sbx will not run, or cannot find.
-#[derive(Debug, thiserror::Error)]
-pub enum ImageError {
-    #[error("image {image} is not on this engine")]
-    Missing { image: String },
-    /// The image moved a mount sbx made (issue 9 finding 1: a symlink in the
-    /// image makes runc mount elsewhere, where the sandbox can replace it).
-    #[error("image {image} redirects {path} (a symlink in the image?): {found}; sbx refuses it")]
-    Redirected { image: String, path: String, found: String },
-    #[error("image {image} carries the label {label:?} in sbx's namespace; a sandbox would inherit it as part of sbx's record")]
-    HasSbxLabel { image: String, label: String },
-}
-
-impl ImageError {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ImageError::Missing { .. } => "image_missing",
-            ImageError::Redirected { .. } => "image_redirects",
-            ImageError::HasSbxLabel { .. } => "image_has_sbx_label",
-        }
-    }
-
-    pub fn hint(&self) -> Option<String> {
-        Some(match self {
-            // An image id names content on one engine only: it cannot be pulled.
-            ImageError::Missing { image } if image.starts_with("sha256:") => {
-                "an image id names an image on one engine only: build or load it here (`docker load -i IMAGE.tar`, `docker import`), then pass the id that engine reports".into()
-            }
-            ImageError::Missing { image } => format!("load it first (`docker pull {image}` or `docker load`), then retry"),
-            ImageError::Redirected { .. } => {
-                "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox, and no VOLUME or --rw/--ro path that is a symlink to /run); nothing was left behind".into()
-            }
-            ImageError::HasSbxLabel { label, .. } => format!(
-                "rebuild the image without the {label:?} label (labels starting with `sbx.` are sbx's own), then pass its new digest"
-            ),
-        })
-    }
-}
-
 /// Routes, their networks and the services they name.
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {

@@ -17,17 +17,18 @@
 mod concern;
 mod egress;
 mod explained;
+mod image;
 mod runtime;
 mod socket;
 
 pub use crate::docker::DockerError;
 pub use crate::model::invalid::Invalid;
 pub use concern::{
-    missing_network_fix, CheckError, HostError, ImageError, RouteError, SandboxError, SessionError, TransferError,
-    NOT_TRIED,
+    missing_network_fix, CheckError, HostError, RouteError, SandboxError, SessionError, TransferError, NOT_TRIED,
 };
 pub use egress::EgressError;
 pub use explained::Explained;
+pub use image::ImageError;
 pub use runtime::RuntimeError;
 pub use socket::SocketError;
 

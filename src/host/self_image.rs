@@ -38,6 +38,9 @@ pub fn ensure_cached(exec: &dyn DockerExec, exe: &Path, cache: Option<&Path>) ->
             }
         }
     }
+    // Doctor's probe and the egress gate wait for this on a first run.
+    let mut bar = crate::output::progress();
+    bar.update("building sbx's own image (packing this executable)");
     let (tar, hash) =
         image_tar(exe).map_err(|e| Error::io(format!("packing {} into the probe image", exe.display()), e))?;
     if let (Some(cache), Some(key)) = (cache, &key) {
@@ -49,6 +52,7 @@ pub fn ensure_cached(exec: &dyn DockerExec, exe: &Path, cache: Option<&Path>) ->
     }
     let label = format!("{LABEL}={hash}");
     let args = argv::import(&label);
+    bar.update("building sbx's own image (docker import)");
     let out = exec.run_input(&args, &tar)?;
     if out.status != 0 {
         return Err(crate::docker::status_error(&args, &out).into());

@@ -12,9 +12,13 @@
 //! ends in the printer the running command installed with [`Printer::scope`].
 //! A command's own output (`exec`, `logs`, `backup`'s tar stream) is not
 //! sbx's and does not go through here.
+//!
+//! Long operations (a pull, `--clone`, doctor's probe image, a pool fill)
+//! show a [`Progress`] line, on a terminal only (see `progress`).
 
 use std::cell::RefCell;
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, HostError, Result};
@@ -30,22 +34,36 @@ pub struct Printer {
     json: bool,
     out: Arc<Mutex<Stream>>,
     err: Arc<Mutex<Stream>>,
+    /// Progress lines are shown (stderr is a terminal, no `--json`, no `-v` log).
+    progress: bool,
+    /// A progress line is on the terminal now: the next message clears it first.
+    live: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Printer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Printer").field("json", &self.json).finish_non_exhaustive()
+        f.debug_struct("Printer").field("json", &self.json).field("progress", &self.progress).finish_non_exhaustive()
     }
 }
 
 impl Printer {
     pub fn new(json: bool, out: Stream, err: Stream) -> Self {
-        Printer { json, out: Arc::new(Mutex::new(out)), err: Arc::new(Mutex::new(err)) }
+        let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
+        Printer { json, out, err, progress: false, live: Arc::new(AtomicBool::new(false)) }
     }
 
-    /// The process's stdout and stderr.
+    /// The process's stdout and stderr; progress when stderr is a terminal
+    /// and the output is not `--json` (which prints no progress at all).
     pub fn stdio(json: bool) -> Self {
-        Self::new(json, Box::new(std::io::stdout()), Box::new(std::io::stderr()))
+        let tty = nix::unistd::isatty(2).unwrap_or(false);
+        Self::new(json, Box::new(std::io::stdout()), Box::new(std::io::stderr())).with_progress(tty && !json)
+    }
+
+    /// Show progress lines or not (`run` turns them off under `-v`, whose
+    /// log lines would interleave with a line rewritten in place).
+    pub fn with_progress(mut self, on: bool) -> Self {
+        self.progress = on;
+        self
     }
 
     /// `--json`: results and messages as JSON lines.
@@ -115,6 +133,9 @@ impl Printer {
 
     fn line(&self, text: &str) {
         let mut e = self.err.lock().unwrap_or_else(|p| p.into_inner());
+        if self.live.swap(false, Ordering::SeqCst) {
+            let _ = write!(e, "{}", progress::CLEAR);
+        }
         let _ = writeln!(e, "{text}");
         let _ = e.flush();
     }
@@ -133,6 +154,12 @@ pub fn warn(kind: &str, message: &str) {
 /// A note from library code, like [`warn`].
 pub fn note(kind: &str, message: &str) {
     current().note(kind, message);
+}
+
+/// A progress line from library code, on the running command's printer
+/// (none outside one: a thread of its own shows no progress).
+pub fn progress() -> Progress {
+    CURRENT.with(|c| c.borrow().clone()).unwrap_or_else(|| Printer::stdio(false).with_progress(false)).progress()
 }
 
 fn current() -> Printer {
@@ -176,7 +203,8 @@ impl Captured {
     }
 }
 
-/// A printer that writes into buffers the test reads back.
+/// A printer that writes into buffers the test reads back (no progress:
+/// see [`Printer::with_progress`]).
 #[cfg(test)]
 pub fn capture(json: bool) -> (Printer, Captured) {
     struct Buf(Arc<Mutex<Vec<u8>>>);
@@ -192,6 +220,9 @@ pub fn capture(json: bool) -> (Printer, Captured) {
     let c = Captured::default();
     (Printer::new(json, Box::new(Buf(c.out.clone())), Box::new(Buf(c.err.clone()))), c)
 }
+
+mod progress;
+pub use progress::Progress;
 
 #[cfg(test)]
 mod tests;

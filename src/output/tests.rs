@@ -46,3 +46,31 @@ fn library_warnings_reach_the_scoped_printer() {
     // Outside the scope it no longer goes there.
     CURRENT.with(|cur| assert!(cur.borrow().is_none()));
 }
+
+#[test]
+fn progress_only_on_a_terminal_and_cleared_before_messages_and_at_the_end() {
+    // Not a terminal (capture's default), or --json: nothing at all.
+    for json in [false, true] {
+        let (p, c) = capture(json);
+        let mut bar = p.progress();
+        bar.update("pulling x: 1/2 layers");
+        drop(bar);
+        assert_eq!(c.stderr(), "");
+    }
+    let (p, c) = capture(false);
+    let p = p.with_progress(true);
+    let mut bar = p.progress();
+    bar.update("pulling x: 1/2 layers");
+    bar.update("pulling x: 1/2 layers");
+    p.warn("k", "careful");
+    bar.update("pulling x: 2/2 layers\x1b[2J");
+    drop(bar);
+    assert_eq!(
+        c.stderr(),
+        "\r\x1b[2Ksbx: pulling x: 1/2 layers\r\x1b[2Ksbx: warning: careful\n\
+         \r\x1b[2Ksbx: pulling x: 2/2 layers\\u{1b}[2J\r\x1b[2K"
+    );
+    assert_eq!(c.stdout(), "");
+    let long = progress::line(&"y".repeat(200));
+    assert_eq!(long.chars().count(), "\r\x1b[2K".len() + 78);
+}

@@ -206,6 +206,7 @@ impl Driver {
     }
 
     fn fill_locked(&self, pool: &Pool, docker_host: Option<&str>, status: &mut Status) -> Result<()> {
+        let mut bar = crate::output::progress();
         loop {
             if !pool.exists() {
                 return Ok(());
@@ -219,6 +220,7 @@ impl Driver {
             }
             status.filling = ps.size - ready;
             pool.set_status(status);
+            bar.update(&format!("pool {}: {ready}/{} ready, making one", pool.name, ps.size));
             let spec = sandbox_spec(pool, &ps.request, docker_host)?;
             match self.fill_one(pool, &spec) {
                 Ok(_) => {

@@ -47,6 +47,36 @@ impl ImageRef {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// `repo@sha256:D`: a registry can serve exactly this content. An image
+    /// id (`sha256:` alone) names an image on one engine only.
+    pub fn pullable(&self) -> bool {
+        self.0.contains('@')
+    }
+}
+
+/// `--pull`: whether create pulls a pinned image the engine does not have.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PullPolicy {
+    /// Pull `repo@sha256:D` by its digest when the engine lacks it (content-addressed:
+    /// the registry cannot hand over anything else).
+    #[default]
+    Missing,
+    /// Never pull: a missing image fails the create.
+    Never,
+}
+
+impl PullPolicy {
+    /// `SBX_PULL`, create's `--pull` default.
+    pub fn from_env(value: &str) -> Result<Self, Invalid> {
+        match value.trim() {
+            "missing" => Ok(PullPolicy::Missing),
+            "never" => Ok(PullPolicy::Never),
+            _ => Err(Invalid::new("SBX_PULL", value, "it must be `missing` or `never`")
+                .hint("unset it, or set SBX_PULL=never to fail instead of pulling a missing image")),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -64,6 +94,15 @@ mod tests {
         ] {
             assert_eq!(ImageRef::parse(&ok).unwrap().as_str(), ok);
         }
+    }
+
+    #[test]
+    fn only_repository_digests_are_pullable() {
+        assert!(ImageRef::parse(&format!("127.0.0.1:5000/team/x@sha256:{HEX}")).unwrap().pullable());
+        assert!(!ImageRef::parse(&format!("sha256:{HEX}")).unwrap().pullable());
+        assert_eq!(PullPolicy::from_env("never").unwrap(), PullPolicy::Never);
+        assert_eq!(PullPolicy::from_env("missing").unwrap(), PullPolicy::Missing);
+        assert!(PullPolicy::from_env("always").unwrap_err().reason.contains("`missing` or `never`"));
     }
 
     #[test]

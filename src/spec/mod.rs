@@ -11,7 +11,7 @@ pub mod seccomp;
 
 use std::time::Duration;
 
-pub use image::ImageRef;
+pub use image::{ImageRef, PullPolicy};
 pub use mount::{docker_socket_paths, MountSpec};
 pub use request::{parse_runtime, CreateRequest};
 pub use route::{is_loopback, network_for, validate_kind, Route, EGRESS_KIND};
@@ -68,6 +68,8 @@ pub struct SandboxSpec {
     pub egress: Option<egress::EgressSpec>,
     /// The engine's OCI runtime (`--runtime`, default runc).
     pub runtime: String,
+    /// Whether a pinned image the engine lacks is pulled (`--pull`).
+    pub pull: PullPolicy,
     /// The warm pool this sandbox is a member of (`sbx.pool`): set only by
     /// the pool's filler, never from a flag.
     pub pool: Option<String>,

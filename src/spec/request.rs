@@ -127,6 +127,12 @@ pub struct CreateRequest {
     /// [env: SBX_RUNTIME] [default: runc].
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
+    /// `missing`: an image pinned as repo@sha256:<digest> that the engine lacks is pulled
+    /// by that digest first (progress on stderr when it is a terminal); `never`: fail and
+    /// say which `docker pull` to run. An image id (sha256:<64 hex> alone) is never pulled
+    /// [env: SBX_PULL] [default: missing].
+    #[arg(long, value_name = "missing|never", value_enum)]
+    pub pull: Option<PullPolicy>,
     /// The command to run in the sandbox (default: the image's).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -260,6 +266,7 @@ impl SandboxSpec {
             channel: req.channel,
             egress,
             runtime,
+            pull: req.pull.unwrap_or_default(),
             pool: None,
         })
     }

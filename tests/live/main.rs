@@ -24,6 +24,7 @@ mod lifecycle;
 mod nonroot;
 mod persist;
 mod pool;
+mod pull;
 mod readme_example;
 mod runtime;
 mod runtime_attack;

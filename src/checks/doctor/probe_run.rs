@@ -95,6 +95,8 @@ impl Doctor<'_> {
             channel: crate::host::channel::Choice::Auto,
             egress: None,
             runtime: self.runtime.to_string(),
+            // sbx's own image, imported here: there is nothing to pull.
+            pull: crate::spec::PullPolicy::Never,
             pool: None,
         };
         let started = std::time::Instant::now();

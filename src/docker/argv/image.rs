@@ -16,6 +16,16 @@ pub fn image_labels(image: &str) -> Vec<OsString> {
     os(&["image", "inspect", "--format", "{{json .Config.Labels}}", "--", image])
 }
 
+/// `docker pull` of a `repo@sha256:D` reference: exactly that content.
+pub fn pull(image: &str) -> Vec<OsString> {
+    os(&["pull", "--", image])
+}
+
+/// The `repo@sha256:D` names the engine knows an image by (see `parse::repo_digests`).
+pub fn repo_digests(image: &str) -> Vec<OsString> {
+    os(&["image", "inspect", "--format", "{{json .RepoDigests}}", "--", image])
+}
+
 pub fn version() -> Vec<OsString> {
     os(&["version", "--format", "{{json .}}"])
 }
@@ -63,5 +73,10 @@ mod tests {
     #[test]
     fn image_builders() {
         assert_eq!(strs(remove_images(&["sha256:a", "sha256:b"])), ["rmi", "--", "sha256:a", "sha256:b"]);
+        assert_eq!(strs(pull("r/x@sha256:0")), ["pull", "--", "r/x@sha256:0"]);
+        assert_eq!(
+            strs(repo_digests("r/x@sha256:0")),
+            ["image", "inspect", "--format", "{{json .RepoDigests}}", "--", "r/x@sha256:0"]
+        );
     }
 }

@@ -22,8 +22,8 @@ pub use crate::model::paths::{SANDBOX_SOCKET, SANDBOX_SOCKET_DIR};
 pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts};
 pub use gate::{egress_network_create, egress_networks, gate_run, gates, GatePlan};
 pub use image::{
-    image_label_values, image_labels, image_user, images_labelled, import, info_os, ps_quiet, remove_images, runtimes,
-    version,
+    image_label_values, image_labels, image_user, images_labelled, import, info_os, ps_quiet, pull, remove_images,
+    repo_digests, runtimes, version,
 };
 pub use lifecycle::{inspect, list, remove, running_pid, start, state, LOG_TAIL};
 pub use network::{

@@ -164,6 +164,9 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         a.push(v.into());
     };
     push("--name", plan.id.to_string());
+    // sbx pulls (bounded, by digest, as --pull says) before this; docker's
+    // own implicit pull would be none of that.
+    push("--pull", "never".into());
     // Always named, so the record says what really runs it even where the
     // daemon's `default-runtime` is not runc.
     push("--runtime", s.runtime.clone());

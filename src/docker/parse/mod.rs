@@ -2,7 +2,7 @@
 //! engine this project runs on (20.10, with a 28.x CLI).
 //!
 //! One file per area: `container` (inspect, ps, state), `network`, `image`,
-//! `volume`, `engine` (version, info, image ids), `exec`, `stats`, and
+//! `volume`, `engine` (version, info, image ids), `exec`, `stats`, `pull`, and
 //! `stderr` (what docker's error messages mean). Callers use the flat
 //! `parse::NAME` paths re-exported here.
 
@@ -11,6 +11,7 @@ mod engine;
 mod exec;
 mod image;
 mod network;
+mod pull;
 mod stats;
 mod stderr;
 mod volume;
@@ -20,6 +21,7 @@ pub use engine::{engine_version, image_ids, operating_system, runtimes, EngineVe
 pub use exec::exec_status;
 pub use image::{image_config, image_user, ImageConfig, IMAGE_FORMAT};
 pub use network::{networks, Gate, NetInfo, NetworkReport, PrivateNetwork, NETWORK_FORMAT};
+pub use pull::{pull_failure, repo_digests, PullFailure, PullProgress};
 pub use stats::{names_missing, size, stats, Stats};
 pub use stderr::{
     image_missing_at_run, is_trailer, missing_containers, network_rm_failed, no_such_container, no_such_image,

@@ -11,8 +11,11 @@ use crate::docker::argv::os as argv;
 #[test]
 fn an_engine_that_never_answers_is_cut_off_at_the_deadline() {
     // A stand-in CLI that hangs like `docker ps` on a deadlocked engine.
-    let d = RealDocker::new(Some("sleep".into()))
-        .with_deadlines(Deadlines { quick: Duration::from_millis(300), change: Duration::from_millis(300) });
+    let d = RealDocker::new(Some("sleep".into())).with_deadlines(Deadlines {
+        quick: Duration::from_millis(300),
+        change: Duration::from_millis(300),
+        pull: Duration::from_millis(300),
+    });
     let started = std::time::Instant::now();
     match d.run(&argv(&["30"])) {
         Err(DockerError::Timeout { command, after }) => {
@@ -35,6 +38,7 @@ fn stand_in(dir: &std::path::Path) -> RealDocker {
         "#!/bin/sh\necho \"$1\" >> '{log}'\n\
          case \"$1\" in\n\
          exec|logs) exec sleep \"$4\" ;;\n\
+         pull) echo '0123456789ab: Pulling fs layer'; exec sleep 30 ;;\n\
          container) [ \"$6\" = c-hung ] && exec sleep 30; echo running ;;\n\
          esac\n",
         log = dir.join("calls").display()
@@ -42,8 +46,38 @@ fn stand_in(dir: &std::path::Path) -> RealDocker {
     let path = dir.join("docker");
     std::fs::write(&path, script).unwrap();
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    RealDocker::new(Some(path.into()))
-        .with_deadlines(Deadlines { quick: Duration::from_millis(300), change: Duration::from_millis(300) })
+    RealDocker::new(Some(path.into())).with_deadlines(Deadlines {
+        quick: Duration::from_millis(300),
+        change: Duration::from_millis(300),
+        pull: Duration::from_millis(300),
+    })
+}
+
+#[test]
+fn a_pull_is_cut_off_at_its_deadline_and_ended_by_a_stop_at_once() {
+    let dir = std::env::temp_dir().join(format!("sbx-pullguard-{}", rand::random::<u64>()));
+    let d = stand_in(&dir);
+    let started = std::time::Instant::now();
+    let mut seen = String::new();
+    let r = d.run_stream(&argv(&["pull", "--", "r@sha256:0"]), None, &mut |r| r.read_to_string(&mut seen).map(drop));
+    match r {
+        Err(DockerError::Timeout { command, after }) => {
+            assert_eq!((command.as_str(), after), ("docker pull", Duration::from_millis(300)))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(seen, "0123456789ab: Pulling fs layer\n", "its output streamed until the kill");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Ctrl-C (the stop check) ends it long before its deadline; the caller says why.
+    let asked = std::time::Instant::now() + Duration::from_millis(200);
+    let d = stand_in(&dir)
+        .with_deadlines(Deadlines { pull: Duration::from_secs(60), ..Deadlines::default() })
+        .with_stop(std::sync::Arc::new(move || std::time::Instant::now() >= asked));
+    let started = std::time::Instant::now();
+    let s = d.run_stream(&argv(&["pull", "--", "r@sha256:0"]), None, &mut |r| drain(r)).unwrap();
+    assert_eq!(s.status, 137, "killed");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -105,8 +139,11 @@ fn start_probes_name_the_stream_s_container() {
 fn endless_output_is_cut_off_at_the_cap() {
     for d in [
         RealDocker::new(Some("yes".into())),
-        RealDocker::new(Some("yes".into()))
-            .with_deadlines(Deadlines { quick: Duration::from_secs(60), change: Duration::from_secs(60) }),
+        RealDocker::new(Some("yes".into())).with_deadlines(Deadlines {
+            quick: Duration::from_secs(60),
+            change: Duration::from_secs(60),
+            pull: Duration::from_secs(60),
+        }),
     ] {
         // `exec x` has no deadline and no container to watch; `exec -- ID`
         // (how `sbx ps` asks the helper) is watched at its start.

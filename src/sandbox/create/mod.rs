@@ -3,6 +3,7 @@
 //! [`rollback::Rollback`].
 
 mod gate;
+mod pull;
 mod rollback;
 mod routes;
 mod runtime;
@@ -26,7 +27,7 @@ use crate::host::state::{self, ProcId};
 use crate::model::boundary::{self, Gap};
 use crate::model::record::Record;
 use crate::sandbox::boundary::assess;
-use crate::spec::{SandboxSpec, UserSpec, NOBODY};
+use crate::spec::{PullPolicy, SandboxSpec, UserSpec, NOBODY};
 use rollback::Rollback;
 
 /// What `create` made: the sandbox's record, read from the labels it was
@@ -91,6 +92,26 @@ impl Serialize for Created {
 
 impl Driver {
     pub fn create(&self, spec: &SandboxSpec) -> Result<Created> {
+        match self.create_once(spec, true) {
+            // The cached image verdict outlived the image (removed since): what
+            // the first try made is undone; the second asks the engine, which
+            // finds the image missing and pulls it before anything exists.
+            Err(Error::Image(ImageError::Missing { .. }))
+                if self.pulls(spec) && self.state()?.state.image_user(spec.image.as_str()).is_some() =>
+            {
+                self.create_once(spec, false)
+            }
+            r => r,
+        }
+    }
+
+    /// `--pull missing` and an image a registry can serve by digest.
+    fn pulls(&self, spec: &SandboxSpec) -> bool {
+        spec.pull == PullPolicy::Missing && spec.image.pullable()
+    }
+
+    /// One create; `cached`: trust the image verdict cached by digest.
+    fn create_once(&self, spec: &SandboxSpec, cached: bool) -> Result<Created> {
         let root = self.roots.resolve()?;
         let id = (self.new_id)();
         let sock = socket::socket_path(&root, &id);
@@ -102,7 +123,7 @@ impl Driver {
         // The image's user: cached per digest (the content cannot change), or
         // asked while the routes are looked up.
         let img = spec.image.as_str();
-        let cached = state.image_user(img);
+        let cached = if cached { state.image_user(img) } else { None };
         let image_job = match cached {
             Some(_) => None,
             None => Some(self.exec.spawn(&argv::image_user(img))?),
@@ -118,7 +139,14 @@ impl Driver {
         let image_config = match (cached, image_job) {
             (Some(c), _) => c,
             (None, Some(job)) => {
-                let c = self.image_user(img, job.wait()?)?;
+                let c = match self.image_user(img, job.wait()?) {
+                    // Nothing of the sandbox exists yet: the pull leaves nothing to undo.
+                    Err(Error::Image(ImageError::Missing { .. })) if self.pulls(spec) => {
+                        self.pull(&spec.image)?;
+                        self.image_user(img, self.exec.run(&argv::image_user(img))?)?
+                    }
+                    r => r?,
+                };
                 state.set_image_user(img, &c);
                 c
             }

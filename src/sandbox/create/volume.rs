@@ -83,7 +83,11 @@ impl Driver {
         warnings: &mut Vec<String>,
     ) -> Result<()> {
         let owner = (user.uid != 0).then_some(user);
-        if persist::clone_workspace(c, base, owner)? == persist::Cloned::Kept {
+        let mut bar = crate::output::progress();
+        bar.update(&format!("cloning {}", c.url));
+        let cloned = persist::clone_workspace(c, base, owner)?;
+        drop(bar);
+        if cloned == persist::Cloned::Kept {
             warnings.push(format!(
                 "{} already has files (an earlier sandbox's work); not cloning {}",
                 base.join("workspace").display(),

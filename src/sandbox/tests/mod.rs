@@ -79,5 +79,6 @@ mod gc;
 mod lookup;
 mod pool;
 mod private;
+mod pull;
 mod rollback;
 mod runtime;

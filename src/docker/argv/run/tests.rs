@@ -49,9 +49,9 @@ fn run_argv_no_routes() {
     assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
     assert!(labels.contains(&"sbx.routes={}".to_string()));
     assert_eq!(
-        got[..6],
-        ["run", "-d", "--name", "sbx-0123456789ab", "--runtime", "runc"],
-        "the runtime is always named"
+        got[..8],
+        ["run", "-d", "--name", "sbx-0123456789ab", "--pull", "never", "--runtime", "runc"],
+        "never docker's own pull; the runtime is always named"
     );
     assert!(labels.contains(&"sbx.runtime=runc".to_string()));
     let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();
