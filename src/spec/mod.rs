@@ -3,6 +3,7 @@
 //! created.
 
 pub mod egress;
+mod events;
 mod image;
 mod mount;
 mod request;
@@ -11,6 +12,7 @@ pub mod seccomp;
 
 use std::time::Duration;
 
+pub use events::{parse_event_kind, parse_time, EventQuery};
 pub use image::ImageRef;
 pub use mount::{docker_socket_paths, MountSpec};
 pub use request::{parse_runtime, CreateRequest};
