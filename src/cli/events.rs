@@ -13,7 +13,7 @@ pub struct EventsArgs {
     /// Replay from this time on: RFC 3339, a duration ago (10m) or unix seconds.
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
-    /// End at this time (same forms); a past time ends once the replay is printed.
+    /// End at this time (same forms, or +DURATION from now); a past time ends once the replay is printed.
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
     /// End (exit 0) after printing the first event of this kind, e.g. `died`. Repeatable.

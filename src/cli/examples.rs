@@ -45,6 +45,7 @@ pub const EX_EVENTS: &str = "Examples:\n  sbx events                            
   sbx --json events --since 1h sbx-0123456789ab  # replay the last hour, then follow
   sbx events --since 2026-11-30T10:00:00Z --until 2026-11-30T11:00:00Z
   sbx --json events --until-event died sbx-0123456789ab   # wait for it to die (exit 0)
+  sbx events --until +5m --until-event died sbx-0123456789ab  # ... for at most 5 minutes
 
 Text: TIME  ID  EVENT  DETAIL (route=, exit_code=, oom_killed, session=).
 --json: {\"time\",\"id\",\"event\"} plus exit_code, oom_killed, route, session when known.

@@ -6,7 +6,8 @@
 //! Merging: a replay (`--since`) holds the journal's past lines back and
 //! prints each before the first engine event that is later, and the rest
 //! once the engine's replay is over (no line for [`TICK`]); live, both are
-//! printed as they come, the journal polled every [`TICK`].
+//! printed as they come, the journal polled every [`TICK`] and before each
+//! engine event (so what sbx journaled just before it comes first).
 
 use std::io::{BufRead, Read};
 use std::sync::mpsc::{sync_channel, RecvTimeoutError};
@@ -89,6 +90,9 @@ impl Driver {
                             if e.event == Kind::Died {
                                 self.correct_exit(&de, &mut e);
                             }
+                            // What sbx journaled just before (gc's `expired`
+                            // before its `docker rm`) goes first, not a tick later.
+                            held.extend(journal.poll());
                             held.sort_by_key(Event::at);
                             while go && held.first().is_some_and(|h| h.at() <= e.at()) {
                                 go = emit(&held.remove(0))?;

@@ -23,12 +23,16 @@ impl EventQuery {
 }
 
 /// A point in time for `--since`/`--until`: RFC 3339 (`2026-11-30T10:00:00Z`),
-/// a duration meaning that long before `now` (`10m`), or unix seconds
-/// (`1796023803`, `1796023803.5`).
+/// a duration meaning that long before `now` (`10m`, as docker reads it) or
+/// after it (`+5m`: a deadline for a script), or unix seconds (`1796023803`,
+/// `1796023803.5`).
 pub fn parse_time(what: &'static str, s: &str, now: SystemTime) -> Result<SystemTime, Invalid> {
     let t = s.trim();
     if let Ok(at) = humantime::parse_rfc3339_weak(t) {
         return Ok(at);
+    }
+    if let Some(ahead) = t.strip_prefix('+').and_then(|d| humantime::parse_duration(d).ok()) {
+        return now.checked_add(ahead).ok_or_else(|| Invalid::new(what, s, "that is too far ahead"));
     }
     if let Ok(ago) = humantime::parse_duration(t) {
         return now.checked_sub(ago).ok_or_else(|| Invalid::new(what, s, "that is before 1970"));
@@ -40,7 +44,7 @@ pub fn parse_time(what: &'static str, s: &str, now: SystemTime) -> Result<System
     match unix {
         Some(secs) => Ok(UNIX_EPOCH + Duration::from_secs_f64(secs)),
         None => Err(Invalid::new(what, s, "it is not a time").hint(
-            "give an RFC 3339 time (2026-11-30T10:00:00Z), a duration ago (10m, 2h) or unix seconds (1796023803)",
+            "give an RFC 3339 time (2026-11-30T10:00:00Z), a duration ago (10m, 2h) or ahead (+5m), or unix seconds (1796023803)",
         )),
     }
 }
@@ -61,11 +65,12 @@ mod tests {
         let now = UNIX_EPOCH + Duration::from_secs(1_796_023_803);
         let t = |s| parse_time("--since", s, now);
         assert_eq!(t("10m").unwrap(), now - Duration::from_secs(600));
+        assert_eq!(t("+10m").unwrap(), now + Duration::from_secs(600));
         assert_eq!(t("1796023803").unwrap(), now);
         assert_eq!(t("1796023803.5").unwrap(), now + Duration::from_millis(500));
         assert_eq!(t("2026-11-30T07:30:03Z").unwrap(), now);
         assert_eq!(t("2026-11-30T07:30:03.000+00:00").unwrap(), now);
-        for bad in ["", "soon", "-5", "1.2.3", "1e5", "99999999999999", "2026-13-01T00:00:00Z"] {
+        for bad in ["", "soon", "+", "+soon", "-5", "1.2.3", "1e5", "99999999999999", "2026-13-01T00:00:00Z"] {
             let e = t(bad).unwrap_err();
             assert_eq!((e.what, e.hint.is_some()), ("--since", true), "{bad}");
         }

@@ -216,3 +216,28 @@ fn bad_times_are_refused_and_an_engine_that_goes_away_ends_the_stream_with_exit_
     let err = stderr(&out);
     assert!(err.contains("following the engine's events") && err.contains("unexpected EOF"), "{err}");
 }
+
+#[test]
+fn an_image_label_cannot_fake_a_die_and_gc_reaping_an_expired_sandbox_is_an_event() {
+    let w = World::new();
+    // docker writes a container's labels over its die's `exitCode` attribute.
+    let image = ImageTree::new(&[]).for_case(&w).changes(&["LABEL exitCode=0 signal=0"]).import();
+    let t0 = SystemTime::now() - Duration::from_secs(1);
+    let all = Events::start(&w, &["--since", &rfc3339(t0)]);
+    let out = w.sbx(&["create", "--image", &image.0, "--label", &w.case_label()]);
+    assert_success(&out, "create from an image labelled exitCode=0");
+    let a = w.adopt(stdout(&out).trim());
+    docker_ok(&["kill", &a.id]);
+    all.wait_for(&a.id, "died");
+    let died = all.of(&a.id).into_iter().find(|v| v["event"] == "died").unwrap();
+    assert_eq!(died["exit_code"], 137, "the engine's record, not the image's label: {died}");
+
+    // Expired with its watchdog gone: `sbx gc` says so before it removes it.
+    let b = w.create(&["--ttl", "2s"]);
+    kill_watchdog_until_expired(&w, &b.id);
+    assert_success(&w.sbx(&["gc"]), "sbx gc");
+    all.wait_for(&b.id, "destroyed");
+    assert_eq!(kinds(&all.of(&b.id)), ["created", "started", "expired", "died", "destroyed"], "{:?}", all.of(&b.id));
+    let journal = std::fs::read_to_string(w.state_dir.join("events.jsonl")).unwrap();
+    assert!(journal.contains(&format!("\"id\":\"{}\",\"event\":\"expired\"", b.id)), "{journal}");
+}
