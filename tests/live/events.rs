@@ -241,3 +241,16 @@ fn an_image_label_cannot_fake_a_die_and_gc_reaping_an_expired_sandbox_is_an_even
     let journal = std::fs::read_to_string(w.state_dir.join("events.jsonl")).unwrap();
     assert!(journal.contains(&format!("\"id\":\"{}\",\"event\":\"expired\"", b.id)), "{journal}");
 }
+
+#[test]
+fn doctors_probe_sandbox_is_not_an_event() {
+    let w = World::new();
+    let t0 = SystemTime::now() - Duration::from_secs(1);
+    let all = Events::start(&w, &["--since", &rfc3339(t0)]);
+    assert_success(&w.sbx(&["doctor"]), "sbx doctor");
+    // A sandbox after it: once its events are in, the probe's would be too.
+    let sb = w.create(&[]);
+    all.wait_for(&sb.id, "started");
+    let ids: Vec<Value> = all.lines.lock().unwrap().iter().map(|v| v["id"].clone()).collect();
+    assert!(ids.iter().all(|i| *i == sb.id.as_str()), "doctor's probe showed up: {ids:?}");
+}

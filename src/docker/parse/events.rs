@@ -25,6 +25,10 @@ use crate::model::record;
 /// labels) is skipped whole, and said so.
 pub const MAX_EVENT_LINE: usize = 1024 * 1024;
 
+/// The label of sbx's own image (`host::self_image::LABEL`), which doctor's
+/// probe runs; containers inherit it.
+pub const PROBE_IMAGE_LABEL: &str = "sbx-probe.hash";
+
 /// The docker actions sbx asks for (`--filter event=...`): the others
 /// (exec_*, attach, top, ...) are never sandbox lifecycle.
 pub const ACTIONS: &[&str] = &["create", "start", "stop", "pause", "unpause", "die", "oom", "destroy"];
@@ -133,6 +137,12 @@ impl EventMapper {
         let name = e.attributes.get("name")?;
         let raw = RawContainer { name: name.clone(), labels: e.attributes.clone(), ..Default::default() };
         if crate::spec::parse_id(name).is_err() || !raw.is_sbx(&self.key) {
+            return None;
+        }
+        // Doctor's probe: a real sandbox for a moment, but not the operator's.
+        let probe = e.attributes.get(record::SESSION).is_some_and(|s| s == record::PROBE_SESSION)
+            && e.attributes.contains_key(PROBE_IMAGE_LABEL);
+        if probe {
             return None;
         }
         let c = &e.container;

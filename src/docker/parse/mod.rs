@@ -18,7 +18,9 @@ mod volume;
 
 pub use container::{main_state, parse_inspect, parse_ps, ps_template, stopped, MainState, RawContainer};
 pub use engine::{engine_version, image_ids, operating_system, runtimes, EngineVersion};
-pub use events::{container_state, parse_event, DockerEvent, EventMapper, ExitState, ACTIONS, MAX_EVENT_LINE};
+pub use events::{
+    container_state, parse_event, DockerEvent, EventMapper, ExitState, ACTIONS, MAX_EVENT_LINE, PROBE_IMAGE_LABEL,
+};
 pub use exec::exec_status;
 pub use image::{image_config, image_user, ImageConfig, IMAGE_FORMAT};
 pub use network::{networks, Gate, NetInfo, NetworkReport, PrivateNetwork, NETWORK_FORMAT};

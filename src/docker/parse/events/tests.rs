@@ -130,3 +130,21 @@ fn a_die_is_corrected_only_by_its_own_exit_state() {
     assert!(!running.is_of(at), "started again since");
     assert_eq!(container_state("garbage"), None);
 }
+
+#[test]
+fn doctors_probe_is_no_sandbox_of_the_operators() {
+    let mut e = parse_event(CAPTURED.lines().next().unwrap().as_bytes()).unwrap();
+    let reseal = |e: &mut DockerEvent| {
+        let owner = crate::model::token::record_token(&key(), FIRST, &e.attributes);
+        e.attributes.insert("sbx.owner".into(), owner);
+    };
+    e.attributes.insert("sbx.session".into(), record::PROBE_SESSION.into());
+    reseal(&mut e);
+    assert!(EventMapper::new(&key()).map(&e).is_some(), "an operator's session named so is still theirs");
+    e.attributes.insert(PROBE_IMAGE_LABEL.into(), "abc".into());
+    assert_eq!(EventMapper::new(&key()).map(&e), None);
+    // The image label alone (any image can carry it) hides nothing.
+    e.attributes.insert("sbx.session".into(), "agent-7".into());
+    reseal(&mut e);
+    assert!(EventMapper::new(&key()).map(&e).is_some());
+}
