@@ -76,55 +76,60 @@ impl Driver {
             }
             Ok(each(e)? == Flow::More)
         };
-        let result: Result<bool> = loop {
-            if stop() {
-                break Ok(true);
-            }
-            let msg = rx.recv_timeout(TICK);
-            let quiet = msg.is_err();
-            let mut go = true;
-            match msg {
-                Ok(Msg::Event(de)) => {
-                    if let Some(mut e) = mapper.map(&de) {
-                        if q.wants(&e.id) {
-                            if e.event == Kind::Died {
-                                self.correct_exit(&de, &mut e);
+        // In a closure, so an error of `each` still ends `docker events` below.
+        let result = (|| -> Result<bool> {
+            loop {
+                if stop() {
+                    break Ok(true);
+                }
+                let msg = rx.recv_timeout(TICK);
+                let quiet = msg.is_err();
+                let mut go = true;
+                match msg {
+                    Ok(Msg::Event(de)) => {
+                        if let Some(mut e) = mapper.map(&de) {
+                            if q.wants(&e.id) {
+                                if e.event == Kind::Died {
+                                    self.correct_exit(&de, &mut e);
+                                }
+                                // What sbx journaled just before (gc's `expired`
+                                // before its `docker rm`) goes first, not a tick later.
+                                held.extend(journal.poll());
+                                held.sort_by_key(Event::at);
+                                while go && held.first().is_some_and(|h| h.at() <= e.at()) {
+                                    go = emit(&held.remove(0))?;
+                                }
+                                go = go && emit(&e)?;
                             }
-                            // What sbx journaled just before (gc's `expired`
-                            // before its `docker rm`) goes first, not a tick later.
-                            held.extend(journal.poll());
-                            held.sort_by_key(Event::at);
-                            while go && held.first().is_some_and(|h| h.at() <= e.at()) {
-                                go = emit(&held.remove(0))?;
+                        }
+                    }
+                    Ok(Msg::Skipped) => skipped += 1,
+                    Ok(Msg::End(r)) => break r.map(|()| false).map_err(|e| Error::io("reading docker events", e)),
+                    Err(RecvTimeoutError::Timeout) => replaying = false,
+                    Err(RecvTimeoutError::Disconnected) => break Ok(false),
+                }
+                if go && (quiet || polled.elapsed() >= TICK) {
+                    polled = Instant::now();
+                    held.extend(journal.poll());
+                    if !replaying {
+                        held.sort_by_key(Event::at);
+                        for e in std::mem::take(&mut held) {
+                            if go {
+                                go = emit(&e)?;
                             }
-                            go = go && emit(&e)?;
                         }
                     }
                 }
-                Ok(Msg::Skipped) => skipped += 1,
-                Ok(Msg::End(r)) => break r.map(|()| false).map_err(|e| Error::io("reading docker events", e)),
-                Err(RecvTimeoutError::Timeout) => replaying = false,
-                Err(RecvTimeoutError::Disconnected) => break Ok(false),
-            }
-            if go && (quiet || polled.elapsed() >= TICK) {
-                polled = Instant::now();
-                held.extend(journal.poll());
-                if !replaying {
-                    held.sort_by_key(Event::at);
-                    for e in std::mem::take(&mut held) {
-                        if go {
-                            go = emit(&e)?;
-                        }
-                    }
+                if !go {
+                    break Ok(true);
                 }
             }
-            if !go {
-                break Ok(true);
-            }
-        };
+        })();
         // Ours to end (stopped, done, an error here): kill it; else it ended itself.
         let ours = !matches!(result, Ok(false));
         (stop_docker)();
+        // The reader may be blocked on a full channel: dropping it frees the reader.
+        drop(rx);
         let _ = reader.join();
         let (status, stderr) = (pipe.wait)()?;
         if skipped > 0 {
