@@ -47,6 +47,15 @@ pub const EX_LOGS: &str = "Examples:\n  sbx logs sbx-0123456789ab
 pub const EX_SHELL: &str = "Examples:\n  sbx shell sbx-0123456789ab";
 pub const EX_CP: &str = "Examples:\n  sbx cp ./src sbx-0123456789ab:/tmp/src
   sbx cp sbx-0123456789ab:/state/workspace/out.txt .";
+pub const EX_EVENTS: &str = "Examples:\n  sbx events                                  # every sandbox, until Ctrl-C
+  sbx --json events --since 1h sbx-0123456789ab  # replay the last hour, then follow
+  sbx events --since 2026-11-30T10:00:00Z --until 2026-11-30T11:00:00Z
+  sbx --json events --until-event died sbx-0123456789ab   # wait for it to die (exit 0)
+  sbx events --until +5m --until-event died sbx-0123456789ab  # ... for at most 5 minutes
+
+Text: TIME  ID  EVENT  DETAIL (route=, exit_code=, oom_killed, session=).
+--json: {\"time\",\"id\",\"event\"} plus exit_code, oom_killed, route, session when known.
+Ctrl-C ends it with exit 0; an engine that goes away: exit 1.";
 pub const EX_STATS: &str = "Examples:\n  sbx stats sbx-0123456789ab
   sbx stats --watch sbx-0123456789ab sbx-0123456789cd";
 pub const EX_PORT_FORWARD: &str = "Examples:\n  sbx port-forward sbx-0123456789ab 8000

@@ -6,6 +6,7 @@
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod dashes;
+mod events;
 mod examples;
 mod pool;
 
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 pub use dashes::missing_dashes;
+pub use events::EventsArgs;
 use examples::*;
 pub use pool::{PoolAction, PoolArgs, PoolCreateArgs, PoolNameArg};
 
@@ -119,6 +121,9 @@ pub enum Command {
     /// Set a sandbox's time to live to DURATION from now (extend or shorten).
     #[command(after_help = EX_TTL)]
     Ttl(TtlArgs),
+    /// Lifecycle events of this host's sandboxes (created ... died with exit code and OOM), until Ctrl-C.
+    #[command(after_help = EX_EVENTS)]
+    Events(EventsArgs),
     /// Remove expired sandboxes, those of creates that died, orphaned socket directories.
     #[command(after_help = EX_GC)]
     Gc(GcArgs),

@@ -13,6 +13,7 @@ mod create;
 mod destroy;
 mod doctor;
 mod egress;
+mod events;
 mod exec;
 mod gc;
 mod inspect;
@@ -100,6 +101,7 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Inspect(a) => done(inspect::exec(&a.id, ctx)),
         Command::Audit(a) => done(audit::exec(&a.id, ctx)),
         Command::Ttl(a) => done(ttl::exec(&a.id, &a.duration, ctx)),
+        Command::Events(a) => events::exec(&a, ctx),
         Command::Gc(a) => done(gc::exec(a.dry_run, ctx)),
         Command::Doctor(a) => done(doctor::exec(&a.routes, a.runtime.as_deref(), ctx)),
         Command::Pool(a) => done(pool::exec(a.action, ctx)),

@@ -70,7 +70,9 @@ fn listen(pairs: &[(u16, u16)], id: &str, target: &str, docker: Arc<dyn DockerEx
 /// `relay::copy` (read/write, no splice: issue 10.1).
 fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16, out: &Printer) {
     // A hung engine ends this connection at the start deadline (issue 10).
-    let Ok(Piped { mut stdin, mut stdout, wait }) = docker.open_pipe(&workbench::relay_argv(id, port)) else { return };
+    let Ok(Piped { mut stdin, mut stdout, wait, .. }) = docker.open_pipe(&workbench::relay_argv(id, port)) else {
+        return;
+    };
     let Ok(mut up) = conn.try_clone() else { return };
     let upload = std::thread::spawn(move || {
         let _ = crate::host::relay::copy(&mut up, &mut stdin);
@@ -190,6 +192,7 @@ mod tests {
                 stdin: Box::new(std::io::sink()),
                 stdout: Box::new(std::io::empty()),
                 wait: Box::new(|| Err(DockerError::Timeout { command: "exec".into(), after: Duration::from_secs(30) })),
+                stop: Box::new(|| {}),
             }))
         }
     }

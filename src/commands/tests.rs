@@ -325,6 +325,7 @@ fn ttl_prints_the_new_expiry() {
 
 mod checks;
 mod egress;
+mod events;
 mod pool;
 mod workbench;
 

@@ -96,6 +96,7 @@ pub fn doing(args: &[OsString]) -> String {
         ("exec", _) => ("running a command in the sandbox", "docker exec"),
         ("logs", _) => ("reading the sandbox's output", "docker logs"),
         ("stats", _) => ("reading the sandbox's figures", "docker stats"),
+        ("events", _) => ("following the engine's events", "docker events"),
         ("ps", _) | ("container", "ls") => ("listing containers", "docker ps"),
         ("inspect", _) | ("container", "inspect") => ("looking up a container", "docker inspect"),
         ("image", "inspect") => ("looking up the image", "docker image inspect"),

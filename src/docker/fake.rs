@@ -174,6 +174,7 @@ impl DockerExec for FakeDocker {
                     stdin: Box::new(Recorder { state: self.state.clone(), at }),
                     stdout: Box::new(std::io::Cursor::new(out.stdout)),
                     wait: Box::new(move || Ok((status, stderr))),
+                    stop: Box::new(|| {}),
                 })
             }
         })

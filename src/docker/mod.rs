@@ -224,6 +224,10 @@ pub struct Piped {
     pub stdout: Box<dyn Read + Send>,
     /// Its exit status and the first 64 KiB of its stderr.
     pub wait: Box<dyn FnOnce() -> Result<(i32, String), DockerError> + Send>,
+    /// Kill it now (a stream that never ends on its own, such as `docker
+    /// events`, whose reader is done); a no-op once it has exited. Its
+    /// stdout then ends, and `wait` reports the kill.
+    pub stop: Box<dyn Fn() + Send + Sync>,
 }
 
 /// Writes a streamed command's stdin.

@@ -214,15 +214,31 @@ impl RealDocker {
         let stderr = child.stderr.take().expect("stderr is piped");
         let err = std::thread::spawn(move || String::from_utf8_lossy(&stderr_head(stderr)).trim().to_string());
         let program = self.program_name();
+        // Set once the child has exited but before it is reaped: until then
+        // its pid (the leader of its own group) cannot be another process's.
+        let exited = std::sync::Arc::new(std::sync::Mutex::new(false));
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let seen = exited.clone();
+        let stop = Box::new(move || {
+            let gone = seen.lock().unwrap_or_else(|e| e.into_inner());
+            if !*gone {
+                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        });
         let wait = Box::new(move || {
+            use nix::sys::wait::{waitid, Id, WaitPidFlag};
             let spawn_err = |source| DockerError::Spawn { program: program.clone(), source };
+            while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
+            {
+            }
+            *exited.lock().unwrap_or_else(|e| e.into_inner()) = true;
             let status = match watch {
                 Some(w) => w.reap(&mut child).map_err(spawn_err)??,
                 None => child.wait().map_err(spawn_err)?,
             };
             Ok((exit_code(status), err.join().unwrap_or_default()))
         });
-        Ok(Piped { stdin: Box::new(stdin), stdout: Box::new(stdout), wait })
+        Ok(Piped { stdin: Box::new(stdin), stdout: Box::new(stdout), wait, stop })
     }
 }
 

@@ -44,6 +44,18 @@ pub fn pending() -> Option<i32> {
     }
 }
 
+/// The reader of sbx's stdout has gone (`sbx events | grep -m1 died`
+/// ended): a follower that prints only now and then would otherwise notice
+/// only at its next line, which may never come.
+pub fn stdout_gone() -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let out = std::io::stdout();
+    let mut fds = [PollFd::new(out.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
+}
+
 /// Wakes a thread blocked in [`Watch::next`] when a signal arrives, or when
 /// the watched work is [`Watch::finish`]ed: a self-pipe, since a thread
 /// cannot block on an atomic. `sbx exec` uses it to pass SIGINT/SIGTERM/

@@ -12,6 +12,7 @@ pub mod egress;
 pub mod gvisor;
 pub mod helper;
 pub mod interrupt;
+pub mod journal;
 pub mod mounts;
 pub mod persist;
 pub mod pool;

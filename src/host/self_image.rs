@@ -244,3 +244,12 @@ mod tests {
         assert!(names.contains(&"sbx".to_string()) && names.contains(&"tmp".to_string()), "{names:?}");
     }
 }
+
+#[cfg(test)]
+mod probe_label {
+    /// `sbx events` recognises doctor's probe by this label without importing host.
+    #[test]
+    fn events_knows_the_probe_images_label() {
+        assert_eq!(super::LABEL, crate::docker::parse::PROBE_IMAGE_LABEL);
+    }
+}

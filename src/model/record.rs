@@ -52,6 +52,11 @@ pub const GATE_OF: &str = "sbx.gate-of";
 /// removes an operator's `--egress-network`.
 pub const EGRESS_NET: &str = "sbx.egress-net";
 
+/// The session of `sbx doctor`'s probe sandbox: with the probe image's
+/// label (`host::self_image::LABEL`), what tells `sbx events` it is no
+/// sandbox of the operator's.
+pub const PROBE_SESSION: &str = "sbx-doctor";
+
 /// Every label sbx writes, so `docker ps` can be asked for exactly these.
 pub const ALL: &[&str] = &[
     MANAGED,

@@ -11,6 +11,7 @@ mod channel;
 mod create;
 mod destroy;
 mod egress;
+pub mod events;
 pub mod gc;
 mod networks;
 pub mod pool;

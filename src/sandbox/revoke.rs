@@ -6,6 +6,7 @@ use super::networks::private_of;
 use super::Driver;
 use crate::docker::{argv, parse, status_error};
 use crate::error::{EgressError, Error, Result, RouteError};
+use crate::model::event::{Event, Kind};
 use crate::model::record;
 use crate::spec::EGRESS_KIND;
 
@@ -55,6 +56,12 @@ impl Driver {
             let known: Vec<String> = state.record(id).and_then(|r| r.gate).into_iter().collect();
             self.remove_gates(&[id.to_string()], &known)?;
             crate::host::egress::remove(&state.dir, id)?;
+        }
+        if !already {
+            let mut e = Event::new(std::time::SystemTime::now(), id, Kind::Revoked);
+            e.route = Some(kind.to_string());
+            e.session = raw.labels.get(record::SESSION).filter(|s| !s.is_empty()).cloned();
+            crate::host::journal::record(&self.state()?.state.dir, &e);
         }
         Ok(Revoked { id: id.to_string(), kind: kind.to_string(), network, cut, already })
     }

@@ -28,6 +28,8 @@ impl Driver {
                 _ => {
                     // The sandbox record makes this one `docker rm`, close to the expiry.
                     tracing::info!(id, "TTL expired; destroying");
+                    let session = state.record(id).and_then(|r| r.session);
+                    super::gc::journal_expired(&state.dir, id, session);
                     self.destroy(&[id.to_string()])?;
                     return Ok(());
                 }

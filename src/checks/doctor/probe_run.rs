@@ -73,7 +73,7 @@ impl Doctor<'_> {
             usable.iter().filter_map(|r| Some(format!("{}:{}", r.host, route_port(r)?))).collect();
         let spec = SandboxSpec {
             image,
-            session: Some("sbx-doctor".into()),
+            session: Some(crate::model::record::PROBE_SESSION.into()),
             routes: usable.clone(),
             mounts: vec![],
             state_dir: None,

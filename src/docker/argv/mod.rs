@@ -4,12 +4,13 @@
 //! the subcommand allows it, so none can be read as an option.
 //!
 //! One file per area: `run` (the sandbox's `docker run`/`create`),
-//! `lifecycle` (containers by id), `network`, `volume`, `exec` (exec, logs,
+//! `lifecycle` (containers by id), `events` (the event stream), `network`, `volume`, `exec` (exec, logs,
 //! stats), `image` (images and the engine), `gate` (the egress gate). Callers use the flat
 //! `argv::NAME` paths re-exported here.
 
 use std::ffi::OsString;
 
+mod events;
 mod exec;
 mod gate;
 mod image;
@@ -19,6 +20,7 @@ mod run;
 mod volume;
 
 pub use crate::model::paths::{SANDBOX_SOCKET, SANDBOX_SOCKET_DIR};
+pub use events::{events, exit_state};
 pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts};
 pub use gate::{egress_network_create, egress_networks, gate_run, gates, GatePlan};
 pub use image::{

@@ -2,12 +2,14 @@
 //! engine this project runs on (20.10, with a 28.x CLI).
 //!
 //! One file per area: `container` (inspect, ps, state), `network`, `image`,
-//! `volume`, `engine` (version, info, image ids), `exec`, `stats`, `pull`, and
+//! `volume`, `engine` (version, info, image ids), `events` (the event stream), `exec`,
+//! `stats`, `pull`, and
 //! `stderr` (what docker's error messages mean). Callers use the flat
 //! `parse::NAME` paths re-exported here.
 
 mod container;
 mod engine;
+mod events;
 mod exec;
 mod image;
 mod network;
@@ -18,6 +20,9 @@ mod volume;
 
 pub use container::{main_state, parse_inspect, parse_ps, ps_template, stopped, MainState, RawContainer};
 pub use engine::{engine_version, image_ids, operating_system, runtimes, EngineVersion};
+pub use events::{
+    container_state, parse_event, DockerEvent, EventMapper, ExitState, ACTIONS, MAX_EVENT_LINE, PROBE_IMAGE_LABEL,
+};
 pub use exec::exec_status;
 pub use image::{image_config, image_user, ImageConfig, IMAGE_FORMAT};
 pub use network::{networks, Gate, NetInfo, NetworkReport, PrivateNetwork, NETWORK_FORMAT};

@@ -183,3 +183,24 @@ fn a_signal_death_is_128_plus_n_in_every_mode() {
     drop(p.stdin);
     assert_eq!((p.wait)().unwrap().0, 137);
 }
+
+/// `stop` ends a pipe that would never end on its own (`docker events`),
+/// its whole process group included, and is harmless once it has exited.
+#[test]
+fn stop_kills_a_piped_stream_and_its_group() {
+    let d = RealDocker::new(Some("sh".into()));
+    let p = d.open_pipe(&argv(&["-c", "sleep 600 & echo $!; wait"])).unwrap();
+    let mut stdout = p.stdout;
+    let mut line = [0u8; 32];
+    let n = stdout.read(&mut line).unwrap();
+    let grandchild: i32 = String::from_utf8_lossy(&line[..n]).trim().parse().unwrap();
+    (p.stop)();
+    assert_eq!((p.wait)().unwrap().0, 137);
+    (p.stop)();
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(grandchild), None).is_err()
+            || std::fs::read_to_string(format!("/proc/{grandchild}/stat")).is_ok_and(|s| s.contains(") Z "))
+    });
+    assert!(gone, "the stream's own children outlived stop");
+}

@@ -150,6 +150,11 @@ impl Driver {
             self.gc_egress(&keep, true, &mut report)?;
             return Ok(report);
         }
+        // Before the removal, so `sbx events` shows why it goes before it goes.
+        let now = SystemTime::now();
+        for c in reaped.iter().filter(|c| expiry(c).is_some_and(|e| e <= now)) {
+            journal_expired(&state.dir, &c.name, c.labels.get(record::SESSION).cloned());
+        }
         for (session, _) in &orphaned {
             match self.remove_orphan_volume_state(state, session) {
                 Ok(true) => {}
@@ -264,4 +269,11 @@ impl Driver {
         remove_session_state(state, session)?;
         Ok(true)
     }
+}
+
+/// Record that sandbox `id` expired and is being removed (`sbx events`).
+pub(crate) fn journal_expired(dir: &Path, id: &str, session: Option<String>) {
+    let mut e = crate::model::event::Event::new(SystemTime::now(), id, crate::model::event::Kind::Expired);
+    e.session = session.filter(|s| !s.is_empty());
+    crate::host::journal::record(dir, &e);
 }

@@ -1,0 +1,103 @@
+use super::*;
+
+pub(super) const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// A valid request, for the tests here and in `request.rs`.
+pub(super) fn req() -> CreateRequest {
+    CreateRequest { image: IMG.into(), ..Default::default() }
+}
+
+#[test]
+fn users() {
+    assert_eq!(UserSpec::parse("1000").unwrap(), UserSpec { uid: 1000, gid: 1000 });
+    assert_eq!(UserSpec::parse("1000:50").unwrap(), UserSpec { uid: 1000, gid: 50 });
+    assert_eq!(UserSpec::parse("0").unwrap(), UserSpec { uid: 0, gid: 0 });
+    for bad in ["", "root", "1000:", ":1", "-1", "1 000", "99999999999", "1:2:3", "4294967295", "1:4294967295"] {
+        assert!(UserSpec::parse(bad).unwrap_err().reason.contains("numeric"), "{bad}");
+    }
+    assert_eq!(UserSpec::from_image("1000:1000"), Some(UserSpec { uid: 1000, gid: 1000 }));
+    assert_eq!(UserSpec::from_image("0"), None);
+    assert_eq!(UserSpec::from_image("root"), None);
+    assert_eq!(UserSpec::from_image(""), None);
+}
+
+#[test]
+fn env_and_labels() {
+    assert_eq!(parse_env("A_1=x=y").unwrap(), ("A_1".into(), "x=y".into()));
+    assert_eq!(parse_env("A=").unwrap(), ("A".into(), "".into()));
+    for (bad, why) in
+        [("A", "K=V"), ("1A=x", "name"), ("A-B=x", "name"), ("=x", "name"), ("SBX_SANDBOX_TIER=3", "reserved")]
+    {
+        assert!(parse_env(bad).unwrap_err().reason.contains(why), "{bad}");
+    }
+    assert!(parse_label("ci.job=42").is_ok());
+    assert!(parse_label("sbx.tier=2").unwrap_err().reason.contains("sbx's own"));
+    assert!(parse_label("a=b\nc").is_err());
+}
+
+#[test]
+fn sessions_ids_durations_cpus() {
+    assert!(parse_session("agent-7.run_1").is_ok());
+    for bad in ["", "-x", "a b", "a/b", "a\nb", &"x".repeat(129), "ünï"] {
+        assert!(parse_session(bad).is_err(), "{bad:?}");
+    }
+    let id = new_id();
+    assert_eq!(parse_id(&id).unwrap(), id);
+    for bad in ["sbx-0123", "sbx-0123456789AB", "../sbx-0123456789ab", "0123456789ab", "sbx-0123456789ab/"] {
+        assert!(parse_id(bad).is_err(), "{bad}");
+    }
+    assert_eq!(parse_duration("w", "0").unwrap(), Duration::ZERO);
+    assert_eq!(parse_duration("w", "1m30s").unwrap(), Duration::from_secs(90));
+    assert!(parse_duration("w", "soon").is_err());
+    assert_eq!(parse_ttl("2h").unwrap(), Duration::from_secs(7200));
+    for bad in ["0", "500ms", "400d", "-1s"] {
+        assert!(parse_ttl(bad).is_err(), "{bad}");
+    }
+    assert!(parse_cpus("1.5").is_ok());
+    for bad in ["0", "-1", "nan", "inf", "1e3", "x"] {
+        assert!(parse_cpus(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn persist_clone_and_setup() {
+    let r = CreateRequest { persist: true, ..req() };
+    assert!(SandboxSpec::from_request(&r, None).unwrap_err().hint.unwrap().contains("--session"));
+    let r = CreateRequest {
+        persist: true,
+        session: Some("s".into()),
+        clone: Some("file:///srv/repo#main".into()),
+        ..req()
+    };
+    let s = SandboxSpec::from_request(&r, None).unwrap();
+    assert_eq!(s.clone, Some(CloneSpec { url: "file:///srv/repo".into(), reference: Some("main".into()) }));
+    let r = CreateRequest { clone: Some("file:///srv/repo".into()), ..req() };
+    assert!(SandboxSpec::from_request(&r, None).unwrap_err().hint.unwrap().contains("--persist"));
+    for bad in
+        ["ext::sh -c touch% /tmp/pwned", "-uhttp://x", "http://x#--upload-pack=x", "http://x#a..b", "", "http://a b"]
+    {
+        assert!(CloneSpec::parse(bad).is_err(), "{bad}");
+    }
+    assert_eq!(parse_setup("make 'a b' \"c d\" e\\ f").unwrap(), ["make", "a b", "c d", "e f"]);
+    assert_eq!(parse_setup("echo $(reboot); rm -rf /").unwrap(), ["echo", "$(reboot);", "rm", "-rf", "/"]);
+    assert!(parse_setup("unbalanced 'quote").is_err());
+    assert!(parse_setup("   ").is_err());
+}
+
+#[test]
+fn cpus_as_docker_takes_them() {
+    for ok in ["0.01", "1", "1.5", "2", "2.000000000000", "0.123456789"] {
+        assert_eq!(parse_cpus_on(ok, 2).unwrap(), ok);
+    }
+    for (bad, why) in [
+        ("0.001", "between"),
+        ("2.5", "between"),
+        ("3", "between"),
+        ("0.0123456789", "9 decimals"),
+        ("1e0", "plain"),
+        ("+1", "plain"),
+        ("x", "number"),
+    ] {
+        assert!(parse_cpus_on(bad, 2).unwrap_err().reason.contains(why), "{bad}");
+    }
+}
