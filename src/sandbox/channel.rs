@@ -14,7 +14,10 @@ impl Driver {
     /// channel its create chose, as its (token-covered) label records it.
     pub fn channel(&self, id: &str) -> Result<crate::host::channel::Channel> {
         let raw = self.inspect_one(id)?;
-        if raw.state != "running" {
+        if raw.state == "paused" {
+            // The kernel still queues the connection; nothing answers until it is thawed.
+            self.warn("paused", &format!("sandbox {id} is paused: nothing answers until `sbx resume {id}`"));
+        } else if raw.state != "running" {
             return Err(Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state: raw.state }));
         }
         let rec = self.record(&raw);
