@@ -189,7 +189,7 @@ fn pause_stalls_the_socket_until_resume_and_wrong_states_change_nothing() {
     refused(&w, &["start", &sb.id], &sb.id, "it is paused");
     let out = w.sbx(&["exec", &sb.id, "--", "/bin/fixture", "status"]);
     assert_exit(&out, 1, "exec in a paused sandbox");
-    assert!(stderr(&out).contains(&format!("is paused")) && stderr(&out).contains("sbx resume"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is paused") && stderr(&out).contains("sbx resume"), "{}", stderr(&out));
     let again = w.sbx(&["--json", "pause", &sb.id]);
     assert_success(&again, "pause of a paused sandbox");
     assert_eq!(json(&again)["already"], true);
