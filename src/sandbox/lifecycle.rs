@@ -4,6 +4,7 @@
 //! one whose program ended, so `stop` leaves a mark in the state dir
 //! (`state::Mark`) and `ls`/`inspect` show `stopped` for it alone.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -89,17 +90,26 @@ impl Driver {
         let socket_path = PathBuf::from(label(record::SOCKET));
         let dir = socket_dir(&socket_path, id)?;
         let root = dir.parent().unwrap_or(Path::new("/"));
+        // Gone after a reboot emptied /run: made again as create made it
+        // (`docker start` fails on a missing bind source).
+        let remake = |make: &dyn Fn() -> std::result::Result<PathBuf, SocketError>| -> Result<()> {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(root)
+                .map_err(|e| Error::io(format!("creating the socket root {}", root.display()), e))?;
+            make()?;
+            Ok(())
+        };
         match channel {
             Kind::Direct => {
                 if socket::clear_stale(&dir, id)? == Stale::NoDir {
-                    socket::make_dir(root, id, uid, gid)?;
+                    remake(&|| socket::make_dir(root, id, uid, gid))?;
                 }
             }
             // Its socket is in a tmpfs of the container's, fresh at each
             // start; the host directory only marks it (gc, the watchdog).
-            Kind::Exec if !dir.exists() => {
-                socket::make_marker_dir(root, id)?;
-            }
+            Kind::Exec if !dir.exists() => remake(&|| socket::make_marker_dir(root, id))?,
             Kind::Exec => {}
         }
         let family = self.family_of(&raw)?;
