@@ -142,7 +142,7 @@ impl Driver {
             return Ok((Vec::new(), None));
         }
         let containers: Vec<String> = targets.iter().map(|t| t.container.clone()).collect();
-        self.thaw(&targets);
+        self.thaw(targets.iter().map(|t| (t.id.as_str(), t.container.as_str())));
         let failed = self.remove_paced(&containers);
         let kept: BTreeSet<String> = failed.iter().flat_map(|(b, _)| b.iter().cloned()).collect();
         // Named by sandbox id, not container id, in what the user reads.
@@ -182,10 +182,11 @@ impl Driver {
     /// Thaw the targets `sbx pause` froze: `docker rm -f` of a paused
     /// gVisor sandbox waits out a 10 s kill timeout (see `Mark::Paused`).
     /// Best effort: the removal that follows works either way.
-    fn thaw(&self, targets: &[Target]) {
+    /// Takes (sandbox id, container) pairs.
+    pub(super) fn thaw<'a>(&self, targets: impl Iterator<Item = (&'a str, &'a str)>) {
         let Ok(h) = self.state() else { return };
-        for t in targets.iter().filter(|t| h.state.marked(&t.id, Mark::Paused)) {
-            let _ = self.exec.run(&argv::unpause(&t.container));
+        for (_, container) in targets.filter(|(id, _)| h.state.marked(id, Mark::Paused)) {
+            let _ = self.exec.run(&argv::unpause(container));
         }
     }
 

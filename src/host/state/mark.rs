@@ -36,4 +36,12 @@ impl State {
     pub fn marked(&self, id: &str, m: Mark) -> bool {
         self.file(m.kind(), id).exists()
     }
+
+    /// Every sandbox with a mark: gc forgets those whose container is gone
+    /// (removed with docker itself).
+    pub fn marked_ids(&self) -> Vec<String> {
+        let mut v = self.ids(Mark::Stopped.kind());
+        v.extend(self.ids(Mark::Paused.kind()));
+        v
+    }
 }

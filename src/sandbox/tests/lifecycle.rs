@@ -189,3 +189,22 @@ fn pause_and_resume_mark_and_destroy_thaws_a_paused_sandbox() {
     assert_eq!(calls[calls.len() - 2..], [vec!["unpause", "--", ID], vec!["rm", "-f", "-v", "--", ID]]);
     assert!(!rig.state().marked(ID, Mark::Paused), "destroy forgets the marks");
 }
+
+#[test]
+fn gc_thaws_an_expired_paused_sandbox_and_forgets_marks_of_gone_ones() {
+    let rig = Rig::new();
+    let st = rig.state();
+    std::fs::create_dir_all(rig.sock_dir()).unwrap();
+    st.mark(ID, Mark::Paused).unwrap();
+    // Removed with docker itself: only its mark is left.
+    let gone = "sbx-0000000000ee";
+    st.mark(gone, Mark::Stopped).unwrap();
+    let ps = serde_json::json!({"name": ID, "state": "paused", "networks": "", "labels": rig.seal(serde_json::json!({
+        "sbx.managed": "1", "sbx.id": ID, "sbx.expires": "2000-01-01T00:00:00Z",
+        "sbx.socket": rig.sock_dir().join("sandbox.sock").display().to_string()}))});
+    rig.fake.push(Output::ok("")).push(Output::ok(&format!("{ps}\n"))).push(Output::ok("")).push(Output::ok(""));
+    let r = rig.driver().gc(false).unwrap();
+    assert_eq!(r.containers.len(), 1);
+    assert_eq!(rig.fake.calls()[2..], [vec!["unpause", "--", ID], vec!["rm", "-f", "-v", "--", ID]]);
+    assert!(!st.marked(ID, Mark::Paused) && !st.marked(gone, Mark::Stopped));
+}
