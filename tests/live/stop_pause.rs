@@ -202,6 +202,7 @@ fn pause_stalls_the_socket_until_resume_and_wrong_states_change_nothing() {
     drop(to);
     let out = child.wait_with_output().unwrap();
     assert_success(&out, "sbx connect across pause and resume");
+    assert!(stderr(&out).contains(&format!("sandbox {} is paused", sb.id)), "connect says so: {}", stderr(&out));
     assert_eq!(state(&w, &sb.id), "running");
     refused(&w, &["resume", &sb.id], &sb.id, "it is running");
     refused(&w, &["start", &sb.id], &sb.id, "it is running");
@@ -288,6 +289,24 @@ fn a_start_that_never_binds_is_stopped_again_not_destroyed() {
     // --socket-wait 0 returns once it runs.
     assert_success(&w.sbx(&["start", "--socket-wait", "0", &sb.id]), "start --socket-wait 0");
     assert_eq!(state(&w, &sb.id), "running");
+}
+
+/// The relayed channel (`--channel exec`): its socket is in a tmpfs of the
+/// container's, and start's readiness goes through the helper.
+#[test]
+fn a_relayed_sandbox_starts_again_and_answers_through_the_helper() {
+    let w = World::new();
+    let sb = w.create(&["--channel", "exec"]);
+    assert_success(&w.sbx(&["stop", "--grace", "0", &sb.id]), "stop");
+    assert_eq!(state(&w, &sb.id), "stopped");
+    assert_success(&w.sbx(&["start", &sb.id]), "start a relayed sandbox");
+    round_trip(&w, &sb.id);
+    let never = w.create(&["--channel", "exec", "--socket-wait", "0", "--", "sleep"]);
+    assert_success(&w.sbx(&["stop", "--grace", "0", &never.id]), "stop");
+    let out = w.sbx(&["start", "--socket-wait", "1s", &never.id]);
+    assert_exit(&out, 1, "a relayed start that never binds");
+    assert!(stderr(&out).contains("inside the sandbox") && stderr(&out).contains("stopped again"), "{}", stderr(&out));
+    assert_eq!(state(&w, &never.id), "stopped");
 }
 
 fn runsc_create(w: &World, args: &[&str]) -> Output {
