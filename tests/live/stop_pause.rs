@@ -301,6 +301,13 @@ fn a_relayed_sandbox_starts_again_and_answers_through_the_helper() {
     assert_eq!(state(&w, &sb.id), "stopped");
     assert_success(&w.sbx(&["start", &sb.id]), "start a relayed sandbox");
     round_trip(&w, &sb.id);
+    // `docker exec` refuses a frozen container: connect says so at once.
+    assert_success(&w.sbx(&["pause", &sb.id]), "pause");
+    let out = w.sbx(&["connect", &sb.id]);
+    assert_exit(&out, 1, "connect to a paused relayed sandbox");
+    assert!(stderr(&out).contains(&format!("`sbx resume {}`", sb.id)), "{}", stderr(&out));
+    assert_success(&w.sbx(&["resume", &sb.id]), "resume");
+    round_trip(&w, &sb.id);
     let never = w.create(&["--channel", "exec", "--socket-wait", "0", "--", "sleep"]);
     assert_success(&w.sbx(&["stop", "--grace", "0", &never.id]), "stop");
     let out = w.sbx(&["start", "--socket-wait", "1s", &never.id]);
