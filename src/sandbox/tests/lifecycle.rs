@@ -208,3 +208,25 @@ fn gc_thaws_an_expired_paused_sandbox_and_forgets_marks_of_gone_ones() {
     assert_eq!(rig.fake.calls()[2..], [vec!["unpause", "--", ID], vec!["rm", "-f", "-v", "--", ID]]);
     assert!(!st.marked(ID, Mark::Paused) && !st.marked(gone, Mark::Stopped));
 }
+
+/// Start re-runs create's placement check: a writable mount that now lands
+/// over the helper (a `--rw` under an image VOLUME the sandbox rearranged
+/// through a symlink) is refused, and the sandbox stopped again.
+#[test]
+fn start_checks_where_the_mounts_landed_again() {
+    let rig = Rig::new();
+    rig.fake.push(rig.in_state("exited"));
+    let dir = rig.sock_dir();
+    rig.fake
+        .push_with(Output::ok(""), move |_| std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap()));
+    rig.running();
+    let d = rig.driver();
+    let covered = format!("{MOUNTINFO}613 600 8:1 /home/op/data /run/sbx rw,relatime - ext4 /dev/sda1 rw\n");
+    std::fs::write(rig.root.with_extension("proc").join("4242/mountinfo"), covered).unwrap();
+    rig.running();
+    rig.fake.push(Output::ok(""));
+    let err = d.start(ID, Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(err, Error::Image(crate::error::ImageError::Redirected { .. })), "{err}");
+    assert_eq!(rig.fake.verbs(), ["container inspect", "start", "container inspect", "container inspect", "stop"]);
+    assert!(rig.state().marked(ID, Mark::Stopped));
+}
