@@ -33,6 +33,12 @@ pub const EX_REVOKE: &str = "Examples:\n  sbx revoke sbx-0123456789ab inference
   sbx revoke sbx-0123456789ab all";
 pub const EX_DESTROY: &str = "Examples:\n  sbx destroy sbx-0123456789ab
   sbx destroy --purge sbx-0123456789ab sbx-0123456789cd";
+pub const EX_STOP: &str = "Examples:\n  sbx stop sbx-0123456789ab
+  sbx stop --grace 30s sbx-0123456789ab";
+pub const EX_START: &str = "Examples:\n  sbx start sbx-0123456789ab
+  sbx --json start --socket-wait 2m sbx-0123456789ab";
+pub const EX_PAUSE: &str = "Examples:\n  sbx pause sbx-0123456789ab";
+pub const EX_RESUME: &str = "Examples:\n  sbx resume sbx-0123456789ab";
 pub const EX_LS: &str = "Examples:\n  sbx ls
   sbx --json ls";
 pub const EX_INSPECT: &str = "Examples:\n  sbx inspect sbx-0123456789ab";

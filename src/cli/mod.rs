@@ -1,5 +1,10 @@
 //! The command line, as clap parses it. Parsing only; validation happens in
 //! `spec`, and nothing here touches docker.
+//!
+//! layout: a little over 400 lines on purpose: the `Command` enum (one
+//! variant per subcommand, its help line and examples) reads best whole;
+//! the argument structs of a group of commands go in their own file
+//! (`pool`, `lifecycle`).
 
 // Field doc comments here are clap's help text, in its notation ([:GID],
 // <64 hex>), not rustdoc links.
@@ -8,6 +13,7 @@
 mod dashes;
 mod events;
 mod examples;
+mod lifecycle;
 mod pool;
 
 use std::path::PathBuf;
@@ -17,6 +23,7 @@ use clap::{Args, Parser, Subcommand};
 pub use dashes::missing_dashes;
 pub use events::EventsArgs;
 use examples::*;
+pub use lifecycle::{StartArgs, StopArgs};
 pub use pool::{PoolAction, PoolArgs, PoolCreateArgs, PoolNameArg};
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
@@ -71,6 +78,18 @@ pub enum Command {
     /// Remove sandboxes and their socket directories; already gone is success.
     #[command(after_help = EX_DESTROY)]
     Destroy(DestroyArgs),
+    /// Stop the sandbox's processes (SIGTERM, SIGKILL after --grace); keep its container, routes and /state.
+    #[command(after_help = EX_STOP)]
+    Stop(StopArgs),
+    /// Run a stopped sandbox again; returns once it has bound its socket, as create does.
+    #[command(after_help = EX_START)]
+    Start(StartArgs),
+    /// Freeze every process of a sandbox in place (memory kept); its socket stalls until resume.
+    #[command(after_help = EX_PAUSE)]
+    Pause(IdArg),
+    /// Thaw a paused sandbox.
+    #[command(after_help = EX_RESUME)]
+    Resume(IdArg),
     /// List this tool's sandboxes: id, session, tier, runtime, routes, state, age, expiry.
     #[command(after_help = EX_LS)]
     Ls,

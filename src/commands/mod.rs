@@ -17,6 +17,7 @@ mod events;
 mod exec;
 mod gc;
 mod inspect;
+mod lifecycle;
 mod logs;
 mod ls;
 mod pool;
@@ -93,6 +94,10 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Deny(a) => done(egress::change(&a, true, ctx)),
         Command::Egress(a) => done(egress::exec(&a.action, ctx)),
         Command::Destroy(a) => done(destroy::exec(&a.ids, a.purge, ctx)),
+        Command::Stop(a) => done(lifecycle::stop(&a, ctx)),
+        Command::Start(a) => done(lifecycle::start(&a, ctx)),
+        Command::Pause(a) => done(lifecycle::pause(&a.id, ctx)),
+        Command::Resume(a) => done(lifecycle::resume(&a.id, ctx)),
         Command::Volumes(a) => match a.action {
             None => done(volumes::list(ctx)),
             Some(VolumesAction::Rm { keys }) => done(volumes::rm(&keys, ctx)),

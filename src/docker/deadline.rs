@@ -71,6 +71,12 @@ impl Deadlines {
         if verb == "exec" && args.iter().any(|a| a == "probe-socket") {
             return Some(self.quick);
         }
+        // `docker stop --time N` waits up to N seconds for the program before
+        // SIGKILL, on top of what any change takes.
+        if verb == "stop" {
+            let grace = args.iter().position(|a| a == "--time").and_then(|i| word(i + 1).parse::<u64>().ok());
+            return Some(self.change + Duration::from_secs(grace.unwrap_or(10)));
+        }
         match verb {
             "exec" | "logs" | "attach" | "cp" | "stats" | "events" | "wait" | "push" | "load" | "save" | "export"
             | "build" | "prune" => None,
@@ -90,6 +96,13 @@ mod tests {
     use super::*;
 
     use crate::docker::argv::os as argv;
+
+    #[test]
+    fn a_stop_gets_its_grace_on_top() {
+        let d = Deadlines::from_env(Some("5s")).unwrap();
+        assert_eq!(d.of(&crate::docker::argv::stop("c", 600)), Some(Duration::from_secs(620)));
+        assert_eq!(d.of(&argv(&["stop", "c"])), Some(Duration::from_secs(30)));
+    }
 
     #[test]
     fn every_prompt_call_has_a_deadline_and_streams_have_none() {

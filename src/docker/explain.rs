@@ -13,6 +13,8 @@ use std::ffi::OsString;
 pub enum Known {
     /// `Container <id> is not running` (exec, cp, logs on an exited sandbox).
     NotRunning { container: String },
+    /// `Container <id> is paused, unpause the container before exec`.
+    Paused { container: String },
     /// `No such container: <id>`.
     NoSuchContainer { container: String },
     /// "Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs available".
@@ -29,6 +31,9 @@ pub fn classify(stderr: &str) -> Option<Known> {
         if let Some(rest) = l.strip_prefix("Container ") {
             if let Some(c) = rest.strip_suffix(" is not running") {
                 return Some(Known::NotRunning { container: c.trim().to_string() });
+            }
+            if let Some((c, _)) = rest.split_once(" is paused, unpause the container") {
+                return Some(Known::Paused { container: c.trim().to_string() });
             }
         }
         if let Some(c) = l.strip_prefix("No such container: ") {
@@ -126,6 +131,8 @@ pub(crate) mod tests {
     /// Captured from engine 20.10.
     pub(crate) const CPUS: &str = "docker: Error response from daemon: Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs available.\nSee 'docker run --help'.";
     pub(crate) const NOT_RUNNING: &str = "Error response from daemon: Container 53597ea0a2bf3e44b0ca572e43ff1138d92d9bba134d4caecd2c4cadb6a79deb is not running";
+    pub(crate) const PAUSED: &str =
+        "Error response from daemon: Container sbx-0123456789ab is paused, unpause the container before exec";
 
     /// Captured from CLI 28.2.2 with DOCKER_HOST naming no socket (exit 1).
     const DAEMON_DOWN: &str =
@@ -150,6 +157,7 @@ pub(crate) mod tests {
             classify("Error response from daemon: No such container: sbx-0123"),
             Some(Known::NoSuchContainer { container: "sbx-0123".into() })
         );
+        assert_eq!(classify(PAUSED), Some(Known::Paused { container: "sbx-0123456789ab".into() }));
         assert_eq!(classify("Error response from daemon: network x not found"), None);
     }
 

@@ -85,6 +85,9 @@ pub enum SandboxError {
     Foreign { id: String },
     #[error("sandbox {id} is {state}, not running")]
     NotRunning { id: String, state: String },
+    /// `start`, `pause`, `resume` asked of a sandbox in a state they do not change.
+    #[error("cannot {action} sandbox {id}: it is {state}")]
+    WrongState { id: String, state: String, action: &'static str },
     #[error("sandbox {id} exited (code {code}{}) before binding its socket{}", if *code == 137 { ": SIGKILL, usually the OOM killer" } else { "" }, tail_suffix(logs))]
     DiedAtBoot { id: String, code: i32, logs: String },
     #[error("sandbox {id} did not bind {socket} within {waited}{}", tail_suffix(logs))]
@@ -135,6 +138,7 @@ impl SandboxError {
             SandboxError::NotFound { .. } => "not_found",
             SandboxError::Foreign { .. } => "foreign_container",
             SandboxError::NotRunning { .. } => "not_running",
+            SandboxError::WrongState { .. } => "wrong_state",
             SandboxError::DiedAtBoot { .. } => "died_at_boot",
             SandboxError::SocketTimeout { .. } => "socket_timeout",
             SandboxError::HelperMissing { .. } => "helper_missing",
@@ -153,7 +157,17 @@ impl SandboxError {
         Some(match self {
             SandboxError::NotFound { .. } => "`sbx ls` lists the sandboxes on this engine".into(),
             SandboxError::Foreign { .. } => "remove it with docker itself if it is yours".into(),
-            SandboxError::NotRunning { id, .. } => format!("`sbx destroy {id}` and create a new sandbox"),
+            SandboxError::NotRunning { id, state } if state == "paused" => format!("`sbx resume {id}` thaws it"),
+            SandboxError::NotRunning { id, .. } => {
+                format!("`sbx logs {id}` shows why it ended; `sbx start {id}` runs it again, `sbx destroy {id}` removes it")
+            }
+            SandboxError::WrongState { id, state, action } => match (*action, state.as_str()) {
+                (_, "paused") => format!("`sbx resume {id}` thaws it"),
+                ("start", "running") => format!("it already runs: `sbx connect {id}` talks to it"),
+                ("resume", "running") => format!("only a paused sandbox resumes; `sbx pause {id}` freezes it"),
+                (_, "stopped" | "exited" | "created") => format!("`sbx start {id}` runs it again"),
+                _ => format!("`sbx inspect {id}` shows its state"),
+            },
             SandboxError::DiedAtBoot { .. } => {
                 "the sandbox program must start and bind /run/sandbox/sandbox.sock; run it with the same image by hand to see why it exits".into()
             }

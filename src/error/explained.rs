@@ -9,6 +9,9 @@ use super::EXIT_FAILED;
 pub enum Explained {
     #[error("sandbox {id} is not running (it exited or was stopped)")]
     Stopped { id: String },
+    /// `docker exec` on a frozen container ("is paused, unpause the container before exec").
+    #[error("sandbox {id} is paused")]
+    Paused { id: String },
     #[error("the Docker engine refused --cpus: it allows from 0.01 to {max} CPUs")]
     CpuRange { max: String },
     #[error("sandbox {id} has no background process {handle}")]
@@ -41,6 +44,7 @@ impl Explained {
         use Explained::*;
         match self {
             Stopped { id } => Stopped { id: n(id) },
+            Paused { id } => Paused { id: n(id) },
             NoProcess { id, handle } => NoProcess { id: n(id), handle },
             ProcessExited { id, handle } => ProcessExited { id: n(id), handle },
             NoSuchPath { id, path } => NoSuchPath { id: n(id), path },
@@ -67,6 +71,7 @@ impl Explained {
     pub(super) fn kind(&self) -> &'static str {
         match self {
             Explained::Stopped { .. } => "not_running",
+            Explained::Paused { .. } => "paused",
             Explained::CpuRange { .. } => "engine_cpu_range",
             Explained::NoProcess { .. } => "no_such_process",
             Explained::ProcessExited { .. } => "process_exited",
@@ -84,8 +89,9 @@ impl Explained {
     pub(super) fn hint(&self) -> Option<String> {
         Some(match self {
             Explained::Stopped { id } => {
-                format!("`sbx logs {id}` shows why it ended; `sbx destroy {id}` and create a new sandbox")
+                format!("`sbx logs {id}` shows why it ended; `sbx start {id}` runs it again, `sbx destroy {id}` removes it")
             }
+            Explained::Paused { id } => format!("`sbx resume {id}` thaws it, then try again"),
             Explained::CpuRange { max } => format!("pass --cpus between 0.01 and {max}"),
             Explained::NoProcess { id, .. } => format!("`sbx ps {id}` lists the background processes"),
             Explained::ProcessExited { id, handle } => {

@@ -90,6 +90,7 @@ impl From<DockerError> for Error {
         if let DockerError::Status { stderr, .. } = &e {
             match classify(stderr) {
                 Some(Known::NotRunning { container }) => return Explained::Stopped { id: container }.into(),
+                Some(Known::Paused { container }) => return Explained::Paused { id: container }.into(),
                 Some(Known::NoSuchContainer { container }) => return SandboxError::NotFound { id: container }.into(),
                 Some(Known::CpuRange { max }) => return Explained::CpuRange { max }.into(),
                 Some(Known::UnknownRuntime { name }) => {

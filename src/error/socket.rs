@@ -12,6 +12,9 @@ pub enum SocketError {
     PathTooLong { path: PathBuf, len: usize },
     #[error("socket {path} is hostile: {reason}")]
     Hostile { path: PathBuf, reason: String },
+    /// Before `sbx start`: what the last run left at its socket's path.
+    #[error("cannot start {id}: {path} is {what}; the sandbox left it there")]
+    Stale { path: PathBuf, id: String, what: String },
     #[error("the sandbox's socket {path} did not accept the connection within {waited} (its backlog is full?)")]
     NotAccepting { path: PathBuf, waited: String },
     /// Direct channel: the sandbox bound its socket, but sbx's user may not
@@ -36,7 +39,7 @@ pub enum SocketError {
 impl SocketError {
     pub(super) fn kind(&self) -> &'static str {
         match self {
-            SocketError::Hostile { .. } => "hostile_socket",
+            SocketError::Hostile { .. } | SocketError::Stale { .. } => "hostile_socket",
             SocketError::PathTooLong { .. } => "socket_path_too_long",
             _ => "socket",
         }
@@ -50,6 +53,10 @@ impl SocketError {
             SocketError::Hostile { .. } => {
                 "the sandbox must bind a unix socket itself at /run/sandbox/sandbox.sock; sbx never follows links there".into()
             }
+            SocketError::Stale { path, id, .. } => format!(
+                "sbx removes only an old socket there and never follows a link: remove the entry yourself (`rm {}` removes a link, not what it names) and `sbx start {id}` again, or `sbx destroy {id}`",
+                path.display()
+            ),
             SocketError::Io { .. } | SocketError::NotBound { .. } => return None,
             SocketError::NotYours { .. } => {
                 "create it with the relayed channel (`--channel exec`, the default when sbx is not root), or `--user` your own uid".into()

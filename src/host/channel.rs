@@ -137,6 +137,9 @@ pub fn relay_status(id: &str, code: i32, stderr: &str, timeout: Duration) -> Res
             SocketError::NotAccepting { path, waited: humantime::format_duration(timeout).to_string() }
         }
         HELPER_CONNECT_FAILED => SocketError::Relay { id: id.to_string(), detail: said },
+        _ if stderr.contains("is paused, unpause the container") => {
+            return Err(crate::error::Explained::Paused { id: id.to_string() }.into())
+        }
         _ if stderr.contains("is not running") => {
             return Err(Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state: "not running".into() }))
         }

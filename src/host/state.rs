@@ -13,6 +13,8 @@
 //! watchdog/<id>       "<pid> <starttime>" of the TTL watchdog
 //! records/<id>        what `destroy` needs (see `SandboxRecord`), written once the sandbox runs
 //! claims/<id>         a warm pool member's claim (`Claim`): session, claimer, complete
+//! stopped/<id>        `sbx stop` stopped it (docker shows it `exited` like a program that ended)
+//! paused/<id>         `sbx pause` froze it (destroy thaws it first: see `Mark::Paused`)
 //! image-config/<d>    an image's USER and whether it carries an sbx label, per digest
 //! ```
 
@@ -117,7 +119,7 @@ pub struct State {
     pub dir: PathBuf,
 }
 
-const KINDS: &[&str] = &["expires", "creating", "watchdog", "records", "claims"];
+const KINDS: &[&str] = &["expires", "creating", "watchdog", "records", "claims", "stopped", "paused"];
 
 /// Who claimed a pool member, for what session: labels cannot change after
 /// the member started, so `ls`, `inspect` and gc merge this with them.
@@ -345,8 +347,11 @@ fn write_private(path: &Path, data: &[u8], durable: bool) -> Result<()> {
         .map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
+mod mark;
 #[cfg(test)]
 mod tests;
+
+pub use mark::Mark;
 
 /// What identifies the local engine's runtime configuration (issue 13):
 /// dockerd changes its runtimes only when it reloads daemon.json (SIGHUP)

@@ -14,11 +14,19 @@ impl Driver {
     /// channel its create chose, as its (token-covered) label records it.
     pub fn channel(&self, id: &str) -> Result<crate::host::channel::Channel> {
         let raw = self.inspect_one(id)?;
-        if raw.state != "running" {
+        let kind = Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str));
+        if raw.state == "paused" {
+            // `docker exec` refuses a frozen container; on the host the
+            // kernel still queues a connection, and nothing answers until it is thawed.
+            if kind == Kind::Exec {
+                return Err(crate::error::Explained::Paused { id: id.to_string() }.into());
+            }
+            self.warn("paused", &format!("sandbox {id} is paused: nothing answers until `sbx resume {id}`"));
+        } else if raw.state != "running" {
             return Err(Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state: raw.state }));
         }
         let rec = self.record(&raw);
-        Ok(match Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str)) {
+        Ok(match kind {
             Kind::Direct => {
                 let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());
                 let path = PathBuf::from(raw.labels.get(record::SOCKET).cloned().unwrap_or_default());

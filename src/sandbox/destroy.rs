@@ -13,7 +13,7 @@ use crate::docker::parse::RawContainer;
 use crate::docker::{argv, parse, status_error};
 use crate::error::{Error, Result, SandboxError};
 use crate::host::socket;
-use crate::host::state::SandboxRecord;
+use crate::host::state::{Mark, SandboxRecord};
 use crate::model::record::PrivateRoute;
 use crate::model::{gate, record};
 
@@ -142,6 +142,7 @@ impl Driver {
             return Ok((Vec::new(), None));
         }
         let containers: Vec<String> = targets.iter().map(|t| t.container.clone()).collect();
+        self.thaw(targets.iter().map(|t| (t.id.as_str(), t.container.as_str())));
         let failed = self.remove_paced(&containers);
         let kept: BTreeSet<String> = failed.iter().flat_map(|(b, _)| b.iter().cloned()).collect();
         // Named by sandbox id, not container id, in what the user reads.
@@ -176,6 +177,17 @@ impl Driver {
             state.forget(&t.id);
         }
         Ok((gone.into_iter().map(|t| t.id).collect(), failure))
+    }
+
+    /// Thaw the targets `sbx pause` froze: `docker rm -f` of a paused
+    /// gVisor sandbox waits out a 10 s kill timeout (see `Mark::Paused`).
+    /// Best effort: the removal that follows works either way.
+    /// Takes (sandbox id, container) pairs.
+    pub(super) fn thaw<'a>(&self, targets: impl Iterator<Item = (&'a str, &'a str)>) {
+        let Ok(h) = self.state() else { return };
+        for (_, container) in targets.filter(|(id, _)| h.state.marked(id, Mark::Paused)) {
+            let _ = self.exec.run(&argv::unpause(container));
+        }
     }
 
     /// [`remove_tolerant`](Self::remove_tolerant) in paced batches (issue 10:

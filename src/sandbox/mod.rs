@@ -1,5 +1,6 @@
 //! The sandbox lifecycle in terms of docker calls: [`Driver`] and one file
-//! per operation (create, destroy, revoke, gc, ttl, volumes, channel, egress), each
+//! per operation (create, destroy, revoke, gc, ttl, volumes, channel, egress,
+//! lifecycle: stop/start/pause/resume), each
 //! an `impl Driver` block. This file holds the driver itself and the
 //! look-ups every operation shares (inspect, list, ownership).
 //!
@@ -13,6 +14,7 @@ mod destroy;
 mod egress;
 pub mod events;
 pub mod gc;
+mod lifecycle;
 mod networks;
 pub mod pool;
 mod revoke;
@@ -22,6 +24,7 @@ mod volumes;
 pub use create::Created;
 pub use destroy::Destroyed;
 pub use gc::{GcFailure, GcReport};
+pub use lifecycle::{whole_seconds, Changed};
 pub use revoke::Revoked;
 
 use std::collections::BTreeSet;
@@ -193,6 +196,15 @@ impl Driver {
         // A pool member's session is its claim's (labels cannot change).
         if let (Some(pool), Ok(h)) = (raw.labels.get(crate::model::record::POOL), self.state()) {
             r.session = pool::session_of(&h.state, &raw.name, pool);
+        }
+        // Docker says `exited` for a sandbox `sbx stop` stopped too: its exit
+        // code is the stop's SIGTERM or SIGKILL, nothing about the program.
+        let stoppable = r.state == "exited" || r.state == "created";
+        if stoppable && self.state().is_ok_and(|h| h.state.marked(&raw.name, crate::host::state::Mark::Stopped)) {
+            r.state = "stopped".into();
+            r.exit_code = None;
+            r.oom_killed = false;
+            r.reason = Some(format!("stopped by `sbx stop`; `sbx start {}` runs it again", raw.name));
         }
         r
     }

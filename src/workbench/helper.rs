@@ -25,8 +25,14 @@ pub(crate) fn sandbox_error(id: &str, stderr: &str) -> Option<Error> {
     if stderr.contains(HELPER) && (stderr.contains("no such file") || stderr.contains("not found")) {
         return Some(crate::host::helper::missing(id));
     }
-    if let Some(crate::docker::explain::Known::NotRunning { .. }) = crate::docker::explain::classify(stderr) {
-        return Some(Explained::Stopped { id: id.to_string() }.into());
+    match crate::docker::explain::classify(stderr) {
+        Some(crate::docker::explain::Known::NotRunning { .. }) => {
+            return Some(Explained::Stopped { id: id.to_string() }.into())
+        }
+        Some(crate::docker::explain::Known::Paused { .. }) => {
+            return Some(Explained::Paused { id: id.to_string() }.into())
+        }
+        _ => {}
     }
     crate::docker::parse::no_such_container(stderr)
         .then(|| Error::Sandbox(SandboxError::NotFound { id: id.to_string() }))

@@ -30,6 +30,7 @@ mod readme_example;
 mod runtime;
 mod runtime_attack;
 mod runtime_checks;
+mod stop_pause;
 mod transfer;
 mod trust;
 mod workbench;

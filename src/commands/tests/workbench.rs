@@ -224,8 +224,23 @@ fn exec_exits_with_the_commands_code_or_says_why_it_could_not_run() {
     assert_eq!(
         r.stderr,
         "sbx: error: sandbox sbx-00000000000f is not running (it exited or was stopped)\n\
-         sbx: hint: `sbx logs sbx-00000000000f` shows why it ended; `sbx destroy sbx-00000000000f` and create \
-         a new sandbox\n"
+         sbx: hint: `sbx logs sbx-00000000000f` shows why it ended; `sbx start sbx-00000000000f` runs it again, \
+         `sbx destroy sbx-00000000000f` removes it\n"
+    );
+    // Frozen by `sbx pause`: docker's answer in sbx's words (engine 20.10's text).
+    rig.owns();
+    rig.fake.push(Output::fail(
+        1,
+        "Error response from daemon: Container sbx-00000000000f is paused, unpause the container before exec",
+    ));
+    let r = rig.sbx(&["exec", ID, "--", "true"]);
+    assert_eq!(
+        (r.code, r.stderr.as_str()),
+        (
+            1,
+            "sbx: error: sandbox sbx-00000000000f is paused\n\
+             sbx: hint: `sbx resume sbx-00000000000f` thaws it, then try again\n"
+        )
     );
     rig.owns();
     rig.fake.push(Output::fail(1, STOPPED));

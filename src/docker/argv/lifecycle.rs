@@ -1,4 +1,4 @@
-//! Containers by id: start, state, logs tail, inspect, list, remove.
+//! Containers by id: start, stop, pause, unpause, state, logs tail, inspect, list, remove.
 //! (`docker run`/`create` itself is in `run`.)
 
 use std::ffi::OsString;
@@ -12,6 +12,21 @@ pub const LOG_TAIL: &str = "20";
 
 pub fn start(id: &str) -> Vec<OsString> {
     os(&["start", "--", id])
+}
+
+/// SIGTERM, then SIGKILL after `grace_secs` whole seconds (`docker stop
+/// --time` takes no fraction; the caller rounds up).
+pub fn stop(id: &str, grace_secs: u64) -> Vec<OsString> {
+    os(&["stop", "--time", &grace_secs.to_string(), "--", id])
+}
+
+/// Freeze every process of the container (the cgroup freezer; gVisor: the Sentry).
+pub fn pause(id: &str) -> Vec<OsString> {
+    os(&["pause", "--", id])
+}
+
+pub fn unpause(id: &str) -> Vec<OsString> {
+    os(&["unpause", "--", id])
 }
 
 /// `STATUS EXITCODE`, e.g. `running 0` or `exited 3`.
@@ -55,6 +70,9 @@ mod tests {
     #[test]
     fn lifecycle_builders() {
         assert_eq!(strs(remove(&["a", "b"])), ["rm", "-f", "-v", "--", "a", "b"]);
+        assert_eq!(strs(stop("c", 3)), ["stop", "--time", "3", "--", "c"]);
+        assert_eq!(strs(pause("c")), ["pause", "--", "c"]);
+        assert_eq!(strs(unpause("c")), ["unpause", "--", "c"]);
         assert_eq!(strs(list())[..5], ["ps", "-a", "--no-trunc", "--filter", "label=sbx.managed=1"]);
     }
 }

@@ -27,7 +27,7 @@ pub use image::{
     image_label_values, image_labels, image_user, images_labelled, import, info_os, ps_quiet, pull, remove_images,
     repo_digests, runtimes, version,
 };
-pub use lifecycle::{inspect, list, remove, running_pid, start, state, LOG_TAIL};
+pub use lifecycle::{inspect, list, pause, remove, running_pid, start, state, stop, unpause, LOG_TAIL};
 pub use network::{
     network_connect, network_connect_alias, network_disconnect, network_inspect, network_remove, private_network,
     private_networks,

@@ -11,17 +11,20 @@
 //!
 //! - `root`: where socket roots come from, making and removing one sandbox's directory;
 //! - `remove`: removing a tree the sandbox wrote, with bounded descriptors;
-//! - `connect`: the checked open and connect.
+//! - `connect`: the checked open and connect;
+//! - `stale`: clearing the last run's socket before `sbx start`.
 
 mod connect;
 mod remove;
 mod root;
+mod stale;
 
 pub use connect::{
     allowed_owners, connect_checked, connect_within, may_connect, not_yours, open_checked, CONNECT_TIMEOUT,
 };
 pub use remove::remove_tree;
 pub use root::{check_path_len, make_dir, make_marker_dir, remove_dir, socket_path, RootChoice};
+pub use stale::{clear_stale, Stale};
 
 pub const SOCKET_NAME: &str = "sandbox.sock";
 /// sun_path is 108 bytes including the terminating NUL.

@@ -10,6 +10,8 @@ mod runtime;
 mod start;
 mod volume;
 
+pub(super) use start::Boot;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::SystemTime;

@@ -1,6 +1,7 @@
 //! Create's start: `docker run` (or create, connect, start), the check of
 //! where the mounts landed, the wait for the socket, and `--setup`.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::super::{unique, Driver};
@@ -10,6 +11,37 @@ use crate::error::{DockerError, Error, Result};
 use crate::error::{ImageError, SandboxError};
 use crate::host::channel::{self, Kind};
 use crate::host::socket;
+use crate::model::runtime::Family;
+
+/// What the readiness checks need of a sandbox, whether `create` just made
+/// it (from its plan) or `sbx start` runs it again (from its labels).
+pub(in crate::sandbox) struct Boot<'a> {
+    pub id: &'a str,
+    pub image: &'a str,
+    /// The sandbox user, who may own its socket.
+    pub uid: u32,
+    pub socket_path: &'a Path,
+    pub socket_wait: Duration,
+    /// sbx's helper is mounted at /run/sbx.
+    pub helper: bool,
+    pub family: Family,
+    pub channel: Kind,
+}
+
+impl<'a> Boot<'a> {
+    fn of(plan: &'a argv::RunPlan) -> Self {
+        Boot {
+            id: plan.id,
+            image: plan.spec.image.as_str(),
+            uid: plan.uid,
+            socket_path: plan.socket_path,
+            socket_wait: plan.spec.socket_wait,
+            helper: plan.helper.is_some(),
+            family: plan.family,
+            channel: plan.channel,
+        }
+    }
+}
 
 /// What `docker container inspect` said of the sandbox's main process.
 enum MainProcess {
@@ -66,17 +98,22 @@ impl Driver {
             run_ok(&*self.exec, &argv::start(plan.id))?;
             cid
         };
-        // `docker run`/`start` is the only place sbx starts a sandbox
-        // (`--restart no`), so this one check covers every start.
-        self.check_mounts(plan, &cid)?;
-        if plan.spec.socket_wait.is_zero() {
-            self.check_interrupt()?;
-        } else if plan.channel == Kind::Exec {
-            self.wait_for_relayed_socket(plan, &cid)?;
-        } else {
-            self.wait_for_socket(plan)?;
-        }
+        self.await_ready(&Boot::of(plan), &cid)?;
         Ok(cid)
+    }
+
+    /// After `docker run`/`start` (create's, and `sbx start`'s: with
+    /// `--restart no` these are the only places sbx starts a sandbox): where
+    /// the mounts landed, then the socket.
+    pub(in crate::sandbox) fn await_ready(&self, boot: &Boot, cid: &str) -> Result<()> {
+        self.check_mounts(boot, cid)?;
+        if boot.socket_wait.is_zero() {
+            self.check_interrupt()
+        } else if boot.channel == Kind::Exec {
+            self.wait_for_relayed_socket(boot, cid)
+        } else {
+            self.wait_for_socket(boot)
+        }
     }
 
     /// Issue 9 finding 1: runc places mounts by following the image's
@@ -91,14 +128,14 @@ impl Driver {
     /// /tmp/a/sbx/helper (issue 13, attack finding 1). So there sbx reads
     /// the mount table of gVisor's gofer, which places the bind mounts on
     /// the host exactly where the Sentry shows them (see `host::gvisor`).
-    fn check_mounts(&self, plan: &argv::RunPlan, cid: &str) -> Result<()> {
+    fn check_mounts(&self, plan: &Boot, cid: &str) -> Result<()> {
         self.check_interrupt()?;
         let pid = match self.main_process(plan)? {
             MainProcess::Running(pid) => pid,
             MainProcess::Exited(died) => return Err(died),
         };
-        let (image, helper) = (plan.spec.image.as_str(), plan.helper.is_some());
-        let checked = if plan.family == crate::model::runtime::Family::Gvisor {
+        let (image, helper) = (plan.image, plan.helper);
+        let checked = if plan.family == Family::Gvisor {
             let direct = (plan.channel == Kind::Direct).then_some(argv::SANDBOX_SOCKET_DIR);
             crate::host::gvisor::gofer_mountinfos(&self.proc, pid, cid)
                 .map_err(|e| Error::io(format!("reading the mount tables of {}'s processes", plan.id), e))
@@ -138,7 +175,7 @@ impl Driver {
     }
 
     /// The sandbox's main process, from one `docker container inspect`.
-    fn main_process(&self, plan: &argv::RunPlan) -> Result<MainProcess> {
+    fn main_process(&self, plan: &Boot) -> Result<MainProcess> {
         let args = argv::running_pid(plan.id);
         let out = run_ok(&*self.exec, &args)?;
         match parse::main_state(&out.stdout_str()) {
@@ -161,7 +198,7 @@ impl Driver {
     /// 250 ms on, every 500 ms: a boot crash is still reported within half a
     /// second, without a `docker wait` process competing with the engine
     /// during every start.
-    fn wait_for_socket(&self, plan: &argv::RunPlan) -> Result<()> {
+    fn wait_for_socket(&self, plan: &Boot) -> Result<()> {
         let owners = socket::allowed_owners(Some(plan.uid));
         let started = Instant::now();
         let mut next_check = Duration::from_millis(250);
@@ -182,7 +219,7 @@ impl Driver {
                     return Err(e);
                 }
             }
-            if started.elapsed() >= plan.spec.socket_wait {
+            if started.elapsed() >= plan.socket_wait {
                 if let Some(reason) = not_yours {
                     let uid = nix::unistd::geteuid().as_raw();
                     return Err(socket::not_yours(plan.socket_path, uid, reason).into());
@@ -190,7 +227,7 @@ impl Driver {
                 return Err(Error::Sandbox(SandboxError::SocketTimeout {
                     id: plan.id.to_string(),
                     socket: plan.socket_path.display().to_string(),
-                    waited: humantime::format_duration(plan.spec.socket_wait).to_string(),
+                    waited: humantime::format_duration(plan.socket_wait).to_string(),
                     logs: self.logs(plan.id),
                 }));
             }
@@ -204,12 +241,12 @@ impl Driver {
     /// exec`, refusing anything there that is not a socket; between execs
     /// the container's state is checked, so a boot crash is reported as
     /// promptly as on the direct path.
-    fn wait_for_relayed_socket(&self, plan: &argv::RunPlan, cid: &str) -> Result<()> {
+    fn wait_for_relayed_socket(&self, plan: &Boot, cid: &str) -> Result<()> {
         use channel::{probe_argv, relay_status, HELPER_NO_SOCKET};
         let started = Instant::now();
         loop {
             self.check_interrupt()?;
-            let left = plan.spec.socket_wait.saturating_sub(started.elapsed());
+            let left = plan.socket_wait.saturating_sub(started.elapsed());
             let out = self.exec.run(&probe_argv(cid, left.min(Duration::from_millis(500))))?;
             if out.status == 0 {
                 return Ok(());
@@ -220,11 +257,11 @@ impl Driver {
             if out.status != HELPER_NO_SOCKET {
                 relay_status(plan.id, out.status, &out.stderr_str(), Duration::ZERO)?;
             }
-            if started.elapsed() >= plan.spec.socket_wait {
+            if started.elapsed() >= plan.socket_wait {
                 return Err(Error::Sandbox(SandboxError::SocketTimeout {
                     id: plan.id.to_string(),
                     socket: format!("{} (inside the sandbox)", argv::SANDBOX_SOCKET),
-                    waited: humantime::format_duration(plan.spec.socket_wait).to_string(),
+                    waited: humantime::format_duration(plan.socket_wait).to_string(),
                     logs: self.logs(plan.id),
                 }));
             }

@@ -81,7 +81,9 @@ impl Driver {
             .filter(|r| r.is_sbx(key))
             .collect();
         let creating = state.creating();
-        let expiring = state.expiring();
+        // Ids with state to forget once their container is gone: expiries and marks.
+        let mut expiring = state.expiring();
+        expiring.extend(state.marked_ids());
         let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
         let mut plan = crate::sandbox::gc::plan::plan(&crate::sandbox::gc::plan::Inputs {
             containers: &owned,
@@ -176,6 +178,7 @@ impl Driver {
         let mut left: BTreeSet<String> = BTreeSet::new();
         if !reaped.is_empty() {
             let ids: Vec<String> = reaped.iter().map(|c| c.name.clone()).collect();
+            self.thaw(ids.iter().map(|i| (i.as_str(), i.as_str())));
             // Paced (issue 10): one failed batch is reported, the rest go on.
             let mut untried = Vec::new();
             for (batch, e) in self.remove_paced(&ids) {

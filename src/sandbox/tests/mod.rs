@@ -76,6 +76,7 @@ mod create;
 mod destroy;
 mod egress;
 mod gc;
+mod lifecycle;
 mod lookup;
 mod pool;
 mod private;

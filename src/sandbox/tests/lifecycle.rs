@@ -1,0 +1,232 @@
+//! stop, start, pause, resume: the exact docker calls, the marks in the
+//! state dir, and what start does with the last run's socket directory.
+
+use super::*;
+use crate::error::SandboxError;
+use crate::host::state::Mark;
+
+/// The container id docker reports for [`ID`].
+fn cid() -> String {
+    "ab".repeat(32)
+}
+
+impl Rig {
+    /// `docker container inspect` of sandbox [`ID`] in docker state `status`,
+    /// with sbx's helper mounted.
+    fn in_state(&self, status: &str) -> Output {
+        let mut v: serde_json::Value = serde_json::from_str(&self.inspect_line(ID, ID, &[])).unwrap();
+        v["State"]["Status"] = status.into();
+        v["Id"] = cid().into();
+        v["HostConfig"] = serde_json::json!({"Runtime": "runc", "Mounts": [{"Target": "/run/sbx", "ReadOnly": true}]});
+        Output::ok(&format!("{v}\n"))
+    }
+}
+
+#[test]
+fn stop_marks_it_stopped_before_docker_stop_and_rounds_the_grace_up() {
+    let rig = Rig::new();
+    rig.fake.push(rig.in_state("running"));
+    let marked = rig.state();
+    // The mark is written before `docker stop` runs.
+    rig.fake.push_with(Output::ok(""), move |_| assert!(marked.marked(ID, Mark::Stopped)));
+    let done = rig.driver().stop(ID, Duration::from_millis(1500)).unwrap();
+    assert_eq!((done.state, done.already), ("stopped", false));
+    assert_eq!(rig.fake.calls()[1], ["stop", "--time", "2", "--", &cid()]);
+
+    // ls and inspect say `stopped`, not `exited`, and no exit code: it is the stop's.
+    let mut exited: serde_json::Value = serde_json::from_slice(&rig.in_state("exited").stdout).unwrap();
+    exited["State"]["ExitCode"] = 137.into();
+    rig.fake.push(Output::ok(&exited.to_string()));
+    let r = rig.driver().inspect(ID).unwrap();
+    assert_eq!((r.state.as_str(), r.exit_code), ("stopped", None));
+    assert!(r.reason.unwrap().contains(&format!("`sbx start {ID}`")));
+
+    // Again: idempotent, one inspect and no docker stop.
+    rig.fake.push(rig.in_state("exited"));
+    assert!(rig.driver().stop(ID, Duration::from_secs(10)).unwrap().already);
+    assert_eq!(rig.fake.verbs().len(), 4);
+}
+
+#[test]
+fn an_exited_program_without_the_mark_stays_exited() {
+    let rig = Rig::new();
+    let mut exited: serde_json::Value = serde_json::from_slice(&rig.in_state("exited").stdout).unwrap();
+    exited["State"]["ExitCode"] = 3.into();
+    rig.fake.push(Output::ok(&exited.to_string()));
+    let r = rig.driver().inspect(ID).unwrap();
+    assert_eq!((r.state.as_str(), r.exit_code, r.reason.as_deref()), ("exited", Some(3), Some("exited with code 3")));
+}
+
+#[test]
+fn stop_of_a_paused_sandbox_thaws_it_first() {
+    let rig = Rig::new();
+    rig.state().mark(ID, Mark::Paused).unwrap();
+    rig.fake.push(rig.in_state("paused")).push(Output::ok("")).push(Output::ok(""));
+    rig.driver().stop(ID, Duration::ZERO).unwrap();
+    let c = cid();
+    assert_eq!(rig.fake.calls()[1..], [vec!["unpause", "--", &c], vec!["stop", "--time", "0", "--", &c]]);
+    assert!(!rig.state().marked(ID, Mark::Paused) && rig.state().marked(ID, Mark::Stopped));
+}
+
+#[test]
+fn start_clears_the_old_socket_starts_checks_mounts_and_waits() {
+    let rig = Rig::new();
+    rig.state().mark(ID, Mark::Stopped).unwrap();
+    std::fs::create_dir_all(rig.sock_dir()).unwrap();
+    let old = UnixListener::bind(rig.sock_dir().join("sandbox.sock")).unwrap();
+    drop(old);
+    rig.fake.push(rig.in_state("exited"));
+    let dir = rig.sock_dir();
+    // `docker start`: the "sandbox" binds again, which fails if the old socket is still there.
+    rig.fake
+        .push_with(Output::ok(""), move |_| std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap()));
+    rig.running();
+    let done = rig.driver().start(ID, Duration::from_secs(5)).unwrap();
+    assert_eq!((done.state, done.already, done.unwatched), ("running", false, None));
+    assert_eq!(rig.fake.verbs(), ["container inspect", "start", "container inspect"]);
+    assert_eq!(rig.fake.calls()[1], ["start", "--", &cid()]);
+    assert!(!rig.state().marked(ID, Mark::Stopped));
+}
+
+#[test]
+fn a_start_that_never_binds_is_stopped_again() {
+    let rig = Rig::new();
+    rig.fake.push(rig.in_state("exited")).push(Output::ok(""));
+    rig.running();
+    rig.fake.push(Output::ok("no socket today\n")).push(Output::ok(""));
+    let err = rig.driver().start(ID, Duration::from_millis(50)).unwrap_err();
+    assert!(matches!(err, Error::Sandbox(SandboxError::SocketTimeout { .. })), "{err}");
+    assert_eq!(rig.fake.verbs(), ["container inspect", "start", "container inspect", "logs", "stop"]);
+    assert_eq!(rig.fake.calls()[4], ["stop", "--time", "0", "--", &cid()]);
+    assert!(rig.state().marked(ID, Mark::Stopped), "stopped again, never destroyed");
+}
+
+#[test]
+fn start_refuses_a_planted_entry_before_docker_start() {
+    let rig = Rig::new();
+    std::fs::create_dir_all(rig.sock_dir()).unwrap();
+    let target = rig.root.join("host-file");
+    std::fs::write(&target, b"keep").unwrap();
+    std::os::unix::fs::symlink(&target, rig.sock_dir().join("sandbox.sock")).unwrap();
+    rig.fake.push(rig.in_state("exited"));
+    let err = rig.driver().start(ID, Duration::from_secs(1)).unwrap_err();
+    assert!(matches!(err, Error::Socket(SocketError::Stale { .. })), "{err}");
+    assert_eq!(err.kind(), "hostile_socket");
+    assert_eq!(rig.fake.verbs(), ["container inspect"], "never started");
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+}
+
+#[test]
+fn a_gone_socket_directory_is_made_again() {
+    let rig = Rig::new();
+    rig.fake.push(rig.in_state("exited"));
+    let dir = rig.sock_dir();
+    rig.fake
+        .push_with(Output::ok(""), move |_| std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap()));
+    rig.running();
+    rig.driver().start(ID, Duration::from_secs(5)).unwrap();
+    assert!(rig.sock_dir().is_dir());
+}
+
+#[test]
+fn wrong_states_are_refused_with_one_inspect() {
+    let cases = [
+        ("start", "running", "running"),
+        ("start", "paused", "paused"),
+        ("resume", "running", "running"),
+        ("pause", "exited", "stopped"),
+        ("resume", "exited", "exited"),
+    ];
+    for (action, docker_state, shown) in cases {
+        let rig = Rig::new();
+        if shown == "stopped" {
+            rig.state().mark(ID, Mark::Stopped).unwrap();
+        }
+        rig.fake.push(rig.in_state(docker_state));
+        let d = rig.driver();
+        let err = match action {
+            "start" => d.start(ID, Duration::ZERO),
+            "resume" => d.resume(ID),
+            _ => d.pause(ID),
+        }
+        .unwrap_err();
+        match &err {
+            Error::Sandbox(SandboxError::WrongState { state, action: a, .. }) => {
+                assert_eq!((state.as_str(), *a), (shown, action))
+            }
+            other => panic!("{action} in {docker_state}: {other:?}"),
+        }
+        assert_eq!(err.exit_code(), 1);
+        assert_eq!(rig.fake.verbs(), ["container inspect"], "{action} in {docker_state} changed something");
+    }
+}
+
+#[test]
+fn pause_and_resume_mark_and_destroy_thaws_a_paused_sandbox() {
+    let rig = Rig::new();
+    rig.fake.push(rig.in_state("running")).push(Output::ok(""));
+    assert_eq!(rig.driver().pause(ID).unwrap().state, "paused");
+    assert_eq!(rig.fake.calls()[1], ["pause", "--", &cid()]);
+    assert!(rig.state().marked(ID, Mark::Paused));
+    rig.fake.push(rig.in_state("paused"));
+    assert!(rig.driver().pause(ID).unwrap().already);
+
+    rig.fake.push(rig.in_state("paused")).push(Output::ok(""));
+    assert_eq!(rig.driver().resume(ID).unwrap().state, "running");
+    assert_eq!(rig.fake.calls()[4], ["unpause", "--", &cid()]);
+    assert!(!rig.state().marked(ID, Mark::Paused));
+
+    // A failed pause leaves no mark.
+    rig.fake.push(rig.in_state("running")).push(Output::fail(1, "Error response from daemon: cgroup trouble"));
+    assert!(rig.driver().pause(ID).is_err());
+    assert!(!rig.state().marked(ID, Mark::Paused));
+
+    // Destroy: thawed first, then removed.
+    rig.state().mark(ID, Mark::Paused).unwrap();
+    rig.fake.push(rig.in_state("paused")).push(Output::ok("")).push(Output::ok(""));
+    rig.driver().destroy(&[ID.to_string()]).unwrap();
+    let calls = rig.fake.calls();
+    assert_eq!(calls[calls.len() - 2..], [vec!["unpause", "--", ID], vec!["rm", "-f", "-v", "--", ID]]);
+    assert!(!rig.state().marked(ID, Mark::Paused), "destroy forgets the marks");
+}
+
+#[test]
+fn gc_thaws_an_expired_paused_sandbox_and_forgets_marks_of_gone_ones() {
+    let rig = Rig::new();
+    let st = rig.state();
+    std::fs::create_dir_all(rig.sock_dir()).unwrap();
+    st.mark(ID, Mark::Paused).unwrap();
+    // Removed with docker itself: only its mark is left.
+    let gone = "sbx-0000000000ee";
+    st.mark(gone, Mark::Stopped).unwrap();
+    let ps = serde_json::json!({"name": ID, "state": "paused", "networks": "", "labels": rig.seal(serde_json::json!({
+        "sbx.managed": "1", "sbx.id": ID, "sbx.expires": "2000-01-01T00:00:00Z",
+        "sbx.socket": rig.sock_dir().join("sandbox.sock").display().to_string()}))});
+    rig.fake.push(Output::ok("")).push(Output::ok(&format!("{ps}\n"))).push(Output::ok("")).push(Output::ok(""));
+    let r = rig.driver().gc(false).unwrap();
+    assert_eq!(r.containers.len(), 1);
+    assert_eq!(rig.fake.calls()[2..], [vec!["unpause", "--", ID], vec!["rm", "-f", "-v", "--", ID]]);
+    assert!(!st.marked(ID, Mark::Paused) && !st.marked(gone, Mark::Stopped));
+}
+
+/// Start re-runs create's placement check: a writable mount that now lands
+/// over the helper (a `--rw` under an image VOLUME the sandbox rearranged
+/// through a symlink) is refused, and the sandbox stopped again.
+#[test]
+fn start_checks_where_the_mounts_landed_again() {
+    let rig = Rig::new();
+    rig.fake.push(rig.in_state("exited"));
+    let dir = rig.sock_dir();
+    rig.fake
+        .push_with(Output::ok(""), move |_| std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap()));
+    rig.running();
+    let d = rig.driver();
+    let covered = format!("{MOUNTINFO}613 600 8:1 /home/op/data /run/sbx rw,relatime - ext4 /dev/sda1 rw\n");
+    std::fs::write(rig.root.with_extension("proc").join("4242/mountinfo"), covered).unwrap();
+    rig.running();
+    rig.fake.push(Output::ok(""));
+    let err = d.start(ID, Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(err, Error::Image(crate::error::ImageError::Redirected { .. })), "{err}");
+    assert_eq!(rig.fake.verbs(), ["container inspect", "start", "container inspect", "container inspect", "stop"]);
+    assert!(rig.state().marked(ID, Mark::Stopped));
+}
