@@ -108,3 +108,8 @@ pub const EX_POOL_FILL: &str = "Examples:
 pub const EX_POOL_RM: &str = "Examples:
   sbx pool rm agents
   sbx --json pool rm agents           # {\"pool\":\"agents\",\"removed\":[ids]}";
+pub const EX_COMPLETIONS: &str = "Examples:\n  sbx completions bash > ~/.local/share/bash-completion/completions/sbx
+  sbx completions zsh > ~/.zfunc/_sbx          # with fpath+=(~/.zfunc) before compinit
+  sbx completions fish > ~/.config/fish/completions/sbx.fish";
+pub const EX_MAN: &str = "Examples:\n  sudo sbx man /usr/local/share/man/man1 && man sbx-create
+  sbx man ~/.local/share/man/man1";

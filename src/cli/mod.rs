@@ -1,30 +1,32 @@
 //! The command line, as clap parses it. Parsing only; validation happens in
-//! `spec`, and nothing here touches docker.
-//!
-//! layout: a little over 400 lines on purpose: the `Command` enum (one
-//! variant per subcommand, its help line and examples) reads best whole;
-//! the argument structs of a group of commands go in their own file
-//! (`pool`, `lifecycle`).
+//! `spec`, and nothing here touches docker. The `Command` enum (one variant
+//! per subcommand, its help line and examples) reads best whole here; the
+//! argument structs of a group of commands go in their own file (`pool`,
+//! `lifecycle`, `workbench`, `events`, `docs`).
 
 // Field doc comments here are clap's help text, in its notation ([:GID],
 // <64 hex>), not rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod dashes;
+mod docs;
 mod events;
 mod examples;
 mod lifecycle;
 mod pool;
+mod workbench;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
 pub use dashes::missing_dashes;
+pub use docs::{public_command, CompletionsArgs, ManArgs, Shell};
 pub use events::EventsArgs;
 use examples::*;
 pub use lifecycle::{StartArgs, StopArgs};
 pub use pool::{PoolAction, PoolArgs, PoolCreateArgs, PoolNameArg};
+pub use workbench::{BackupArgs, CpArgs, ExecArgs, KillArgs, LogsArgs, PortForwardArgs, StatsArgs, WaitPortArgs};
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
 ///
@@ -152,6 +154,12 @@ pub enum Command {
     /// Warm pools of ready sandboxes: `sbx create --pool NAME` claims one in a few ms, without a docker call.
     #[command(after_help = EX_POOL)]
     Pool(PoolArgs),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    #[command(after_help = EX_COMPLETIONS)]
+    Completions(CompletionsArgs),
+    /// Write man pages (sbx.1 and one per subcommand, e.g. sbx-create.1) into DIR.
+    #[command(after_help = EX_MAN)]
+    Man(ManArgs),
     /// Internal: the detached refiller a claim starts (one per pool, under its lock).
     #[command(name = "__pool-fill", hide = true)]
     PoolFill(PoolNameArg),
@@ -283,76 +291,6 @@ pub struct ConnectArgs {
     pub timeout: String,
 }
 
-#[derive(Debug, Args)]
-pub struct ExecArgs {
-    /// Sandbox id.
-    pub id: String,
-    /// Keep stdin open and pass it to the command.
-    #[arg(short, long)]
-    pub interactive: bool,
-    /// Allocate a terminal.
-    #[arg(short, long)]
-    pub tty: bool,
-    /// Environment variable K=V for the command. Repeatable.
-    #[arg(short = 'e', long = "env", value_name = "K=V")]
-    pub env: Vec<String>,
-    /// Working directory (absolute).
-    #[arg(short = 'w', long = "workdir", value_name = "DIR")]
-    pub workdir: Option<String>,
-    /// Numeric UID[:GID] to run as [default: the sandbox's user].
-    #[arg(short = 'u', long = "user", value_name = "UID[:GID]")]
-    pub user: Option<String>,
-    /// Start in the background and print a process handle (see `sbx ps`, `kill`, `logs`).
-    #[arg(short = 'd', long)]
-    pub detach: bool,
-    /// The command and its arguments, passed through unchanged.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct KillArgs {
-    /// Sandbox id.
-    #[arg(value_name = "ID")]
-    pub id: String,
-    /// Process handle (p<8 hex>) as `sbx exec -d` printed it; `sbx ps ID` lists them.
-    #[arg(value_name = "HANDLE")]
-    pub handle: String,
-    /// Signal name or number.
-    #[arg(long, short, default_value = "TERM")]
-    pub signal: String,
-}
-
-#[derive(Debug, Args)]
-pub struct LogsArgs {
-    /// Sandbox id.
-    #[arg(value_name = "ID")]
-    pub id: String,
-    /// A background process handle (from `sbx exec -d`); without it, the sandbox's own output.
-    #[arg(value_name = "HANDLE")]
-    pub handle: Option<String>,
-    /// Keep following new output.
-    #[arg(short, long)]
-    pub follow: bool,
-    /// Only the last N lines.
-    #[arg(long, value_name = "N")]
-    pub tail: Option<u64>,
-}
-
-#[derive(Debug, Args)]
-pub struct CpArgs {
-    /// Source: a host path, ID:/path, or - (a tar archive on stdin, extracted into the directory ID:/path).
-    #[arg(value_name = "SRC")]
-    pub src: String,
-    /// Destination: a host path, ID:/path, or - (ID:/path as a tar stream on stdout).
-    #[arg(value_name = "DST")]
-    pub dst: String,
-    /// Refuse a copy out of a sandbox whose files add up to more than this
-    /// (sizes as files claim them, holes and symlink targets included), e.g. 512M, 4GiB.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
-    pub max_bytes: String,
-}
-
 /// `sbx volumes [rm KEY...]`.
 #[derive(Debug, Args)]
 pub struct VolumesArgs {
@@ -369,49 +307,6 @@ pub enum VolumesAction {
         #[arg(required = true, value_name = "KEY")]
         keys: Vec<String>,
     },
-}
-
-/// `backup` and `restore`.
-#[derive(Debug, Args)]
-pub struct BackupArgs {
-    /// Sandbox id.
-    pub id: String,
-    /// Refuse a workspace (backup) or an archive (restore) larger than this, e.g. 512M, 4GiB.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
-    pub max_bytes: String,
-}
-
-#[derive(Debug, Args)]
-pub struct StatsArgs {
-    /// Sandbox ids.
-    #[arg(required = true, value_name = "ID")]
-    pub ids: Vec<String>,
-    /// Refresh every 2 seconds until Ctrl-C.
-    #[arg(long)]
-    pub watch: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct PortForwardArgs {
-    /// Sandbox id.
-    #[arg(value_name = "ID")]
-    pub id: String,
-    /// [LOCAL:]PORT: listen on 127.0.0.1:LOCAL (0 or none: a free port), relay to the sandbox's PORT.
-    #[arg(required = true, value_name = "[LOCAL:]PORT")]
-    pub ports: Vec<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct WaitPortArgs {
-    /// Sandbox id.
-    #[arg(value_name = "ID")]
-    pub id: String,
-    /// TCP port (1-65535) on the sandbox's own loopback.
-    #[arg(value_name = "PORT")]
-    pub port: u16,
-    /// Give up after this long [default: 30s].
-    #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
 }
 
 #[cfg(test)]

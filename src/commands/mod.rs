@@ -7,6 +7,7 @@
 
 mod audit;
 mod backup;
+mod completions;
 mod connect;
 mod cp;
 mod create;
@@ -20,6 +21,7 @@ mod inspect;
 mod lifecycle;
 mod logs;
 mod ls;
+mod man;
 mod pool;
 mod port_forward;
 mod ps;
@@ -110,6 +112,8 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Gc(a) => done(gc::exec(a.dry_run, ctx)),
         Command::Doctor(a) => done(doctor::exec(&a.routes, a.runtime.as_deref(), ctx)),
         Command::Pool(a) => done(pool::exec(a.action, ctx)),
+        Command::Completions(a) => done(completions::exec(a.shell, ctx)),
+        Command::Man(a) => done(man::exec(&a.dir, ctx)),
         Command::PoolFill(a) => done(pool::refill(&a.name, ctx)),
         Command::Probe(a) => done(crate::checks::probe::serve(&a.targets)),
         Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),

@@ -13,6 +13,7 @@ mod boundary;
 mod cli_ux;
 mod connect_and_ports;
 mod create;
+mod docs;
 mod egress;
 mod egress_attack;
 mod egress_lifecycle;
