@@ -7,6 +7,7 @@
 
 mod dashes;
 mod examples;
+mod files;
 mod pool;
 
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub use dashes::missing_dashes;
 use examples::*;
+pub use files::{BackupArgs, CpArgs, FilesArgs, MkdirArgs, WatchArgs};
 pub use pool::{PoolAction, PoolArgs, PoolCreateArgs, PoolNameArg};
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
@@ -95,6 +97,15 @@ pub enum Command {
     /// Copy files or directories between host and sandbox; one side is ID:/path.
     #[command(after_help = EX_CP)]
     Cp(CpArgs),
+    /// List a directory in a sandbox: type, mode, size, mtime, name, link target (never followed).
+    #[command(after_help = EX_FILES)]
+    Files(FilesArgs),
+    /// Create a directory in a sandbox (-p: and its parents; one already there is fine).
+    #[command(after_help = EX_MKDIR)]
+    Mkdir(MkdirArgs),
+    /// Print each change below a sandbox directory as it happens (inotify), until Ctrl-C or the sandbox ends.
+    #[command(after_help = EX_WATCH)]
+    Watch(WatchArgs),
     /// CPU %, memory (without page cache) and limit, network bytes, pids.
     #[command(after_help = EX_STATS)]
     Stats(StatsArgs),
@@ -315,20 +326,6 @@ pub struct LogsArgs {
     pub tail: Option<u64>,
 }
 
-#[derive(Debug, Args)]
-pub struct CpArgs {
-    /// Source: a host path, ID:/path, or - (a tar archive on stdin, extracted into the directory ID:/path).
-    #[arg(value_name = "SRC")]
-    pub src: String,
-    /// Destination: a host path, ID:/path, or - (ID:/path as a tar stream on stdout).
-    #[arg(value_name = "DST")]
-    pub dst: String,
-    /// Refuse a copy out of a sandbox whose files add up to more than this
-    /// (sizes as files claim them, holes and symlink targets included), e.g. 512M, 4GiB.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
-    pub max_bytes: String,
-}
-
 /// `sbx volumes [rm KEY...]`.
 #[derive(Debug, Args)]
 pub struct VolumesArgs {
@@ -345,16 +342,6 @@ pub enum VolumesAction {
         #[arg(required = true, value_name = "KEY")]
         keys: Vec<String>,
     },
-}
-
-/// `backup` and `restore`.
-#[derive(Debug, Args)]
-pub struct BackupArgs {
-    /// Sandbox id.
-    pub id: String,
-    /// Refuse a workspace (backup) or an archive (restore) larger than this, e.g. 512M, 4GiB.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
-    pub max_bytes: String,
 }
 
 #[derive(Debug, Args)]

@@ -14,6 +14,7 @@ mod destroy;
 mod doctor;
 mod egress;
 mod exec;
+mod files;
 mod gc;
 mod inspect;
 mod logs;
@@ -25,6 +26,7 @@ mod revoke;
 mod stats;
 mod ttl;
 mod volumes;
+mod watch;
 pub(crate) mod watchdog;
 
 use crate::cli::{Command, VolumesAction};
@@ -80,6 +82,9 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Logs(a) => logs::exec(&a, ctx),
         Command::Shell(a) => exec::shell(&a.id, ctx),
         Command::Cp(a) => done(cp::exec(&a.src, &a.dst, &a.max_bytes, ctx)),
+        Command::Files(a) => done(files::files(&a, ctx)),
+        Command::Mkdir(a) => done(files::mkdir(&a, ctx)),
+        Command::Watch(a) => watch::exec(&a, ctx),
         Command::Stats(a) => done(stats::exec(&a.ids, a.watch, ctx)),
         Command::PortForward(a) => done(port_forward::exec(&a.id, &a.ports, ctx)),
         Command::WaitPort(a) => done(port_forward::wait_port(&a, ctx)),
