@@ -44,7 +44,7 @@ pub fn files(a: &FilesArgs, ctx: &Context) -> Result<()> {
             Item::Entry(e) if json => {
                 let sep = if first { "\n" } else { ",\n" };
                 first = false;
-                format!("{sep}{}", entry_json(e, &path))
+                format!("{sep}{}", entry_json(e, &path, root_is_dir))
             }
             Item::Entry(e) => format!("{}\n", entry_row(e, &path, root_is_dir)),
         };
@@ -135,9 +135,11 @@ fn put_bytes(m: &mut serde_json::Map<String, serde_json::Value>, key: &str, b: &
     }
 }
 
-pub fn entry_json(e: &Entry, path: &str) -> serde_json::Value {
+/// One entry as JSON; `path` is absolute (PATH itself when it is not a directory).
+pub fn entry_json(e: &Entry, path: &str, root_is_dir: bool) -> serde_json::Value {
     let mut m = serde_json::Map::new();
-    put_bytes(&mut m, "path", &e.path.under(path));
+    let full = if root_is_dir { e.path.under(path) } else { path.as_bytes().to_vec() };
+    put_bytes(&mut m, "path", &full);
     put_bytes(&mut m, "name", e.path.name());
     m.insert("type".into(), e.kind.word().into());
     m.insert("size".into(), e.size.into());
@@ -145,7 +147,7 @@ pub fn entry_json(e: &Entry, path: &str) -> serde_json::Value {
     m.insert("permissions".into(), permissions(e.kind, e.mode).into());
     m.insert("mtime".into(), e.mtime.into());
     m.insert("modified".into(), time(e.mtime).into());
-    m.insert("depth".into(), e.path.0.len().into());
+    m.insert("depth".into(), if root_is_dir { e.path.0.len() } else { 0 }.into());
     match &e.target {
         Some(t) => put_bytes(&mut m, "target", t),
         None => {
@@ -188,7 +190,7 @@ mod tests {
         };
         let row = entry_row(&e, "/tmp", true);
         assert_eq!(row, r"lrwxrwxrwx 0777            4 1970-01-01T00:00:00Z d/x\nE f 644 \u{1b}[2J\xff -> /etc\n");
-        let j = entry_json(&e, "/tmp");
+        let j = entry_json(&e, "/tmp", true);
         assert_eq!(j["name_hex"], "780a45206620363434201b5b324aff");
         assert_eq!(j["path"], "/tmp/d/x\nE f 644 \u{1b}[2J\u{fffd}");
         assert_eq!(j["target"], "/etc\n");

@@ -18,6 +18,7 @@ mod egress_attack;
 mod egress_lifecycle;
 mod egress_network;
 mod engine_faults;
+mod files_watch;
 mod hardening;
 mod hostile_image;
 mod lifecycle;
