@@ -335,9 +335,18 @@ fn in_order(got: &[String], want: &[&str]) -> bool {
     want.iter().all(|w| it.any(|g| g == w))
 }
 
-/// The helper processes of `watch` left in the sandbox (docker top sees them all).
-fn watch_helpers(id: &str) -> usize {
+/// The helper processes of `watch` in the sandbox, as its own /proc shows
+/// them (under runc `docker top` agrees; under gVisor it shows the host's view).
+fn watch_helpers(w: &World, sb: &Sandbox) -> usize {
+    let out = w.sbx(&["exec", &sb.id, "--", "/tmp/fsattack", "count-procs", "/", "/run/sbx/helper watch"]);
+    assert_success(&out, "count-procs");
+    stdout(&out).trim().parse().expect("a count")
+}
+
+/// `docker top`'s view of the same (runc only).
+fn watch_helpers_top(id: &str) -> usize {
     let top = docker(&["top", id, "-eo", "pid,args"]);
+    assert_success(&top, "docker top");
     String::from_utf8_lossy(&top.stdout).lines().filter(|l| l.contains("/run/sbx/helper watch")).count()
 }
 
@@ -347,7 +356,7 @@ fn watch_reports_changes_in_order_until_ctrl_c() {
     let sb = armed(&w, &[]);
     assert_success(&w.sbx(&["mkdir", &sb.id, "/tmp/w"]), "mkdir");
     let mut wt = Watching::start(&w, &["-r", &sb.id, "/tmp/w"], true);
-    assert_eq!(watch_helpers(&sb.id), 1, "the helper watches");
+    assert_eq!((watch_helpers(&w, &sb), watch_helpers_top(&sb.id)), (1, 1), "the helper watches");
     attack(&w, &sb, &["seq", "/tmp/w"]);
     let want = [
         "created /tmp/w/a",
@@ -367,7 +376,8 @@ fn watch_reports_changes_in_order_until_ctrl_c() {
     // Ctrl-C: sbx exits 130 and no helper is left in the sandbox.
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(wt.child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
     assert_eq!(wt.wait_exit(Duration::from_secs(15)), Some(130), "Ctrl-C ends the watch");
-    assert!(until(Duration::from_secs(5), || watch_helpers(&sb.id) == 0).is_some(), "a watch helper was left running");
+    let gone = until(Duration::from_secs(5), || watch_helpers(&w, &sb) == 0 && watch_helpers_top(&sb.id) == 0);
+    assert!(gone.is_some(), "a watch helper was left running");
     // Text: one escaped line per change.
     let mut text = Command::new(SBX)
         .args(w.dir_args())
@@ -412,4 +422,32 @@ fn watch_reports_an_overflow_and_ends_with_the_sandbox() {
     assert_success(&w.sbx(&["destroy", &sb.id]), "destroy");
     assert_eq!(wt.wait_exit(Duration::from_secs(30)), Some(0), "the watch ends with the sandbox");
     wt.wait_err("ended", Duration::from_secs(5));
+}
+
+/// Under gVisor (its own kernel: its own inotify and /proc): the listing
+/// and its escaping, and a watch that sees changes and ends on Ctrl-C.
+#[test]
+fn files_and_watch_under_runsc() {
+    let w = World::new();
+    let sb = armed(&w, &["--runtime", "runsc"]);
+    assert_success(&w.sbx(&["mkdir", "-p", &sb.id, "/tmp/g/h"]), "mkdir -p");
+    attack(&w, &sb, &["tree", "/tmp/g"]);
+    attack(&w, &sb, &["hostile", "/tmp/g/h"]);
+    let list = listing(&w, &[&sb.id, "/tmp/g"]);
+    assert_eq!(by_name(&list, "to-host")["target"], "/home/operator/.ssh/id_rsa");
+    assert_eq!(by_name(&list, "sock")["type"], "socket");
+    let all = listing(&w, &[&sb.id, "-r", "/tmp/g"]);
+    assert!(all.iter().any(|e| e["path"] == "/tmp/g/d1/d2/d3/d4/leaf"), "{all:?}");
+    assert!(!all.iter().any(|e| e["path"].as_str().unwrap().starts_with("/tmp/g/to-etc/")), "followed a link");
+    let text = stdout(&w.sbx(&["files", &sb.id, "/tmp/g/h"]));
+    assert_eq!(text.lines().count(), 5, "{text}");
+    assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+    let mut wt = Watching::start(&w, &["-r", &sb.id, "/tmp/g"], true);
+    assert_eq!(watch_helpers(&w, &sb), 1, "the helper watches");
+    attack(&w, &sb, &["seq", "/tmp/g"]);
+    let want = ["created /tmp/g/a", "moved /tmp/g/a -> /tmp/g/b", "deleted /tmp/g/b", "created /tmp/g/sub/c"];
+    wt.events_until(Duration::from_secs(30), |g| in_order(&g.iter().map(event).collect::<Vec<_>>(), &want));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(wt.child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    assert_eq!(wt.wait_exit(Duration::from_secs(15)), Some(130), "Ctrl-C ends the watch");
+    assert!(until(Duration::from_secs(5), || watch_helpers(&w, &sb) == 0).is_some(), "a watch helper was left running");
 }
