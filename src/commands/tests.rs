@@ -325,5 +325,6 @@ fn ttl_prints_the_new_expiry() {
 
 mod checks;
 mod egress;
+mod files;
 mod pool;
 mod workbench;
