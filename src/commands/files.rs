@@ -53,7 +53,12 @@ pub fn files(a: &FilesArgs, ctx: &Context) -> Result<()> {
     let sum =
         workbench::list(driver.docker(), &target, &path, opts, &mut sink).map_err(|e| super::named(e, &target, &id))?;
     if json {
-        write_out(ctx, if first { "]\n" } else { "\n]\n" }).map_err(|e| crate::error::Error::io("writing", e))?;
+        match write_out(ctx, if first { "]\n" } else { "\n]\n" }) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(crate::error::Error::io("writing to stdout", e))
+            }
+            _ => {}
+        }
     }
     for (p, errno) in &sum.unreadable {
         let shown = inert_name(&p.under(&path));
@@ -80,7 +85,7 @@ pub fn files(a: &FilesArgs, ctx: &Context) -> Result<()> {
 
 /// Data on stdout as an io result, so a closed pipe stops the helper.
 fn write_out(ctx: &Context, text: &str) -> std::io::Result<()> {
-    ctx.out.data(text).map_err(|e| std::io::Error::other(e.to_string()))
+    ctx.out.stream(text)
 }
 
 /// `drwxr-xr-x`, with setuid/setgid/sticky as `ls` shows them.

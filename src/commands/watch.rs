@@ -28,8 +28,7 @@ pub fn exec(a: &WatchArgs, ctx: &Context) -> Result<u8> {
         if text.is_empty() {
             return Ok(());
         }
-        ctx.out.data(&text).map_err(|e| std::io::Error::other(e.to_string()))?;
-        Ok(())
+        ctx.out.stream(&text)
     };
     let end = workbench::watch(driver.docker(), &target, &path, a.recursive, &signals, &mut sink)
         .map_err(|e| super::named(e, &target, &id))?;

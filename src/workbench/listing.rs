@@ -146,8 +146,8 @@ pub fn list(
     let mut output = |r: &mut dyn std::io::Read| read_listing(r, opts, path, &mut sum, sink);
     let r = exec.run_stream(&argv, None, &mut output)?;
     if let Err(e) = &r.output {
-        if e.kind() == std::io::ErrorKind::BrokenPipe && r.status == 0 {
-            return Ok(sum); // `sbx files ... | head`
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Ok(sum); // `sbx files ... | head`: the helper was stopped
         }
     }
     streamed(id, &argv, r, || format!("listing {id}:{path}"))?;

@@ -396,6 +396,25 @@ fn watch_reports_changes_in_order_until_ctrl_c() {
     assert_eq!(line, "created   /tmp/w/x\\n\\u{1b}[2Jfake\n");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(text.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
     assert_eq!(text.wait().unwrap().code(), Some(130));
+    // `sbx watch ... | head -1`: the reader goes, and so does the watch, at the next change.
+    let mut piped = Command::new(SBX)
+        .args(w.dir_args())
+        .args(["watch", &sb.id, "/tmp/w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(piped.stderr.take().unwrap()).read_line(&mut ready).unwrap();
+    drop(piped.stdout.take());
+    assert_success(&sb.exec(&["write", "/tmp/w/after-head"]), "a change");
+    let end = Instant::now() + Duration::from_secs(15);
+    while piped.try_wait().unwrap().is_none() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(piped.try_wait().unwrap().and_then(|s| s.code()), Some(0), "the watch ends with its reader");
+    let gone = until(Duration::from_secs(5), || watch_helpers(&w, &sb) == 0);
+    assert!(gone.is_some(), "a watch helper was left running after its reader went");
     // Bad input and wrong targets.
     assert_exit(&w.sbx(&["watch", &sb.id, "rel"]), 2, "relative path");
     let out = w.sbx(&["--json", "watch", &sb.id, "/tmp/w/sub/d"]);
