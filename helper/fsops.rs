@@ -207,7 +207,8 @@ impl<W: Write> Lister<W> {
 /// a directory, a symlink included), to MAX_DEPTH levels, at most LIMIT.
 pub fn list(path: &Path, max_depth: u32, limit: u64) -> io::Result<()> {
     let md = std::fs::symlink_metadata(path)?;
-    let mut l = Lister { out: BufWriter::new(io::stdout().lock()), limit, count: 0, cut: 0, max_depth, truncated: false };
+    let mut l =
+        Lister { out: BufWriter::new(io::stdout().lock()), limit, count: 0, cut: 0, max_depth, truncated: false };
     writeln!(l.out, "ROOT {}", kind_char(&md.file_type()))?;
     if md.is_dir() {
         let dir = open_dir(path)?;
@@ -275,7 +276,7 @@ struct Watcher {
     wds: HashMap<i32, Vec<u8>>,
     /// An IN_MOVED_FROM waiting for its IN_MOVED_TO: (cookie, path, is_dir).
     pending: Option<(u32, Vec<u8>, bool)>,
-    /// The last line was `modified` of this path: the next one is the same news.
+    /// The last line of this batch was `modified` of this path: another is the same news.
     last_modified: Option<Vec<u8>>,
     out: BufWriter<io::StdoutLock<'static>>,
 }
@@ -307,7 +308,7 @@ impl Watcher {
         let e = io::Error::last_os_error();
         match errno(&e) {
             28 => self.line(&format!("LIMIT {}", hex_path(rel)))?, // ENOSPC: max_user_watches
-            2 | 20 | 40 => {}                                       // gone, or not a directory (any more)
+            2 | 20 | 40 => {}                                      // gone, or not a directory (any more)
             n => self.line(&format!("W {} {n}", hex_path(rel)))?,
         }
         Ok(Added::No)
@@ -318,7 +319,8 @@ impl Watcher {
     fn scan(&mut self, rel: &[u8], report: bool) -> io::Result<()> {
         let mut todo = vec![rel.to_vec()];
         while let Some(dir) = todo.pop() {
-            let path = if dir.is_empty() { self.root.clone() } else { self.root.join(std::ffi::OsStr::from_bytes(&dir)) };
+            let path =
+                if dir.is_empty() { self.root.clone() } else { self.root.join(std::ffi::OsStr::from_bytes(&dir)) };
             let Ok(f) = open_dir(&path) else { continue };
             let base = via(&f);
             let Ok(rd) = std::fs::read_dir(&base) else { continue };
@@ -537,7 +539,8 @@ fn run(w: &mut Watcher) -> io::Result<()> {
         let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, n as usize) };
         let mut at = 0usize;
         while at + 16 <= bytes.len() {
-            let word = |i: usize| u32::from_ne_bytes([bytes[at + i], bytes[at + i + 1], bytes[at + i + 2], bytes[at + i + 3]]);
+            let word =
+                |i: usize| u32::from_ne_bytes([bytes[at + i], bytes[at + i + 1], bytes[at + i + 2], bytes[at + i + 3]]);
             let (wd, mask, cookie, len) = (word(0) as i32, word(4), word(8), word(12) as usize);
             let end = (at + 16 + len).min(bytes.len());
             let raw = &bytes[at + 16..end];
@@ -549,6 +552,9 @@ fn run(w: &mut Watcher) -> io::Result<()> {
                 return Ok(());
             }
         }
+        // Repeated writes are one `modified` per batch the kernel hands over,
+        // never one for a file written all day.
+        w.last_modified = None;
         w.out.flush()?;
     }
 }
