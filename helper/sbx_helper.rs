@@ -137,8 +137,8 @@ fn after_dashes(args: &[String]) -> &[String] {
 }
 
 /// Exit codes sbx turns into its own messages (src/workbench/helper.rs
-/// `helper_exit` has the same table); 1 is any other failure, with a
-/// message on stderr.
+/// `helper_exit` has the same table, with fsops.rs's 9 to 11); 1 is any
+/// other failure, with a message on stderr.
 const NO_PROCESS: i32 = 3;
 const EXITED: i32 = 4;
 const NO_SUCH_PATH: i32 = 5;
