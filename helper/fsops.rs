@@ -332,7 +332,7 @@ impl Watcher {
                 if report {
                     self.line(&format!("EV created {} {}", if md.is_dir() { 'd' } else { 'f' }, hex_path(&child)))?;
                 }
-                if md.is_dir() && self.recursive {
+                if md.is_dir() && self.recursive && !self.kernel_dir(&child) {
                     if let Added::Yes = self.add(&child)? {
                         todo.push(child);
                     }
@@ -340,6 +340,18 @@ impl Watcher {
             }
         }
         Ok(())
+    }
+
+    /// /proc and /sys, which a recursive watch of / does not enter: thousands
+    /// of the kernel's directories, taken from the uid's watch limit (which
+    /// every sandbox of that uid shares) for files that never change there.
+    fn kernel_dir(&self, rel: &[u8]) -> bool {
+        let mut full = self.root.as_os_str().as_bytes().to_vec();
+        if full.last() != Some(&b'/') {
+            full.push(b'/');
+        }
+        full.extend_from_slice(rel);
+        full == b"/proc" || full == b"/sys"
     }
 
     /// A directory left the tree: stop watching it and what is below it.

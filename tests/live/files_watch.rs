@@ -415,6 +415,15 @@ fn watch_reports_changes_in_order_until_ctrl_c() {
     assert_eq!(piped.try_wait().unwrap().and_then(|s| s.code()), Some(0), "the watch ends with its reader");
     let gone = until(Duration::from_secs(5), || watch_helpers(&w, &sb) == 0);
     assert!(gone.is_some(), "a watch helper was left running after its reader went");
+    // The whole sandbox, recursively: ready promptly, and it sees /tmp.
+    let began = Instant::now();
+    let mut root = Watching::start(&w, &["-r", &sb.id, "/"], true);
+    assert!(began.elapsed() < Duration::from_secs(10), "watching / took {:?}", began.elapsed());
+    assert_success(&sb.exec(&["write", "/tmp/w/seen-from-root"]), "a change");
+    root.events_until(Duration::from_secs(15), |g| g.iter().any(|e| e["path"] == "/tmp/w/seen-from-root"));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(root.child.id() as i32), nix::sys::signal::Signal::SIGINT)
+        .unwrap();
+    assert_eq!(root.wait_exit(Duration::from_secs(15)), Some(130));
     // Bad input and wrong targets.
     assert_exit(&w.sbx(&["watch", &sb.id, "rel"]), 2, "relative path");
     let out = w.sbx(&["--json", "watch", &sb.id, "/tmp/w/sub/d"]);
