@@ -5,6 +5,9 @@
 //! overflow reported as such, Ctrl-C and the end of the sandbox ending it.
 //! The sandbox side is a static C program copied in with `sbx cp`
 //! (files_watch/fsattack.c).
+//!
+//! layout: ~480 lines, over the tree's ~400, on purpose: one area, one
+//! attacker program and one `Watching` harness the tests share.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
