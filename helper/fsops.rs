@@ -160,7 +160,7 @@ impl<W: Write> Lister<W> {
                             break;
                         }
                     }
-                    if heap.len() > room + 1 {
+                    if heap.len() > room.saturating_add(1) {
                         heap.pop();
                     }
                 }

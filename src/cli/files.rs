@@ -18,7 +18,7 @@ pub struct FilesArgs {
     #[arg(long, value_name = "N")]
     pub max_depth: Option<u32>,
     /// Stop after this many entries, and say so.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    #[arg(long, value_name = "N", default_value_t = crate::workbench::listing::DEFAULT_LIMIT)]
     pub limit: u64,
 }
 

@@ -8,7 +8,7 @@ use crate::error::{Invalid, Result};
 use crate::model::text::inert_name;
 use crate::spec::parse_id;
 use crate::workbench::lines::{Entry, Kind};
-use crate::workbench::listing::{Item, DEFAULT_DEPTH, MAX_DEPTH};
+use crate::workbench::listing::{Item, DEFAULT_DEPTH, MAX_DEPTH, MAX_LIMIT};
 use crate::workbench::{self, ListOpts};
 
 pub fn files(a: &FilesArgs, ctx: &Context) -> Result<()> {
@@ -23,8 +23,8 @@ pub fn files(a: &FilesArgs, ctx: &Context) -> Result<()> {
         None if a.recursive => DEFAULT_DEPTH,
         None => 1,
     };
-    if a.limit == 0 {
-        return Err(Invalid::new("--limit", "0", "give at least 1").into());
+    if !(1..=MAX_LIMIT).contains(&a.limit) {
+        return Err(Invalid::new("--limit", a.limit.to_string(), format!("give 1 to {MAX_LIMIT}")).into());
     }
     let opts = ListOpts { max_depth, limit: a.limit };
     let driver = &ctx.driver;

@@ -25,6 +25,8 @@ pub const DEFAULT_DEPTH: u32 = 16;
 /// Deeper paths would not fit the helper's bounded lines ([`lines::MAX_LINE`]).
 pub const MAX_DEPTH: u32 = 64;
 pub const DEFAULT_LIMIT: u64 = 100_000;
+/// The most `--limit` takes: the helper holds up to that many names of one directory to sort them.
+pub const MAX_LIMIT: u64 = 10_000_000;
 
 /// What a listing said besides its entries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

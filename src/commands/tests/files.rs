@@ -56,6 +56,7 @@ fn files_errors_name_the_sandbox_and_bad_input_calls_no_docker() {
         vec!["files", "--max-depth", "0", ID, "/tmp"],
         vec!["files", "--max-depth", "65", ID, "/tmp"],
         vec!["files", "--limit", "0", ID, "/tmp"],
+        vec!["files", "--limit", "18446744073709551615", ID, "/tmp"],
         vec!["files", "nope", "/tmp"],
         vec!["mkdir", ID, "rel"],
         vec!["mkdir", ID, "/"],
