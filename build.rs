@@ -11,6 +11,7 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=helper/sbx_helper.rs");
+    println!("cargo:rerun-if-changed=helper/fsops.rs");
     // The record stream's format, shared with the host through `#[path]`.
     println!("cargo:rerun-if-changed=src/workbench/transfer/wire.rs");
     println!("cargo:rerun-if-env-changed=SBX_NO_HELPER");

@@ -24,6 +24,10 @@
 //!                              (send/receive exit 5: no such path, 6: read-only, 7: denied, 8: no space)
 //!   receive DEST [--replace|--into]  read a record stream into DEST (--into: the root's
 //!                              contents into the existing directory DEST, leaving DEST itself as it is)
+//!   list PATH DEPTH LIMIT      PATH's entries, never following a symlink (see fsops.rs for the format)
+//!   mkdir PATH [-p]            create a directory (exit 9: exists, 10: not a directory)
+//!   watch PATH [-r]            one line per change below PATH (inotify) until stdin ends
+//!                              (exit 10: not a directory, 11: the inotify watch limit)
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
 //!
@@ -45,6 +49,10 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 #[path = "../src/workbench/transfer/wire.rs"]
 mod wire;
+
+/// `list`, `mkdir`, `watch` (issue 15).
+#[path = "fsops.rs"]
+mod fsops;
 
 /// Background processes' state (pid, command, exit, log): sbx's own tmpfs,
 /// not the sandbox's /tmp, where it cluttered what the sandbox works with
@@ -100,6 +108,17 @@ fn main() {
             args.iter().any(|a| a == "--replace"),
             args.iter().any(|a| a == "--into"),
         )),
+        "list" => match fsops::list(Path::new(&arg(2)), arg(3).parse().unwrap_or(1), arg(4).parse().unwrap_or(100_000)) {
+            Ok(()) => 0,
+            // A component that is not a directory: no such path, as ls says.
+            Err(e) if e.raw_os_error() == Some(20) => NO_SUCH_PATH,
+            r => report(r),
+        },
+        "mkdir" => match fsops::mkdir(Path::new(&arg(2)), arg(3) == "-p") {
+            Ok(()) => 0,
+            Err(code) => code,
+        },
+        "watch" => fsops::watch(Path::new(&arg(2)), arg(3) == "-r"),
         "find-shell" => find_shell(),
         "which" => which(&arg(2)),
         other => {
@@ -118,8 +137,8 @@ fn after_dashes(args: &[String]) -> &[String] {
 }
 
 /// Exit codes sbx turns into its own messages (src/workbench/helper.rs
-/// `helper_exit` has the same table); 1 is any other failure, with a
-/// message on stderr.
+/// `helper_exit` has the same table, with fsops.rs's 9 to 11); 1 is any
+/// other failure, with a message on stderr.
 const NO_PROCESS: i32 = 3;
 const EXITED: i32 = 4;
 const NO_SUCH_PATH: i32 = 5;

@@ -62,6 +62,14 @@ pub const EX_EVENTS: &str = "Examples:\n  sbx events                            
 Text: TIME  ID  EVENT  DETAIL (route=, exit_code=, oom_killed, session=).
 --json: {\"time\",\"id\",\"event\"} plus exit_code, oom_killed, route, session when known.
 Ctrl-C ends it with exit 0; an engine that goes away: exit 1.";
+pub const EX_FILES: &str = "Examples:\n  sbx files sbx-0123456789ab /state/workspace
+  sbx files -r --max-depth 3 sbx-0123456789ab /tmp
+  sbx --json files sbx-0123456789ab /tmp | jq -r '.[].path'";
+pub const EX_MKDIR: &str = "Examples:\n  sbx mkdir sbx-0123456789ab /tmp/out
+  sbx mkdir -p sbx-0123456789ab /state/workspace/a/b";
+pub const EX_WATCH: &str = "Examples:\n  sbx watch sbx-0123456789ab /tmp
+  sbx watch -r sbx-0123456789ab /state/workspace
+  sbx --json watch -r sbx-0123456789ab /tmp | jq -c 'select(.event == \"created\")'";
 pub const EX_STATS: &str = "Examples:\n  sbx stats sbx-0123456789ab
   sbx stats --watch sbx-0123456789ab sbx-0123456789cd";
 pub const EX_PORT_FORWARD: &str = "Examples:\n  sbx port-forward sbx-0123456789ab 8000

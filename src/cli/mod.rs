@@ -12,6 +12,7 @@ mod dashes;
 mod docs;
 mod events;
 mod examples;
+mod files;
 mod lifecycle;
 mod pool;
 mod workbench;
@@ -24,9 +25,10 @@ pub use dashes::missing_dashes;
 pub use docs::{public_command, CompletionsArgs, ManArgs, Shell};
 pub use events::EventsArgs;
 use examples::*;
+pub use files::{BackupArgs, CpArgs, FilesArgs, MkdirArgs, WatchArgs};
 pub use lifecycle::{StartArgs, StopArgs};
 pub use pool::{PoolAction, PoolArgs, PoolCreateArgs, PoolNameArg};
-pub use workbench::{BackupArgs, CpArgs, ExecArgs, KillArgs, LogsArgs, PortForwardArgs, StatsArgs, WaitPortArgs};
+pub use workbench::{ExecArgs, KillArgs, LogsArgs, PortForwardArgs, StatsArgs, WaitPortArgs};
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
 ///
@@ -118,6 +120,15 @@ pub enum Command {
     /// Copy files or directories between host and sandbox; one side is ID:/path.
     #[command(after_help = EX_CP)]
     Cp(CpArgs),
+    /// List a directory in a sandbox: type, mode, size, mtime, name, link target (never followed).
+    #[command(after_help = EX_FILES)]
+    Files(FilesArgs),
+    /// Create a directory in a sandbox (-p: and its parents; one already there is fine).
+    #[command(after_help = EX_MKDIR)]
+    Mkdir(MkdirArgs),
+    /// Print each change below a sandbox directory as it happens (inotify), until Ctrl-C or the sandbox ends.
+    #[command(after_help = EX_WATCH)]
+    Watch(WatchArgs),
     /// CPU %, memory (without page cache) and limit, network bytes, pids.
     #[command(after_help = EX_STATS)]
     Stats(StatsArgs),

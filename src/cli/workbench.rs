@@ -63,30 +63,6 @@ pub struct LogsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CpArgs {
-    /// Source: a host path, ID:/path, or - (a tar archive on stdin, extracted into the directory ID:/path).
-    #[arg(value_name = "SRC")]
-    pub src: String,
-    /// Destination: a host path, ID:/path, or - (ID:/path as a tar stream on stdout).
-    #[arg(value_name = "DST")]
-    pub dst: String,
-    /// Refuse a copy out of a sandbox whose files add up to more than this
-    /// (sizes as files claim them, holes and symlink targets included), e.g. 512M, 4GiB.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
-    pub max_bytes: String,
-}
-
-/// `backup` and `restore`.
-#[derive(Debug, Args)]
-pub struct BackupArgs {
-    /// Sandbox id.
-    pub id: String,
-    /// Refuse a workspace (backup) or an archive (restore) larger than this, e.g. 512M, 4GiB.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
-    pub max_bytes: String,
-}
-
-#[derive(Debug, Args)]
 pub struct StatsArgs {
     /// Sandbox ids.
     #[arg(required = true, value_name = "ID")]

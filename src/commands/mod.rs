@@ -16,6 +16,7 @@ mod doctor;
 mod egress;
 mod events;
 mod exec;
+mod files;
 mod gc;
 mod inspect;
 mod lifecycle;
@@ -29,6 +30,7 @@ mod revoke;
 mod stats;
 mod ttl;
 mod volumes;
+mod watch;
 pub(crate) mod watchdog;
 
 use crate::cli::{Command, VolumesAction};
@@ -84,6 +86,9 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Logs(a) => logs::exec(&a, ctx),
         Command::Shell(a) => exec::shell(&a.id, ctx),
         Command::Cp(a) => done(cp::exec(&a.src, &a.dst, &a.max_bytes, ctx)),
+        Command::Files(a) => done(files::files(&a, ctx)),
+        Command::Mkdir(a) => done(files::mkdir(&a, ctx)),
+        Command::Watch(a) => watch::exec(&a, ctx),
         Command::Stats(a) => done(stats::exec(&a.ids, a.watch, ctx)),
         Command::PortForward(a) => done(port_forward::exec(&a.id, &a.ports, ctx)),
         Command::WaitPort(a) => done(port_forward::wait_port(&a, ctx)),

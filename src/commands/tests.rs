@@ -326,6 +326,7 @@ fn ttl_prints_the_new_expiry() {
 mod checks;
 mod egress;
 mod events;
+mod files;
 mod lifecycle;
 mod pool;
 mod workbench;

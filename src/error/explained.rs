@@ -26,6 +26,14 @@ pub enum Explained {
     Denied { id: String, path: String },
     #[error("no space left in sandbox {id} while writing {path}")]
     NoSpace { id: String, path: String },
+    #[error("{path} already exists in sandbox {id}")]
+    Exists { id: String, path: String },
+    #[error("{path} in sandbox {id} is not a directory, or a part of it is not")]
+    NotADirectory { id: String, path: String },
+    #[error("cannot create {path} in sandbox {id}: its parent directory does not exist")]
+    NoParent { id: String, path: String },
+    #[error("sandbox {id} reached the inotify watch limit while watching {path}")]
+    WatchLimit { id: String, path: String },
     #[error("nothing listened on port {port} in sandbox {id} within {waited}")]
     PortTimeout { id: String, port: u16, waited: String },
     #[error("sandbox {id} cannot run {command:?}: {}", if *not_found { "no such file or command" } else { "it is not an executable file" })]
@@ -51,6 +59,10 @@ impl Explained {
             ReadOnly { id, path } => ReadOnly { id: n(id), path },
             Denied { id, path } => Denied { id: n(id), path },
             NoSpace { id, path } => NoSpace { id: n(id), path },
+            Exists { id, path } => Exists { id: n(id), path },
+            NotADirectory { id, path } => NotADirectory { id: n(id), path },
+            NoParent { id, path } => NoParent { id: n(id), path },
+            WatchLimit { id, path } => WatchLimit { id: n(id), path },
             PortTimeout { id, port, waited } => PortTimeout { id: n(id), port, waited },
             CannotRun { id, command, not_found, background } => CannotRun { id: n(id), command, not_found, background },
             Helper { id, doing, code, detail } => Helper { id: n(id), doing, code, detail },
@@ -79,6 +91,10 @@ impl Explained {
             Explained::ReadOnly { .. } => "read_only",
             Explained::Denied { .. } => "permission_denied",
             Explained::NoSpace { .. } => "no_space",
+            Explained::Exists { .. } => "exists",
+            Explained::NotADirectory { .. } => "not_a_directory",
+            Explained::NoParent { .. } => "no_parent",
+            Explained::WatchLimit { .. } => "watch_limit",
             Explained::PortTimeout { .. } => "port_timeout",
             Explained::CannotRun { not_found: true, .. } => "command_not_found",
             Explained::CannotRun { .. } => "command_not_executable",
@@ -100,7 +116,11 @@ impl Explained {
             Explained::NoSuchPath { id, path } if path == "/state/workspace" => format!(
                 "backup saves /state/workspace, which this sandbox never made: create it with `create --clone URL`, or copy a directory there with `sbx cp DIR {id}:/state/workspace`"
             ),
-            Explained::NoSuchPath { id, .. } => format!("check the path with `sbx exec {id} -- ls -la DIR`"),
+            Explained::NoSuchPath { id, .. } => format!("check the path with `sbx files {id} DIR`"),
+            Explained::Exists { .. } => "pass -p to accept a directory that is already there".into(),
+            Explained::NotADirectory { id, .. } => format!("`sbx files {id} DIR` shows what is there"),
+            Explained::NoParent { .. } => "pass -p to create the missing parent directories too".into(),
+            Explained::WatchLimit { .. } => "the host's fs.inotify.max_user_watches bounds the watches of a user (all sandboxes of that uid share it): raise it with sysctl on the host, or watch a smaller tree".into(),
             Explained::ReadOnly { .. } => {
                 "write under /tmp or /state, or into a directory mounted with `create --rw HOST:DIR`".into()
             }

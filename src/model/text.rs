@@ -26,9 +26,47 @@ pub fn inert_chars(s: &str) -> String {
     out
 }
 
+/// A name or path from a sandbox (any bytes) as one printable line: every
+/// control character (newline and tab too) and bidi override escaped as
+/// [`inert_chars`] does, a byte that is not UTF-8 as `\xNN`, and a
+/// backslash doubled, so the shown form maps back to one set of bytes.
+pub fn inert_name(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    let mut rest = b;
+    while !rest.is_empty() {
+        // The valid prefix, then the invalid bytes after it (as utf8_chunks, which is newer than sbx's MSRV).
+        let (valid, bad) = match std::str::from_utf8(rest) {
+            Ok(s) => (s, 0),
+            Err(e) => {
+                let n = e.valid_up_to();
+                (std::str::from_utf8(&rest[..n]).unwrap_or(""), e.error_len().unwrap_or(rest.len() - n))
+            }
+        };
+        for c in valid.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                c => out.push_str(&inert_chars(c.encode_utf8(&mut [0; 4]))),
+            }
+        }
+        for x in &rest[valid.len()..valid.len() + bad] {
+            out.push_str(&format!("\\x{x:02x}"));
+        }
+        rest = &rest[valid.len() + bad..];
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_one_printable_line() {
+        assert_eq!(inert_name(b"a\nE f 644\x1b[2J\xff\\t\t"), r"a\nE f 644\u{1b}[2J\xff\\t\t");
+        assert_eq!(inert_name("caf\u{e9} \u{202e}x".as_bytes()), "caf\u{e9} \\u{202e}x");
+    }
 
     #[test]
     fn sandbox_text_is_escaped_and_indented_for_the_terminal() {

@@ -81,6 +81,13 @@ impl Printer {
         }
     }
 
+    /// Data on stdout for a command that streams until its reader goes
+    /// (`sbx watch ... | head -3`): a closed pipe is returned, so it stops.
+    pub fn stream(&self, text: &str) -> std::io::Result<()> {
+        let mut o = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        o.write_all(text.as_bytes()).and_then(|()| o.flush())
+    }
+
     /// One JSON value as a line on stdout.
     pub fn json_line<T: serde::Serialize>(&self, v: &T) -> Result<()> {
         self.data(&format!("{}\n", serde_json::to_string(v).map_err(json_error)?))

@@ -48,6 +48,9 @@ pub mod helper_exit {
     pub const READ_ONLY: i32 = 6;
     pub const DENIED: i32 = 7;
     pub const NO_SPACE: i32 = 8;
+    pub const EXISTS: i32 = 9;
+    pub const NOT_A_DIRECTORY: i32 = 10;
+    pub const WATCH_LIMIT: i32 = 11;
     pub const UNKNOWN_COMMAND: i32 = 64;
 }
 
@@ -68,6 +71,9 @@ pub(crate) fn helper_failure(id: &str, argv: &[OsString], code: i32, stderr: &st
         READ_ONLY => Explained::ReadOnly { id, path: arg }.into(),
         DENIED => Explained::Denied { id, path: arg }.into(),
         NO_SPACE => Explained::NoSpace { id, path: arg }.into(),
+        EXISTS => Explained::Exists { id, path: arg }.into(),
+        NOT_A_DIRECTORY => Explained::NotADirectory { id, path: arg }.into(),
+        WATCH_LIMIT => Explained::WatchLimit { id, path: arg }.into(),
         _ => {
             let doing = match verb {
                 "receive" => format!("writing {arg}"),
@@ -75,6 +81,9 @@ pub(crate) fn helper_failure(id: &str, argv: &[OsString], code: i32, stderr: &st
                 "kill" => format!("signalling {arg}"),
                 "logs" => format!("reading the output of {arg}"),
                 "ps" => "listing background processes".to_string(),
+                "list" => format!("listing {arg}"),
+                "mkdir" => format!("creating {arg}"),
+                "watch" => format!("watching {arg}"),
                 "wait-port" => format!("waiting for port {arg}"),
                 v => format!("running {v:?}"),
             };

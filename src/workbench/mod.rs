@@ -5,22 +5,29 @@
 //!
 //! One file per area: [`exec`](mod@exec) (foreground commands, shell),
 //! [`ps`](mod@ps) (background processes and logs), [`files`] (cp, backup,
-//! restore over [`transfer`]), [`stats`](mod@stats), [`ports`]; [`helper`]
+//! restore over [`transfer`]), [`listing`] (files, mkdir) and
+//! [`watch`](mod@watch) over the strict [`lines`] parser,
+//! [`stats`](mod@stats), [`ports`]; [`helper`]
 //! is how they all call the in-sandbox helper and word its failures. The
 //! docker argv and parsers they use are in `docker::argv` and `docker::parse`.
 
 pub mod exec;
 pub mod files;
 pub mod helper;
+pub mod lines;
+pub mod listing;
 pub mod ports;
 pub mod ps;
 pub mod stats;
 pub mod transfer;
+pub mod watch;
 
 pub use crate::docker::argv::ExecOpts;
 pub use exec::{exec, exec_watched, shell, SIGNAL_GRACE};
 pub use files::{backup, cp, parse_cp_side, restore, CpSide, WORKSPACE};
 pub use helper::helper_exit;
+pub use listing::{list, mkdir, sandbox_path, ListOpts};
 pub use ports::{relay_argv, wait_port};
 pub use ps::{exec_detached, kill, logs, new_handle, parse_signal, ps, signal_name, validate_handle, BgProcess};
 pub use stats::{stats, stats_present, Stats};
+pub use watch::{watch, WatchEnd};

@@ -20,6 +20,7 @@ mod egress_lifecycle;
 mod egress_network;
 mod engine_faults;
 mod events;
+mod files_watch;
 mod hardening;
 mod hostile_image;
 mod lifecycle;

@@ -1,0 +1,191 @@
+//! `sbx watch`: changes below a sandbox directory as they happen, from the
+//! helper's inotify `watch` (helper/fsops.rs) over `docker exec -i`.
+//!
+//! Stopping: the helper ends when its stdin does, so sbx closes the exec's
+//! stdin on SIGINT/SIGTERM/SIGHUP and docker passes the close on. (The
+//! `kill-exec` token of `sbx exec` cannot find the helper: it is
+//! non-dumpable, so its /proc environ is closed to the sandbox's user.)
+//! The close also comes when sbx dies, since docker's client goes with it.
+
+use std::io::BufReader;
+
+use crate::docker::{argv, DockerExec};
+use crate::error::Result;
+use crate::host::interrupt::Watch;
+
+use super::helper::{helper_argv, helper_failure, sandbox_error, transfer_failure};
+use super::lines::{self, WatchLine};
+use super::transfer::wire::refused;
+
+/// How a watch ended, when not with an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchEnd {
+    /// SIGINT/SIGTERM/SIGHUP: the helper was stopped; sbx exits 128+n.
+    Signal(i32),
+    /// The watched directory was deleted, moved or unmounted.
+    Gone,
+    /// The sandbox stopped or was destroyed.
+    SandboxEnded,
+    /// Our stdout was closed (`sbx watch ... | head -3`).
+    Closed,
+}
+
+/// Watch `path` (canonical) in sandbox `id` until a signal, the directory
+/// or the sandbox goes. `sink` gets each checked line (READY first).
+pub fn watch(
+    exec: &dyn DockerExec,
+    id: &str,
+    path: &str,
+    recursive: bool,
+    signals: &Watch,
+    sink: &mut dyn FnMut(&WatchLine) -> std::io::Result<()>,
+) -> Result<WatchEnd> {
+    let mut args = vec!["watch", path];
+    if recursive {
+        args.push("-r");
+    }
+    // -i: the helper reads its stdin only to learn when to stop.
+    let argv = helper_argv(id, true, &args);
+    let piped = exec.open_pipe(&argv)?;
+    let (stdin, stdout, wait) = (piped.stdin, piped.stdout, piped.wait);
+    let (read, signal) = std::thread::scope(|s| {
+        let stopper = s.spawn(move || {
+            let sig = signals.next();
+            drop(stdin); // EOF: the helper ends, and with it the exec
+            if let Some(sig) = sig {
+                // docker exec ends with the helper; should it not, end sbx anyway.
+                if !signals.finished_within(std::time::Duration::from_secs(5)) {
+                    std::process::exit(128 + sig);
+                }
+            }
+            sig
+        });
+        let read = read_events(stdout, sink);
+        signals.finish();
+        (read, stopper.join().unwrap_or(None))
+    });
+    let (status, stderr) = wait()?;
+    if let Some(sig) = signal {
+        return Ok(WatchEnd::Signal(sig));
+    }
+    let (ready, gone) = match read {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(WatchEnd::Closed),
+        Err(e) => return Err(transfer_failure(format!("watching {id}:{path}"), e)),
+    };
+    if gone {
+        return Ok(WatchEnd::Gone);
+    }
+    if let Some(e) = sandbox_error(id, &stderr) {
+        return Err(e);
+    }
+    if ready {
+        // The stream ended without the helper's word: the sandbox went, or the helper did.
+        let out = exec.run(&argv::state(id))?;
+        if out.status != 0 || !out.stdout_str().starts_with("running") {
+            return Ok(WatchEnd::SandboxEnded);
+        }
+    }
+    Err(helper_failure(id, &argv, if status == 0 { 1 } else { status }, &stderr))
+}
+
+/// Read lines until the helper's stdout ends. Ok((ready, gone)).
+fn read_events(
+    stdout: Box<dyn std::io::Read + Send>,
+    sink: &mut dyn FnMut(&WatchLine) -> std::io::Result<()>,
+) -> std::io::Result<(bool, bool)> {
+    let bad = |m: String| refused(std::io::ErrorKind::InvalidData, format!("refusing the helper's events: {m}"));
+    let mut r = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    let (mut ready, mut gone) = (false, false);
+    while lines::read_line(&mut r, &mut buf).map_err(|m| bad(m.0))?.is_some() {
+        let line = lines::parse_watch(&buf).map_err(|m| bad(m.0))?;
+        match (&line, ready) {
+            (WatchLine::Ready, true) => return Err(bad("READY twice".into())),
+            (WatchLine::Ready, false) => ready = true,
+            (WatchLine::Gone, _) => gone = true,
+            (WatchLine::Changed { .. } | WatchLine::Moved { .. } | WatchLine::Overflow, false) => {
+                return Err(bad("a change before READY".into()))
+            }
+            _ => {}
+        }
+        sink(&line)?;
+        if gone {
+            break;
+        }
+    }
+    Ok((ready, gone))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::docker::fake::FakeDocker;
+    use crate::docker::Output;
+    use crate::workbench::lines::{Change, RelPath};
+
+    const ID: &str = "sbx-0123456789ab";
+
+    fn run(f: &FakeDocker, recursive: bool) -> (Result<WatchEnd>, Vec<WatchLine>) {
+        let signals = Watch::manual().unwrap();
+        let mut got = Vec::new();
+        let r = watch(f, ID, "/tmp/w", recursive, &signals, &mut |l| {
+            got.push(l.clone());
+            Ok(())
+        });
+        (r, got)
+    }
+
+    #[test]
+    fn events_stream_until_the_directory_goes() {
+        let f = FakeDocker::new();
+        f.push(Output::ok("READY\nEV created f 61\nMV 61 62\nOVERFLOW\nLIMIT 64\nGONE\n"));
+        let (r, got) = run(&f, true);
+        assert_eq!(r.unwrap(), WatchEnd::Gone);
+        assert_eq!(f.calls()[0], ["exec", "-i", "--", ID, "/run/sbx/helper", "watch", "/tmp/w", "-r"]);
+        assert_eq!(
+            got[1],
+            WatchLine::Changed { change: Change::Created, dir: false, path: RelPath(vec![b"a".to_vec()]) }
+        );
+        assert_eq!(got.len(), 6);
+    }
+
+    #[test]
+    fn the_end_of_the_sandbox_ends_the_watch() {
+        let f = FakeDocker::new();
+        f.push(Output { status: 137, stdout: b"READY\n".to_vec(), stderr: vec![] });
+        f.push(Output::ok("exited 137"));
+        assert_eq!(run(&f, false).0.unwrap(), WatchEnd::SandboxEnded);
+        // Still running: the helper itself failed.
+        f.push(Output { status: 1, stdout: b"READY\n".to_vec(), stderr: b"sbx-helper: boom".to_vec() });
+        f.push(Output::ok("running 0"));
+        assert_eq!(run(&f, false).0.unwrap_err().kind(), "helper_failed");
+    }
+
+    #[test]
+    fn failures_and_hostile_lines() {
+        use crate::workbench::helper_exit::*;
+        let f = FakeDocker::new();
+        f.push(Output::fail(NOT_A_DIRECTORY, ""));
+        assert_eq!(run(&f, false).0.unwrap_err().kind(), "not_a_directory");
+        f.push(Output::fail(WATCH_LIMIT, ""));
+        assert_eq!(run(&f, false).0.unwrap_err().kind(), "watch_limit");
+        f.push(Output::fail(1, "Error response from daemon: Container 0123abcd is not running"));
+        assert_eq!(run(&f, false).0.unwrap_err().kind(), "not_running");
+        for out in ["EV created f 61\n", "READY\nREADY\n", "READY\nEV created f 2f\n", "READY\nEV created f 61"] {
+            f.push(Output::ok(out));
+            let e = run(&f, false).0.unwrap_err();
+            assert!(e.to_string().contains("refusing the helper's events"), "{out:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_signal_closes_the_helpers_stdin() {
+        let f = FakeDocker::new();
+        f.push(Output::ok("READY\n"));
+        let signals = Watch::manual().unwrap();
+        signals.raise(2);
+        let r = watch(&f, ID, "/tmp/w", false, &signals, &mut |_| Ok(()));
+        assert_eq!(r.unwrap(), WatchEnd::Signal(2));
+    }
+}
