@@ -97,7 +97,11 @@ fn man_pages_cover_exactly_the_readme_commands() {
     // A real page: roff with the command's name and its examples.
     let create = std::fs::read_to_string(dir.join("sbx-create.1")).unwrap();
     assert!(create.starts_with(".ie") || create.contains(".TH sbx-create"), "not roff: {}", &create[..80]);
-    assert!(create.contains("--image") && create.contains("Examples"), "sbx-create.1 lacks the options or examples");
+    // roff escapes each `-` of an option: `\-\-image`.
+    assert!(
+        create.contains("\\-\\-image") && create.contains("Examples"),
+        "sbx-create.1 lacks the options or examples"
+    );
 
     let out = w.sbx(&["--json", "man", dir.to_str().unwrap()]);
     assert_success(&out, "sbx --json man");
