@@ -8,7 +8,7 @@ use std::path::Path;
 
 use nix::fcntl::{open, OFlag};
 use nix::sys::socket::{connect, getsockopt, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, UnixAddr};
-use nix::sys::stat::{fstat, Mode, SFlag};
+use nix::sys::stat::{fstat, Mode};
 use nix::unistd::AccessFlags;
 
 use crate::error::SocketError;
@@ -51,15 +51,7 @@ pub fn open_checked(path: &Path, owners: &[u32]) -> Result<Option<(OwnedFd, u32)
     // SAFETY: `open` just returned this descriptor and nothing else owns it.
     let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     let st = fstat(fd.as_raw_fd()).map_err(|e| SocketError::Io { path: path.to_path_buf(), source: e.into() })?;
-    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
-    let what = match kind {
-        SFlag::S_IFSOCK => None,
-        SFlag::S_IFLNK => Some("a symlink"),
-        SFlag::S_IFREG => Some("a regular file"),
-        SFlag::S_IFIFO => Some("a FIFO"),
-        SFlag::S_IFDIR => Some("a directory"),
-        _ => Some("not a socket"),
-    };
+    let what = super::not_a_socket(st.st_mode);
     if let Some(what) = what {
         return Err(hostile(path, format!("it is {what}, not a unix socket")));
     }

@@ -27,6 +27,20 @@ pub use root::{check_path_len, make_dir, make_marker_dir, remove_dir, socket_pat
 pub use stale::{clear_stale, Stale};
 
 pub const SOCKET_NAME: &str = "sandbox.sock";
+
+/// What a file of `mode` is when it is not the unix socket expected at the
+/// socket path (None: it is one), in words for the refusal.
+fn not_a_socket(mode: nix::sys::stat::mode_t) -> Option<&'static str> {
+    use nix::sys::stat::SFlag;
+    match SFlag::from_bits_truncate(mode) & SFlag::S_IFMT {
+        SFlag::S_IFSOCK => None,
+        SFlag::S_IFLNK => Some("a symlink"),
+        SFlag::S_IFREG => Some("a regular file"),
+        SFlag::S_IFIFO => Some("a FIFO"),
+        SFlag::S_IFDIR => Some("a directory"),
+        _ => Some("not a socket"),
+    }
+}
 /// sun_path is 108 bytes including the terminating NUL.
 pub const MAX_SOCKET_PATH: usize = 107;
 

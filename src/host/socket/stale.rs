@@ -8,7 +8,7 @@ use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{open, AtFlags, OFlag};
-use nix::sys::stat::{fstatat, Mode, SFlag};
+use nix::sys::stat::{fstatat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::SOCKET_NAME;
@@ -47,14 +47,7 @@ pub fn clear_stale(dir: &Path, id: &str) -> Result<Stale, SocketError> {
         Err(Errno::ENOENT) => return Ok(Stale::Cleared),
         Err(e) => return Err(io(e)),
     };
-    let what = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
-        SFlag::S_IFSOCK => None,
-        SFlag::S_IFLNK => Some("a symlink"),
-        SFlag::S_IFREG => Some("a regular file"),
-        SFlag::S_IFIFO => Some("a FIFO"),
-        SFlag::S_IFDIR => Some("a directory"),
-        _ => Some("not a socket"),
-    };
+    let what = super::not_a_socket(st.st_mode);
     if let Some(what) = what {
         return Err(SocketError::Stale { path: sock, id: id.into(), what: format!("{what}, not a unix socket") });
     }
