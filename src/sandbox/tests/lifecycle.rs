@@ -20,6 +20,15 @@ impl Rig {
         v["HostConfig"] = serde_json::json!({"Runtime": "runc", "Mounts": [{"Target": "/run/sbx", "ReadOnly": true}]});
         Output::ok(&format!("{v}\n"))
     }
+
+    /// The answer to `docker start`: the "sandbox" binds its socket again,
+    /// which fails if the last run's socket is still there.
+    fn start_binds(&self) {
+        let dir = self.sock_dir();
+        self.fake.push_with(Output::ok(""), move |_| {
+            std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap())
+        });
+    }
 }
 
 #[test]
@@ -76,10 +85,7 @@ fn start_clears_the_old_socket_starts_checks_mounts_and_waits() {
     let old = UnixListener::bind(rig.sock_dir().join("sandbox.sock")).unwrap();
     drop(old);
     rig.fake.push(rig.in_state("exited"));
-    let dir = rig.sock_dir();
-    // `docker start`: the "sandbox" binds again, which fails if the old socket is still there.
-    rig.fake
-        .push_with(Output::ok(""), move |_| std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap()));
+    rig.start_binds();
     rig.running();
     let done = rig.driver().start(ID, Duration::from_secs(5)).unwrap();
     assert_eq!((done.state, done.already, done.unwatched), ("running", false, None));
@@ -120,9 +126,7 @@ fn start_refuses_a_planted_entry_before_docker_start() {
 fn a_gone_socket_directory_is_made_again() {
     let rig = Rig::new();
     rig.fake.push(rig.in_state("exited"));
-    let dir = rig.sock_dir();
-    rig.fake
-        .push_with(Output::ok(""), move |_| std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap()));
+    rig.start_binds();
     rig.running();
     rig.driver().start(ID, Duration::from_secs(5)).unwrap();
     assert!(rig.sock_dir().is_dir());
@@ -216,9 +220,7 @@ fn gc_thaws_an_expired_paused_sandbox_and_forgets_marks_of_gone_ones() {
 fn start_checks_where_the_mounts_landed_again() {
     let rig = Rig::new();
     rig.fake.push(rig.in_state("exited"));
-    let dir = rig.sock_dir();
-    rig.fake
-        .push_with(Output::ok(""), move |_| std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap()));
+    rig.start_binds();
     rig.running();
     let d = rig.driver();
     let covered = format!("{MOUNTINFO}613 600 8:1 /home/op/data /run/sbx rw,relatime - ext4 /dev/sda1 rw\n");
