@@ -92,6 +92,42 @@ impl MountSpec {
     }
 }
 
+/// Refuse a mount that is, holds or lies inside one of sbx's own host
+/// directories (`own`: what it is, and its path): the data directory keeps
+/// the ownership key, the records `destroy` and `exec` act on, the
+/// stopped/paused marks and the events journal; the socket root keeps every
+/// sandbox's socket directory. A sandbox given one could forge what the host
+/// trusts (`ls` saying `stopped`, `sbx events` lines, another sandbox's
+/// socket). Mounts are canonical; `own` is made so here when it exists.
+pub fn check_not_sbx_dirs(
+    spec_mounts: &[MountSpec],
+    state_dir: Option<&MountSpec>,
+    own: &[(&str, &Path)],
+) -> Result<(), Invalid> {
+    let all = spec_mounts.iter().map(|m| (if m.readonly { "--ro mount" } else { "--rw mount" }, m));
+    for (what, m) in all.chain(state_dir.map(|m| ("--state-dir", m))) {
+        for (name, dir) in own {
+            let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+            if dir.starts_with(&m.host) || m.host.starts_with(&dir) {
+                let how = if dir == m.host {
+                    "it is"
+                } else if dir.starts_with(&m.host) {
+                    "it holds"
+                } else {
+                    "it is inside"
+                };
+                return Err(Invalid::new(
+                    what,
+                    m.host.display().to_string(),
+                    format!("{how} sbx's own {name} {}: the sandbox could forge what sbx trusts there", dir.display()),
+                )
+                .hint("mount a directory of the project alone, outside sbx's --data-dir and --socket-dir"));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn canonical_host(host: &str) -> Result<PathBuf, String> {
     if host.starts_with('-') {
         return Err("the host path starts with '-'".into());
@@ -191,6 +227,25 @@ mod tests {
         let m = MountSpec::parse(&d.display().to_string(), false, &[]).unwrap();
         assert_eq!(m.sandbox, d.display().to_string());
         assert!(!m.mount_arg().contains("readonly"));
+    }
+
+    #[test]
+    fn refuses_sbx_own_directories_and_what_holds_or_is_inside_them() {
+        let d = tmpdir("own");
+        for sub in ["data/stopped", "run", "project"] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        let own = [("data directory", d.join("data")), ("socket directory", d.join("run"))];
+        let own: Vec<(&str, &Path)> = own.iter().map(|(n, p)| (*n, p.as_path())).collect();
+        let m = |p: &str| MountSpec::parse(&format!("{}:/x", d.join(p).display()), false, &[]).unwrap();
+        check_not_sbx_dirs(&[m("project")], None, &own).unwrap();
+        for (mount, how) in [("data", "it is sbx's own data"), ("", "it holds"), ("data/stopped", "it is inside")] {
+            let e = check_not_sbx_dirs(&[m(mount)], None, &own).unwrap_err();
+            assert!(e.reason.starts_with(how), "{mount}: {}", e.reason);
+        }
+        let e = check_not_sbx_dirs(&[], Some(&m("run")), &own).unwrap_err();
+        assert_eq!(e.what, "--state-dir");
+        assert!(e.reason.contains("socket directory"), "{}", e.reason);
     }
 
     #[test]

@@ -119,6 +119,11 @@ impl Driver {
         let sock = socket::socket_path(&root, &id);
         socket::check_path_len(&sock)?;
         let HostState { state, key } = self.state()?;
+        crate::spec::check_not_sbx_dirs(
+            &spec.mounts,
+            spec.state_dir.as_ref(),
+            &[("data directory", &state.dir), ("socket directory", &root)],
+        )?;
         self.check_interrupt()?;
 
         let mut warnings = Vec::new();

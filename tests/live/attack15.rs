@@ -1,0 +1,118 @@
+//! Attack on issue 15's commands (stop/start, pause/resume, events, pull).
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// Run sbx with a deadline; None when it was still running (then killed).
+fn sbx_within(w: &World, args: &[&str], limit: Duration) -> Option<Output> {
+    let out = w.socket_root.with_extension("out");
+    let err = w.socket_root.with_extension("err");
+    let mut child = Command::new(SBX)
+        .args(w.dir_args())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .process_group(0)
+        .spawn()
+        .expect("spawn sbx");
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            let o = Output { status, stdout: std::fs::read(&out).unwrap(), stderr: std::fs::read(&err).unwrap() };
+            return Some(o);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGKILL);
+    let _ = child.wait();
+    None
+}
+
+/// sbx's data directory holds the ownership key, the records `destroy`
+/// and `exec` act on, the stopped/paused marks and the events journal; the
+/// socket root holds every sandbox's socket directory. A mount of either
+/// (or of a directory holding them, or inside them) would let the sandbox
+/// forge what the host trusts: `ls` saying `stopped`, `sbx events` lines,
+/// another sandbox's socket. Refused before anything exists (exit 2).
+#[test]
+fn a_mount_of_sbx_own_directories_is_refused() {
+    let w = World::new();
+    assert_success(&w.sbx(&["ls"]), "ls makes the data dir");
+    let orphan = w.socket_root.join("sbx-0123456789ab");
+    std::fs::create_dir_all(&orphan).unwrap();
+    let data = w.state_dir.display().to_string();
+    let root = w.socket_root.display().to_string();
+    let cases: Vec<Vec<String>> = vec![
+        vec!["--rw".into(), format!("{data}:/d")],
+        vec!["--ro".into(), format!("{data}:/d")],
+        vec!["--rw".into(), format!("{}:/d", w.state_dir.join("stopped").display())],
+        vec!["--rw".into(), "/tmp:/hosttmp".into()],
+        vec!["--rw".into(), format!("{root}:/s")],
+        vec!["--state-dir".into(), orphan.display().to_string()],
+    ];
+    std::fs::create_dir_all(w.state_dir.join("stopped")).unwrap();
+    for c in cases {
+        let mut args: Vec<&str> = vec!["create", "--image", &w.image, "--socket-wait", "0"];
+        let label = w.case_label();
+        args.extend(["--label", &label]);
+        args.extend(c.iter().map(String::as_str));
+        let out = w.sbx(&args);
+        if out.status.success() {
+            let _guard = w.adopt(stdout(&out).trim());
+        }
+        assert_exit(&out, 2, &format!("create {c:?}"));
+        assert!(stderr(&out).contains("sbx's own"), "{c:?}: {}", stderr(&out));
+        assert!(w.containers().is_empty(), "{c:?}: nothing is created");
+    }
+}
+
+/// A frozen sandbox answers nothing: every command that needs its
+/// processes says so at once (exit 1, `sbx resume`), the rest work, and
+/// none of them waits for a thaw.
+#[test]
+fn every_command_on_a_paused_sandbox_answers_at_once() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    assert_success(&w.sbx(&["pause", &sb.id]), "pause");
+    let host = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("p-{}", w.case));
+    std::fs::write(&host, b"x").unwrap();
+    let to = format!("{}:/tmp/x", sb.id);
+    let from = format!("{}:/bin/fixture", sb.id);
+    let back = host.with_extension("back");
+    let id = sb.id.as_str();
+    let refused: Vec<Vec<&str>> = vec![
+        vec!["exec", id, "--", "/bin/fixture", "status"],
+        vec!["exec", "-d", id, "--", "/bin/fixture", "sleep"],
+        vec!["ps", id],
+        vec!["cp", host.to_str().unwrap(), &to],
+        vec!["cp", &from, back.to_str().unwrap()],
+        vec!["wait-port", id, "80", "--timeout", "30s"],
+        vec!["backup", id],
+    ];
+    let fine: Vec<Vec<&str>> = vec![
+        vec!["logs", id],
+        vec!["stats", id],
+        vec!["audit", id],
+        vec!["ttl", id, "1h"],
+        vec!["inspect", id],
+        vec!["gc"],
+    ];
+    for (c, code) in refused.iter().map(|c| (c, 1)).chain(fine.iter().map(|c| (c, 0))) {
+        let out =
+            sbx_within(&w, c, Duration::from_secs(15)).unwrap_or_else(|| panic!("sbx {c:?} hung on a paused sandbox"));
+        assert_exit(&out, code, &format!("sbx {c:?} on a paused sandbox"));
+        if code == 1 {
+            assert!(stderr(&out).contains(&format!("sbx resume {id}")), "{c:?}: {}", stderr(&out));
+        }
+    }
+    assert_eq!(w.containers().len(), 1, "gc left the paused sandbox alone");
+    let out = w.sbx(&["--json", "ls"]);
+    assert!(stdout(&out).contains("\"paused\""), "{}", stdout(&out));
+    assert_success(&w.sbx(&["stop", "--grace", "1s", id]), "stop of a paused sandbox");
+    let _ = std::fs::remove_file(&host);
+    let _ = std::fs::remove_file(&back);
+}
