@@ -116,3 +116,34 @@ fn every_command_on_a_paused_sandbox_answers_at_once() {
     let _ = std::fs::remove_file(&host);
     let _ = std::fs::remove_file(&back);
 }
+
+/// The socket directory's own small tmpfs (1 MiB, 64 inodes) is what keeps
+/// a sandbox from filling the host through /run/sandbox (issue 9 finding
+/// 7). A reboot empties it but leaves the directory when the socket root is
+/// on a disk (`--socket-dir /var/...`): `start` must not bind the bare
+/// directory, or the restarted sandbox writes to the host's disk unbounded.
+#[test]
+fn start_after_the_socket_tmpfs_is_gone_bounds_the_directory_again() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let dir = w.socket_root.join(&sb.id);
+    assert!(tmpfs_bounded(&dir), "create bounds it");
+    assert_success(&w.sbx(&["stop", "--grace", "0s", &sb.id]), "stop");
+    // What a reboot leaves of a socket root on a disk: the directory, no tmpfs.
+    nix::mount::umount2(&dir, nix::mount::MntFlags::MNT_DETACH).unwrap();
+    assert!(!tmpfs_bounded(&dir) && dir.is_dir());
+    assert_success(&w.sbx(&["start", &sb.id]), "start");
+    assert!(tmpfs_bounded(&dir), "start bound the bare directory into the sandbox");
+    let out = sb.exec(&["fill", "/run/sandbox/big"]);
+    assert!(stdout(&out).contains("No space left") || stderr(&out).contains("No space left"), "{out:?}");
+    let wrote: u64 = stdout(&out).split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
+    assert!(wrote <= 1 << 20, "wrote {wrote} bytes");
+}
+
+/// `dir` is a mount point of its own tmpfs of sbx's bounds (64 inodes).
+fn tmpfs_bounded(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(d), Ok(p)) = (std::fs::metadata(dir), std::fs::metadata(dir.parent().unwrap())) else { return false };
+    let fs = nix::sys::statfs::statfs(dir).unwrap();
+    d.dev() != p.dev() && fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC && fs.files() == 64
+}
