@@ -147,3 +147,53 @@ fn tmpfs_bounded(dir: &std::path::Path) -> bool {
     let fs = nix::sys::statfs::statfs(dir).unwrap();
     d.dev() != p.dev() && fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC && fs.files() == 64
 }
+
+/// Containers inherit their image's labels, and docker puts every label in
+/// each event's attributes: an image with over a megabyte of labels made
+/// every event of its sandbox a line sbx skipped, so a script waiting with
+/// `sbx events ID --until-event died` never saw it die (an OOM kill hidden
+/// from monitoring). sbx asks docker for the attributes it reads alone.
+#[test]
+fn an_image_with_megabytes_of_labels_cannot_hide_its_sandbox_events() {
+    let w = World::new();
+    let img = big_labels_image(&w);
+    let label = w.case_label();
+    let since =
+        format!("{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 1);
+    let out = w.sbx(&["create", "--image", &img.0, "--label", &label, "--", "serve-for", "1500", "7"]);
+    assert_success(&out, "create");
+    let sb = w.adopt(stdout(&out).trim());
+    let waited = sbx_within(
+        &w,
+        &["--json", "events", &sb.id, "--since", &since, "--until-event", "died"],
+        Duration::from_secs(30),
+    )
+    .expect("sbx events --until-event died never saw the sandbox die");
+    assert_success(&waited, "events");
+    let lines: Vec<serde_json::Value> = stdout(&waited).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let kinds: Vec<&str> = lines.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["created", "started", "died"], "{lines:?}");
+    assert_eq!(lines[2]["exit_code"], 7, "the engine's code, not the image's label: {lines:?}");
+    assert!(!stderr(&waited).contains("skipped"), "{}", stderr(&waited));
+}
+
+/// The fixture with 20 labels of 60 KB (over a megabyte; `docker import
+/// --change` cannot carry that, a Dockerfile can) and `LABEL exitCode=0`.
+fn big_labels_image(w: &World) -> Image {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("biglabels-{}", w.case));
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    std::fs::copy(fixture_binary(), dir.join("fixture")).unwrap();
+    let big = "x".repeat(60_000);
+    let mut file =
+        String::from("FROM scratch\nCOPY fixture /bin/fixture\nCOPY tmp /tmp\nENTRYPOINT [\"/bin/fixture\"]\n");
+    for i in 0..20 {
+        file.push_str(&format!("LABEL pad{i}={big}\n"));
+    }
+    file.push_str(&format!("LABEL exitCode=0 {TEST_LABEL}=1 {}\n", w.case_label()));
+    std::fs::write(dir.join("Dockerfile"), file).unwrap();
+    let out = docker(&["build", "-q", dir.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let id = stdout(&out).trim().to_string();
+    assert!(id.starts_with("sha256:"), "docker build: {}", stderr(&out));
+    Image(id)
+}
