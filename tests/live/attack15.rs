@@ -197,3 +197,59 @@ fn big_labels_image(w: &World) -> Image {
     assert!(id.starts_with("sha256:"), "docker build: {}", stderr(&out));
     Image(id)
 }
+
+/// Removes a container the test made with docker itself.
+struct Foreign(String);
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        let _ = docker(&["rm", "-f", &self.0]);
+    }
+}
+
+/// A container named like a sandbox and carrying a real sandbox's labels
+/// (its token too, which is over the other name) is not this host's:
+/// `stop`, `start`, `pause` and `resume` refuse it by name and leave it as
+/// it was, and nothing is marked for it.
+#[test]
+fn lifecycle_commands_refuse_a_container_with_copied_labels() {
+    let w = World::new();
+    let a = w.create(&[]);
+    let labels: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&docker_ok(&["inspect", "--format", "{{json .Config.Labels}}", &a.id])).unwrap();
+    let forged = Foreign(format!("sbx-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff));
+    let mut run = vec!["run".to_string(), "-d".into(), "--name".into(), forged.0.clone()];
+    for (k, v) in &labels {
+        let v = if k == "sbx.id" { forged.0.clone() } else { v.clone() };
+        run.extend(["--label".to_string(), format!("{k}={v}")]);
+    }
+    run.extend(["--label".to_string(), w.case_label(), w.image.clone(), "sleep".into()]);
+    docker_ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
+    let status = || docker_ok(&["inspect", "--format", "{{.State.Status}}", &forged.0]);
+    for (args, before) in [
+        (vec!["stop", "--grace", "0s"], "running"),
+        (vec!["pause"], "running"),
+        (vec!["resume"], "running"),
+        (vec!["start"], "running"),
+    ] {
+        let mut full = vec!["--json"];
+        full.extend(&args);
+        full.push(&forged.0);
+        let out = w.sbx(&full);
+        assert_exit(&out, 1, &format!("sbx {args:?} of a forged container"));
+        let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+        assert_eq!(err["error"]["kind"], "foreign_container", "{args:?}: {err}");
+        assert_eq!(status(), before, "{args:?} touched it");
+    }
+    docker_ok(&["pause", &forged.0]);
+    assert_exit(&w.sbx(&["resume", &forged.0]), 1, "resume of a forged paused container");
+    assert_eq!(status(), "paused");
+    docker_ok(&["unpause", &forged.0]);
+    docker_ok(&["stop", "-t", "0", &forged.0]);
+    assert_exit(&w.sbx(&["start", &forged.0]), 1, "start of a forged stopped container");
+    assert_eq!(status(), "exited");
+    for kind in ["stopped", "paused"] {
+        assert!(!w.state_dir.join(kind).join(&forged.0).exists(), "a {kind} mark for the forged container");
+    }
+    assert_eq!(json(&w.sbx(&["--json", "ls"])).as_array().unwrap().len(), 1, "ls lists the real sandbox alone");
+}
