@@ -79,6 +79,12 @@ mod tests {
         assert!(v.contains(&"event=oom".to_string()) && v.contains(&"event=unpause".to_string()));
         assert_eq!(v[v.len() - 2..], ["--since", "1796023803.152000000"]);
         assert!(!strs(events(None, None)).iter().any(|a| a == "--since" || a == "--until"));
+        let f = event_format();
+        assert!(f.contains(r#""sbx.owner":{{json (index .Actor.Attributes "sbx.owner")}}"#), "{f}");
+        assert!(f.contains(r#""exitCode":{{json (truncate (index .Actor.Attributes "exitCode") 64)}}"#), "{f}");
+        assert!(f.starts_with(r#"{"Type":{{json .Type}},"Action":{{json .Action}},"Actor":{"ID":"#), "{f}");
+        assert!(f.ends_with(r#"},"timeNano":{{json .TimeNano}}}"#), "{f}");
+        assert!(!f.contains("{{json .Actor.Attributes}}"), "never every label");
         assert_eq!(strs(exit_state("abc")), ["container", "inspect", "--format", "{{json .State}}", "--", "abc"]);
     }
 }

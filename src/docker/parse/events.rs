@@ -1,4 +1,4 @@
-//! `docker events --format '{{json .}}'` as sbx reads it: one line into a
+//! `docker events` as sbx reads it (`argv::event_format`, the shape of `{{json .}}`): one line into a
 //! [`DockerEvent`], and the [`EventMapper`] that keeps the events of this
 //! host's sandboxes and says what they mean (`model::event`).
 //!
