@@ -102,8 +102,11 @@ impl Driver {
             Ok(())
         };
         match channel {
+            // What the sandbox left at its socket's path is refused first;
+            // then a directory without its tmpfs (a reboot of a socket root
+            // on a disk) is made again, never bound bare (unbounded writes).
             Kind::Direct => {
-                if socket::clear_stale(&dir, id)? == Stale::NoDir {
+                if socket::clear_stale(&dir, id)? == Stale::NoDir || !socket::is_bounded(&dir) {
                     remake(&|| socket::make_dir(root, id, uid, gid))?;
                 }
             }

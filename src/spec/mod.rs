@@ -14,7 +14,7 @@ use std::time::Duration;
 
 pub use events::{parse_event_kind, parse_time, EventQuery};
 pub use image::{ImageRef, PullPolicy};
-pub use mount::{docker_socket_paths, MountSpec};
+pub use mount::{check_not_sbx_dirs, docker_socket_paths, MountSpec};
 pub use request::{parse_runtime, CreateRequest};
 pub use route::{is_loopback, network_for, validate_kind, Route, EGRESS_KIND};
 

@@ -92,6 +92,52 @@ impl MountSpec {
     }
 }
 
+/// Refuse a mount that is, holds or lies inside sbx's data directory (the
+/// ownership key, the records `destroy` and `exec` act on, the
+/// stopped/paused marks, the events journal), or that is or holds its
+/// socket root or lies inside a sandbox's socket directory there (`sbx-*`;
+/// another directory in the root holds nothing of sbx's). A sandbox given
+/// one could forge what the host trusts (`ls` saying `stopped`, `sbx
+/// events` lines) or reach another sandbox's socket. Mounts are canonical;
+/// the two directories are made so here.
+pub fn check_not_sbx_dirs(
+    spec_mounts: &[MountSpec],
+    state_dir: Option<&MountSpec>,
+    data_dir: &Path,
+    socket_root: &Path,
+) -> Result<(), Invalid> {
+    let canonical = |d: &Path| d.canonicalize().unwrap_or_else(|_| d.to_path_buf());
+    let own = [("data directory", canonical(data_dir)), ("socket directory", canonical(socket_root))];
+    let all = spec_mounts.iter().map(|m| (if m.readonly { "--ro mount" } else { "--rw mount" }, m));
+    for (what, m) in all.chain(state_dir.map(|m| ("--state-dir", m))) {
+        for (name, dir) in &own {
+            let how = if *dir == m.host {
+                "it is"
+            } else if dir.starts_with(&m.host) {
+                "it holds"
+            } else if m.host.starts_with(dir) && (*name == "data directory" || in_sandbox_dir(&m.host, dir)) {
+                "it is inside"
+            } else {
+                continue;
+            };
+            return Err(Invalid::new(
+                what,
+                m.host.display().to_string(),
+                format!("{how} sbx's own {name} {}: the sandbox could forge what sbx trusts there", dir.display()),
+            )
+            .hint("mount a directory of the project alone, outside sbx's --data-dir and --socket-dir"));
+        }
+    }
+    Ok(())
+}
+
+/// `path`, inside the socket root `root`, is in an entry named like a
+/// sandbox's socket directory.
+fn in_sandbox_dir(path: &Path, root: &Path) -> bool {
+    let first = path.strip_prefix(root).ok().and_then(|rest| rest.components().next());
+    matches!(first, Some(Component::Normal(n)) if n.to_string_lossy().starts_with("sbx-"))
+}
+
 fn canonical_host(host: &str) -> Result<PathBuf, String> {
     if host.starts_with('-') {
         return Err("the host path starts with '-'".into());
@@ -191,6 +237,31 @@ mod tests {
         let m = MountSpec::parse(&d.display().to_string(), false, &[]).unwrap();
         assert_eq!(m.sandbox, d.display().to_string());
         assert!(!m.mount_arg().contains("readonly"));
+    }
+
+    #[test]
+    fn refuses_sbx_own_directories_and_what_holds_or_is_inside_them() {
+        let d = tmpdir("own");
+        for sub in ["data/stopped", "run/sbx-0123456789ab", "run/data", "project"] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        let (data, run) = (d.join("data"), d.join("run"));
+        let m = |p: &str| MountSpec::parse(&format!("{}:/x", d.join(p).display()), false, &[]).unwrap();
+        for fine in ["project", "run/data"] {
+            check_not_sbx_dirs(&[m(fine)], None, &data, &run).unwrap();
+        }
+        for (mount, how) in [
+            ("data", "it is sbx's own data"),
+            ("", "it holds"),
+            ("data/stopped", "it is inside"),
+            ("run/sbx-0123456789ab", "it is inside sbx's own socket"),
+        ] {
+            let e = check_not_sbx_dirs(&[m(mount)], None, &data, &run).unwrap_err();
+            assert!(e.reason.starts_with(how), "{mount}: {}", e.reason);
+        }
+        let e = check_not_sbx_dirs(&[], Some(&m("run")), &data, &run).unwrap_err();
+        assert_eq!(e.what, "--state-dir");
+        assert!(e.reason.contains("socket directory"), "{}", e.reason);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 mod support;
 
+mod attack15;
 mod boundary;
 mod cli_ux;
 mod connect_and_ports;

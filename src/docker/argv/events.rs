@@ -14,12 +14,37 @@ fn unix(t: SystemTime) -> String {
     format!("{}.{:09}", d.as_secs(), d.subsec_nanos())
 }
 
+/// Attributes an image can set and sbx only tests (`exitCode` on a non-die
+/// event, the probe label) are cut to this many bytes.
+const IMAGE_VALUE: usize = 64;
+
+/// One event as a JSON object of the shape `{{json .}}` prints, but with
+/// only the attributes sbx reads: docker puts every label in the
+/// attributes, the image's too, and an image with a megabyte of labels made
+/// each event of its sandbox a line too long to read, hiding its death from
+/// `sbx events --until-event died`. An absent attribute comes as "" (see
+/// `parse::parse_event`).
+pub fn event_format() -> String {
+    let mut attrs: Vec<String> = record::ALL
+        .iter()
+        .chain(&["name"])
+        .map(|k| format!("{k:?}:{{{{json (index .Actor.Attributes {k:?})}}}}"))
+        .collect();
+    for k in ["exitCode", crate::docker::parse::PROBE_IMAGE_LABEL] {
+        attrs.push(format!("{k:?}:{{{{json (truncate (index .Actor.Attributes {k:?}) {IMAGE_VALUE})}}}}"));
+    }
+    format!(
+        "{{\"Type\":{{{{json .Type}}}},\"Action\":{{{{json .Action}}}},\"Actor\":{{\"ID\":{{{{json .Actor.ID}}}},\"Attributes\":{{{}}}}},\"timeNano\":{{{{json .TimeNano}}}}}}",
+        attrs.join(",")
+    )
+}
+
 /// Container lifecycle events of containers labelled `sbx.managed` (a
 /// cheap pre-filter: the ownership token decides, see `parse::EventMapper`),
 /// one JSON object per line, from `since` (else now) until `until` (else
 /// until killed).
 pub fn events(since: Option<SystemTime>, until: Option<SystemTime>) -> Vec<OsString> {
-    let mut v = os(&["events", "--format", "{{json .}}", "--filter", "type=container"]);
+    let mut v = os(&["events", "--format", &event_format(), "--filter", "type=container"]);
     v.extend(os(&["--filter", &format!("label={}", record::MANAGED)]));
     for a in ACTIONS {
         v.extend(os(&["--filter", &format!("event={a}")]));
@@ -49,11 +74,17 @@ mod tests {
         let v = strs(events(Some(since), None));
         assert_eq!(
             v[..7],
-            ["events", "--format", "{{json .}}", "--filter", "type=container", "--filter", "label=sbx.managed"]
+            ["events", "--format", &event_format(), "--filter", "type=container", "--filter", "label=sbx.managed"]
         );
         assert!(v.contains(&"event=oom".to_string()) && v.contains(&"event=unpause".to_string()));
         assert_eq!(v[v.len() - 2..], ["--since", "1796023803.152000000"]);
         assert!(!strs(events(None, None)).iter().any(|a| a == "--since" || a == "--until"));
+        let f = event_format();
+        assert!(f.contains(r#""sbx.owner":{{json (index .Actor.Attributes "sbx.owner")}}"#), "{f}");
+        assert!(f.contains(r#""exitCode":{{json (truncate (index .Actor.Attributes "exitCode") 64)}}"#), "{f}");
+        assert!(f.starts_with(r#"{"Type":{{json .Type}},"Action":{{json .Action}},"Actor":{"ID":"#), "{f}");
+        assert!(f.ends_with(r#"},"timeNano":{{json .TimeNano}}}"#), "{f}");
+        assert!(!f.contains("{{json .Actor.Attributes}}"), "never every label");
         assert_eq!(strs(exit_state("abc")), ["container", "inspect", "--format", "{{json .State}}", "--", "abc"]);
     }
 }

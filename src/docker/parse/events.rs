@@ -1,4 +1,4 @@
-//! `docker events --format '{{json .}}'` as sbx reads it: one line into a
+//! `docker events` as sbx reads it (`argv::event_format`, the shape of `{{json .}}`): one line into a
 //! [`DockerEvent`], and the [`EventMapper`] that keeps the events of this
 //! host's sandboxes and says what they mean (`model::event`).
 //!
@@ -63,18 +63,21 @@ struct Actor {
     attributes: BTreeMap<String, String>,
 }
 
-/// One line of `docker events --format '{{json .}}'`; None for anything
-/// that is not a well-formed container event.
+/// One line of `docker events` in `argv::event_format` (the shape of
+/// `{{json .}}`); None for anything that is not a well-formed container event.
 pub fn parse_event(line: &[u8]) -> Option<DockerEvent> {
     if line.len() > MAX_EVENT_LINE {
         return None;
     }
     let l: Line = serde_json::from_slice(line).ok()?;
     let full_id = l.actor.id.len() == 64 && l.actor.id.bytes().all(|b| b.is_ascii_hexdigit());
+    // sbx's format names every attribute it reads; an absent one comes as "".
+    let mut attributes = l.actor.attributes;
+    attributes.retain(|_, v| !v.is_empty());
     (l.kind == "container" && full_id).then(|| DockerEvent {
         action: l.action,
         container: l.actor.id,
-        attributes: l.actor.attributes,
+        attributes,
         at: event::from_nanos(l.time_nano),
     })
 }

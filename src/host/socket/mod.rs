@@ -23,7 +23,7 @@ pub use connect::{
     allowed_owners, connect_checked, connect_within, may_connect, not_yours, open_checked, CONNECT_TIMEOUT,
 };
 pub use remove::remove_tree;
-pub use root::{check_path_len, make_dir, make_marker_dir, remove_dir, socket_path, RootChoice};
+pub use root::{check_path_len, is_bounded, make_dir, make_marker_dir, remove_dir, socket_path, RootChoice};
 pub use stale::{clear_stale, Stale};
 
 pub const SOCKET_NAME: &str = "sandbox.sock";

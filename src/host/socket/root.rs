@@ -129,6 +129,21 @@ fn bound(dir: &Path, mode: u32, uid: u32, gid: u32) -> nix::Result<()> {
     mount(Some("sbx-socket"), dir, Some("tmpfs"), flags, Some(data.as_str()))
 }
 
+/// `dir` is bounded as [`make_dir`] left it: its own tmpfs as root (a
+/// mount point of a tmpfs; the sandbox cannot mount on the host); without
+/// root there is nothing sbx could have mounted. A reboot empties the tmpfs
+/// but leaves the directory when the socket root is on a disk.
+pub fn is_bounded(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let (Ok(d), Ok(p)) = (std::fs::symlink_metadata(dir), std::fs::symlink_metadata(parent)) else { return false };
+    let tmpfs = nix::sys::statfs::statfs(dir).is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+    d.is_dir() && d.dev() != p.dev() && tmpfs
+}
+
 /// Detach the tmpfs of a socket directory, if it has one (never following
 /// a link: the entry is sbx's own, in sbx's root).
 fn unbound(dir: &Path) -> nix::Result<()> {

@@ -119,6 +119,7 @@ impl Driver {
         let sock = socket::socket_path(&root, &id);
         socket::check_path_len(&sock)?;
         let HostState { state, key } = self.state()?;
+        crate::spec::check_not_sbx_dirs(&spec.mounts, spec.state_dir.as_ref(), &state.dir, &root)?;
         self.check_interrupt()?;
 
         let mut warnings = Vec::new();

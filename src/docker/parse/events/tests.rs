@@ -148,3 +148,25 @@ fn doctors_probe_is_no_sandbox_of_the_operators() {
     reseal(&mut e);
     assert!(EventMapper::new(&key()).map(&e).is_some());
 }
+
+/// The captured lines as sbx's own format prints them (`argv::event_format`:
+/// only the attributes sbx reads, an absent one as "") map to the same events.
+#[test]
+fn the_narrow_format_maps_like_every_label() {
+    let keys: Vec<&str> = record::ALL.iter().copied().chain(["name", "exitCode", PROBE_IMAGE_LABEL]).collect();
+    let narrow: String = CAPTURED
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let all = v["Actor"]["Attributes"].clone();
+            let some: serde_json::Map<String, serde_json::Value> =
+                keys.iter().map(|k| (k.to_string(), all.get(*k).cloned().unwrap_or("".into()))).collect();
+            v["Actor"]["Attributes"] = some.into();
+            format!("{v}\n")
+        })
+        .collect();
+    assert_eq!(mapped(&key(), &narrow), mapped(&key(), CAPTURED));
+    assert!(!mapped(&key(), &narrow).is_empty());
+    let e = parse_event(narrow.lines().next().unwrap().as_bytes()).unwrap();
+    assert!(e.attributes.values().all(|v| !v.is_empty()), "an absent attribute is no attribute");
+}
