@@ -414,7 +414,8 @@ fn main() {
 /// `--only A,B`: the sections to run (all without it).
 struct Only(Option<Vec<String>>);
 
-const SECTIONS: [&str; 10] = ["create", "routes", "exec", "ls", "gc", "parallel", "egress", "runtime", "pool", "lifecycle"];
+const SECTIONS: [&str; 10] =
+    ["create", "routes", "exec", "ls", "gc", "parallel", "egress", "runtime", "pool", "lifecycle"];
 
 impl Only {
     fn from_args(args: &[String]) -> Self {

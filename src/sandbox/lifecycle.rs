@@ -53,6 +53,7 @@ impl Driver {
         let raw = self.inspect_one(id)?;
         let cid = container_id(&raw)?;
         let state = &self.state()?.state;
+        self.refuse_ready_member(id, &raw, "stop")?;
         // Before the stop: a crash in between still shows `stopped`, never
         // `exited` as if the program had ended by itself.
         state.mark(id, Mark::Stopped)?;
@@ -150,6 +151,7 @@ impl Driver {
             "running" => {}
             _ => return Err(wrong_state(id, &raw, state, "pause")),
         }
+        self.refuse_ready_member(id, &raw, "pause")?;
         let cid = container_id(&raw)?;
         state.mark(id, Mark::Paused)?;
         if let Err(e) = run_ok(&*self.exec, &argv::pause(&cid)) {
@@ -157,6 +159,19 @@ impl Driver {
             return Err(e.into());
         }
         Ok(Changed::new(id, "paused", false))
+    }
+
+    /// A warm pool's unclaimed member is handed out by `create --pool`
+    /// without a docker call: stopped or frozen, it would be handed out
+    /// dead or stalled. Claim it first.
+    fn refuse_ready_member(&self, id: &str, raw: &RawContainer, action: &'static str) -> Result<()> {
+        let Some(pool) = raw.labels.get(record::POOL) else { return Ok(()) };
+        let data = &self.state()?.state.dir;
+        if crate::host::pool::Pool::at(data, pool).ready().iter().any(|m| m == id) {
+            let state = format!("a ready member of pool {pool}, not claimed");
+            return Err(Error::Sandbox(SandboxError::WrongState { id: id.to_string(), state, action }));
+        }
+        Ok(())
     }
 
     /// Thaw a paused sandbox.

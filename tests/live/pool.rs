@@ -115,6 +115,18 @@ fn a_claim_makes_no_docker_call_answers_carries_session_and_ttl_and_the_pool_ref
     assert_eq!(pools[0]["ready"], 2);
     assert!(pools[0]["idle_memory_bytes"].as_u64().unwrap() > 0, "{pools}");
 
+    // An unclaimed member is handed out without a docker call: stopped or
+    // frozen it would be handed out dead or stalled, so both are refused.
+    let idle = ready(&w, "p")[0].clone();
+    for verb in ["stop", "pause"] {
+        let out = w.sbx(&["--json", verb, &idle]);
+        assert_exit(&out, 1, &format!("{verb} of a ready member"));
+        assert!(stderr(&out).contains("wrong_state") && stderr(&out).contains("pool p"), "{}", stderr(&out));
+    }
+    assert_eq!(docker_ok(&["inspect", "--format", "{{.State.Status}}", &idle]).trim(), "running");
+    assert_success(&w.sbx(&["pause", &id]), "pause of a claimed member");
+    assert_success(&w.sbx(&["resume", &id]), "resume of a claimed member");
+
     // pool rm leaves the claimed member alone.
     assert_success(&w.sbx(&["pool", "rm", "p"]), "pool rm");
     assert_eq!(w.containers().len(), 1, "only the claimed member stays");
