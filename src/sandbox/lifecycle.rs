@@ -69,6 +69,9 @@ impl Driver {
         };
         if live {
             run_ok(&*self.exec, &argv::stop(&cid, whole_seconds(grace)))?;
+            // Again after: an `ls` that saw it still running meanwhile
+            // cleared the first mark as stale (see `Driver::record`).
+            state.mark(id, Mark::Stopped)?;
         }
         state.unmark(id, Mark::Paused);
         Ok(Changed::new(id, "stopped", !live))

@@ -200,7 +200,16 @@ impl Driver {
         // Docker says `exited` for a sandbox `sbx stop` stopped too: its exit
         // code is the stop's SIGTERM or SIGKILL, nothing about the program.
         let stoppable = r.state == "exited" || r.state == "created";
-        if stoppable && self.state().is_ok_and(|h| h.state.marked(&raw.name, crate::host::state::Mark::Stopped)) {
+        let marked = self.state().is_ok_and(|h| h.state.marked(&raw.name, crate::host::state::Mark::Stopped));
+        // Running with a mark: started outside sbx (`docker start`), or a
+        // `docker stop` that failed. The mark is stale; were it kept, a later
+        // death of the program would read as `stopped`, hiding its exit code.
+        if marked && r.state == "running" {
+            if let Ok(h) = self.state() {
+                h.state.unmark(&raw.name, crate::host::state::Mark::Stopped);
+            }
+        }
+        if stoppable && marked {
             r.state = "stopped".into();
             r.exit_code = None;
             r.oom_killed = false;

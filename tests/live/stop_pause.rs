@@ -127,6 +127,18 @@ fn ls_tells_a_stopped_sandbox_from_one_whose_program_exited_and_start_restarts_b
     assert_success(&out, "stop of an exited sandbox");
     assert_eq!(json(&out)["already"], true);
     assert_eq!(state(&w, &ended.id), "stopped");
+
+    // Started behind sbx's back (`docker start`): once seen running the
+    // mark is stale and goes, so its program's later death reads as
+    // `exited` with the code, not as `stopped`.
+    let stubborn = w.create(&["--socket-wait", "0", "--", "stubborn"]);
+    assert_success(&w.sbx(&["stop", "--grace", "0s", &stubborn.id]), "stop");
+    assert_eq!(state(&w, &stubborn.id), "stopped");
+    docker_ok(&["start", &stubborn.id]);
+    assert_eq!(state(&w, &stubborn.id), "running");
+    docker_ok(&["kill", &stubborn.id]);
+    assert_eq!(state(&w, &stubborn.id), "exited");
+    assert_eq!(json(&w.sbx(&["inspect", &stubborn.id]))["exit_code"], 137);
 }
 
 #[test]

@@ -232,3 +232,17 @@ fn start_checks_where_the_mounts_landed_again() {
     assert_eq!(rig.fake.verbs(), ["container inspect", "start", "container inspect", "container inspect", "stop"]);
     assert!(rig.state().marked(ID, Mark::Stopped));
 }
+
+/// A sandbox seen running with a stopped mark was started outside sbx (or
+/// its `docker stop` failed): the mark goes, so a later death of its program
+/// reads as `exited` with its code, not as `stopped`.
+#[test]
+fn a_stale_stopped_mark_is_dropped_once_the_sandbox_is_seen_running() {
+    let rig = Rig::new();
+    rig.state().mark(ID, Mark::Stopped).unwrap();
+    rig.fake.push(rig.in_state("running"));
+    assert_eq!(rig.driver().inspect(ID).unwrap().state, "running");
+    assert!(!rig.state().marked(ID, Mark::Stopped), "the stale mark is gone");
+    rig.fake.push(rig.in_state("exited"));
+    assert_eq!(rig.driver().inspect(ID).unwrap().state, "exited");
+}
