@@ -215,7 +215,7 @@ impl Driver {
         if name == DEFAULT {
             return Ok(Family::Runc);
         }
-        let key = crate::host::state::engine_key();
+        let key = crate::host::state::engine_key(self.engine()?.default);
         let seen = key.as_deref().and_then(|k| self.state().ok()?.state.runtimes(k));
         let text = match seen {
             Some(t) => t,
