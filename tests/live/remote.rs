@@ -67,14 +67,22 @@ fn doctor_ls_inspect_destroy_gc_drive_the_remote_engine_and_name_no_local_path()
     assert!(stderr(&out).contains("no sandbox sbx-0123456789ab on this engine"), "{}", stderr(&out));
     let out = sbx(&w, &["destroy", "sbx-0123456789ab"], &env);
     assert_success(&out, "destroy of a sandbox already gone");
+    // A socket directory with no container: an orphan to a local gc, but
+    // a remote engine's gc cannot tell whose it is and leaves it.
+    let orphan = w.socket_root.join("sbx-0123456789ab");
+    std::fs::create_dir(&orphan).unwrap();
     let out = sbx(&w, &["gc"], &env);
     assert_success(&out, "gc");
+    assert!(orphan.exists(), "gc against a remote engine removed a socket directory of this machine");
 
     let argvs = shim.argvs();
     for verb in ["version", "info", "container", "ps", "network"] {
         assert!(argvs.iter().any(|a| a.first().map(String::as_str) == Some(verb)), "no docker {verb}: {argvs:?}");
     }
     assert_eq!(local_paths(&argvs), Vec::<String>::new(), "paths of this machine sent to a remote engine: {argvs:?}");
+    let out = sbx(&w, &["gc"], &[("PATH".to_string(), std::env::var("PATH").unwrap_or_default())]);
+    assert_success(&out, "gc on the local engine");
+    assert!(!orphan.exists(), "the local gc keeps an orphaned socket directory: {}", stdout(&out));
 }
 
 #[test]
@@ -200,4 +208,28 @@ fn contexts_are_followed_to_the_remote_engine_and_refused_with_docker_host() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(!stderr(&out).contains("remote"), "{}", stderr(&out));
     assert_eq!(w.containers(), Vec::<String>::new());
+}
+
+/// The local default engine is resolved without a docker call (issue 16):
+/// a create stays at the benchmark's two calls (`docker run` and one
+/// `docker container inspect`) once the image's user is cached.
+#[test]
+fn the_default_local_engine_costs_create_no_extra_docker_call() {
+    let w = World::new();
+    let first = w.create(&[]);
+    let shim = Shim::logging(&w);
+    let label = w.case_label();
+    let out = sbx(
+        &w,
+        &["create", "--image", &w.image, "--label", &label],
+        &[
+            ("SBX_DOCKER".to_string(), shim.path().to_str().unwrap().to_string()),
+            ("PATH".to_string(), std::env::var("PATH").unwrap_or_default()),
+        ],
+    );
+    assert_success(&out, "create on the local engine");
+    let second = w.adopt(stdout(&out).trim());
+    let verbs: Vec<String> = shim.argvs().iter().map(|a| a[0].clone()).collect();
+    assert_eq!(verbs, ["run", "container"], "{:?}", shim.argvs());
+    drop((first, second));
 }
