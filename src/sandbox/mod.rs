@@ -96,6 +96,19 @@ impl Driver {
         self
     }
 
+    /// Err (exit 1, before any docker call) when the engine is remote and
+    /// `what` needs this machine to be the engine's (its /proc, its files):
+    /// what later slices of issue 16 bring.
+    pub fn local_only(&self, what: &str) -> Result<()> {
+        let engine = self.engine()?;
+        if engine.is_remote() {
+            return Err(Error::Host(crate::error::HostError::RemoteUnsupported {
+                what: format!("{what} (the engine is {})", engine.endpoint),
+            }));
+        }
+        Ok(())
+    }
+
     /// Where the engine is, resolved once (no docker call in the default case).
     pub fn engine(&self) -> Result<&Engine> {
         if let Some(e) = self.engine.get() {

@@ -233,3 +233,30 @@ fn the_default_local_engine_costs_create_no_extra_docker_call() {
     assert_eq!(verbs, ["run", "container"], "{:?}", shim.argvs());
     drop((first, second));
 }
+
+/// A sandbox this machine made on its local engine, reached again through
+/// ssh: loopback makes it the same engine, but sbx must act as if it were
+/// another machine's and refuse what reads this machine's /proc or socket
+/// files (exit 1, honest), while `inspect` still works.
+#[test]
+fn what_needs_this_machine_to_be_the_engine_s_fails_honestly_when_remote() {
+    let remote = Remote::start();
+    let w = World::new();
+    let sb = w.create(&[]);
+    let env = remote.env();
+    let out = sbx(&w, &["inspect", &sb.id], &env);
+    assert_success(&out, "inspect over ssh");
+    for (args, what) in
+        [(&["connect", &sb.id][..], "direct channel"), (&["audit", &sb.id], "audit"), (&["start", &sb.id], "start")]
+    {
+        let out = sbx(&w, args, &env);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("remote engines: not yet supported") && err.contains(what), "{args:?}: {err}");
+        assert!(err.contains(&remote.url()), "{err}");
+    }
+    let out = sbx(&w, &["destroy", "--purge", &sb.id], &env);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not yet supported with a remote engine"), "{}", stderr(&out));
+    assert_eq!(w.containers().len(), 1, "a refused command removed the sandbox");
+}

@@ -19,12 +19,22 @@ const REMOTE: &[(&str, Status, &str)] = &[
     (
         "remote channel",
         Status::Warn,
-        "the socket must be relayed through `docker exec` from a volume or tmpfs on the engine: not yet supported",
+        "connect dials a socket on this machine; relaying it through `docker exec` from a volume or tmpfs on the engine: not yet supported",
     ),
     (
         "remote helper",
         Status::Warn,
         "sbx's helper is bind-mounted from this machine: not yet supported, so create fails (exit 1) until issue 16 lands",
+    ),
+    (
+        "remote /proc",
+        Status::Warn,
+        "audit and start read a sandbox's processes and mounts from this machine's /proc: not yet supported",
+    ),
+    (
+        "remote state",
+        Status::Ok,
+        "destroy and gc remove only what they find on the engine; this machine's socket dirs and state stay (destroy --purge, volumes rm: not yet supported)",
     ),
     (
         "remote egress",

@@ -55,3 +55,21 @@ fn destroy_on_a_remote_engine_keeps_this_machine_s_files_and_refuses_purge() {
     assert!(matches!(&e, Error::Invalid(i) if i.what == "volumes rm"), "{e}");
     assert_eq!(rig.fake.verbs(), ["container inspect"], "a refusal made a docker call");
 }
+
+#[test]
+fn start_and_a_direct_channel_need_this_machine_to_be_the_engine_s() {
+    let rig = Rig::new();
+    let d = remote(&rig);
+    let unsupported = |e: Error| {
+        assert!(matches!(&e, Error::Host(crate::error::HostError::RemoteUnsupported { .. })), "{e}");
+        assert!(e.to_string().contains("(the engine is ssh://me@far)"), "{e}");
+    };
+    unsupported(d.start(ID, Duration::from_secs(1)).unwrap_err());
+    // (audit checks the same first: `checks::audit::read`.)
+    unsupported(d.local_only("audit").unwrap_err());
+    assert!(rig.fake.calls().is_empty(), "{:?}", rig.fake.calls());
+    // The direct channel is known from the sandbox's label: one inspect, then refused.
+    rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
+    unsupported(d.channel(ID).unwrap_err());
+    assert_eq!(rig.fake.verbs(), ["container inspect"]);
+}
