@@ -282,4 +282,21 @@ mod tests {
         let env = Env { docker: Some("/nonexistent/docker".into()), ..Env::default() };
         assert_eq!(run(args(&["sbx", "exec", "sbx-0123456789ab", "id"]), env), EXIT_INVALID);
     }
+
+    #[test]
+    fn a_context_with_docker_host_exits_2_before_any_docker_call() {
+        let env = Env {
+            docker: Some("/nonexistent/docker".into()),
+            docker_host: Some("ssh://me@far".into()),
+            ..Env::default()
+        };
+        assert_eq!(run(args(&["sbx", "--context", "far", "ls"]), env.clone()), EXIT_INVALID);
+        let env = Env { context: Some("far".into()), ..env };
+        assert_eq!(run(args(&["sbx", "ls"]), env.clone()), EXIT_INVALID);
+        // A flag wins over SBX_CONTEXT, and an empty one means unset.
+        let dirs = Dirs::default().with_context(Some(String::new()), &env);
+        assert_eq!(dirs.context.as_deref(), Some("far"));
+        let dirs = Dirs::default().with_context(Some("near".into()), &env);
+        assert_eq!(dirs.engine_choice(&env).context.as_deref(), Some("near"));
+    }
 }
