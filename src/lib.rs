@@ -56,6 +56,11 @@ pub struct Env {
     pub strict_egress: bool,
     pub docker: Option<OsString>,
     pub docker_host: Option<String>,
+    /// `SBX_CONTEXT`: `--context`'s default; `DOCKER_CONTEXT` and
+    /// `DOCKER_CONFIG`, read to tell where the engine is (`host::engine`).
+    pub context: Option<String>,
+    pub docker_context: Option<String>,
+    pub docker_config: Option<std::path::PathBuf>,
     pub xdg_runtime_dir: Option<std::path::PathBuf>,
     pub xdg_state_home: Option<std::path::PathBuf>,
     pub home: Option<std::path::PathBuf>,
@@ -82,6 +87,9 @@ impl Env {
             strict_egress: strict,
             docker: std::env::var_os("SBX_DOCKER").filter(|v| !v.is_empty()),
             docker_host: std::env::var("DOCKER_HOST").ok(),
+            context: std::env::var("SBX_CONTEXT").ok().filter(|v| !v.is_empty()),
+            docker_context: std::env::var("DOCKER_CONTEXT").ok().filter(|v| !v.is_empty()),
+            docker_config: std::env::var_os("DOCKER_CONFIG").filter(|v| !v.is_empty()).map(Into::into),
             xdg_runtime_dir: std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()).map(Into::into),
             xdg_state_home: std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(Into::into),
             home: std::env::var_os("HOME").filter(|v| !v.is_empty()).map(Into::into),
@@ -115,7 +123,13 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
         out.error(&e);
         return e.exit_code();
     }
-    let dirs = Dirs::new(cli.socket_dir, cli.data_dir, &env);
+    let dirs = Dirs::new(cli.socket_dir, cli.data_dir, &env).with_context(cli.context, &env);
+    // `--context` with DOCKER_HOST, or a name docker would refuse: before any docker call.
+    if let Err(e) = dirs.engine_choice(&env).check() {
+        let e = Error::from(e);
+        out.error(&e);
+        return e.exit_code();
+    }
     let driver = real_driver(&env, &dirs);
     let ctx = commands::Context {
         driver,
@@ -185,11 +199,15 @@ fn init_tracing(verbose: u8) -> bool {
     true
 }
 
-/// Where sbx keeps things on the host, as the global options say.
+/// Where sbx keeps things on the host, and which docker context it
+/// drives, as the global options say (the detached watchdog and refiller
+/// are started with the same options).
 #[derive(Debug, Clone, Default)]
 pub struct Dirs {
     pub socket_dir: Option<std::path::PathBuf>,
     pub state_dir: Option<std::path::PathBuf>,
+    /// `--context`, else `SBX_CONTEXT`.
+    pub context: Option<String>,
 }
 
 impl Dirs {
@@ -199,17 +217,37 @@ impl Dirs {
         Dirs {
             socket_dir: socket_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.socket_dir.clone()),
             state_dir: data_dir.filter(|d| !d.as_os_str().is_empty()).or_else(|| env.data_dir.clone()),
+            context: None,
+        }
+    }
+
+    /// `--context NAME`, else `SBX_CONTEXT` (empty is unset).
+    pub fn with_context(mut self, context: Option<String>, env: &Env) -> Self {
+        self.context = context.filter(|c| !c.is_empty()).or_else(|| env.context.clone());
+        self
+    }
+
+    /// What names the engine (see `host::engine`).
+    pub fn engine_choice(&self, env: &Env) -> host::engine::EngineChoice {
+        host::engine::EngineChoice {
+            context: self.context.clone(),
+            docker_host: env.docker_host.clone().filter(|h| !h.is_empty()),
+            docker_context: env.docker_context.clone(),
+            config_dir: env.docker_config.clone().or_else(|| env.home.as_ref().map(|h| h.join(".docker"))),
         }
     }
 }
 /// The real docker CLI as the environment configures it (`run` has already
 /// refused a malformed `SBX_DOCKER_TIMEOUT` or `SBX_PULL_TIMEOUT`).
-fn real_docker(env: &Env) -> docker::RealDocker {
+fn real_docker(env: &Env, dirs: &Dirs) -> docker::RealDocker {
     let deadlines = docker::Deadlines::from_env(env.docker_timeout.as_deref()).unwrap_or_default();
     let deadlines = deadlines.with_pull(env.pull_timeout.as_deref()).unwrap_or(deadlines);
     // Ctrl-C stops a long call (a pull) at once; sbx then cleans up.
     let stop = std::sync::Arc::new(|| host::interrupt::pending().is_some());
-    docker::RealDocker::new(env.docker.clone()).with_deadlines(deadlines).with_stop(stop)
+    docker::RealDocker::new(env.docker.clone())
+        .with_deadlines(deadlines)
+        .with_stop(stop)
+        .with_context(dirs.context.as_deref())
 }
 
 /// The production driver: the real docker CLI and the process's signals.
@@ -227,7 +265,9 @@ pub fn real_driver(env: &Env, dirs: &Dirs) -> sandbox::Driver {
         home: env.home.clone(),
         euid,
     };
-    sandbox::Driver::new(Arc::new(real_docker(env)), roots, states).with_interrupts(Arc::new(host::interrupt::pending))
+    sandbox::Driver::new(Arc::new(real_docker(env, dirs)), roots, states)
+        .with_interrupts(Arc::new(host::interrupt::pending))
+        .with_engine(dirs.engine_choice(env))
 }
 
 #[cfg(test)]
@@ -241,5 +281,22 @@ mod tests {
         // SBX_DOCKER points nowhere: a docker call would fail differently.
         let env = Env { docker: Some("/nonexistent/docker".into()), ..Env::default() };
         assert_eq!(run(args(&["sbx", "exec", "sbx-0123456789ab", "id"]), env), EXIT_INVALID);
+    }
+
+    #[test]
+    fn a_context_with_docker_host_exits_2_before_any_docker_call() {
+        let env = Env {
+            docker: Some("/nonexistent/docker".into()),
+            docker_host: Some("ssh://me@far".into()),
+            ..Env::default()
+        };
+        assert_eq!(run(args(&["sbx", "--context", "far", "ls"]), env.clone()), EXIT_INVALID);
+        let env = Env { context: Some("far".into()), ..env };
+        assert_eq!(run(args(&["sbx", "ls"]), env.clone()), EXIT_INVALID);
+        // A flag wins over SBX_CONTEXT, and an empty one means unset.
+        let dirs = Dirs::default().with_context(Some(String::new()), &env);
+        assert_eq!(dirs.context.as_deref(), Some("far"));
+        let dirs = Dirs::default().with_context(Some("near".into()), &env);
+        assert_eq!(dirs.engine_choice(&env).context.as_deref(), Some("near"));
     }
 }

@@ -10,7 +10,8 @@ SBX_DOCKER (docker CLI to run), SBX_DOCKER_TIMEOUT (how long a docker look-up ma
 changes get 4x; a stream such as exec or logs -f must get an answer about its
 sandbox within 1s plus that), SBX_SECCOMP_PROFILE (as create --seccomp-profile),
 SBX_RUNTIME (as create and doctor --runtime), SBX_PULL (as create --pull),
-SBX_PULL_TIMEOUT (how long create's pull may take, default 10m), DOCKER_HOST (passed to docker),
+SBX_PULL_TIMEOUT (how long create's pull may take, default 10m), SBX_CONTEXT (as --context),
+DOCKER_HOST, DOCKER_CONTEXT (passed to docker; an ssh:// or tcp:// engine is remote, see `sbx doctor`),
 RUST_LOG (tracing).
 
 Progress: long steps (a pull, --clone, sbx's own image, a pool fill) show one status line on
@@ -88,7 +89,8 @@ pub const EX_GC: &str = "Examples:\n  sbx gc --dry-run
   sbx gc";
 pub const EX_DOCTOR: &str = "Examples:\n  sbx doctor
   sbx doctor --route inference:proxy:8080
-  sbx doctor --runtime runsc";
+  sbx doctor --runtime runsc
+  sbx --context far doctor    # where the engine is (remote: ssh://...) and what that changes";
 pub const EX_ALLOW: &str = "Examples:\n  sbx allow sbx-0123456789ab registry.npmjs.org
   sbx allow sbx-0123456789ab '*.githubusercontent.com' git.example:8443";
 pub const EX_DENY: &str = "Examples:\n  sbx deny sbx-0123456789ab github.com

@@ -54,6 +54,10 @@ pub struct Cli {
     /// [default: /var/lib/sbx for root, else $XDG_STATE_HOME/sbx or ~/.local/state/sbx] [env: SBX_DATA_DIR]
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The docker context to drive (`docker --context NAME` for every call); an
+    /// engine on another machine is remote, see `sbx doctor` [env: SBX_CONTEXT]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }

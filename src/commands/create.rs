@@ -19,6 +19,8 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
     if let (None, Some(v)) = (req.pull, ctx.env.pull.as_deref()) {
         req.pull = Some(crate::spec::PullPolicy::from_env(v)?);
     }
+    // Paths of this machine mean nothing to a remote engine: refused before they are looked at.
+    crate::spec::refuse_host_paths(&req, ctx.driver.engine()?)?;
     let spec = SandboxSpec::from_request(&req, ctx.env.docker_host.as_deref())?;
     // From here on a signal must not kill sbx before it has cleaned up.
     (ctx.catch_signals)();

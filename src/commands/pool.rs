@@ -286,6 +286,10 @@ fn spawn_refiller(name: &str, dirs: &Dirs) -> Result<()> {
     if let Some(d) = &dirs.state_dir {
         cmd.arg("--data-dir").arg(d);
     }
+    // The same engine as the command that started it.
+    if let Some(c) = &dirs.context {
+        cmd.arg("--context").arg(c);
+    }
     cmd.arg("__pool-fill").arg(name);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     // SAFETY: setsid is async-signal-safe and touches no memory of ours.

@@ -27,6 +27,10 @@ pub fn spawn(id: &str, socket: &Path, dirs: &Dirs) -> Result<()> {
     if let Some(d) = &dirs.state_dir {
         cmd.arg("--data-dir").arg(d);
     }
+    // The same engine as the command that started it.
+    if let Some(c) = &dirs.context {
+        cmd.arg("--context").arg(c);
+    }
     cmd.arg("__watchdog").arg(id).arg("--dir").arg(dir);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     // SAFETY: setsid is async-signal-safe and touches no memory of ours.

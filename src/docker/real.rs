@@ -31,12 +31,22 @@ pub struct RealDocker {
     deadlines: Deadlines,
     /// Polled while a streamed call with a deadline runs (see [`Guard`]).
     stop: Stop,
+    /// Options before every subcommand: `--context NAME` (issue 16).
+    global: Vec<OsString>,
 }
 
 impl RealDocker {
     pub fn new(program: Option<OsString>) -> Self {
         let program = program.unwrap_or_else(|| OsString::from("docker"));
-        RealDocker { program, deadlines: Deadlines::default(), stop: std::sync::Arc::new(|| false) }
+        RealDocker { program, deadlines: Deadlines::default(), stop: std::sync::Arc::new(|| false), global: Vec::new() }
+    }
+
+    /// Every call as `docker --context NAME ...` (`--context`/`SBX_CONTEXT`).
+    /// Added when the command is built, so deadlines and start watches still
+    /// read the subcommand first.
+    pub fn with_context(mut self, context: Option<&str>) -> Self {
+        self.global = context.map(|c| vec!["--context".into(), c.into()]).unwrap_or_default();
+        self
     }
 
     pub fn with_deadlines(mut self, deadlines: Deadlines) -> Self {
@@ -71,7 +81,7 @@ impl RealDocker {
         if self.deadlines.of(args).is_some() {
             return None;
         }
-        let probe = start_probe(args)?;
+        let probe = self.global.iter().cloned().chain(start_probe(args)?).collect();
         Some(StartWatch::new(self.program.clone(), probe, child.id() as i32, group, self.deadlines.quick, verb(args)))
     }
 
@@ -81,7 +91,7 @@ impl RealDocker {
 
     fn command(&self, args: &[OsString]) -> Command {
         let mut cmd = Command::new(&self.program);
-        cmd.args(args).stdin(Stdio::null());
+        cmd.args(&self.global).args(args).stdin(Stdio::null());
         // Its own process group: a Ctrl-C at the terminal reaches sbx alone,
         // which finishes the step in flight and then tears down what it made,
         // instead of docker dying half-way through a create or a cleanup.
@@ -129,7 +139,7 @@ impl RealDocker {
     fn terminal(&self, args: &[OsString], attach: Attach) -> Result<(i32, String), DockerError> {
         tracing::debug!(command = %render(args), "docker (attached)");
         let mut cmd = Command::new(&self.program);
-        cmd.args(args);
+        cmd.args(&self.global).args(args);
         cmd.stdin(if attach.stdin { Stdio::inherit() } else { Stdio::null() });
         if attach.capture_stderr {
             // docker exec reports "could not start" on stdout or stderr

@@ -309,6 +309,10 @@ pub enum HostError {
     /// sbx's seccomp profile file is not what sbx just wrote there.
     #[error("verifying {}: the profile changed after it was written (is the data dir shared?)", path.display())]
     SeccompChanged { path: PathBuf },
+    /// What a remote engine cannot do yet without a path of this machine in
+    /// its argv (issue 16); refused before any docker call.
+    #[error("remote engines: not yet supported: {what}")]
+    RemoteUnsupported { what: String },
 }
 
 impl HostError {
@@ -321,6 +325,7 @@ impl HostError {
             | HostError::BadKey { .. }
             | HostError::Json { .. }
             | HostError::SeccompChanged { .. } => "io",
+            HostError::RemoteUnsupported { .. } => "remote_unsupported",
         }
     }
 
@@ -335,6 +340,9 @@ impl HostError {
             | HostError::BadKey { .. }
             | HostError::Json { .. }
             | HostError::SeccompChanged { .. } => None,
+            HostError::RemoteUnsupported { .. } => Some(
+                "run sbx on the engine's machine (or point it at a local engine: unset DOCKER_HOST, `--context default`); remote support is in progress (issue 16)".into(),
+            ),
         }
     }
 }

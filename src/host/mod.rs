@@ -9,6 +9,7 @@
 
 pub mod channel;
 pub mod egress;
+pub mod engine;
 pub mod gvisor;
 pub mod helper;
 pub mod interrupt;

@@ -358,10 +358,11 @@ pub use mark::Mark;
 /// or restarts, and an operator edits the file before either; so the file's
 /// identity and dockerd's pid file make a key under which `docker info`'s
 /// runtimes may be remembered. None (ask every time) unless the engine is
-/// the default local one and both files can be read.
-pub fn engine_key() -> Option<String> {
+/// the default local one (`default_engine`: no DOCKER_HOST, no context;
+/// see `model::engine::Engine::default`) and both files can be read.
+pub fn engine_key(default_engine: bool) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    if ["DOCKER_HOST", "DOCKER_CONTEXT"].iter().any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty())) {
+    if !default_engine {
         return None;
     }
     let pid = std::fs::read_to_string("/var/run/docker.pid").ok()?;

@@ -5,6 +5,7 @@
 
 pub mod boundary;
 pub mod channel;
+pub mod engine;
 pub mod event;
 pub mod gate;
 pub mod invalid;

@@ -15,6 +15,10 @@ impl Driver {
     pub fn channel(&self, id: &str) -> Result<crate::host::channel::Channel> {
         let raw = self.inspect_one(id)?;
         let kind = Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str));
+        if kind == Kind::Direct {
+            // Its socket is a file on the engine's machine.
+            self.local_only("a direct channel dials the sandbox's socket on this machine")?;
+        }
         if raw.state == "paused" {
             // `docker exec` refuses a frozen container; on the host the
             // kernel still queues a connection, and nothing answers until it is thawed.

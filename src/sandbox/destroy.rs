@@ -69,6 +69,23 @@ impl Target {
 }
 
 impl Driver {
+    /// True for a local engine. `--purge` on a remote one is refused (exit
+    /// 2, before any docker call): session volumes there are issue 16's
+    /// later work, and the session state it would remove is this machine's.
+    fn refuse_remote_purge(&self, purge: bool) -> Result<bool> {
+        let engine = self.engine()?;
+        if purge && engine.is_remote() {
+            return Err(crate::error::Invalid::new(
+                "--purge",
+                engine.endpoint.clone(),
+                "not yet supported with a remote engine: session volumes and their state live on this machine (issue 16)",
+            )
+            .hint("destroy without --purge; `sbx volumes rm KEY` on the engine's machine removes a volume")
+            .into());
+        }
+        Ok(!engine.is_remote())
+    }
+
     /// Remove sandboxes and their socket directories. Already gone is fine:
     /// scripts call this from `trap ... EXIT`, and two destroys may race.
     pub fn destroy(&self, ids: &[String]) -> Result<Destroyed> {
@@ -79,13 +96,16 @@ impl Driver {
     pub fn destroy_purging(&self, ids: &[String], purge: bool) -> Result<Destroyed> {
         let mut ids: Vec<String> = ids.to_vec();
         ids.dedup();
+        let local = self.refuse_remote_purge(purge)?;
         // Sandboxes this host recorded are removed by container id with no
-        // docker call before; the rest are inspected first to prove they are sbx's.
+        // docker call before; the rest are inspected first to prove they are
+        // sbx's. A remote engine holds none of the recorded ones (issue 16:
+        // sbx creates none there yet): its sandboxes are all inspected.
         let state = &self.state()?.state;
         let mut recorded = Vec::new();
         let mut rest = Vec::new();
         for id in ids {
-            match state.record(&id) {
+            match state.record(&id).filter(|_| local) {
                 Some(r) => recorded.push(Target::recorded(id, r)),
                 None => rest.push(id),
             }
@@ -113,7 +133,9 @@ impl Driver {
         let (removed, failure) = self.remove_targets(raws.iter().map(Target::inspected).collect(), purge)?;
         let present: Vec<&String> = raws.iter().map(|r| &r.name).collect();
         let already_gone: Vec<String> = ids.into_iter().filter(|i| !present.contains(&i)).collect();
-        if !already_gone.is_empty() {
+        // Not on a remote engine: this machine's files for that id, if any,
+        // are a local sandbox's.
+        if !already_gone.is_empty() && !self.engine()?.is_remote() {
             let state = &self.state()?.state;
             for id in &already_gone {
                 state.forget(id);
@@ -158,6 +180,10 @@ impl Driver {
         }
         let private: Vec<PrivateRoute> = gone.iter().flat_map(|t| t.private.iter().cloned()).collect();
         self.remove_private(&private)?;
+        if self.engine()?.is_remote() {
+            // Its labels name paths on the engine's machine, not on this one.
+            return Ok((gone.into_iter().map(|t| t.id).collect(), failure));
+        }
         let data = &self.state()?.state.dir;
         for t in &gated {
             crate::host::egress::remove(data, &t.id)?;

@@ -82,6 +82,7 @@ impl Driver {
     /// volume may have changed since), then readiness. On failure it is
     /// stopped again, not destroyed: its /state may be all the work there is.
     pub fn start(&self, id: &str, socket_wait: Duration) -> Result<Changed> {
+        self.local_only("start makes the socket directory on this machine and checks the mounts in its /proc")?;
         let raw = self.inspect_one(id)?;
         let state = &self.state()?.state;
         if !STARTABLE.contains(&raw.state.as_str()) {
@@ -215,7 +216,7 @@ impl Driver {
         if name == DEFAULT {
             return Ok(Family::Runc);
         }
-        let key = crate::host::state::engine_key();
+        let key = crate::host::state::engine_key(self.engine()?.default);
         let seen = key.as_deref().and_then(|k| self.state().ok()?.state.runtimes(k));
         let text = match seen {
             Some(t) => t,

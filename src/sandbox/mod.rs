@@ -37,8 +37,10 @@ use crate::docker::parse::RawContainer;
 use crate::docker::{argv, parse, status_error, DockerExec};
 use crate::error::SandboxError;
 use crate::error::{DockerError, Error, Result};
+use crate::host::engine::EngineChoice;
 use crate::host::socket::RootChoice;
 use crate::host::state::{ProcId, State, StateChoice};
+use crate::model::engine::Engine;
 use crate::model::record::Record;
 use crate::spec;
 
@@ -65,6 +67,9 @@ pub struct Driver {
     pace: Pace,
     /// The sbx executable packed into the egress gate's image (`host::self_image`).
     exe: PathBuf,
+    /// What names the engine, resolved on first use (issue 16).
+    engine_choice: EngineChoice,
+    engine: OnceLock<Engine>,
 }
 
 impl Driver {
@@ -79,7 +84,38 @@ impl Driver {
             proc: PathBuf::from("/proc"),
             pace: Pace::default(),
             exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+            // Tests get the default local engine (no config file is read).
+            engine_choice: EngineChoice::default(),
+            engine: OnceLock::new(),
         }
+    }
+
+    /// Where the engine is named (DOCKER_HOST, contexts); see `host::engine`.
+    pub fn with_engine(mut self, choice: EngineChoice) -> Self {
+        self.engine_choice = choice;
+        self
+    }
+
+    /// Err (exit 1, before any docker call) when the engine is remote and
+    /// `what` needs this machine to be the engine's (its /proc, its files):
+    /// what later slices of issue 16 bring.
+    pub fn local_only(&self, what: &str) -> Result<()> {
+        let engine = self.engine()?;
+        if engine.is_remote() {
+            return Err(Error::Host(crate::error::HostError::RemoteUnsupported {
+                what: format!("{what} (the engine is {})", engine.endpoint),
+            }));
+        }
+        Ok(())
+    }
+
+    /// Where the engine is, resolved once (no docker call in the default case).
+    pub fn engine(&self) -> Result<&Engine> {
+        if let Some(e) = self.engine.get() {
+            return Ok(e);
+        }
+        let e = self.engine_choice.resolve(&*self.exec)?;
+        Ok(self.engine.get_or_init(|| e))
     }
 
     /// The executable the egress gate's image is made from (tests use a small file).

@@ -35,6 +35,16 @@ impl Driver {
     /// session's lock; refused while a running sandbox uses the volume.
     /// Returns the volume's name.
     pub fn remove_volume(&self, session: &str) -> Result<String> {
+        if self.engine()?.is_remote() {
+            // The session's state is this machine's; the volume would be the remote engine's.
+            return Err(crate::error::Invalid::new(
+                "volumes rm",
+                session,
+                "not yet supported with a remote engine: session volumes live on this machine's engine (issue 16)",
+            )
+            .hint("run it against the local engine (unset DOCKER_HOST, `--context default`)")
+            .into());
+        }
         let HostState { state, key } = self.state()?;
         let name = persist::volume_name(session);
         let _lock = persist::lock(&state.dir, session)?;

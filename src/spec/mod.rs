@@ -6,6 +6,7 @@ pub mod egress;
 mod events;
 mod image;
 mod mount;
+mod remote;
 mod request;
 mod route;
 pub mod seccomp;
@@ -15,6 +16,7 @@ use std::time::Duration;
 pub use events::{parse_event_kind, parse_time, EventQuery};
 pub use image::{ImageRef, PullPolicy};
 pub use mount::{check_not_sbx_dirs, docker_socket_paths, MountSpec};
+pub use remote::refuse_host_paths;
 pub use request::{parse_runtime, CreateRequest};
 pub use route::{is_loopback, network_for, validate_kind, Route, EGRESS_KIND};
 

@@ -30,6 +30,7 @@ mod persist;
 mod pool;
 mod pull;
 mod readme_example;
+mod remote;
 mod runtime;
 mod runtime_attack;
 mod runtime_checks;

@@ -11,6 +11,8 @@ pub fn apparmor_enabled() -> bool {
 /// process's status and the labels of its image, read through the driver.
 pub fn of_sandbox(driver: &crate::sandbox::Driver, id: &str) -> crate::error::Result<AuditReport> {
     use crate::docker::{argv, parse, status_error};
+    // The process's status is read from this machine's /proc.
+    driver.local_only("audit reads the sandbox's process status from this machine's /proc")?;
     let raw = driver.inspect_one(id)?;
     let full = &raw.full;
     let status = ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));

@@ -8,6 +8,7 @@
 
 mod engine;
 mod judge;
+mod location;
 mod probe_run;
 mod runtime;
 
@@ -62,9 +63,17 @@ pub struct Doctor<'a> {
 impl Doctor<'_> {
     pub fn run(&self, routes: &[Route]) -> DoctorReport {
         let mut checks = Vec::new();
+        let remote = self.location(&mut checks);
         let docker_ok = self.docker(&mut checks);
         self.host_dirs(&mut checks);
-        if docker_ok {
+        if remote {
+            checks.push(check(
+                "probe",
+                Status::Skip,
+                "needs a sandbox, and create is not yet supported with a remote engine (issue 16)",
+                None,
+            ));
+        } else if docker_ok {
             match self.runtimes(routes, &mut checks) {
                 Some(reg) => self.probe(routes, &reg, &mut checks),
                 None => checks.push(check(

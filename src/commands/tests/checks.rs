@@ -112,13 +112,15 @@ fn doctor_without_docker_says_how_to_fix_it_and_fails() {
     let r = rig.sbx(&["doctor"]);
     assert_eq!(r.code, 1);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines[0], "FAIL  docker             could not run `docker`: No such file or directory");
-    assert_eq!(lines[1], format!("{:<24} fix: install the docker CLI (or set SBX_DOCKER to its path)", ""));
-    assert!(lines[2].starts_with("ok    sockets            "), "{}", r.stdout);
-    assert!(lines[3].starts_with("ok    state              "), "{}", r.stdout);
-    assert_eq!(lines[4], "skip  probe              needs a Docker engine that answers");
-    assert_eq!(lines[5], "sbx doctor: some checks failed (see FAIL above)");
-    assert_eq!(lines.len(), 6);
+    // Where the engine is needs no docker call in the default case (issue 16).
+    assert_eq!(lines[0], "ok    engine-location    local: unix:///var/run/docker.sock");
+    assert_eq!(lines[1], "FAIL  docker             could not run `docker`: No such file or directory");
+    assert_eq!(lines[2], format!("{:<24} fix: install the docker CLI (or set SBX_DOCKER to its path)", ""));
+    assert!(lines[3].starts_with("ok    sockets            "), "{}", r.stdout);
+    assert!(lines[4].starts_with("ok    state              "), "{}", r.stdout);
+    assert_eq!(lines[5], "skip  probe              needs a Docker engine that answers");
+    assert_eq!(lines[6], "sbx doctor: some checks failed (see FAIL above)");
+    assert_eq!(lines.len(), 7);
     assert_eq!(
         r.stderr,
         "sbx: error: doctor: failed checks: docker\nsbx: hint: each failed check above says how to fix it\n"
@@ -129,7 +131,7 @@ fn doctor_without_docker_says_how_to_fix_it_and_fails() {
     assert_eq!(r.code, 1);
     let v = json(&r.stdout);
     assert_eq!(v["ok"], false);
-    assert_eq!((&v["checks"][0]["name"], &v["checks"][0]["status"]), (&"docker".into(), &"fail".into()));
+    assert_eq!((&v["checks"][1]["name"], &v["checks"][1]["status"]), (&"docker".into(), &"fail".into()));
     assert_eq!(json(&r.stderr)["error"]["kind"], "doctor_failed");
 }
 

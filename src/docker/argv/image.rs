@@ -30,6 +30,17 @@ pub fn version() -> Vec<OsString> {
     os(&["version", "--format", "{{json .}}"])
 }
 
+/// A docker context's engine endpoint (no engine call: the CLI reads its
+/// own store). `name` is checked by `model::engine::valid_context_name`.
+pub fn context_host(name: &str) -> Vec<OsString> {
+    os(&["context", "inspect", "--format", "{{json .Endpoints.docker.Host}}", "--", name])
+}
+
+/// The CLI's current context, when its config file cannot be read by sbx.
+pub fn context_show() -> Vec<OsString> {
+    os(&["context", "show"])
+}
+
 /// The cheapest call that needs the engine's container store: doctor's hang check.
 pub fn ps_quiet() -> Vec<OsString> {
     os(&["ps", "-q", "--last", "1"])

@@ -24,8 +24,8 @@ pub use events::{events, exit_state};
 pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts};
 pub use gate::{egress_network_create, egress_networks, gate_run, gates, GatePlan};
 pub use image::{
-    image_label_values, image_labels, image_user, images_labelled, import, info_os, ps_quiet, pull, remove_images,
-    repo_digests, runtimes, version,
+    context_host, context_show, image_label_values, image_labels, image_user, images_labelled, import, info_os,
+    ps_quiet, pull, remove_images, repo_digests, runtimes, version,
 };
 pub use lifecycle::{inspect, list, pause, remove, running_pid, start, state, stop, unpause, LOG_TAIL};
 pub use network::{

@@ -26,6 +26,25 @@ pub fn engine_version(stdout: &[u8]) -> EngineVersion {
     }
 }
 
+/// `docker context inspect --format '{{json .Endpoints.docker.Host}}'`
+/// (see `argv::context_host`): exactly one JSON string, a URL; anything
+/// else is None (a context with no docker endpoint says `null`).
+pub fn context_host(stdout: &str) -> Option<String> {
+    let host: String = serde_json::from_str(stdout.trim()).ok()?;
+    (!host.is_empty() && !host.contains(char::is_control)).then_some(host)
+}
+
+/// The `currentContext` of the CLI's `config.json`; None when it names none.
+pub fn current_context(config: &[u8]) -> Result<Option<String>, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Config {
+        #[serde(default, rename = "currentContext")]
+        current: Option<String>,
+    }
+    let c: Config = serde_json::from_slice(config)?;
+    Ok(c.current.filter(|c| !c.is_empty()))
+}
+
 /// `docker info --format '{{json .OperatingSystem}}'` (see `argv::info_os`).
 pub fn operating_system(stdout: &str) -> String {
     stdout.trim().trim_matches('"').to_string()
@@ -63,6 +82,25 @@ pub fn image_ids(stdout: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_context_s_host_is_one_json_string() {
+        // Captured from CLI 28.2.2 (`docker context create x --docker host=ssh://root@127.0.0.1:2222`).
+        assert_eq!(
+            super::context_host("\"ssh://root@127.0.0.1:2222\"\n").as_deref(),
+            Some("ssh://root@127.0.0.1:2222")
+        );
+        for bad in ["null\n", "", "[\"a\"]", "\"a\" \"b\"", "\"\"", "\"a\\nb\""] {
+            assert_eq!(super::context_host(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_config_s_current_context() {
+        assert_eq!(super::current_context(br#"{"auths":{},"currentContext":"far"}"#).unwrap().as_deref(), Some("far"));
+        assert_eq!(super::current_context(br#"{"auths":{}}"#).unwrap(), None);
+        assert!(super::current_context(b"not json").is_err());
+    }
+
     use super::*;
 
     /// Captured from engine 20.10.24 with CLI 28.2.2.

@@ -19,7 +19,7 @@ mod stderr;
 mod volume;
 
 pub use container::{main_state, parse_inspect, parse_ps, ps_template, stopped, MainState, RawContainer};
-pub use engine::{engine_version, image_ids, operating_system, runtimes, EngineVersion};
+pub use engine::{context_host, current_context, engine_version, image_ids, operating_system, runtimes, EngineVersion};
 pub use events::{
     container_state, parse_event, DockerEvent, EventMapper, ExitState, ACTIONS, MAX_EVENT_LINE, PROBE_IMAGE_LABEL,
 };

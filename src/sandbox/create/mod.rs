@@ -4,6 +4,7 @@
 
 mod gate;
 mod pull;
+mod remote;
 mod rollback;
 mod routes;
 mod runtime;
@@ -94,6 +95,7 @@ impl Serialize for Created {
 
 impl Driver {
     pub fn create(&self, spec: &SandboxSpec) -> Result<Created> {
+        self.refuse_remote(spec)?;
         match self.create_once(spec, true) {
             // The cached image verdict outlived the image (removed since): what
             // the first try made is undone; the second asks the engine, which

@@ -23,7 +23,7 @@ impl Driver {
         if spec.runtime == DEFAULT {
             return Ok(RuntimeCheck::Runc);
         }
-        let key = crate::host::state::engine_key();
+        let key = crate::host::state::engine_key(self.engine()?.default);
         if let Some(seen) = key.as_deref().and_then(|k| self.state().ok()?.state.runtimes(k)) {
             return Ok(RuntimeCheck::Seen(seen));
         }
@@ -45,7 +45,10 @@ impl Driver {
             RuntimeCheck::Seen(text) => match self.registered(spec, &text, needs_network, direct) {
                 Ok(reg) => return Ok(reg),
                 // Only what passed is trusted from memory: ask the engine again.
-                Err(_) => (run_ok(&*self.exec, &argv::runtimes())?.stdout_str(), crate::host::state::engine_key()),
+                Err(_) => (
+                    run_ok(&*self.exec, &argv::runtimes())?.stdout_str(),
+                    crate::host::state::engine_key(self.engine()?.default),
+                ),
             },
             RuntimeCheck::Asked(job, key) => {
                 let out = job.wait()?;

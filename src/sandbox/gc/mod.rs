@@ -63,13 +63,22 @@ impl Driver {
     pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
         let HostState { state, key } = self.state()?;
         let root = self.roots.resolve()?;
+        // A remote engine (issue 16) does not hold the sandboxes this
+        // machine's files belong to (they are another engine's, or sbx made
+        // none there yet): gc removes only what it finds on that engine and
+        // leaves socket dirs, session state, pool and egress files here alone.
+        let local = !self.engine()?.is_remote();
         // Order matters: socket entries, then containers, then creates in
         // flight, so a create racing this gc is seen in at least one of them.
-        let entries: Vec<String> = std::fs::read_dir(&root)
-            .map_err(|e| Error::io(format!("reading {}", root.display()), e))?
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
+        let entries: Vec<String> = if local {
+            std::fs::read_dir(&root)
+                .map_err(|e| Error::io(format!("reading {}", root.display()), e))?
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let out = run_ok(&*self.exec, &argv::private_networks())?;
         let private_networks: Vec<PrivateNetwork> = parse::rows::<PrivateNetwork>(&out.stdout_str())
             .into_iter()
@@ -137,11 +146,16 @@ impl Driver {
             owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
         let mut dirs: Vec<(PathBuf, String)> = reaped
             .iter()
+            .filter(|_| local)
             .filter_map(|c| Some((Path::new(c.labels.get(record::SOCKET)?).parent()?.to_path_buf(), c.name.clone())))
             .collect();
+        if !local {
+            // State of ids not on this engine may be another engine's sandboxes'.
+            plan.forget.retain(|id| reaped.iter().any(|c| c.name == *id));
+        }
         dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
         report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
-        let orphaned = self.orphan_volume_state(state, key)?;
+        let orphaned = if local { self.orphan_volume_state(state, key)? } else { Vec::new() };
         report.volume_state = orphaned.iter().flat_map(|(_, paths)| paths.iter().cloned()).collect();
         // What stays: sandboxes not reaped, and creates in flight.
         let reaping: BTreeSet<&str> = plan.containers.iter().map(|r| r.id.as_str()).collect();
@@ -149,7 +163,9 @@ impl Driver {
             owned.iter().map(|c| c.name.clone()).filter(|n| !reaping.contains(n.as_str())).collect();
         keep.extend(creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| p.is_alive())).map(|c| c.id.clone()));
         if dry_run {
-            self.gc_egress(&keep, true, &mut report)?;
+            if local {
+                self.gc_egress(&keep, true, &mut report)?;
+            }
             return Ok(report);
         }
         // Before the removal, so `sbx events` shows why it goes before it goes.
@@ -221,6 +237,9 @@ impl Driver {
         }
         let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
         let removed: Vec<String> = report.containers.iter().map(|c| c.id.clone()).collect();
+        if !local {
+            return Ok(report);
+        }
         self.pool_forget_gone(state, &standing, &removed);
         // Gates of sandboxes still there (a failed removal) stay with them.
         keep.extend(left);

@@ -81,5 +81,6 @@ mod lookup;
 mod pool;
 mod private;
 mod pull;
+mod remote;
 mod rollback;
 mod runtime;

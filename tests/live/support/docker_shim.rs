@@ -44,6 +44,24 @@ impl Shim {
         Self::install(dir, &script)
     }
 
+    /// Passes every call on, logging its whole argv (see [`Shim::argvs`]).
+    pub fn logging(w: &World) -> Self {
+        let dir = Path::new("/tmp").join(format!("sbxt-{}-shim", w.case));
+        std::fs::create_dir_all(&dir).unwrap();
+        // One write per call (O_APPEND), arguments separated by \037.
+        let script = format!(
+            "#!/bin/sh\nline=$(printf '%s\\037' \"$@\")\nprintf '%s\\n' \"$line\" >> '{d}/argvs'\nexec docker \"$@\"\n",
+            d = dir.display(),
+        );
+        Self::install(dir, &script)
+    }
+
+    /// Every argv a [`Shim::logging`] passed on, in order.
+    pub fn argvs(&self) -> Vec<Vec<String>> {
+        let log = std::fs::read_to_string(self.dir.join("argvs")).unwrap_or_default();
+        log.lines().map(|l| l.split('\u{1f}').filter(|a| !a.is_empty()).map(str::to_string).collect()).collect()
+    }
+
     fn install(dir: std::path::PathBuf, script: &str) -> Self {
         let path = dir.join("docker");
         std::fs::write(&path, script).unwrap();

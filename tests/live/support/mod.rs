@@ -1,7 +1,7 @@
 //! Live-test support: the fixture image (`fixture`, built once per run),
 //! images a test packs itself (`image`), one test's world of unique labelled resources removed in `Drop` even when
 //! the test fails (`world`), a blocking docker stand-in (`docker_shim`), the
-//! egress tests' stand-in internet (`internet`) and client (`egress`), and running the real binary and checking what it printed (here).
+//! egress tests' stand-in internet (`internet`) and client (`egress`), the engine reached through sshd on loopback (`ssh`), and running the real binary and checking what it printed (here).
 //!
 //! These tests need a Docker engine. They never skip: without one they fail
 //! and say so (`cargo test --lib` runs the unit tests alone).
@@ -19,12 +19,14 @@ pub mod egress;
 mod fixture;
 mod image;
 pub mod internet;
+mod ssh;
 mod world;
 
 pub use docker_shim::Shim;
 pub use fixture::{fixture_binary, fixture_image};
 pub use image::{gcc_static, Image, ImageTree};
 pub use internet::{curl, exec_in, tools_image, Internet};
+pub use ssh::Remote;
 pub use world::{Network, Sandbox, Service, World};
 
 pub const SBX: &str = env!("CARGO_BIN_EXE_sbx");

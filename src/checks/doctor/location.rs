@@ -1,0 +1,77 @@
+//! Doctor's report of where the engine is (issue 16) and what a remote one
+//! changes, one line each; what later slices bring says "not yet supported".
+
+use super::{check, Check, Doctor, Status};
+use crate::model::engine::Engine;
+
+/// What a remote engine changes: (name, status, detail).
+const REMOTE: &[(&str, Status, &str)] = &[
+    (
+        "remote host-paths",
+        Status::Ok,
+        "create --ro/--rw/--state-dir/--clone are refused (exit 2): they name paths on this machine, which the engine cannot see",
+    ),
+    (
+        "remote persist",
+        Status::Warn,
+        "create --persist: not yet supported (the session's volume is bound to a directory on this machine)",
+    ),
+    (
+        "remote channel",
+        Status::Warn,
+        "connect dials a socket on this machine; relaying it through `docker exec` from a volume or tmpfs on the engine: not yet supported",
+    ),
+    (
+        "remote helper",
+        Status::Warn,
+        "sbx's helper is bind-mounted from this machine: not yet supported, so create fails (exit 1) until issue 16 lands",
+    ),
+    (
+        "remote /proc",
+        Status::Warn,
+        "audit and start read a sandbox's processes and mounts from this machine's /proc: not yet supported",
+    ),
+    (
+        "remote state",
+        Status::Ok,
+        "destroy and gc remove only what they find on the engine; this machine's socket dirs and state stay (destroy --purge, volumes rm: not yet supported)",
+    ),
+    (
+        "remote egress",
+        Status::Warn,
+        "the egress gate's policy directory is bind-mounted from this machine: not yet supported",
+    ),
+];
+
+impl Doctor<'_> {
+    /// Push the engine's location (and, when remote, what that changes);
+    /// true when the engine is remote.
+    pub(super) fn location(&self, checks: &mut Vec<Check>) -> bool {
+        let engine = match self.driver.engine() {
+            Ok(e) => e,
+            Err(e) => {
+                checks.push(check(
+                    "engine-location",
+                    Status::Fail,
+                    format!("cannot tell where the engine is: {e}"),
+                    e.hint(),
+                ));
+                return false;
+            }
+        };
+        checks.push(check("engine-location", Status::Ok, describe(engine), None));
+        if engine.is_remote() {
+            checks.extend(REMOTE.iter().map(|(name, status, detail)| check(name, *status, *detail, None)));
+        }
+        engine.is_remote()
+    }
+}
+
+/// `local: unix:///var/run/docker.sock` or `remote: ssh://u@h (context far)`.
+pub fn describe(engine: &Engine) -> String {
+    let place = if engine.is_remote() { "remote" } else { "local" };
+    match &engine.context {
+        Some(c) => format!("{place}: {} (docker context {c})", engine.endpoint),
+        None => format!("{place}: {}", engine.endpoint),
+    }
+}

@@ -1,0 +1,262 @@
+//! Remote engines (issue 16, first slice): the one engine here reached
+//! through sshd on loopback (`support::Remote`), so sbx takes the remote
+//! path for real. Loopback hides local-path bugs (every path exists on the
+//! "remote" too), so the logging docker shim checks that no argv sbx runs
+//! names a path of this machine. Each docker call over ssh costs ~0.3 s:
+//! the tests are few and make few calls.
+
+use std::process::{Command, Output, Stdio};
+
+use crate::support::*;
+
+/// sbx with `env` only (none of the caller's engine variables leak in).
+fn sbx(w: &World, args: &[&str], env: &[(String, String)]) -> Output {
+    let mut cmd = Command::new(SBX);
+    cmd.args(w.dir_args()).args(args).stdin(Stdio::null());
+    for k in ["DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "SBX_CONTEXT", "SBX_SOCKET_DIR", "SBX_STRICT_EGRESS"] {
+        cmd.env_remove(k);
+    }
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    cmd.output().expect("spawn sbx")
+}
+
+fn with(mut env: Vec<(String, String)>, more: &[(&str, &str)]) -> Vec<(String, String)> {
+    env.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    env
+}
+
+/// Every absolute path an argv names: an argument, or a part of one split
+/// at `=`, `,` and `:` (`--mount type=bind,src=/x`, `-v /a:/b`).
+fn local_paths(argvs: &[Vec<String>]) -> Vec<String> {
+    argvs
+        .iter()
+        .flatten()
+        .flat_map(|a| a.split(['=', ',', ':']).map(str::to_string).collect::<Vec<_>>())
+        .filter(|p| p.starts_with('/'))
+        .collect()
+}
+
+fn doctor_check<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no {name} in {v}"))
+}
+
+#[test]
+fn doctor_ls_inspect_destroy_gc_drive_the_remote_engine_and_name_no_local_path() {
+    let remote = Remote::start();
+    let w = World::new();
+    let shim = Shim::logging(&w);
+    let env = with(remote.env(), &[("SBX_DOCKER", shim.path().to_str().unwrap())]);
+
+    let out = sbx(&w, &["doctor"], &env);
+    let text = stdout(&out);
+    assert!(out.status.success(), "doctor: {text}\n{}", stderr(&out));
+    assert!(text.contains(&format!("ok    engine-location    remote: {}\n", remote.url())), "{text}");
+    assert!(text.contains("remote host-paths") && text.contains("create --ro/--rw/--state-dir/--clone are refused"));
+    assert!(text.contains("warn  remote helper") && text.contains("not yet supported"), "{text}");
+    assert!(text.contains("skip  probe") && text.contains("not yet supported with a remote engine"), "{text}");
+    assert!(text.contains("ok    docker             engine "), "the engine answered through ssh: {text}");
+
+    let out = sbx(&w, &["--json", "doctor"], &env);
+    let v = json(&out);
+    assert_eq!(doctor_check(&v, "engine-location")["detail"], format!("remote: {}", remote.url()));
+
+    let out = sbx(&w, &["ls"], &env);
+    assert_success(&out, "ls");
+    let out = sbx(&w, &["inspect", "sbx-0123456789ab"], &env);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no sandbox sbx-0123456789ab on this engine"), "{}", stderr(&out));
+    let out = sbx(&w, &["destroy", "sbx-0123456789ab"], &env);
+    assert_success(&out, "destroy of a sandbox already gone");
+    // A socket directory with no container: an orphan to a local gc, but
+    // a remote engine's gc cannot tell whose it is and leaves it.
+    let orphan = w.socket_root.join("sbx-0123456789ab");
+    std::fs::create_dir(&orphan).unwrap();
+    let out = sbx(&w, &["gc"], &env);
+    assert_success(&out, "gc");
+    assert!(orphan.exists(), "gc against a remote engine removed a socket directory of this machine");
+
+    let argvs = shim.argvs();
+    for verb in ["version", "info", "container", "ps", "network"] {
+        assert!(argvs.iter().any(|a| a.first().map(String::as_str) == Some(verb)), "no docker {verb}: {argvs:?}");
+    }
+    assert_eq!(local_paths(&argvs), Vec::<String>::new(), "paths of this machine sent to a remote engine: {argvs:?}");
+    let out = sbx(&w, &["gc"], &[("PATH".to_string(), std::env::var("PATH").unwrap_or_default())]);
+    assert_success(&out, "gc on the local engine");
+    assert!(!orphan.exists(), "the local gc keeps an orphaned socket directory: {}", stdout(&out));
+}
+
+#[test]
+fn create_refuses_paths_of_this_machine_before_any_docker_call() {
+    let remote = Remote::start();
+    let w = World::new();
+    let shim = Shim::logging(&w);
+    let env = with(remote.env(), &[("SBX_DOCKER", shim.path().to_str().unwrap())]);
+    let dir = w.socket_root.to_str().unwrap();
+    let image = w.image.clone();
+    let label = w.case_label();
+    let create = |more: &[&str]| {
+        let mut args = vec!["create", "--image", &image, "--label", &label];
+        args.extend_from_slice(more);
+        sbx(&w, &args, &env)
+    };
+    for (more, flag, why) in [
+        (&["--ro", dir][..], "--ro", "names a path on this machine"),
+        (&["--rw", &format!("{dir}:/data")], "--rw", "names a path on this machine"),
+        (&["--state-dir", dir], "--state-dir", "names a path on this machine"),
+        (&["--session", "s", "--persist", "--clone", "https://example.invalid/r.git"], "--clone", "cannot see"),
+        (&["--session", "s", "--persist"], "--persist", "not yet supported with a remote engine"),
+    ] {
+        let out = create(more);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{more:?}: {err}");
+        assert!(err.contains(&format!("invalid {flag}")) && err.contains(why), "{more:?}: {err}");
+        assert!(err.contains(&remote.url()), "the message names the engine: {err}");
+    }
+    let out = sbx(&w, &["--json", "create", "--image", &image, "--ro", dir], &env);
+    assert_eq!((out.status.code(), json_err(&out)), (Some(2), "invalid_input".to_string()));
+
+    // What later slices bring (the helper and the socket without a bind
+    // mount) fails honestly instead of binding a path of this machine.
+    let out = create(&[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("remote engines: not yet supported") && err.contains("helper"), "{err}");
+    let out = create(&["--channel", "exec"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("socket directory"), "exec channel binds no socket dir: {}", stderr(&out));
+
+    assert_eq!(shim.argvs(), Vec::<Vec<String>>::new(), "a refused create made a docker call");
+    assert_eq!(w.containers(), Vec::<String>::new(), "a refused create made a container");
+    assert_eq!(w.socket_dirs(), Vec::<String>::new(), "a refused create made a socket dir");
+}
+
+fn json_err(out: &Output) -> String {
+    let v: serde_json::Value = serde_json::from_str(stderr(out).lines().last().unwrap_or("{}")).unwrap();
+    v["error"]["kind"].as_str().unwrap_or_default().to_string()
+}
+
+/// A docker context this test made in its rig's own DOCKER_CONFIG; removed in Drop.
+struct Context<'a> {
+    remote: &'a Remote,
+    name: String,
+    config: String,
+}
+
+impl<'a> Context<'a> {
+    fn create(remote: &'a Remote) -> Self {
+        let name = unique("sbxt-ctx-");
+        let config = remote.docker_config().to_str().unwrap().to_string();
+        let host = format!("host={}", remote.url());
+        let out = remote.docker(&["context", "create", &name, "--docker", &host], &[("DOCKER_CONFIG", &config)]);
+        assert!(out.status.success(), "docker context create: {}", String::from_utf8_lossy(&out.stderr));
+        Context { remote, name, config }
+    }
+}
+
+impl Drop for Context<'_> {
+    fn drop(&mut self) {
+        let _ = self.remote.docker(&["context", "rm", "-f", &self.name], &[("DOCKER_CONFIG", &self.config)]);
+    }
+}
+
+#[test]
+fn contexts_are_followed_to_the_remote_engine_and_refused_with_docker_host() {
+    let remote = Remote::start();
+    let w = World::new();
+    let ctx = Context::create(&remote);
+    let shim = Shim::logging(&w);
+    let base = vec![
+        ("PATH".to_string(), remote.path()),
+        ("DOCKER_CONFIG".to_string(), ctx.config.clone()),
+        ("SBX_DOCKER".to_string(), shim.path().to_str().unwrap().to_string()),
+    ];
+
+    // Two answers to one question: refused before any docker call.
+    let host = with(base.clone(), &[("DOCKER_HOST", &remote.url())]);
+    let out = sbx(&w, &["--context", &ctx.name, "ls"], &host);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("DOCKER_HOST is set too"), "{}", stderr(&out));
+    let out = sbx(&w, &["ls"], &with(host.clone(), &[("SBX_CONTEXT", &ctx.name)]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(shim.argvs(), Vec::<Vec<String>>::new(), "a refused command made a docker call");
+
+    // --context: every call goes to that context, and doctor says it is remote.
+    let out = sbx(&w, &["--json", "--context", &ctx.name, "doctor"], &base);
+    let v = json(&out);
+    let want = format!("remote: {} (docker context {})", remote.url(), ctx.name);
+    assert_eq!(doctor_check(&v, "engine-location")["detail"], want);
+    assert_eq!(doctor_check(&v, "docker")["status"], "ok", "{v}");
+    let argvs = shim.argvs();
+    assert!(!argvs.is_empty());
+    for a in &argvs {
+        assert_eq!(a[..2], ["--context".to_string(), ctx.name.clone()], "{a:?}");
+    }
+    assert_eq!(local_paths(&argvs), Vec::<String>::new(), "{argvs:?}");
+
+    // DOCKER_CONTEXT, and the CLI's current context, are followed too.
+    let ro = ["create", "--image", &w.image, "--ro", "/etc"];
+    let out = sbx(&w, &ro, &with(base.clone(), &[("DOCKER_CONTEXT", &ctx.name)]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("the engine is remote ({})", remote.url())), "{}", stderr(&out));
+    let used = remote.docker(&["context", "use", &ctx.name], &[("DOCKER_CONFIG", &ctx.config)]);
+    assert!(used.status.success(), "{}", String::from_utf8_lossy(&used.stderr));
+    let out = sbx(&w, &ro, &base);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("the engine is remote"), "{}", stderr(&out));
+    // `--context default` is this machine's engine again: the refusal is gone (the path is checked instead).
+    let out = sbx(&w, &["--context", "default", "create", "--image", &w.image, "--ro", "/nonexistent-sbxt"], &base);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("remote"), "{}", stderr(&out));
+    assert_eq!(w.containers(), Vec::<String>::new());
+}
+
+/// The local default engine is resolved without a docker call (issue 16):
+/// a create stays at the benchmark's two calls (`docker run` and one
+/// `docker container inspect`) once the image's user is cached.
+#[test]
+fn the_default_local_engine_costs_create_no_extra_docker_call() {
+    let w = World::new();
+    let first = w.create(&[]);
+    let shim = Shim::logging(&w);
+    let label = w.case_label();
+    let out = sbx(
+        &w,
+        &["create", "--image", &w.image, "--label", &label],
+        &[
+            ("SBX_DOCKER".to_string(), shim.path().to_str().unwrap().to_string()),
+            ("PATH".to_string(), std::env::var("PATH").unwrap_or_default()),
+        ],
+    );
+    assert_success(&out, "create on the local engine");
+    let second = w.adopt(stdout(&out).trim());
+    let verbs: Vec<String> = shim.argvs().iter().map(|a| a[0].clone()).collect();
+    assert_eq!(verbs, ["run", "container"], "{:?}", shim.argvs());
+    drop((first, second));
+}
+
+/// A sandbox this machine made on its local engine, reached again through
+/// ssh: loopback makes it the same engine, but sbx must act as if it were
+/// another machine's and refuse what reads this machine's /proc or socket
+/// files (exit 1, honest), while `inspect` still works.
+#[test]
+fn what_needs_this_machine_to_be_the_engine_s_fails_honestly_when_remote() {
+    let remote = Remote::start();
+    let w = World::new();
+    let sb = w.create(&[]);
+    let env = remote.env();
+    let out = sbx(&w, &["inspect", &sb.id], &env);
+    assert_success(&out, "inspect over ssh");
+    for (args, what) in
+        [(&["connect", &sb.id][..], "direct channel"), (&["audit", &sb.id], "audit"), (&["start", &sb.id], "start")]
+    {
+        let out = sbx(&w, args, &env);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("remote engines: not yet supported") && err.contains(what), "{args:?}: {err}");
+        assert!(err.contains(&remote.url()), "{err}");
+    }
+    let out = sbx(&w, &["destroy", "--purge", &sb.id], &env);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not yet supported with a remote engine"), "{}", stderr(&out));
+    assert_eq!(w.containers().len(), 1, "a refused command removed the sandbox");
+}
