@@ -319,7 +319,7 @@ fn ttl_prints_the_new_expiry() {
     assert_eq!(
         r.stderr,
         "{\"error\":{\"hint\":\"write a duration such as 500ms, 90s, 30m or 2h\",\"kind\":\"invalid_input\",\
-         \"message\":\"invalid --ttl \\\"nope\\\": expected number at 0\"}}\n"
+         \"message\":\"invalid --ttl \\\"nope\\\": it is not a duration\"}}\n"
     );
 }
 
