@@ -161,12 +161,46 @@ fn refuse(e: clap::Error, args: &[OsString], out: &Printer) -> u8 {
     }
     if out.json() {
         let msg = e.kind().as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
-        let detail = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
-        out.json_error("invalid_input", &format!("{msg}: {detail}"), Some("see `sbx --help`"));
+        let text = e.to_string();
+        let mut lines = text.lines();
+        let mut detail = lines.next().unwrap_or_default().trim_start_matches("error: ").to_string();
+        // "the following required arguments were not provided:" names them on the lines below.
+        if detail.ends_with(':') {
+            let names: Vec<&str> = lines.take_while(|l| l.starts_with(' ')).map(str::trim).collect();
+            detail = format!("{} {}", detail, names.join(", "));
+        }
+        out.json_error("invalid_input", &format!("{msg}: {detail}"), Some(&clap_hint(&e)));
     } else {
         let _ = e.print();
     }
     EXIT_INVALID
+}
+
+/// The hint of a refused command line under --json: what clap says after
+/// its first line (the possible values, a similar name, the usage), which
+/// the text form shows too, and where the full help is.
+fn clap_hint(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let mut parts: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.trim().trim_start_matches('[').trim_end_matches(']'))
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information") && !l.starts_with('<'))
+        .collect();
+    parts.push("see `sbx --help`");
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod refuse_tests {
+    use clap::Parser;
+
+    #[test]
+    fn json_hints_keep_what_clap_would_show() {
+        let hint = |args: &[&str]| super::clap_hint(&super::cli::Cli::try_parse_from(args).unwrap_err());
+        assert_eq!(hint(&["sbx", "completions", "powershell"]), "possible values: bash, zsh, fish; see `sbx --help`");
+        assert_eq!(hint(&["sbx", "revoke", "sbx-0123456789ab"]), "Usage: sbx revoke <ID> <KIND>; see `sbx --help`");
+    }
 }
 
 /// sbx's own CPU time, docker children excluded (`-v`; the benchmark reads it).

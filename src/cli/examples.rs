@@ -118,7 +118,10 @@ pub const EX_POOL_FILL: &str = "Examples:
 pub const EX_POOL_RM: &str = "Examples:
   sbx pool rm agents
   sbx --json pool rm agents           # {\"pool\":\"agents\",\"removed\":[ids]}";
-pub const EX_COMPLETIONS: &str = "Examples:\n  sbx completions bash > ~/.local/share/bash-completion/completions/sbx
+pub const EX_COMPLETIONS: &str =
+    "Examples:\n  mkdir -p ~/.local/share/bash-completion/completions ~/.zfunc ~/.config/fish/completions
+  sbx completions bash > ~/.local/share/bash-completion/completions/sbx    # loaded by bash-completion
+  source <(sbx completions bash)               # in ~/.bashrc, without bash-completion
   sbx completions zsh > ~/.zfunc/_sbx          # with fpath+=(~/.zfunc) before compinit
   sbx completions fish > ~/.config/fish/completions/sbx.fish";
 pub const EX_MAN: &str = "Examples:\n  sudo sbx man /usr/local/share/man/man1 && man sbx-create

@@ -74,10 +74,12 @@ pub fn files(a: &FilesArgs, ctx: &Context) -> Result<()> {
             &format!("the listing stopped at {} entries (--limit); the first in name order were listed", sum.count),
         );
     }
-    if sum.cut > 0 {
+    // A plain listing never descends, so its subdirectories are not news.
+    if sum.cut > 0 && (a.recursive || a.max_depth.is_some()) {
+        let what = if sum.cut == 1 { "directory at depth {d} was" } else { "directories at depth {d} were" };
         ctx.out.note(
             "depth_limit",
-            &format!("{} directories at depth {max_depth} were not descended into (--max-depth)", sum.cut),
+            &format!("{} {} not descended into (--max-depth)", sum.cut, what.replace("{d}", &max_depth.to_string())),
         );
     }
     Ok(())

@@ -5,10 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use super::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, HostError, Result};
 
 pub fn exec(dir: &Path, ctx: &Context) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let unwritable = |source| Error::from(HostError::ManDir { dir: dir.to_path_buf(), source });
+    std::fs::create_dir_all(dir).map_err(unwritable)?;
     let mut cmd = crate::cli::public_command().disable_help_subcommand(true);
     cmd.build();
     let mut written = Vec::new();
@@ -26,7 +27,7 @@ fn write_pages(cmd: &clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> R
     let path = dir.join(man.get_filename());
     let mut page = Vec::new();
     man.render(&mut page).map_err(|e| Error::io("rendering a man page", e))?;
-    std::fs::write(&path, page).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+    std::fs::write(&path, page).map_err(|source| HostError::ManDir { dir: dir.to_path_buf(), source })?;
     written.push(path);
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         write_pages(sub, dir, written)?;

@@ -319,7 +319,7 @@ fn ttl_prints_the_new_expiry() {
     assert_eq!(
         r.stderr,
         "{\"error\":{\"hint\":\"write a duration such as 500ms, 90s, 30m or 2h\",\"kind\":\"invalid_input\",\
-         \"message\":\"invalid --ttl \\\"nope\\\": expected number at 0\"}}\n"
+         \"message\":\"invalid --ttl \\\"nope\\\": it is not a duration\"}}\n"
     );
 }
 
@@ -351,4 +351,20 @@ fn sbx_pull_is_create_s_pull_default_and_a_bad_value_is_invalid_input() {
     let r = rig.sbx_with(&["create", "--pull", "never", "--image", &pinned], bad);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert_eq!(rig.fake.verbs(), ["image inspect", "image inspect"]);
+}
+
+#[test]
+fn man_into_a_file_or_below_one_says_what_to_give() {
+    let rig = Rig::new();
+    std::fs::create_dir_all(&rig.state).unwrap();
+    let file = rig.state.join("not-a-dir");
+    std::fs::write(&file, "").unwrap();
+    for dir in [file.clone(), file.join("man1")] {
+        let r = rig.sbx(&["--json", "man", dir.to_str().unwrap()]);
+        let e = json(&r.stderr);
+        assert_eq!((r.code, e["error"]["kind"].as_str()), (1, Some("io")), "{}", r.stderr);
+        assert!(e["error"]["message"].as_str().unwrap().starts_with("cannot write man pages into"), "{}", r.stderr);
+        assert!(e["error"]["hint"].as_str().unwrap().contains("give a directory"), "{}", r.stderr);
+    }
+    assert!(rig.fake.calls().is_empty());
 }

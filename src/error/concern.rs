@@ -313,6 +313,13 @@ pub enum HostError {
     /// its argv (issue 16); refused before any docker call.
     #[error("remote engines: not yet supported: {what}")]
     RemoteUnsupported { what: String },
+    /// `sbx man DIR` could not make DIR or write a page there.
+    #[error("cannot write man pages into {}: {source}", dir.display())]
+    ManDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl HostError {
@@ -324,7 +331,8 @@ impl HostError {
             | HostError::NoStateDir { .. }
             | HostError::BadKey { .. }
             | HostError::Json { .. }
-            | HostError::SeccompChanged { .. } => "io",
+            | HostError::SeccompChanged { .. }
+            | HostError::ManDir { .. } => "io",
             HostError::RemoteUnsupported { .. } => "remote_unsupported",
         }
     }
@@ -335,6 +343,12 @@ impl HostError {
                 "make {} and its parents owned by you or root and writable by nobody else, then retry (sbx reinstalls a helper whose content differs)",
                 path.display()
             )),
+            HostError::ManDir { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => Some(
+                "run it with sudo for a system directory, or give one of yours (`sbx man ~/.local/share/man/man1`)".into(),
+            ),
+            HostError::ManDir { .. } => {
+                Some("give a directory (sbx creates it and its parents), e.g. `sbx man ~/.local/share/man/man1`".into())
+            }
             HostError::Io { .. }
             | HostError::NoStateDir { .. }
             | HostError::BadKey { .. }

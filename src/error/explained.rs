@@ -114,7 +114,7 @@ impl Explained {
                 format!("`sbx ps {id}` shows its exit code, `sbx logs {id} {handle}` its output")
             }
             Explained::NoSuchPath { id, path } if path == "/state/workspace" => format!(
-                "backup saves /state/workspace, which this sandbox never made: create it with `create --clone URL`, or copy a directory there with `sbx cp DIR {id}:/state/workspace`"
+                "nothing made /state/workspace in this sandbox yet: `sbx mkdir -p {id} /state/workspace` makes it, `sbx cp DIR {id}:/state/workspace` copies a directory there, `create --clone URL` clones into it"
             ),
             Explained::NoSuchPath { id, .. } => format!("check the path with `sbx files {id} DIR`"),
             Explained::Exists { .. } => "pass -p to accept a directory that is already there".into(),

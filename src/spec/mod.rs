@@ -227,8 +227,18 @@ pub fn parse_duration(what: &'static str, s: &str) -> Result<Duration, Invalid> 
     if s == "0" {
         return Ok(Duration::ZERO);
     }
-    humantime::parse_duration(s)
-        .map_err(|e| Invalid::new(what, s, e.to_string()).hint("write a duration such as 500ms, 90s, 30m or 2h"))
+    humantime::parse_duration(s).map_err(|e| {
+        // humantime's own words ("expected number at 0") say nothing to an operator.
+        use humantime::DurationError as E;
+        let reason = match e {
+            E::UnknownUnit { unit, .. } if unit.is_empty() => "a number lacks its unit (ms, s, m, h, d)".to_string(),
+            E::UnknownUnit { unit, .. } => format!("{unit:?} is not a unit (ms, s, m, h, d)"),
+            E::NumberOverflow => "it is too long".to_string(),
+            E::Empty => "it is empty".to_string(),
+            _ => "it is not a duration".to_string(),
+        };
+        Invalid::new(what, s, reason).hint("write a duration such as 500ms, 90s, 30m or 2h")
+    })
 }
 
 /// A time to live: at least one second, at most a year.

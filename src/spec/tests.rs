@@ -49,6 +49,10 @@ fn sessions_ids_durations_cpus() {
     assert_eq!(parse_duration("w", "0").unwrap(), Duration::ZERO);
     assert_eq!(parse_duration("w", "1m30s").unwrap(), Duration::from_secs(90));
     assert!(parse_duration("w", "soon").is_err());
+    // sbx's words, not the parser's.
+    assert_eq!(parse_duration("w", "x").unwrap_err().reason, "it is not a duration");
+    assert_eq!(parse_duration("w", "5m1").unwrap_err().reason, "a number lacks its unit (ms, s, m, h, d)");
+    assert_eq!(parse_duration("w", "5 parsecs").unwrap_err().reason, "\"parsecs\" is not a unit (ms, s, m, h, d)");
     assert_eq!(parse_ttl("2h").unwrap(), Duration::from_secs(7200));
     for bad in ["0", "500ms", "400d", "-1s"] {
         assert!(parse_ttl(bad).is_err(), "{bad}");

@@ -94,7 +94,10 @@ fn files_lists_every_type_and_never_follows_a_symlink() {
     let one = listing(&w, &[&sb.id, "/tmp/t/file"]);
     assert_eq!((one.len(), one[0]["path"].as_str(), one[0]["depth"].as_u64()), (1, Some("/tmp/t/file"), Some(0)));
     // Text: like ls -l, the link and its target, the path itself for a single entry.
-    let text = stdout(&w.sbx(&["files", &sb.id, "/tmp/t"]));
+    let plain = w.sbx(&["files", &sb.id, "/tmp/t"]);
+    // A plain listing never descends: no note about the directories it holds.
+    assert!(!stderr(&plain).contains("descended"), "{}", stderr(&plain));
+    let text = stdout(&plain);
     assert!(
         text.lines().any(|l| l.starts_with("lrwxrwxrwx 0777") && l.ends_with(" to-host -> /home/operator/.ssh/id_rsa")),
         "{text}"
@@ -115,7 +118,7 @@ fn files_lists_every_type_and_never_follows_a_symlink() {
     let out = w.sbx(&["files", "-r", "--max-depth", "2", &sb.id, "/tmp/t"]);
     assert_success(&out, "depth 2");
     assert!(stdout(&out).contains(" d1/d2\n") && !stdout(&out).contains("d1/d2/d3"), "{}", stdout(&out));
-    assert!(stderr(&out).contains("1 directories at depth 2 were not descended into"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("1 directory at depth 2 was not descended into"), "{}", stderr(&out));
     // The entry cap: the first names, and a warning (JSON too), never silent.
     let out = w.sbx(&["--json", "files", "--limit", "3", &sb.id, "/tmp/t"]);
     assert_success(&out, "limit 3");

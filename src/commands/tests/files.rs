@@ -48,6 +48,22 @@ fn files_prints_ls_lines_or_one_json_array() {
 }
 
 #[test]
+fn depth_note_only_when_recursion_was_asked_for() {
+    let rig = Rig::new();
+    let cut = "ROOT d\nE d 755 0 0 61 -\nEND 1 1\n";
+    rig.owns();
+    rig.fake.push(Output::ok(cut));
+    let r = rig.sbx(&["files", ID, "/tmp"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    rig.owns();
+    rig.fake.push(Output::ok(cut));
+    let r = rig.sbx(&["--json", "files", "-r", "--max-depth", "1", ID, "/tmp"]);
+    let n = json(&r.stderr);
+    assert_eq!(n["note"]["kind"], "depth_limit");
+    assert_eq!(n["note"]["message"], "1 directory at depth 1 was not descended into (--max-depth)");
+}
+
+#[test]
 fn files_errors_name_the_sandbox_and_bad_input_calls_no_docker() {
     let rig = Rig::new();
     for args in [
@@ -70,6 +86,12 @@ fn files_errors_name_the_sandbox_and_bad_input_calls_no_docker() {
     let e = json(&r.stderr);
     assert_eq!((r.code, e["error"]["kind"].as_str()), (1, Some("no_such_path")));
     assert_eq!(e["error"]["message"], format!("sandbox {ID} has no /tmp/nope"));
+    // A fresh sandbox has no /state/workspace: the hint says how to make it, whatever the command.
+    rig.owns();
+    rig.fake.push(Output::fail(crate::workbench::helper_exit::NO_SUCH_PATH, ""));
+    let e = json(&rig.sbx(&["--json", "files", ID, "/state/workspace"]).stderr);
+    let hint = e["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains(&format!("sbx mkdir -p {ID} /state/workspace")) && !hint.contains("backup"), "{hint}");
     // The helper's output breaking the format: refused, the sandbox named.
     rig.owns();
     rig.fake.push(Output::ok("ROOT d\nE f 644 5 0 2f -\nEND 1 0\n"));
