@@ -1,4 +1,4 @@
-//! Remote engines (issue 16, first slice): the one engine here reached
+//! Remote engines (issue 16): the one engine here reached
 //! through sshd on loopback (`support::Remote`), so sbx takes the remote
 //! path for real. Loopback hides local-path bugs (every path exists on the
 //! "remote" too), so the logging docker shim checks that no argv sbx runs
@@ -316,6 +316,23 @@ fn a_sandbox_lives_its_whole_life_on_a_remote_engine() {
     let mounts = sb.inspect("{{range .Mounts}}{{.Type}} {{.Name}} {{.Destination}} {{.RW}};{{end}}");
     assert!(mounts.contains(" /run/sbx false;") && mounts.contains("volume sbx-helper-"), "{mounts}");
 
+    // A second create reuses the helper volume the first one verified: one
+    // `docker volume inspect`, no filler.
+    let before = shim.argvs().len();
+    let started = std::time::Instant::now();
+    let out = sbx(&w, &["create", "--image", &w.image, "--label", &label], &env);
+    assert_success(&out, "a second create over ssh");
+    eprintln!("second remote create took {:?}", started.elapsed());
+    let second = w.adopt(stdout(&out).trim());
+    let verbs: Vec<String> = shim.argvs().split_off(before).iter().map(|a| a[..2].join(" ")).collect();
+    assert_eq!(verbs.iter().filter(|v| v.starts_with("volume ")).count(), 1, "{verbs:?}");
+    assert_eq!(verbs.iter().filter(|v| *v == "create --network").count(), 0, "a filler again: {verbs:?}");
+    assert_success(&sbx(&w, &["logs", &second.id], &env), "logs over ssh");
+    let ls = json(&sbx(&w, &["ls", "--json"], &env));
+    assert_eq!(ls.as_array().map(Vec::len), Some(2), "{ls}");
+    assert_success(&sbx(&w, &["destroy", &second.id], &env), "destroy over ssh");
+    drop(second);
+
     let data = blob(4 << 20);
     let out = sbx_stdin(&w, &["connect", &sb.id], &env, &data);
     assert_success(&out, "connect over ssh");
@@ -389,4 +406,45 @@ fn ttl_and_gc_reach_the_remote_engine() {
     let gone = until(std::time::Duration::from_secs(30), || w.containers().is_empty());
     assert!(gone.is_some(), "the watchdog never destroyed {watched} on the remote engine");
     assert_eq!(w.socket_dirs(), Vec::<String>::new());
+}
+
+/// Issue 9 finding 1 on a remote engine, where this machine's /proc says
+/// nothing: an image whose symlinks move /run/sbx or /run, or whose VOLUME
+/// lands over /run through a symlink (holding its own /run/sbx/helper), is
+/// refused before the sandbox starts (exit 1), and nothing is left.
+#[test]
+fn images_that_redirect_or_cover_the_helper_are_refused_on_a_remote_engine() {
+    use std::path::Path;
+    let remote = Remote::start();
+    let w = World::new();
+    let env = remote.env();
+    let label = w.case_label();
+    type Shape = dyn Fn(&Path);
+    let cases: [(&str, &[&str], &Shape); 3] = [
+        ("/run/sbx a symlink", &[], &|r: &Path| {
+            std::fs::create_dir_all(r.join("run")).unwrap();
+            std::os::unix::fs::symlink("/tmp/sbx", r.join("run/sbx")).unwrap();
+        }),
+        ("/run a symlink", &[], &|r: &Path| std::os::unix::fs::symlink("/tmp", r.join("run")).unwrap()),
+        ("a VOLUME over /run", &["VOLUME [\"/x/y/z\"]"], &|r: &Path| {
+            std::fs::create_dir_all(r.join("run/sbx")).unwrap();
+            std::fs::copy(fixture_binary(), r.join("run/sbx/helper")).unwrap();
+            std::fs::create_dir_all(r.join("x/y")).unwrap();
+            std::os::unix::fs::symlink("/run", r.join("x/y/z")).unwrap();
+        }),
+    ];
+    for (what, changes, shape) in cases {
+        let tree = ImageTree::new(&[]).for_case(&w).changes(changes);
+        shape(tree.root());
+        let img = tree.import();
+        let out = sbx(&w, &["create", "--image", &img.0, "--label", &label, "--socket-wait", "20s"], &env);
+        if out.status.success() {
+            let _ = w.adopt(stdout(&out).trim());
+        }
+        assert_exit(&out, 1, &format!("create over ssh from an image with {what}"));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("image {} redirects /run/sbx", img.0)), "{what}: {err}");
+        assert_eq!(w.containers(), Vec::<String>::new(), "{what}: a refused create left its container");
+        assert_eq!(w.socket_dirs(), Vec::<String>::new(), "{what}: a refused create left its marker");
+    }
 }

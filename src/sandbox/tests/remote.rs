@@ -1,5 +1,7 @@
-//! A remote engine (issue 16) through the fake: create refused before any
-//! docker call, and destroy/gc/volumes leave this machine's files alone.
+//! A remote engine (issue 16) through the fake: create with the relayed
+//! channel and the helper volume (made once, reused, refilled after a torn
+//! read), what it refuses before any docker call, and destroy/gc/volumes
+//! leaving this machine's files alone.
 
 use super::*;
 use crate::host::engine::EngineChoice;
@@ -157,6 +159,36 @@ fn a_helper_volume_that_is_not_sbx_s_or_an_image_that_moves_run_is_refused() {
     assert_eq!(verbs[..3], ["image inspect", "volume", "create"]);
     assert!(!verbs.contains(&"start".to_string()), "{verbs:?}");
     assert!(verbs.iter().any(|v| v == "rm"), "the created sandbox stays: {verbs:?}");
+}
+
+/// Two first creates at once: both make the volume (docker answers the
+/// second `volume create` with the name), both fill it. A fill replaces the
+/// file, so one may read back the other's half-written helper: it fills
+/// again and trusts only what it read back whole.
+#[test]
+fn a_helper_volume_read_back_torn_by_a_concurrent_fill_is_filled_again() {
+    let rig = Rig::new();
+    rig.image("");
+    let labels = format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key());
+    rig.fake.push(Output::ok(&labels));
+    rig.fake.push(Output::ok("f111e4\n"));
+    let mut torn = crate::host::helper::tar(false);
+    // The other create's fill, caught mid-write: right header, wrong bytes.
+    let data = 512..512 + crate::host::helper::BYTES.len().min(4096);
+    torn[data].fill(0);
+    rig.fake.push(bytes(torn));
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(bytes(crate::host::helper::tar(false)));
+    rig.fake.push(Output::ok("f111e4\n"));
+    starts_remotely(&rig, plain_run());
+    remote(&rig).create(&spec(&[])).unwrap();
+    assert_eq!(
+        rig.fake.verbs(),
+        ["image inspect", "volume", "create", "cp", "cp", "cp", "rm", "create", "cp", "start", "exec"]
+    );
+    assert_eq!(rig.fake.inputs().len(), 1, "one fill after the torn read");
+    let verified = std::fs::read_to_string(rig.state.join("helper/remote-verified")).unwrap();
+    assert_eq!(verified, format!("ssh://me@far {}\n", volume_name()));
 }
 
 #[test]
