@@ -4,6 +4,11 @@
 //! "remote" too), so the logging docker shim checks that no argv sbx runs
 //! names a path of this machine. Each docker call over ssh costs ~0.3 s:
 //! the tests are few and make few calls.
+//!
+//! layout: ~450 lines, over the tree's ~400, on purpose: one area whose
+//! tests share the ssh rig's helpers (`sbx`, `with`, `local_paths`); slice 1
+//! (where the engine is, refusals) first, then slice 2 (create and the life
+//! of a sandbox on the remote engine).
 
 use std::process::{Command, Output, Stdio};
 
