@@ -206,6 +206,7 @@ impl Bench {
             private: &[],
             dns: None,
             helper: self.helper.as_deref(),
+            helper_volume: None,
             volume: None,
             seccomp: &self.seccomp,
             hosts: &[],

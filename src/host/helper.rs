@@ -161,6 +161,65 @@ fn verify(dir: &Path, bytes: &[u8], mode: u32) -> std::result::Result<(), Option
     Ok(())
 }
 
+/// The helper's content key (a hash of its bytes, from build.rs): names
+/// its directory here and its volume on a remote engine.
+pub fn key() -> &'static str {
+    KEY.trim()
+}
+
+/// The helper file's mode: execute-only, or readable where the runtime
+/// must read it to exec it (gVisor).
+pub fn mode(readable: bool) -> u32 {
+    if readable {
+        MODE_READABLE
+    } else {
+        MODE
+    }
+}
+
+/// The helper as a tar of one root-owned file named `helper` (what `docker
+/// cp` extracts into a remote engine's helper volume, issue 16).
+pub fn tar(readable: bool) -> Vec<u8> {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_mode(mode(readable));
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    h.set_size(BYTES.len() as u64);
+    h.set_cksum();
+    let mut b = tar::Builder::new(Vec::new());
+    // Appending to a Vec cannot fail.
+    b.append_data(&mut h, FILE, BYTES).expect("tar into memory");
+    b.into_inner().expect("tar into memory")
+}
+
+/// Whether `entry` (read from a remote engine's `docker cp`) is exactly
+/// this sbx's helper: a regular file, root-owned, of the right mode, with
+/// the embedded bytes. The reason when it is not.
+pub fn check_entry<R: Read>(entry: &mut tar::Entry<'_, R>, readable: bool) -> std::result::Result<(), String> {
+    let h = entry.header();
+    if h.entry_type() != tar::EntryType::Regular {
+        return Err(format!("the helper is a {:?}, not a regular file", h.entry_type()));
+    }
+    let (uid, m, size) = (h.uid().unwrap_or(u64::MAX), h.mode().unwrap_or(0) & 0o7777, h.size().unwrap_or(0));
+    if uid != 0 {
+        return Err(format!("the helper is owned by uid {uid}, not root"));
+    }
+    if m != mode(readable) {
+        return Err(format!("the helper's mode is {m:o}, not {:o}", mode(readable)));
+    }
+    if size != BYTES.len() as u64 {
+        return Err(format!("the helper has {size} bytes, not {}", BYTES.len()));
+    }
+    let mut got = Vec::with_capacity(BYTES.len());
+    entry.take(BYTES.len() as u64 + 1).read_to_end(&mut got).map_err(|e| e.to_string())?;
+    if got != BYTES {
+        return Err("the helper's content differs from this sbx's".into());
+    }
+    Ok(())
+}
+
 /// The error for a sandbox that has no helper (built without one, or made by
 /// an sbx before the helper existed).
 pub fn missing(id: &str) -> Error {

@@ -32,6 +32,10 @@ struct Target {
     container: String,
     private: Vec<PrivateRoute>,
     socket_dir: Option<PathBuf>,
+    /// Made against a remote engine (issue 16): its socket is inside the
+    /// sandbox, and this machine holds only its marker directory (under
+    /// the socket root, named by its id) and its state.
+    relayed_remote: bool,
     /// (volume, session) of a persistent session.
     volume: Option<(String, String)>,
     /// It has an egress gate; with its container id when recorded.
@@ -50,6 +54,7 @@ impl Target {
             container: r.container,
             private: r.private,
             socket_dir: Some(r.socket_dir),
+            relayed_remote: false,
             volume: r.volume.zip(r.session),
             gate,
         }
@@ -61,7 +66,13 @@ impl Target {
             id: raw.name.clone(),
             container: raw.name.clone(),
             private: private_of(raw),
-            socket_dir: raw.labels.get(record::SOCKET).and_then(|s| Path::new(s).parent()).map(Path::to_path_buf),
+            socket_dir: raw
+                .labels
+                .get(record::SOCKET)
+                .filter(|s| *s != crate::model::paths::SANDBOX_SOCKET)
+                .and_then(|s| Path::new(s).parent())
+                .map(Path::to_path_buf),
+            relayed_remote: label(record::SOCKET).as_deref() == Some(crate::model::paths::SANDBOX_SOCKET),
             volume: label(record::VOLUME).zip(label(record::SESSION)),
             gate: raw.labels.contains_key(record::EGRESS).then_some(None),
         }
@@ -180,6 +191,20 @@ impl Driver {
         }
         let private: Vec<PrivateRoute> = gone.iter().flat_map(|t| t.private.iter().cloned()).collect();
         self.remove_private(&private)?;
+        // A remote create's marker here is named by the sandbox's id: it
+        // is that sandbox's, now gone, whichever engine sbx drives now.
+        let relayed: Vec<&Target> = gone.iter().filter(|t| t.relayed_remote).collect();
+        if !relayed.is_empty() {
+            if let Ok(root) = self.roots.resolve() {
+                for t in &relayed {
+                    socket::remove_dir(&root.join(&t.id), &t.id)?;
+                }
+            }
+            let state = &self.state()?.state;
+            for t in &relayed {
+                state.forget(&t.id);
+            }
+        }
         if self.engine()?.is_remote() {
             // Its labels name paths on the engine's machine, not on this one.
             return Ok((gone.into_iter().map(|t| t.id).collect(), failure));

@@ -134,6 +134,8 @@ impl Driver {
             helper: helper_mounted(&raw),
             family,
             channel,
+            // `start` is refused against a remote engine (`local_only`).
+            remote: false,
         };
         if let Err(e) = self.await_ready(&boot, &cid) {
             self.stop_again(id, &cid);

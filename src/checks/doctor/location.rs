@@ -18,13 +18,13 @@ const REMOTE: &[(&str, Status, &str)] = &[
     ),
     (
         "remote channel",
-        Status::Warn,
-        "connect dials a socket on this machine; relaying it through `docker exec` from a volume or tmpfs on the engine: not yet supported",
+        Status::Ok,
+        "create always uses the relayed channel (`--channel exec`: the socket in a tmpfs inside the sandbox, connect through `docker exec`); --channel direct is refused (exit 2)",
     ),
     (
         "remote helper",
-        Status::Warn,
-        "sbx's helper is bind-mounted from this machine: not yet supported, so create fails (exit 1) until issue 16 lands",
+        Status::Ok,
+        "sbx's helper reaches the engine in a volume sbx fills there (sbx-helper-KEY, read-only at /run/sbx); each create checks the image's /run and that helper through `docker cp` before start",
     ),
     (
         "remote /proc",
@@ -34,12 +34,12 @@ const REMOTE: &[(&str, Status, &str)] = &[
     (
         "remote state",
         Status::Ok,
-        "destroy and gc remove only what they find on the engine; this machine's socket dirs and state stay (destroy --purge, volumes rm: not yet supported)",
+        "destroy and gc remove only what they find on the engine, and this machine's marker of each sandbox they removed; other socket dirs and state stay (destroy --purge, volumes rm: not yet supported)",
     ),
     (
         "remote egress",
         Status::Warn,
-        "the egress gate's policy directory is bind-mounted from this machine: not yet supported",
+        "create --allow/--egress: not yet supported (exit 2): the egress gate's policy directory is bind-mounted from this machine",
     ),
 ];
 

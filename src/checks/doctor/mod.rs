@@ -70,7 +70,7 @@ impl Doctor<'_> {
             checks.push(check(
                 "probe",
                 Status::Skip,
-                "needs a sandbox, and create is not yet supported with a remote engine (issue 16)",
+                "not yet supported with a remote engine: the probe sandbox binds this machine's files (issue 16); `sbx create` and `sbx connect` exercise the engine instead",
                 None,
             ));
         } else if docker_ok {

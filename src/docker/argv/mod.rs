@@ -5,7 +5,8 @@
 //!
 //! One file per area: `run` (the sandbox's `docker run`/`create`),
 //! `lifecycle` (containers by id), `events` (the event stream), `network`, `volume`, `exec` (exec, logs,
-//! stats), `image` (images and the engine), `gate` (the egress gate). Callers use the flat
+//! stats), `image` (images and the engine), `gate` (the egress gate), `remote` (a
+//! remote engine's helper volume). Callers use the flat
 //! `argv::NAME` paths re-exported here.
 
 use std::ffi::OsString;
@@ -16,6 +17,7 @@ mod gate;
 mod image;
 mod lifecycle;
 mod network;
+pub mod remote;
 mod run;
 mod volume;
 

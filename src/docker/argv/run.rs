@@ -41,6 +41,9 @@ pub struct RunPlan<'a> {
     pub dns: Option<&'a str>,
     /// The in-sandbox helper on the host, mounted read-only (see `helper`).
     pub helper: Option<&'a Path>,
+    /// A remote engine's helper volume (issue 16), mounted read-only at
+    /// /run/sbx instead of `helper`'s bind of a directory of this machine.
+    pub helper_volume: Option<&'a str>,
     /// The session's persistent /state volume (`create --persist`).
     pub volume: Option<&'a str>,
     /// The seccomp profile file the docker CLI reads (see `seccomp`).
@@ -225,10 +228,16 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
             format!("{SANDBOX_SOCKET_DIR}:rw,noexec,nosuid,nodev,{},mode=0700,{own}", paths::SOCKET_TMPFS_OPTIONS),
         ),
     }
-    if let Some(h) = plan.helper {
+    let helper = match (plan.helper_volume, plan.helper) {
+        // volume-nocopy: the image's /run/sbx never reaches the volume.
+        (Some(v), _) => Some(format!("type=volume,src={v},dst={},readonly,volume-nocopy", paths::HELPER_DIR)),
+        (None, Some(h)) => Some(format!("type=bind,src={},dst={},readonly", h.display(), paths::HELPER_DIR)),
+        (None, None) => None,
+    };
+    if let Some(mount) = helper {
         // The helper's directory AT /run/sbx: a mount point the sandbox
         // cannot rename or replace (issue 9 finding 1; see `helper`).
-        push("--mount", format!("type=bind,src={},dst={},readonly", h.display(), paths::HELPER_DIR));
+        push("--mount", mount);
         // The helper's background-process state, off the sandbox's /tmp
         // (issue 10 item 9); only the helper uses it, so noexec.
         push("--tmpfs", format!("{}:rw,noexec,nosuid,nodev,size=512m,mode=1777,{own}", paths::HELPER_BG_DIR));

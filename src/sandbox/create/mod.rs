@@ -118,7 +118,14 @@ impl Driver {
     fn create_once(&self, spec: &SandboxSpec, cached: bool) -> Result<Created> {
         let root = self.roots.resolve()?;
         let id = (self.new_id)();
-        let sock = socket::socket_path(&root, &id);
+        // A remote engine's sandbox: the relayed channel, its socket inside
+        // the sandbox (no path of this machine in its labels), the helper
+        // from a volume there (issue 16; refused cases: `refuse_remote`).
+        let remote = self.engine()?.is_remote();
+        let sock = match remote {
+            true => PathBuf::from(argv::SANDBOX_SOCKET),
+            false => socket::socket_path(&root, &id),
+        };
         socket::check_path_len(&sock)?;
         let HostState { state, key } = self.state()?;
         crate::spec::check_not_sbx_dirs(&spec.mounts, spec.state_dir.as_ref(), &state.dir, &root)?;
@@ -138,7 +145,7 @@ impl Driver {
         if spec.egress.is_some() {
             routes.add_gate(&id);
         }
-        let channel = spec.channel.resolve(nix::unistd::geteuid().as_raw());
+        let channel = if remote { Kind::Exec } else { spec.channel.resolve(nix::unistd::geteuid().as_raw()) };
         let runtime = self.check_runtime(spec, runtime_job, !routes.networks.is_empty(), channel == Kind::Direct)?;
         let resolve_hosts = runtime::needs_hosts(&runtime);
         let image_config = match (cached, image_job) {
@@ -192,9 +199,13 @@ impl Driver {
         let expires_at = expires.map(|e| humantime::format_rfc3339_millis(e).to_string());
         let owner = state::owner_token(key, &id);
         // gVisor cannot exec the execute-only helper (see `helper::MODE_READABLE`).
-        let helper =
-            crate::host::helper::install(&state.dir, runtime.family() == crate::model::runtime::Family::Gvisor)?;
-        if channel == Kind::Exec && helper.is_none() {
+        let readable = runtime.family() == crate::model::runtime::Family::Gvisor;
+        let (helper, helper_volume) = match remote {
+            false => (crate::host::helper::install(&state.dir, readable)?, None),
+            true if crate::host::helper::BYTES.is_empty() => (None, None),
+            true => (None, Some(self.helper_volume(&state.dir, img, readable)?)),
+        };
+        if channel == Kind::Exec && helper.is_none() && helper_volume.is_none() {
             return Err(Error::Sandbox(SandboxError::HelperMissing { id: id.clone() }));
         }
         let seccomp = match &spec.seccomp_profile {
@@ -272,6 +283,7 @@ impl Driver {
             private: &routes.private,
             dns,
             helper: helper.as_deref(),
+            helper_volume: helper_volume.as_deref(),
             volume: persist.as_ref().map(|p| p.volume.as_str()),
             seccomp: &seccomp,
             channel,
@@ -294,7 +306,7 @@ impl Driver {
             labels: plan.labels().into_iter().collect(),
             full: serde_json::Value::Null,
         };
-        let started = self.start_and_wait(&plan);
+        let started = self.start_and_wait(&plan, remote.then_some(readable));
         // Waited for whatever the sandbox did, so a rollback never races the gate's `docker run`.
         let gate_started = gate_job.map(|(e, job)| self.gate_started(&id, e, job)).transpose();
         let cid = started?;

@@ -26,6 +26,9 @@ pub(in crate::sandbox) struct Boot<'a> {
     pub helper: bool,
     pub family: Family,
     pub channel: Kind,
+    /// The engine is remote: its /proc is not this machine's, and the
+    /// mounts were checked before start (`check_remote_layout`).
+    pub remote: bool,
 }
 
 impl<'a> Boot<'a> {
@@ -39,6 +42,7 @@ impl<'a> Boot<'a> {
             helper: plan.helper.is_some(),
             family: plan.family,
             channel: plan.channel,
+            remote: false,
         }
     }
 }
@@ -75,7 +79,11 @@ impl Driver {
     }
 
     /// Start the sandbox and wait for its socket; returns the container id.
-    pub(super) fn start_and_wait(&self, plan: &argv::RunPlan) -> Result<String> {
+    /// `remote`: the engine is remote (issue 16), and whether its helper is
+    /// the readable copy: the sandbox is created, its /run checked through
+    /// `docker cp` (`check_remote_layout`, instead of this machine's /proc),
+    /// then started.
+    pub(super) fn start_and_wait(&self, plan: &argv::RunPlan, remote: Option<bool>) -> Result<String> {
         self.check_interrupt()?;
         let nets = unique(plan.networks.iter().map(|r| r.network.clone()));
         // The image was seen before (its user is cached) but may be gone since.
@@ -85,12 +93,16 @@ impl Driver {
             }
             _ => e.into(),
         };
-        let cid = if nets.len() <= 1 {
+        let cid = if nets.len() <= 1 && remote.is_none() {
             run_ok(&*self.exec, &argv::container(plan, true)).map_err(missing)?.stdout_str().trim().to_string()
         } else {
             let cid =
                 run_ok(&*self.exec, &argv::container(plan, false)).map_err(missing)?.stdout_str().trim().to_string();
-            for net in &nets[1..] {
+            if let Some(readable) = remote {
+                self.check_interrupt()?;
+                self.check_remote_layout(&cid, plan.spec.image.as_str(), readable)?;
+            }
+            for net in nets.iter().skip(1) {
                 self.check_interrupt()?;
                 run_ok(&*self.exec, &argv::network_connect(net, plan.id))?;
             }
@@ -98,7 +110,7 @@ impl Driver {
             run_ok(&*self.exec, &argv::start(plan.id))?;
             cid
         };
-        self.await_ready(&Boot::of(plan), &cid)?;
+        self.await_ready(&Boot { remote: remote.is_some(), ..Boot::of(plan) }, &cid)?;
         Ok(cid)
     }
 
@@ -106,7 +118,9 @@ impl Driver {
     /// `--restart no` these are the only places sbx starts a sandbox): where
     /// the mounts landed, then the socket.
     pub(in crate::sandbox) fn await_ready(&self, boot: &Boot, cid: &str) -> Result<()> {
-        self.check_mounts(boot, cid)?;
+        if !boot.remote {
+            self.check_mounts(boot, cid)?;
+        }
         if boot.socket_wait.is_zero() {
             self.check_interrupt()
         } else if boot.channel == Kind::Exec {

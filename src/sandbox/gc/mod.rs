@@ -144,11 +144,17 @@ impl Driver {
         };
         let reaped: Vec<&RawContainer> =
             owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
+        // A remote create's sandbox (issue 16) has its socket inside and
+        // only a marker here, named by its id, whichever engine it is on.
+        let relayed = |c: &&&RawContainer| {
+            c.labels.get(record::SOCKET).map(String::as_str) == Some(crate::model::paths::SANDBOX_SOCKET)
+        };
         let mut dirs: Vec<(PathBuf, String)> = reaped
             .iter()
-            .filter(|_| local)
+            .filter(|c| local && !relayed(c))
             .filter_map(|c| Some((Path::new(c.labels.get(record::SOCKET)?).parent()?.to_path_buf(), c.name.clone())))
             .collect();
+        dirs.extend(reaped.iter().filter(relayed).map(|c| (root.join(&c.name), c.name.clone())));
         if !local {
             // State of ids not on this engine may be another engine's sandboxes'.
             plan.forget.retain(|id| reaped.iter().any(|c| c.name == *id));

@@ -1,5 +1,7 @@
-//! A remote engine (issue 16) through the fake: create refused before any
-//! docker call, and destroy/gc/volumes leave this machine's files alone.
+//! A remote engine (issue 16) through the fake: create with the relayed
+//! channel and the helper volume (made once, reused, refilled after a torn
+//! read), what it refuses before any docker call, and destroy/gc/volumes
+//! leaving this machine's files alone.
 
 use super::*;
 use crate::host::engine::EngineChoice;
@@ -19,16 +21,185 @@ fn spec(args: &[&str]) -> SandboxSpec {
     SandboxSpec::from_request(&Req::try_parse_from(full).unwrap().req, None).unwrap()
 }
 
+/// A tar as `docker cp` prints it: (path, directory?, content, mode).
+fn tar_of(entries: &[(&str, bool, &[u8], u32)]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, dir, data, mode) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(if *dir { tar::EntryType::Directory } else { tar::EntryType::Regular });
+        h.set_mode(*mode);
+        h.set_uid(0);
+        h.set_size(data.len() as u64);
+        h.set_path(path).unwrap();
+        h.set_cksum();
+        b.append(&h, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+fn bytes(stdout: Vec<u8>) -> Output {
+    Output { status: 0, stdout, stderr: Vec::new() }
+}
+
+/// What `docker cp ID:/run -` prints of a sandbox whose image keeps /run plain.
+fn plain_run() -> Output {
+    let h = crate::host::helper::BYTES;
+    bytes(tar_of(&[("run", true, b"", 0o755), ("run/sbx", true, b"", 0o755), ("run/sbx/helper", false, h, 0o511)]))
+}
+
+/// The rest of a remote create once the helper volume is ready: `docker
+/// create`, the layout read through `docker cp`, `docker start`, and one
+/// readiness probe through the helper.
+fn starts_remotely(rig: &Rig, run: Output) {
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.fake.push(run);
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+}
+
+fn volume_name() -> String {
+    format!("sbx-helper-{}", crate::host::helper::key())
+}
+
 #[test]
-fn create_on_a_remote_engine_fails_before_any_docker_call_naming_what_it_would_bind() {
+fn a_remote_create_relays_the_channel_and_fills_the_helper_volume_once() {
     let rig = Rig::new();
+    rig.image("");
+    // The helper volume: missing, made, a filler of the sandbox's image
+    // created (never started), read back empty, filled, read back whole, removed.
+    rig.fake.push(Output::fail(1, "Error: No such volume"));
+    rig.fake.push(Output::ok(&volume_name()));
+    rig.fake.push(Output::ok("f111e4\n"));
+    rig.fake.push(Output::fail(1, "Error: Could not find the file /v/helper in container f111e4"));
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(bytes(crate::host::helper::tar(false)));
+    rig.fake.push(Output::ok("f111e4\n"));
+    starts_remotely(&rig, plain_run());
+    let c = remote(&rig).create(&spec(&[])).unwrap();
+    assert_eq!(c.record.channel, crate::host::channel::Kind::Exec);
+    assert_eq!(c.record.socket, "/run/sandbox/sandbox.sock");
+    let verbs = rig.fake.verbs();
+    assert_eq!(
+        verbs,
+        ["image inspect", "volume", "volume", "create", "cp", "cp", "cp", "rm", "create", "cp", "start", "exec"]
+    );
+    let calls = rig.fake.calls();
+    let run = &calls[8];
+    assert_eq!(calls[3].last().map(String::as_str), Some("/v/helper"));
+    assert!(calls[3].contains(&IMG.to_string()), "the filler is of the sandbox's image: {:?}", calls[3]);
+    let mount = format!("type=volume,src={},dst=/run/sbx,readonly,volume-nocopy", volume_name());
+    assert!(run.contains(&mount), "{run:?}");
+    assert!(run.iter().any(|a| a.starts_with("/run/sandbox:rw,noexec")), "the socket dir is a tmpfs: {run:?}");
+    // No path of this machine: its socket root, data dir and temp dir.
+    let here = [rig.root.display().to_string(), rig.state.display().to_string()];
+    for a in calls.iter().flatten().filter(|a| !a.starts_with("seccomp=")) {
+        assert!(!here.iter().any(|h| a.contains(h.as_str())), "{a} names a path of this machine");
+    }
+    assert_eq!(calls[9], ["cp", "deadbeef:/run", "-"]);
+    let fill = rig.fake.inputs();
+    assert_eq!(fill.len(), 1, "one fill");
+    assert_eq!(fill[0].1, crate::host::helper::tar(false));
+
+    // The next create trusts the verified volume after one inspect.
+    let labels = format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key());
+    rig.fake.push(Output::ok(&labels));
+    starts_remotely(&rig, plain_run());
+    let before = rig.fake.calls().len();
+    let d = remote(&rig).with_ids(std::sync::Arc::new(|| "sbx-0123456789ac".to_string()));
+    d.create(&spec(&[])).unwrap();
+    let verbs: Vec<String> = rig.fake.verbs().split_off(before);
+    assert_eq!(verbs, ["volume", "create", "cp", "start", "exec"]);
+}
+
+#[test]
+fn a_helper_volume_that_is_not_sbx_s_or_an_image_that_moves_run_is_refused() {
+    let rig = Rig::new();
+    rig.image("");
+    // Someone else's volume under the name (or one docker made empty): not trusted, not removed.
+    rig.fake.push(Output::ok("null\n"));
     let e = remote(&rig).create(&spec(&[])).unwrap_err();
-    let text = e.to_string();
-    assert!(text.starts_with("remote engines: not yet supported: create against ssh://me@far"), "{text}");
-    assert!(text.contains("helper") && text.contains("socket directory"), "{text}");
-    assert_eq!(e.exit_code(), crate::error::EXIT_FAILED);
-    let e = remote(&rig).create(&spec(&["--channel", "exec"])).unwrap_err();
-    assert!(!e.to_string().contains("socket directory"), "{e}");
+    assert!(matches!(&e, Error::Host(crate::error::HostError::HelperUntrusted { .. })), "{e}");
+    assert!(e.to_string().contains("without the label sbx.helper="), "{e}");
+    assert!(!rig.fake.verbs().iter().any(|v| v.contains("rm")), "{:?}", rig.fake.verbs());
+
+    // An image whose /run/sbx is a symlink: refused before start, and the created sandbox removed.
+    let rig = Rig::new();
+    rig.image("");
+    std::fs::create_dir_all(rig.state.join("helper")).unwrap();
+    std::fs::write(rig.state.join("helper/remote-verified"), format!("ssh://me@far {}\n", volume_name())).unwrap();
+    rig.fake.push(Output::ok(&format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key())));
+    rig.fake.push(Output::ok("deadbeef\n"));
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    h.set_mode(0o777);
+    h.set_link_name("/tmp/a/sbx").unwrap();
+    h.set_path("run/sbx").unwrap();
+    h.set_cksum();
+    b.append(&h, &b""[..]).unwrap();
+    let mut dir = tar::Header::new_gnu();
+    dir.set_entry_type(tar::EntryType::Directory);
+    dir.set_size(0);
+    dir.set_mode(0o755);
+    dir.set_path("run").unwrap();
+    dir.set_cksum();
+    let mut t = tar::Builder::new(Vec::new());
+    t.append(&dir, &b""[..]).unwrap();
+    let tail = b.into_inner().unwrap();
+    let mut all = t.into_inner().unwrap();
+    all.truncate(all.len() - 1024);
+    all.extend(tail);
+    rig.fake.push(bytes(all));
+    rig.removed();
+    let e = remote(&rig).create(&spec(&[])).unwrap_err();
+    assert!(matches!(&e, Error::Image(crate::error::ImageError::Redirected { .. })), "{e}");
+    assert!(e.to_string().contains("/run/sbx in the image is a Symlink to /tmp/a/sbx"), "{e}");
+    let verbs = rig.fake.verbs();
+    assert_eq!(verbs[..3], ["image inspect", "volume", "create"]);
+    assert!(!verbs.contains(&"start".to_string()), "{verbs:?}");
+    assert!(verbs.iter().any(|v| v == "rm"), "the created sandbox stays: {verbs:?}");
+}
+
+/// Two first creates at once: both make the volume (docker answers the
+/// second `volume create` with the name), both fill it. A fill replaces the
+/// file, so one may read back the other's half-written helper: it fills
+/// again and trusts only what it read back whole.
+#[test]
+fn a_helper_volume_read_back_torn_by_a_concurrent_fill_is_filled_again() {
+    let rig = Rig::new();
+    rig.image("");
+    let labels = format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key());
+    rig.fake.push(Output::ok(&labels));
+    rig.fake.push(Output::ok("f111e4\n"));
+    let mut torn = crate::host::helper::tar(false);
+    // The other create's fill, caught mid-write: right header, wrong bytes.
+    let data = 512..512 + crate::host::helper::BYTES.len().min(4096);
+    torn[data].fill(0);
+    rig.fake.push(bytes(torn));
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(bytes(crate::host::helper::tar(false)));
+    rig.fake.push(Output::ok("f111e4\n"));
+    starts_remotely(&rig, plain_run());
+    remote(&rig).create(&spec(&[])).unwrap();
+    assert_eq!(
+        rig.fake.verbs(),
+        ["image inspect", "volume", "create", "cp", "cp", "cp", "rm", "create", "cp", "start", "exec"]
+    );
+    assert_eq!(rig.fake.inputs().len(), 1, "one fill after the torn read");
+    let verified = std::fs::read_to_string(rig.state.join("helper/remote-verified")).unwrap();
+    assert_eq!(verified, format!("ssh://me@far {}\n", volume_name()));
+}
+
+#[test]
+fn a_remote_create_refuses_direct_allow_and_paths_before_any_docker_call() {
+    let rig = Rig::new();
+    let e = remote(&rig).create(&spec(&["--channel", "direct"])).unwrap_err();
+    assert!(matches!(&e, Error::Invalid(i) if i.what == "--channel"), "{e}");
+    assert!(e.to_string().contains("ssh://me@far") && !e.to_string().contains("pw"), "{e}");
+    let e = remote(&rig).create(&spec(&["--allow", "example.com:443"])).unwrap_err();
+    assert!(matches!(&e, Error::Invalid(i) if i.what == "--allow"), "{e}");
+    assert!(e.to_string().contains("not yet supported with a remote engine"), "{e}");
     // A spec that names a path (a pool's refill has no request to refuse): exit 2.
     let dir = rig.root.with_extension("ro");
     std::fs::create_dir_all(&dir).unwrap();

@@ -29,6 +29,7 @@ fn plan(s: &SandboxSpec) -> RunPlan<'_> {
         dns: None,
         channel: channel::Kind::Direct,
         helper: None,
+        helper_volume: None,
         volume: None,
         seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
         hosts: &[],
