@@ -24,6 +24,9 @@ pub fn helper_volume_create(name: &str, key: &str) -> Vec<OsString> {
 
 /// A container of `image`, never started (its command is never run), that
 /// mounts the helper volume at [`FILL_DIR`] so `docker cp` can fill and read it.
+/// `volume-nocopy`: the image is the sandbox's (hostile), and without it
+/// docker copies whatever the image has at that path into the fresh,
+/// shared volume, which every sandbox on the engine then mounts.
 pub fn helper_filler(image: &str, volume: &str) -> Vec<OsString> {
     os(&[
         "create",
@@ -32,7 +35,7 @@ pub fn helper_filler(image: &str, volume: &str) -> Vec<OsString> {
         "--label",
         &format!("{HELPER_LABEL}.filler=1"),
         "--mount",
-        &format!("type=volume,src={volume},dst={FILL_DIR}"),
+        &format!("type=volume,src={volume},dst={FILL_DIR},volume-nocopy"),
         "--pull",
         "never",
         "--",
@@ -55,4 +58,19 @@ pub fn copy_out(container: &str, path: &str) -> Vec<OsString> {
 /// `docker rm -f CONTAINER`.
 pub fn remove_filler(container: &str) -> Vec<OsString> {
     os(&["rm", "-f", "--", container])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The filler's image is the sandbox's own: nothing of it may be copied
+    /// into the shared helper volume.
+    #[test]
+    fn the_filler_mounts_the_helper_volume_without_copying_the_image_in() {
+        let argv: Vec<String> =
+            helper_filler("sha256:abc", "sbx-helper-k").iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(argv.contains(&"type=volume,src=sbx-helper-k,dst=/v,volume-nocopy".to_string()), "{argv:?}");
+        assert_eq!(&argv[argv.len() - 3..], ["--", "sha256:abc", "/v/helper"]);
+    }
 }
