@@ -9,6 +9,7 @@
 
 mod support;
 
+mod attack_files;
 mod boundary;
 mod cli_ux;
 mod connect_and_ports;
