@@ -98,3 +98,81 @@ fn a_helper_stopped_by_its_sandbox_never_hangs_sbx() {
     }
     assert!(caught > 0, "the stopper never caught a mkdir helper: the test proves nothing");
 }
+
+fn watch_child(w: &World, args: &[&str]) -> (std::process::Child, std::io::BufReader<std::process::ChildStderr>) {
+    use std::io::BufRead;
+    let mut child = Command::new(SBX)
+        .args(w.dir_args())
+        .arg("watch")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut ready = String::new();
+    err.read_line(&mut ready).unwrap();
+    assert!(ready.contains("watching"), "{ready}");
+    (child, err)
+}
+
+fn helpers_in(w: &World, sb: &Sandbox, pat: &str) -> usize {
+    let out = atk(w, sb, &["count", pat]);
+    assert_success(&out, "count");
+    stdout(&out).trim().parse().unwrap()
+}
+
+/// What the sandbox cannot do to a running helper: trace it, open its
+/// stdout to forge a line, or its memory (it is non-dumpable); and what
+/// ends it whatever the sandbox does: sbx killed with SIGKILL (its stdin
+/// closes), Ctrl-C of a watch whose helper the sandbox stopped.
+///
+/// Under gVisor the sandbox CAN open the helper's stdout through
+/// /proc/PID/fd/1 (gVisor does not apply non-dumpable there) and write a
+/// line: what holds is the host's strict parse, so a forged line is at
+/// most a well-formed change of this sandbox, one escaped line.
+fn helper_holds(runtime: &[&str], gvisor: bool) {
+    use std::io::BufRead;
+    let w = World::new();
+    let sb = armed(&w, runtime);
+    let (mut wt, _err) = watch_child(&w, &[&sb.id, "/tmp"]);
+    let out = atk(&w, &sb, &["probe", "/run/sbx/helper watch"]);
+    let said = stdout(&out);
+    assert!(said.contains("ptrace=") && !said.contains("attached"), "the sandbox traced the helper: {said}");
+    assert!(said.contains("mem=") && !said.contains("opened"), "the sandbox opened its memory: {said}");
+    if gvisor {
+        if said.contains("stdout=written") {
+            let mut line = String::new();
+            std::io::BufReader::new(wt.stdout.take().unwrap()).read_line(&mut line).unwrap();
+            assert_eq!(line, "created   /tmp/forged\n", "a forged line is one well-formed change at most");
+        }
+    } else {
+        assert!(said.contains("stdout=") && !said.contains("written"), "the sandbox wrote to its stdout: {said}");
+    }
+    // kill -9 of sbx: no helper is left watching.
+    wt.kill().unwrap();
+    wt.wait().unwrap();
+    let gone = until(Duration::from_secs(10), || helpers_in(&w, &sb, "/run/sbx/helper watch") == 0);
+    assert!(gone.is_some(), "a watch helper outlived sbx's SIGKILL");
+    // A watch helper the sandbox stopped: Ctrl-C still ends sbx.
+    let (mut wt, _err) = watch_child(&w, &[&sb.id, "/tmp"]);
+    let out = w.sbx(&["exec", "-d", &sb.id, "--", "/tmp/atk", "stopper", "/run/sbx/helper watch", "5"]);
+    assert_success(&out, "the stopper");
+    std::thread::sleep(Duration::from_secs(2));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(wt.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let ended = until(Duration::from_secs(15), || wt.try_wait().unwrap().is_some());
+    let _ = wt.kill();
+    assert!(ended.is_some(), "Ctrl-C did not end a watch whose helper was stopped");
+    assert_eq!(wt.wait().unwrap().code(), Some(130));
+}
+
+#[test]
+fn the_helper_resists_its_sandbox_and_ends_with_sbx() {
+    helper_holds(&[], false);
+}
+
+#[test]
+fn the_helper_resists_its_sandbox_under_runsc() {
+    helper_holds(&["--runtime", "runsc"], true);
+}

