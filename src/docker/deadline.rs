@@ -71,6 +71,11 @@ impl Deadlines {
         if verb == "exec" && args.iter().any(|a| a == "probe-socket") {
             return Some(self.quick);
         }
+        // The helper's mkdir answers at once, unless a process in the
+        // sandbox stopped it (SIGSTOP: same user): then sbx must not wait for ever.
+        if verb == "exec" && helper_verb(args) == Some("mkdir") {
+            return Some(self.quick);
+        }
         // `docker stop --time N` waits up to N seconds for the program before
         // SIGKILL, on top of what any change takes.
         if verb == "stop" {
@@ -89,6 +94,24 @@ impl Deadlines {
             _ => Some(self.quick),
         }
     }
+
+    /// The idle deadline of a streamed call: how long one read of its
+    /// output may wait. A helper's listing runs for as long as the sandbox
+    /// has entries, but a helper that sends nothing for this long was
+    /// stopped by its sandbox (or the engine hung).
+    pub fn idle(&self, args: &[OsString]) -> Option<Duration> {
+        let exec = args.first().is_some_and(|a| a == "exec");
+        (exec && helper_verb(args) == Some("list")).then_some(self.quick)
+    }
+}
+
+/// `docker exec ... -- ID HELPER VERB ...`: the helper's VERB.
+fn helper_verb(args: &[OsString]) -> Option<&str> {
+    let at = args.iter().position(|a| a == "--")?;
+    match args.get(at + 2..at + 4) {
+        Some([h, v]) if h == crate::model::paths::HELPER_PATH => v.to_str(),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -102,6 +125,20 @@ mod tests {
         let d = Deadlines::from_env(Some("5s")).unwrap();
         assert_eq!(d.of(&crate::docker::argv::stop("c", 600)), Some(Duration::from_secs(620)));
         assert_eq!(d.of(&argv(&["stop", "c"])), Some(Duration::from_secs(30)));
+    }
+
+    /// A helper call a process in the sandbox can stop (SIGSTOP) never hangs sbx.
+    #[test]
+    fn helper_listings_and_mkdir_have_deadlines() {
+        let d = Deadlines::from_env(Some("5s")).unwrap();
+        let five = Some(Duration::from_secs(5));
+        assert_eq!(d.of(&argv(&["exec", "--", "c", "/run/sbx/helper", "mkdir", "/x"])), five);
+        assert_eq!(d.idle(&argv(&["exec", "--", "c", "/run/sbx/helper", "list", "/x", "1", "10"])), five);
+        assert_eq!(d.of(&argv(&["exec", "--", "c", "/run/sbx/helper", "list", "/x", "1", "10"])), None);
+        // A watch streams for as long as its user wants; a user's command named `mkdir` is theirs.
+        assert_eq!(d.idle(&argv(&["exec", "-i", "--", "c", "/run/sbx/helper", "watch", "/x"])), None);
+        assert_eq!(d.of(&argv(&["exec", "--", "c", "mkdir", "/x"])), None);
+        assert_eq!(d.idle(&argv(&["logs", "--", "c", "/run/sbx/helper", "list"])), None);
     }
 
     #[test]

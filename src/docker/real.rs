@@ -16,8 +16,8 @@ use std::process::{Child, Command, Stdio};
 pub use capture::MAX_OUTPUT;
 use capture::{bounded_output, finish, output_cut, Bounded, RealBackground};
 use forward::forward;
-use guard::Guard;
 pub use guard::Stop;
+use guard::{Guard, Timed, Waiting};
 use watch::{start_probe, StartWatch};
 
 use super::{
@@ -181,12 +181,18 @@ impl RealDocker {
         let mut cmd = self.command(args);
         cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| self.spawn_err(e))?;
-        let watch = self.watch_start(args, &child, true);
-        // A stream with a deadline of its own (a pull): bounded as a whole, and Ctrl-C ends it.
-        let guard =
-            self.deadlines.of(args).map(|limit| Guard::new(child.id() as i32, limit, self.stop.clone(), verb(args)));
+        // A stream with a deadline of its own (a pull): bounded as a whole;
+        // one with an idle deadline (a helper's listing): bounded per read,
+        // which also bounds a hung start. Ctrl-C ends either.
+        let idle = self.deadlines.idle(args);
+        let waiting = idle.map(|_| Waiting::new());
+        let watch = if idle.is_some() { None } else { self.watch_start(args, &child, true) };
+        let guard = idle
+            .or(self.deadlines.of(args))
+            .map(|limit| Guard::new(child.id() as i32, limit, self.stop.clone(), verb(args), waiting.clone()));
         let stdin = child.stdin.take();
-        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut stdout = Timed { inner: stdout, waiting: waiting.unwrap_or_else(Waiting::new) };
         let stderr = child.stderr.take().expect("stderr is piped");
         let (input_r, output_r, err, status) = std::thread::scope(|s| {
             let err = s.spawn(move || stderr_head(stderr));

@@ -34,6 +34,10 @@ pub enum Explained {
     NoParent { id: String, path: String },
     #[error("sandbox {id} reached the inotify watch limit while watching {path}")]
     WatchLimit { id: String, path: String },
+    /// A helper call that sent nothing within the deadline: a process in
+    /// the sandbox (same user) can stop it with SIGSTOP.
+    #[error("sbx's helper in sandbox {id} sent nothing for {waited} while {doing}; sbx stopped waiting")]
+    HelperTimeout { id: String, doing: String, waited: String },
     #[error("nothing listened on port {port} in sandbox {id} within {waited}")]
     PortTimeout { id: String, port: u16, waited: String },
     #[error("sandbox {id} cannot run {command:?}: {}", if *not_found { "no such file or command" } else { "it is not an executable file" })]
@@ -64,6 +68,7 @@ impl Explained {
             NoParent { id, path } => NoParent { id: n(id), path },
             WatchLimit { id, path } => WatchLimit { id: n(id), path },
             PortTimeout { id, port, waited } => PortTimeout { id: n(id), port, waited },
+            HelperTimeout { id, doing, waited } => HelperTimeout { id: n(id), doing, waited },
             CannotRun { id, command, not_found, background } => CannotRun { id: n(id), command, not_found, background },
             Helper { id, doing, code, detail } => Helper { id: n(id), doing, code, detail },
             e @ CpuRange { .. } => e,
@@ -96,6 +101,7 @@ impl Explained {
             Explained::NoParent { .. } => "no_parent",
             Explained::WatchLimit { .. } => "watch_limit",
             Explained::PortTimeout { .. } => "port_timeout",
+            Explained::HelperTimeout { .. } => "helper_timeout",
             Explained::CannotRun { not_found: true, .. } => "command_not_found",
             Explained::CannotRun { .. } => "command_not_executable",
             Explained::Helper { .. } => "helper_failed",
@@ -135,6 +141,9 @@ impl Explained {
                 format!("give the program's absolute path; the image has only what it was built with (`sbx exec {id} -- /bin/ls /bin` if it has ls)")
             }
             Explained::CannotRun { .. } => "the path must name an executable file the sandbox's user may run".into(),
+            Explained::HelperTimeout { id, .. } => format!(
+                "a process in the sandbox may have stopped it (it runs as the sandbox's user); SBX_DOCKER_TIMEOUT sets the wait; `sbx destroy {id}` if the sandbox is not to be trusted"
+            ),
             Explained::Helper { .. } => return None,
         })
     }

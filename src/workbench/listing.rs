@@ -6,7 +6,7 @@
 
 use std::io::BufReader;
 
-use crate::docker::DockerExec;
+use crate::docker::{DockerError, DockerExec};
 use crate::error::{Error, Explained, Invalid, Result};
 
 use super::helper::{check_helper, helper_argv, streamed, transfer_failure};
@@ -146,7 +146,7 @@ pub fn list(
     let argv = helper_argv(id, false, &["list", path, &depth, &limit]);
     let mut sum = Summary::default();
     let mut output = |r: &mut dyn std::io::Read| read_listing(r, opts, path, &mut sum, sink);
-    let r = exec.run_stream(&argv, None, &mut output)?;
+    let r = exec.run_stream(&argv, None, &mut output).map_err(|e| silent(e, id, format!("listing {path}")))?;
     if let Err(e) = &r.output {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             return Ok(sum); // `sbx files ... | head`: the helper was stopped
@@ -154,6 +154,20 @@ pub fn list(
     }
     streamed(id, &argv, r, || format!("listing {id}:{path}"))?;
     Ok(sum)
+}
+
+/// A helper call cut off at its deadline (docker/deadline.rs): the helper
+/// sent nothing, which a process in the sandbox can cause by stopping it.
+fn silent(e: DockerError, id: &str, doing: String) -> Error {
+    match e {
+        DockerError::Timeout { after, .. } => Explained::HelperTimeout {
+            id: id.to_string(),
+            doing,
+            waited: humantime::format_duration(after).to_string(),
+        }
+        .into(),
+        e => e.into(),
+    }
 }
 
 /// Create directory `path` in sandbox `id` (`parents`: and its missing
@@ -164,7 +178,7 @@ pub fn mkdir(exec: &dyn DockerExec, id: &str, path: &str, parents: bool) -> Resu
         args.push("-p");
     }
     let argv = helper_argv(id, false, &args);
-    let out = exec.run(&argv)?;
+    let out = exec.run(&argv).map_err(|e| silent(e, id, format!("creating {path}")))?;
     match check_helper(id, &argv, &out) {
         Ok(()) => {}
         // ENOENT from mkdir(2) is the parent's: say so.
@@ -265,6 +279,18 @@ mod tests {
         assert_eq!(collect(&f, "/nope", OPTS).unwrap_err().kind(), "no_such_path");
         f.push(Output::fail(1, "Error response from daemon: Container 0123abcd is not running"));
         assert_eq!(collect(&f, "/nope", OPTS).unwrap_err().kind(), "not_running");
+    }
+
+    /// A helper its sandbox stopped: cut off at the deadline, said as the helper's silence.
+    #[test]
+    fn a_silent_helper_is_a_helper_timeout() {
+        let f = FakeDocker::new();
+        f.push_timeout(std::time::Duration::from_secs(3));
+        let e = collect(&f, "/tmp", OPTS).unwrap_err();
+        assert_eq!(e.kind(), "helper_timeout");
+        assert!(e.to_string().contains("sent nothing for 3s while listing /tmp"), "{e}");
+        f.push_timeout(std::time::Duration::from_secs(3));
+        assert_eq!(mkdir(&f, ID, "/tmp/a", false).unwrap_err().kind(), "helper_timeout");
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! The deadline of a streamed call that has one (a pull), and Ctrl-C (see
-//! [`Guard`]).
+//! The deadline of a streamed call that has one (a pull; a helper's
+//! listing: no answer for too long), and Ctrl-C (see [`Guard`]).
 
 use std::process::Child;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,9 @@ struct State {
 const POLL: Duration = Duration::from_millis(50);
 
 impl Guard {
-    pub(super) fn new(pid: i32, limit: Duration, stop: Stop, what: String) -> Self {
+    /// `waiting`: the limit is on one read of its output (an idle
+    /// deadline) rather than on the whole call.
+    pub(super) fn new(pid: i32, limit: Duration, stop: Stop, what: String, waiting: Option<Arc<Waiting>>) -> Self {
         use std::sync::mpsc::RecvTimeoutError;
         let (done, rx) = std::sync::mpsc::channel::<()>();
         let state = Arc::new(Mutex::new(State::default()));
@@ -44,7 +47,10 @@ impl Guard {
                 if !matches!(rx.recv_timeout(POLL), Err(RecvTimeoutError::Timeout)) {
                     return;
                 }
-                let late = Instant::now() >= until;
+                let late = match &waiting {
+                    Some(w) => w.waited() >= limit,
+                    None => Instant::now() >= until,
+                };
                 if late || stop() {
                     let mut st = shared.lock().unwrap_or_else(|e| e.into_inner());
                     if !st.exited {
@@ -92,5 +98,62 @@ impl Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// How long the current read of a stream has waited: a helper that a
+/// process in its sandbox stopped (SIGSTOP) sends nothing and never ends,
+/// while one that is slow only because sbx's own reader is (a pager) is
+/// not waited on at all.
+pub struct Waiting {
+    base: Instant,
+    /// When the pending read began, in ms since `base`, plus one; 0: none.
+    since: AtomicU64,
+}
+
+impl Waiting {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Waiting { base: Instant::now(), since: AtomicU64::new(0) })
+    }
+
+    fn waited(&self) -> Duration {
+        match self.since.load(Ordering::Relaxed) {
+            0 => Duration::ZERO,
+            t => self.base.elapsed().saturating_sub(Duration::from_millis(t - 1)),
+        }
+    }
+}
+
+/// A reader that tells its [`Waiting`] while a read is pending.
+pub struct Timed<R> {
+    pub inner: R,
+    pub waiting: Arc<Waiting>,
+}
+
+impl<R: std::io::Read> std::io::Read for Timed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let now = self.waiting.base.elapsed().as_millis() as u64 + 1;
+        self.waiting.since.store(now, Ordering::Relaxed);
+        let r = self.inner.read(buf);
+        self.waiting.since.store(0, Ordering::Relaxed);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_pending_read_counts() {
+        let w = Waiting::new();
+        assert_eq!(w.waited(), Duration::ZERO);
+        let mut r = Timed { inner: std::io::Cursor::new(vec![1u8; 4]), waiting: w.clone() };
+        let mut b = [0u8; 4];
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(std::io::Read::read(&mut r, &mut b).unwrap(), 4);
+        assert_eq!(w.waited(), Duration::ZERO, "nothing pending after the read");
+        w.since.store(1, Ordering::Relaxed); // a read pending since the start
+        assert!(w.waited() >= Duration::from_millis(30));
     }
 }
