@@ -73,7 +73,10 @@ impl Deadlines {
         }
         // The helper's mkdir answers at once, unless a process in the
         // sandbox stopped it (SIGSTOP: same user): then sbx must not wait for ever.
-        if verb == "exec" && helper_verb(args) == Some("mkdir") {
+        // So do its other one-shot verbs (`exec -d`, `ps`, `kill`, the shell
+        // look-ups): an attack pass hung `sbx exec -d` for ever that way.
+        if verb == "exec" && matches!(helper_verb(args), Some("mkdir" | "bg" | "ps" | "kill" | "which" | "find-shell"))
+        {
             return Some(self.quick);
         }
         // `docker stop --time N` waits up to N seconds for the program before
@@ -101,7 +104,16 @@ impl Deadlines {
     /// stopped by its sandbox (or the engine hung).
     pub fn idle(&self, args: &[OsString]) -> Option<Duration> {
         let exec = args.first().is_some_and(|a| a == "exec");
-        (exec && helper_verb(args) == Some("list")).then_some(self.quick)
+        // What the helper sends as it goes: a listing, `cp` out and backup
+        // (`send`), a background process's log without -f. Not `receive`
+        // (it reads until the end, then answers) nor `logs -f` and `watch`
+        // (silence is their normal state).
+        let streams = match helper_verb(args) {
+            Some("list" | "send") => true,
+            Some("logs") => !args.iter().any(|a| a == "-f"),
+            _ => false,
+        };
+        (exec && streams).then_some(self.quick)
     }
 }
 
@@ -138,6 +150,13 @@ mod tests {
         // A watch streams for as long as its user wants; a user's command named `mkdir` is theirs.
         assert_eq!(d.idle(&argv(&["exec", "-i", "--", "c", "/run/sbx/helper", "watch", "/x"])), None);
         assert_eq!(d.of(&argv(&["exec", "--", "c", "mkdir", "/x"])), None);
+        for verb in ["bg", "ps", "kill", "which", "find-shell"] {
+            assert_eq!(d.of(&argv(&["exec", "--", "c", "/run/sbx/helper", verb])), five, "{verb}");
+        }
+        assert_eq!(d.idle(&argv(&["exec", "--", "c", "/run/sbx/helper", "send", "/x"])), five);
+        assert_eq!(d.idle(&argv(&["exec", "--", "c", "/run/sbx/helper", "logs", "p1", "-1"])), five);
+        assert_eq!(d.idle(&argv(&["exec", "--", "c", "/run/sbx/helper", "logs", "p1", "-f", "-1"])), None);
+        assert_eq!(d.idle(&argv(&["exec", "-i", "--", "c", "/run/sbx/helper", "receive", "/x", "--into"])), None);
         assert_eq!(d.idle(&argv(&["logs", "--", "c", "/run/sbx/helper", "list"])), None);
     }
 
