@@ -6,7 +6,7 @@
 //!     cargo bench --bench sbx_bench -- --quick --only egress   # some sections only
 //!
 //! `--only A,B` runs only the named sections (create, routes, exec, ls, gc,
-//! parallel, egress, runtime, pool, lifecycle) and prints the report on stderr instead of rewriting
+//! parallel, egress, runtime, pool, lifecycle, remote) and prints the report on stderr instead of rewriting
 //! BENCHMARKS.md, which only a full run writes.
 //!
 //! Every comparison is a ratio of medians measured interleaved in the same
@@ -28,6 +28,8 @@ mod egress;
 mod lifecycle;
 #[path = "sbx_bench/pool.rs"]
 mod pool;
+#[path = "sbx_bench/remote.rs"]
+mod remote;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -415,8 +417,8 @@ fn main() {
 /// `--only A,B`: the sections to run (all without it).
 struct Only(Option<Vec<String>>);
 
-const SECTIONS: [&str; 10] =
-    ["create", "routes", "exec", "ls", "gc", "parallel", "egress", "runtime", "pool", "lifecycle"];
+const SECTIONS: [&str; 11] =
+    ["create", "routes", "exec", "ls", "gc", "parallel", "egress", "runtime", "pool", "lifecycle", "remote"];
 
 impl Only {
     fn from_args(args: &[String]) -> Self {
@@ -733,6 +735,9 @@ fn run(b: &Bench, only: &Only, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Ca
     if only.wants("lifecycle") {
         lifecycle::run(b, reps, cases);
     }
+    if only.wants("remote") {
+        remote::run(b, reps, cases);
+    }
 }
 
 /// Issue 13: under gVisor (runsc, registered as `.ci/register-runsc` does),
@@ -935,4 +940,5 @@ const CASES_DOC: &str = "
 9. **Runtime** (issue 13), with runsc registered as `.ci/register-runsc` does (`--network=host --host-uds=create`): **create-to-ready, runsc** is `sbx create --runtime runsc` against the same `docker run --runtime runsc` argv from sbx's builder plus the socket wait; **exec, runsc** is `sbx exec` against `docker exec` in one runsc sandbox. The two `sbx runsc / sbx runc` rows are what gVisor costs: sbx under runsc over sbx under runc, interleaved in the same run (no target: the price of a kernel of the sandbox's own).
 10. **Pool** (issue 14): a pool of 20 made with `sbx pool create` and filled; each round claims one member (`sbx create --pool NAME --no-fallback`, from the process's start to its exit with the id printed), makes one cold `sbx create` and one bare sandbox, in rotating order, destroys all three, and waits until the pool is full again and its refiller done, so no measurement shares the engine with a refill. **20 concurrent claims**: 20 `sbx create --pool` started at once on a full pool of 20; the wall time until the last exits, and the 20 ids must be distinct. **Docker calls**: one claim with `SBX_DOCKER` pointing at a shim that logs each call's parent pid; only calls whose parent is the claiming sbx count (the refiller it starts has its own). **Idle memory**: the pool's `idle_memory_bytes` from `sbx pool ls --json` over its 20 members.
 11. **Lifecycle** (issue 15), one sandbox each side, interleaved: **stop** is `sbx stop --grace 0s` against `docker stop --time 0` (the fixture ignores SIGTERM as PID 1, so any grace would be waited out on both sides); **start-to-ready** is `sbx start` (which clears the last run's socket by descriptor, re-checks where the mounts landed and waits for the socket) against removing the old socket, `docker start` and the same socket wait; **pause + resume** is `sbx pause` then `sbx resume` against `docker pause` then `docker unpause`.
+12. **Remote** (issue 16), the same engine reached as a remote one through sshd on loopback (`DOCKER_HOST=ssh://root@127.0.0.1:PORT`, the live tests' rig), so each docker call on both sides pays the ssh round trip (~0.3 s); interleaved, no target. **create-to-ready, remote** is `sbx create` (relayed channel, helper from the engine's `sbx-helper-KEY` volume, which sbx verifies with one `docker volume inspect`; `docker create`, /run read back with `docker cp` before start, `docker start`, then the helper's socket probe) against `docker run -d` of the argv sbx's own builder makes for that sandbox (relayed channel, the same helper volume) plus `docker exec ID /run/sbx/helper probe-socket /run/sandbox/sandbox.sock 500` until it answers 0; the difference is what sbx adds for a remote engine (the layout check and the volume check). **connect round trip, remote** sends one line and closes stdin, until the echo is back and the process exits, through `sbx connect ID` against `docker exec -i ID /run/sbx/helper connect /run/sandbox/sandbox.sock 10000` in the same sandbox.
 ";
