@@ -4,29 +4,14 @@
 //! never get: sbx hanging for ever, a forged line, a helper left behind.
 //! The sandbox side is `attack_files/helperatk.c`, copied in with `sbx cp`.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-fn helperatk() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("helperatk-"));
-            let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/live/attack_files/helperatk.c");
-            gcc_static(&src, &out);
-            out
-        })
-        .clone()
-}
-
+/// A sandbox with the attacker program at /tmp/atk.
 fn armed(w: &World, args: &[&str]) -> Sandbox {
-    let sb = w.create(args);
-    let to = format!("{}:/tmp/atk", sb.id);
-    assert_success(&w.sbx(&["cp", helperatk().to_str().unwrap(), &to]), "sbx cp helperatk");
-    sb
+    armed_with(w, args, "attack_files/helperatk.c", "/tmp/atk")
 }
 
 fn atk(w: &World, sb: &Sandbox, args: &[&str]) -> std::process::Output {

@@ -10,32 +10,15 @@
 //! attacker program and one `Watching` harness the tests share.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-/// The attacker program, built once per run.
-fn fsattack() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("fsattack-"));
-            let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/live/files_watch/fsattack.c");
-            gcc_static(&src, &out);
-            out
-        })
-        .clone()
-}
-
 /// A sandbox with the attacker program at /tmp/fsattack.
 fn armed(w: &World, args: &[&str]) -> Sandbox {
-    let sb = w.create(args);
-    let to = format!("{}:/tmp/fsattack", sb.id);
-    assert_success(&w.sbx(&["cp", fsattack().to_str().unwrap(), &to]), "sbx cp fsattack");
-    sb
+    armed_with(w, args, "files_watch/fsattack.c", "/tmp/fsattack")
 }
 
 fn attack(w: &World, sb: &Sandbox, args: &[&str]) {

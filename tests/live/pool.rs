@@ -377,6 +377,9 @@ fn a_member_that_swaps_its_socket_after_fill_is_never_handed_out() {
     assert_success(&gc, "gc");
     let reaped: Vec<String> =
         json(&gc)["containers"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
-    assert!(members.iter().all(|m| reaped.contains(m)), "the tampered members reaped: {reaped:?}");
+    // The claim's refiller recycles dead members before it fills, so under
+    // load it may reap them before this gc does: gone is what matters.
+    let gone = |m: &String| !docker(&["container", "inspect", "--format", "x", m]).status.success();
+    assert!(members.iter().all(gone), "the tampered members are still there (gc reaped {reaped:?})");
     finish(&w, "ph", &[]);
 }

@@ -201,9 +201,11 @@ fn a_memory_hog_is_killed_at_the_limit_and_the_reason_is_reported() {
     let w = World::new();
     let sb = create(&w, &["--memory", "64", "--", "hog"]);
     let mut rec = serde_json::Value::Null;
+    // Docker records the OOM from containerd's event, which can land after
+    // the exit under load: wait for both, then check what was recorded.
     until(Duration::from_secs(20), || {
         rec = json(&w.sbx(&["inspect", &sb.id]));
-        rec["state"] == "exited"
+        rec["state"] == "exited" && rec["oom_killed"] == true
     });
     // The whole sandbox (Sentry and workload) is one cgroup: the kernel's
     // OOM killer ends it, and docker records it as under runc.

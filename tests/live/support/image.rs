@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{docker, docker_ok, tar_root, unique, World, TEST_LABEL};
+use super::{assert_success, docker, docker_ok, tar_root, unique, Sandbox, World, TEST_LABEL};
 
 /// An image a test built (by id), removed on drop even when the test fails
 /// (declare it before the sandboxes made from it, so it outlives them).
@@ -104,4 +104,29 @@ impl Drop for ImageTree {
 pub fn gcc_static(src: &Path, out: &Path) {
     let done = Command::new("gcc").args(["-static", "-O2", "-o"]).arg(out).arg(src).output().expect("spawn gcc");
     assert!(done.status.success(), "gcc failed on {}: {}", src.display(), String::from_utf8_lossy(&done.stderr));
+}
+
+/// The C program at tests/live/`src`, built statically once per run.
+pub fn attacker(src: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<std::collections::BTreeMap<String, PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    built
+        .entry(src.to_string())
+        .or_insert_with(|| {
+            let name = Path::new(src).file_stem().and_then(|n| n.to_str()).unwrap_or("attacker");
+            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique(&format!("{name}-")));
+            gcc_static(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/live").join(src), &out);
+            out
+        })
+        .clone()
+}
+
+/// A sandbox created with `args`, with the attacker program tests/live/`src`
+/// copied in (`sbx cp`, so it works on the fixture, which has no shell) at `at`.
+pub fn armed_with(w: &World, args: &[&str], src: &str, at: &str) -> Sandbox {
+    let sb = w.create(args);
+    let to = format!("{}:{at}", sb.id);
+    assert_success(&w.sbx(&["cp", attacker(src).to_str().unwrap(), &to]), &format!("sbx cp {src}"));
+    sb
 }

@@ -24,7 +24,7 @@ mod world;
 
 pub use docker_shim::Shim;
 pub use fixture::{fixture_binary, fixture_image};
-pub use image::{gcc_static, Image, ImageTree};
+pub use image::{armed_with, attacker, gcc_static, Image, ImageTree};
 pub use internet::{curl, exec_in, tools_image, Internet};
 pub use ssh::Remote;
 pub use world::{Network, Sandbox, Service, World};
