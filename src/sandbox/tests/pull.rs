@@ -19,6 +19,13 @@ fn pinned(pull: Option<PullPolicy>) -> SandboxSpec {
     SandboxSpec::from_request(&CreateRequest { image: repo_img(), pull, ..Default::default() }, None).unwrap()
 }
 
+/// The engine lacks [`repo_img`], pulls it, then lists it under its digest.
+fn pulls_fine(rig: &Rig) {
+    rig.fake.push(Output::fail(1, MISSING));
+    rig.fake.push(Output::ok(&pull_output()));
+    rig.fake.push(Output::ok(&format!("[\"{}\"]\n", repo_img())));
+}
+
 /// `docker pull` of [`repo_img`] with stdout a pipe, as engine 20.10 prints it.
 fn pull_output() -> String {
     let r = repo_img();
@@ -31,9 +38,7 @@ fn pull_output() -> String {
 #[test]
 fn a_missing_repo_digest_is_pulled_verified_and_then_run() {
     let rig = Rig::new();
-    rig.fake.push(Output::fail(1, MISSING));
-    rig.fake.push(Output::ok(&pull_output()));
-    rig.fake.push(Output::ok(&format!("[\"{}\"]\n", repo_img())));
+    pulls_fine(&rig);
     rig.image("1000");
     rig.starts_and_binds();
     let c = rig.driver().create(&pinned(None)).unwrap();
@@ -54,9 +59,7 @@ fn a_missing_repo_digest_is_pulled_verified_and_then_run() {
 fn the_pull_shows_layer_progress_on_a_terminal_and_nothing_on_stdout() {
     let run = |tty: bool| {
         let rig = Rig::new();
-        rig.fake.push(Output::fail(1, MISSING));
-        rig.fake.push(Output::ok(&pull_output()));
-        rig.fake.push(Output::ok(&format!("[\"{}\"]\n", repo_img())));
+        pulls_fine(&rig);
         rig.image("1000");
         rig.starts_and_binds();
         let (p, c) = crate::output::capture(false);
@@ -192,9 +195,7 @@ fn a_cached_image_removed_since_is_pulled_on_a_second_try() {
     // the first try is undone, the second pulls before anything exists.
     rig.fake.push(Output::fail(125, &format!("Error response from daemon: No such image: {}", repo_img())));
     rig.removed();
-    rig.fake.push(Output::fail(1, MISSING));
-    rig.fake.push(Output::ok(&pull_output()));
-    rig.fake.push(Output::ok(&format!("[\"{}\"]\n", repo_img())));
+    pulls_fine(&rig);
     rig.image("1000");
     rig.starts_and_binds();
     rig.driver().create(&pinned(None)).unwrap();
