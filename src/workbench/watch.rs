@@ -76,15 +76,18 @@ pub fn watch(
     if gone {
         return Ok(WatchEnd::Gone);
     }
-    if let Some(e) = sandbox_error(id, &stderr) {
-        return Err(e);
-    }
     if ready {
-        // The stream ended without the helper's word: the sandbox went, or the helper did.
+        // The stream ended without the helper's word: the sandbox went, or
+        // the helper did. Asked before docker's words are: a destroy ends
+        // the exec with "No such container" or "is not running" on stderr,
+        // which is this end, not a failure (seen under a loaded engine).
         let out = exec.run(&argv::state(id))?;
         if out.status != 0 || !out.stdout_str().starts_with("running") {
             return Ok(WatchEnd::SandboxEnded);
         }
+    }
+    if let Some(e) = sandbox_error(id, &stderr) {
+        return Err(e);
     }
     Err(helper_failure(id, &argv, if status == 0 { 1 } else { status }, &stderr))
 }
@@ -156,6 +159,15 @@ mod tests {
         f.push(Output { status: 137, stdout: b"READY\n".to_vec(), stderr: vec![] });
         f.push(Output::ok("exited 137"));
         assert_eq!(run(&f, false).0.unwrap(), WatchEnd::SandboxEnded);
+        // Destroyed under the exec: docker says so on stderr, and that is the same end.
+        for said in [
+            format!("Error response from daemon: No such container: {ID}"),
+            format!("Error response from daemon: Container {ID} is not running"),
+        ] {
+            f.push(Output { status: 1, stdout: b"READY\n".to_vec(), stderr: said.into_bytes() });
+            f.push(Output::fail(1, &format!("Error: No such object: {ID}")));
+            assert_eq!(run(&f, false).0.unwrap(), WatchEnd::SandboxEnded);
+        }
         // Still running: the helper itself failed.
         f.push(Output { status: 1, stdout: b"READY\n".to_vec(), stderr: b"sbx-helper: boom".to_vec() });
         f.push(Output::ok("running 0"));
