@@ -48,10 +48,15 @@ impl Driver {
         state.set_expiry(id, at)?;
         let watched = state.watchdog(id).is_some_and(|w| w.is_alive());
         // A relayed remote sandbox's label names its socket inside it; the
-        // watchdog watches its marker here.
+        // watchdog watches its marker here (made again if a reboot emptied
+        // /run, or the watchdog would end at once).
         let socket = match raw.labels.get(record::SOCKET).map(String::as_str) {
             Some(crate::model::paths::SANDBOX_SOCKET) => {
-                Some(self.roots.resolve()?.join(id).join(crate::host::socket::SOCKET_NAME))
+                let root = self.roots.resolve()?;
+                if !root.join(id).is_dir() {
+                    crate::host::socket::make_marker_dir(&root, id)?;
+                }
+                Some(root.join(id).join(crate::host::socket::SOCKET_NAME))
             }
             s => s.map(PathBuf::from),
         };

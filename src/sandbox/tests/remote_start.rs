@@ -216,3 +216,15 @@ fn remote_gc_removes_sbx_s_fillers_whose_create_is_gone_and_no_other() {
     assert_eq!(r.fillers, ["sbx-fill-dead"]);
     assert_eq!(rig.fake.calls()[3], ["rm", "-f", "-v", "--", "sbx-fill-dead"]);
 }
+
+/// `sbx ttl` of a remote sandbox: the watchdog it starts watches the
+/// marker here (made again if gone), not the socket's path inside the
+/// sandbox, and the TTL is attributed to that engine.
+#[test]
+fn ttl_of_a_remote_sandbox_watches_its_marker_here() {
+    let rig = Rig::new();
+    rig.fake.push(remote_sandbox(&rig, "running", &volume()));
+    let (_, watch) = remote(&rig).set_ttl(ID, Duration::from_secs(3600)).unwrap();
+    assert_eq!(watch, Some(rig.sock_dir().join("sandbox.sock")));
+    assert!(rig.sock_dir().is_dir() && rig.state().belongs(ID, FAR) && rig.state().expiry(ID).is_some());
+}
