@@ -44,6 +44,9 @@ pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
     for n in &report.egress_networks {
         text.push_str(&format!("{verb} egress network {n}\n"));
     }
+    for f in &report.fillers {
+        text.push_str(&format!("{verb} helper volume filler {f}\n"));
+    }
     ctx.out.data(&text)?;
     incomplete(&report)
 }

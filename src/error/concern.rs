@@ -339,6 +339,8 @@ impl HostError {
 
     pub fn hint(&self) -> Option<String> {
         match self {
+            // A helper volume on a remote engine: the reason says what to do.
+            HostError::HelperUntrusted { path, .. } if path.to_string_lossy().starts_with("volume ") => None,
             HostError::HelperUntrusted { path, .. } => Some(format!(
                 "make {} and its parents owned by you or root and writable by nobody else, then retry (sbx reinstalls a helper whose content differs)",
                 path.display()

@@ -15,6 +15,7 @@
 //! claims/<id>         a warm pool member's claim (`Claim`): session, claimer, complete
 //! stopped/<id>        `sbx stop` stopped it (docker shows it `exited` like a program that ended)
 //! paused/<id>         `sbx pause` froze it (destroy thaws it first: see `Mark::Paused`)
+//! engines/<id>        the endpoint of the engine it lives on, unless the default one (`engine`)
 //! image-config/<d>    an image's USER and whether it carries an sbx label, per digest
 //! ```
 
@@ -119,7 +120,8 @@ pub struct State {
     pub dir: PathBuf,
 }
 
-const KINDS: &[&str] = &["expires", "creating", "watchdog", "records", "claims", "stopped", "paused"];
+/// `engines` last: a forget cut short leaves the files still attributed.
+const KINDS: &[&str] = &["expires", "creating", "watchdog", "records", "claims", "stopped", "paused", "engines"];
 
 /// Who claimed a pool member, for what session: labels cannot change after
 /// the member started, so `ls`, `inspect` and gc merge this with them.
@@ -347,6 +349,7 @@ fn write_private(path: &Path, data: &[u8], durable: bool) -> Result<()> {
         .map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
+mod engine;
 mod mark;
 #[cfg(test)]
 mod tests;

@@ -112,11 +112,14 @@ impl Driver {
         // docker call before; the rest are inspected first to prove they are
         // sbx's. A remote engine holds none of the recorded ones (issue 16:
         // sbx creates none there yet): its sandboxes are all inspected.
+        // A record of another engine's sandbox (issue 16) names a container
+        // this engine does not have: `docker rm` would call it removed.
         let state = &self.state()?.state;
+        let endpoint = &self.engine()?.endpoint;
         let mut recorded = Vec::new();
         let mut rest = Vec::new();
         for id in ids {
-            match state.record(&id).filter(|_| local) {
+            match state.record(&id).filter(|_| local && state.belongs(&id, endpoint)) {
                 Some(r) => recorded.push(Target::recorded(id, r)),
                 None => rest.push(id),
             }
@@ -144,19 +147,23 @@ impl Driver {
         let (removed, failure) = self.remove_targets(raws.iter().map(Target::inspected).collect(), purge)?;
         let present: Vec<&String> = raws.iter().map(|r| &r.name).collect();
         let already_gone: Vec<String> = ids.into_iter().filter(|i| !present.contains(&i)).collect();
-        // Not on a remote engine: this machine's files for that id, if any,
-        // are a local sandbox's.
-        if !already_gone.is_empty() && !self.engine()?.is_remote() {
-            let state = &self.state()?.state;
-            for id in &already_gone {
-                state.forget(id);
-            }
+        // This machine's files for an id gone from this engine, if they
+        // are attributed to it (issue 16: another engine's sandbox is
+        // alive where this destroy did not look).
+        let state = &self.state()?.state;
+        let endpoint = &self.engine()?.endpoint;
+        let mine: Vec<&String> = already_gone.iter().filter(|id| state.belongs(id, endpoint)).collect();
+        if !mine.is_empty() {
             // A create killed before its container existed may have left the
-            // directory under the root this environment resolves to.
+            // directory under the root this environment resolves to; the
+            // directory first, its attribution with the rest after.
             if let Ok(root) = self.roots.resolve() {
-                for id in &already_gone {
+                for id in &mine {
                     socket::remove_dir(&root.join(id), id)?;
                 }
+            }
+            for id in &mine {
+                state.forget(id);
             }
         }
         if let Some(e) = failure {

@@ -81,8 +81,9 @@ impl Driver {
     /// create's checks: where the mounts landed (a persistent /state or a
     /// volume may have changed since), then readiness. On failure it is
     /// stopped again, not destroyed: its /state may be all the work there is.
+    /// Against a remote engine the mounts are checked before the start,
+    /// through `docker cp` (see `start_remote`).
     pub fn start(&self, id: &str, socket_wait: Duration) -> Result<Changed> {
-        self.local_only("start makes the socket directory on this machine and checks the mounts in its /proc")?;
         let raw = self.inspect_one(id)?;
         let state = &self.state()?.state;
         if !STARTABLE.contains(&raw.state.as_str()) {
@@ -93,7 +94,50 @@ impl Driver {
         let (uid, gid) = user_ids(&label(record::USER));
         let channel = Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str));
         let socket_path = PathBuf::from(label(record::SOCKET));
-        let dir = socket_dir(&socket_path, id)?;
+        let remote = match self.engine()?.is_remote() {
+            true => Some(self.prepare_remote_start(id, &raw, channel)?),
+            false => None,
+        };
+        let family = match &remote {
+            // Only the local /proc check needs it: no `docker info` over the network.
+            Some(r) if r.readable => Family::Gvisor,
+            Some(_) => Family::Runc,
+            None => {
+                self.prepare_local_start(id, &socket_path, channel, uid, gid)?;
+                self.family_of(&raw)?
+            }
+        };
+        self.check_interrupt()?;
+        run_ok(&*self.exec, &argv::start(&cid))?;
+        state.unmark(id, Mark::Stopped);
+        let image = label(record::IMAGE);
+        let boot = Boot {
+            id,
+            image: &image,
+            uid,
+            socket_path: &socket_path,
+            socket_wait,
+            helper: helper_mounted(&raw),
+            family,
+            channel,
+            remote: remote.is_some(),
+        };
+        if let Err(e) = self.await_ready(&boot, &cid) {
+            self.stop_again(id, &cid);
+            return Err(e);
+        }
+        let watched = state.watchdog(id).is_some_and(|w| w.is_alive());
+        let expires = raw.expiry(state.expiry(id)).is_some();
+        let mut done = Changed::new(id, "running", false);
+        // A remote sandbox's label names its socket inside; its watchdog watches the marker here.
+        let watch = remote.map(|r| r.marker_socket).unwrap_or(socket_path);
+        done.unwatched = (expires && !watched).then_some(watch);
+        Ok(done)
+    }
+
+    /// The socket directory on this machine before a local start.
+    fn prepare_local_start(&self, id: &str, socket_path: &Path, channel: Kind, uid: u32, gid: u32) -> Result<()> {
+        let dir = socket_dir(socket_path, id)?;
         let root = dir.parent().unwrap_or(Path::new("/"));
         // Gone after a reboot emptied /run: made again as create made it
         // (`docker start` fails on a missing bind source).
@@ -120,32 +164,7 @@ impl Driver {
             Kind::Exec if !dir.exists() => remake(&|| socket::make_marker_dir(root, id))?,
             Kind::Exec => {}
         }
-        let family = self.family_of(&raw)?;
-        self.check_interrupt()?;
-        run_ok(&*self.exec, &argv::start(&cid))?;
-        state.unmark(id, Mark::Stopped);
-        let image = label(record::IMAGE);
-        let boot = Boot {
-            id,
-            image: &image,
-            uid,
-            socket_path: &socket_path,
-            socket_wait,
-            helper: helper_mounted(&raw),
-            family,
-            channel,
-            // `start` is refused against a remote engine (`local_only`).
-            remote: false,
-        };
-        if let Err(e) = self.await_ready(&boot, &cid) {
-            self.stop_again(id, &cid);
-            return Err(e);
-        }
-        let watched = state.watchdog(id).is_some_and(|w| w.is_alive());
-        let expires = raw.expiry(state.expiry(id)).is_some();
-        let mut done = Changed::new(id, "running", false);
-        done.unwatched = (expires && !watched).then_some(socket_path);
-        Ok(done)
+        Ok(())
     }
 
     /// Freeze every process of a running sandbox. Idempotent on a paused one.

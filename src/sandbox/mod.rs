@@ -18,6 +18,7 @@ mod lifecycle;
 mod networks;
 pub mod pool;
 mod revoke;
+mod start_remote;
 mod ttl;
 mod volumes;
 

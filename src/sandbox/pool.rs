@@ -346,7 +346,15 @@ impl Driver {
     /// caller's now, an ordinary one.
     /// `removed`: sandboxes this gc removed, whose files go at once (the
     /// settle time is for files newer than gc's `docker ps`).
-    pub fn pool_forget_gone(&self, state: &State, alive_ids: &[String], removed: &[String]) {
+    /// Only members `mine` (attributed to the engine gc asked, see
+    /// `State::belongs`): another engine's are alive where gc did not look.
+    pub fn pool_forget_gone(
+        &self,
+        state: &State,
+        alive_ids: &[String],
+        removed: &[String],
+        mine: &dyn Fn(&str) -> bool,
+    ) {
         for pool in crate::host::pool::all(&state.dir) {
             for (id, by) in pool.claimed() {
                 if !by.is_alive() && state.claim(&id).is_some_and(|c| c.complete) {
@@ -359,7 +367,7 @@ impl Driver {
             let files = files
                 .chain(pool.dead().into_iter().map(|id| ("dead", id.clone(), id)))
                 .chain(taken.map(|(id, file)| ("claimed", id, file)));
-            for (place, id, file) in files {
+            for (place, id, file) in files.filter(|(_, id, _)| mine(id)) {
                 let settled = pool.moved_ago(place, &file).is_some_and(|d| d > SETTLE);
                 if removed.contains(&id) || (!alive_ids.contains(&id) && settled) {
                     pool.drop_member(place, &file);

@@ -43,9 +43,23 @@ impl Driver {
         let raw = self.inspect_one(id)?;
         let state = &self.state()?.state;
         let at = SystemTime::now() + ttl;
+        // The expiry is this engine's sandbox's (issue 16): gc judges it by this engine.
+        state.set_engine(id, &self.engine()?.endpoint)?;
         state.set_expiry(id, at)?;
         let watched = state.watchdog(id).is_some_and(|w| w.is_alive());
-        let socket = raw.labels.get(record::SOCKET).map(PathBuf::from);
+        // A relayed remote sandbox's label names its socket inside it; the
+        // watchdog watches its marker here (made again if a reboot emptied
+        // /run, or the watchdog would end at once).
+        let socket = match raw.labels.get(record::SOCKET).map(String::as_str) {
+            Some(crate::model::paths::SANDBOX_SOCKET) => {
+                let root = self.roots.resolve()?;
+                if !root.join(id).is_dir() {
+                    crate::host::socket::make_marker_dir(&root, id)?;
+                }
+                Some(root.join(id).join(crate::host::socket::SOCKET_NAME))
+            }
+            s => s.map(PathBuf::from),
+        };
         Ok((at, if watched { None } else { socket }))
     }
 }

@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use crate::support::*;
 
 /// sbx with `env` only (none of the caller's engine variables leak in).
-fn sbx(w: &World, args: &[&str], env: &[(String, String)]) -> Output {
+pub(crate) fn sbx(w: &World, args: &[&str], env: &[(String, String)]) -> Output {
     let mut cmd = Command::new(SBX);
     cmd.args(w.dir_args()).args(args).stdin(Stdio::null());
     for k in ["DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "SBX_CONTEXT", "SBX_SOCKET_DIR", "SBX_STRICT_EGRESS"] {
@@ -25,7 +25,7 @@ fn sbx(w: &World, args: &[&str], env: &[(String, String)]) -> Output {
     cmd.output().expect("spawn sbx")
 }
 
-fn with(mut env: Vec<(String, String)>, more: &[(&str, &str)]) -> Vec<(String, String)> {
+pub(crate) fn with(mut env: Vec<(String, String)>, more: &[(&str, &str)]) -> Vec<(String, String)> {
     env.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     env
 }
@@ -37,7 +37,7 @@ fn with(mut env: Vec<(String, String)>, more: &[(&str, &str)]) -> Vec<(String, S
 /// home. Paths inside the sandbox (/run/sbx/helper, /tmp/x) are fine, and
 /// so is `--security-opt seccomp=PATH`: the docker CLI reads that file here
 /// and sends its content.
-fn local_paths(argvs: &[Vec<String>]) -> Vec<String> {
+pub(crate) fn local_paths(argvs: &[Vec<String>]) -> Vec<String> {
     let home = std::env::var("HOME").ok().filter(|h| h.len() > 1).unwrap_or_else(|| "/root".into());
     let here = ["/tmp/sbxt-", "/var/lib/sbx", "/home/", &home];
     argvs
@@ -260,15 +260,23 @@ fn what_needs_this_machine_to_be_the_engine_s_fails_honestly_when_remote() {
     let env = remote.env();
     let out = sbx(&w, &["inspect", &sb.id], &env);
     assert_success(&out, "inspect over ssh");
-    for (args, what) in
-        [(&["connect", &sb.id][..], "direct channel"), (&["audit", &sb.id], "audit"), (&["start", &sb.id], "start")]
-    {
+    for (args, what) in [(&["connect", &sb.id][..], "direct channel"), (&["audit", &sb.id], "audit")] {
         let out = sbx(&w, args, &env);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains("remote engines: not yet supported") && err.contains(what), "{args:?}: {err}");
         assert!(err.contains(&remote.url()), "{err}");
     }
+    // stop is a plain docker call; start needs the socket directory and
+    // helper a local engine's sandbox has on the engine's machine.
+    assert_success(&sbx(&w, &["stop", "--grace", "0", &sb.id], &env), "stop over ssh");
+    let out = sbx(&w, &["start", &sb.id], &env);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "start: {err}");
+    assert!(
+        err.contains("remote engines: not yet supported") && err.contains("created against a local engine"),
+        "{err}"
+    );
     let out = sbx(&w, &["destroy", "--purge", &sb.id], &env);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("not yet supported with a remote engine"), "{}", stderr(&out));

@@ -29,12 +29,12 @@ const REMOTE: &[(&str, Status, &str)] = &[
     (
         "remote /proc",
         Status::Warn,
-        "audit and start read a sandbox's processes and mounts from this machine's /proc: not yet supported",
+        "audit reads a sandbox's processes from this machine's /proc: not yet supported; start checks the sandbox's /run through `docker cp` before it starts",
     ),
     (
         "remote state",
         Status::Ok,
-        "destroy and gc remove only what they find on the engine, and this machine's marker of each sandbox they removed; other socket dirs and state stay (destroy --purge, volumes rm: not yet supported)",
+        "this machine's markers and state of each sandbox are attributed to its engine's endpoint (data dir engines/ID): destroy and gc act only on this engine's, and reap those its removed sandboxes left (destroy --purge, volumes rm: not yet supported)",
     ),
     (
         "remote egress",

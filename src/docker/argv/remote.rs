@@ -22,18 +22,28 @@ pub fn helper_volume_create(name: &str, key: &str) -> Vec<OsString> {
     os(&["volume", "create", "--driver", "local", "--label", &format!("{HELPER_LABEL}={key}"), "--", name])
 }
 
-/// A container of `image`, never started (its command is never run), that
-/// mounts the helper volume at [`FILL_DIR`] so `docker cp` can fill and read it.
-/// `volume-nocopy`: the image is the sandbox's (hostile), and without it
-/// docker copies whatever the image has at that path into the fresh,
-/// shared volume, which every sandbox on the engine then mounts.
-pub fn helper_filler(image: &str, volume: &str) -> Vec<OsString> {
+/// The label that marks a filler; its value says when and by whom it was
+/// made (see `sandbox::gc::filler`), `sbx.owner` covers it.
+pub const FILLER_LABEL: &str = "sbx.helper.filler";
+
+/// A container of `image`, named `name`, never started (its command is
+/// never run), that mounts the helper volume at [`FILL_DIR`] so `docker cp`
+/// can fill and read it. `volume-nocopy`: the image is the sandbox's
+/// (hostile), and without it docker copies whatever the image has at that
+/// path into the fresh, shared volume, which every sandbox on the engine
+/// then mounts. Labelled so gc finds it if sbx is killed mid-fill (`value`
+/// and `owner`: `sandbox::gc::filler`).
+pub fn helper_filler(image: &str, volume: &str, name: &str, value: &str, owner: &str) -> Vec<OsString> {
     os(&[
         "create",
+        "--name",
+        name,
         "--network",
         "none",
         "--label",
-        &format!("{HELPER_LABEL}.filler=1"),
+        &format!("{FILLER_LABEL}={value}"),
+        "--label",
+        &format!("{}={owner}", crate::model::record::OWNER),
         "--mount",
         &format!("type=volume,src={volume},dst={FILL_DIR},volume-nocopy"),
         "--pull",
@@ -42,6 +52,15 @@ pub fn helper_filler(image: &str, volume: &str) -> Vec<OsString> {
         image,
         "/v/helper",
     ])
+}
+
+/// `docker ps -a` of the fillers: `[name, sbx.helper.filler, sbx.owner]` per line.
+pub fn fillers() -> Vec<OsString> {
+    let format = format!(
+        "[{{{{json .Names}}}},{{{{json (.Label \"{FILLER_LABEL}\")}}}},{{{{json (.Label \"{}\")}}}}]",
+        crate::model::record::OWNER
+    );
+    os(&["ps", "-a", "--no-trunc", "--filter", &format!("label={FILLER_LABEL}"), "--format", &format])
 }
 
 /// `docker cp - CONTAINER:DIR`: a tar on stdin, extracted there.
@@ -68,9 +87,18 @@ mod tests {
     /// into the shared helper volume.
     #[test]
     fn the_filler_mounts_the_helper_volume_without_copying_the_image_in() {
-        let argv: Vec<String> =
-            helper_filler("sha256:abc", "sbx-helper-k").iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let argv: Vec<String> = helper_filler("sha256:abc", "sbx-helper-k", "sbx-fill-1", "1 b 2 3", "tok")
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         assert!(argv.contains(&"type=volume,src=sbx-helper-k,dst=/v,volume-nocopy".to_string()), "{argv:?}");
         assert_eq!(&argv[argv.len() - 3..], ["--", "sha256:abc", "/v/helper"]);
+        assert!(argv.windows(2).any(|w| w == ["--label", "sbx.helper.filler=1 b 2 3"]), "{argv:?}");
+        assert!(argv.windows(2).any(|w| w == ["--label", "sbx.owner=tok"]), "{argv:?}");
+        let ps: Vec<String> = fillers().iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(
+            ps.last().unwrap(),
+            r#"[{{json .Names}},{{json (.Label "sbx.helper.filler")}},{{json (.Label "sbx.owner")}}]"#
+        );
     }
 }

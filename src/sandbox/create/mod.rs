@@ -233,6 +233,10 @@ impl Driver {
         if let Some(me) = ProcId::current() {
             state.begin_create(&id, me)?;
         }
+        // After the record of the create (gc of another engine sees a live
+        // create until then), before the marker or socket directory and any
+        // other file: gc acts only on what its engine's sandboxes left.
+        state.set_engine(&id, &self.engine()?.endpoint)?;
         // From here on a failure undoes what was made when `undo` drops.
         let mut undo = Rollback::new(self, state, &id, &root);
         // After begin_create (gc keeps the egress network while a create is

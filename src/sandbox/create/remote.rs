@@ -112,7 +112,12 @@ impl Driver {
         if out.status != 0 {
             run_ok(&*self.exec, &remote::helper_volume_create(&name, key))?;
         }
-        let cid = run_ok(&*self.exec, &remote::helper_filler(image, &name))?.stdout_str().trim().to_string();
+        // Named and labelled so gc removes it if this process is killed mid-fill.
+        let filler = format!("sbx-fill-{:016x}", rand::random::<u64>());
+        let value = crate::sandbox::gc::filler::label_value(std::time::SystemTime::now());
+        let owner = crate::sandbox::gc::filler::token(&self.state()?.key, &filler, &value);
+        let args = remote::helper_filler(image, &name, &filler, &value, &owner);
+        let cid = run_ok(&*self.exec, &args)?.stdout_str().trim().to_string();
         let filled = self.fill_helper(&cid, readable);
         let _ = self.exec.run(&remote::remove_filler(&cid));
         filled.map_err(untrusted)?;
@@ -157,7 +162,7 @@ impl Driver {
     /// move the mounts), /run/sandbox and /run/sbx-bg too where the image
     /// has them, and /run/sbx/helper must be exactly sbx's helper (an image
     /// VOLUME placed over /run through a symlink would cover it).
-    pub(super) fn check_remote_layout(&self, id: &str, image: &str, readable: bool) -> Result<()> {
+    pub(in crate::sandbox) fn check_remote_layout(&self, id: &str, image: &str, readable: bool) -> Result<()> {
         let args = remote::copy_out(id, "/run");
         let out = run_ok(&*self.exec, &args)?;
         check_run_tar(&out.stdout, readable).map_err(|found| {

@@ -3,6 +3,7 @@
 //! decided by the pure [`plan`]; this file asks docker and removes it.
 
 mod egress;
+pub mod filler;
 pub mod plan;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +45,9 @@ pub struct GcReport {
     /// sbx's own egress network, once no gate uses it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub egress_networks: Vec<String>,
+    /// Helper-volume fillers a killed remote create left (`filler`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fillers: Vec<String>,
     /// What could not be removed, and why (issue 9 finding 8: one failure
     /// must not stop the rest; gc exits 1 at the end).
     pub failed: Vec<GcFailure>,
@@ -63,22 +67,21 @@ impl Driver {
     pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
         let HostState { state, key } = self.state()?;
         let root = self.roots.resolve()?;
-        // A remote engine (issue 16) does not hold the sandboxes this
-        // machine's files belong to (they are another engine's, or sbx made
-        // none there yet): gc removes only what it finds on that engine and
-        // leaves socket dirs, session state, pool and egress files here alone.
-        let local = !self.engine()?.is_remote();
+        let engine = self.engine()?;
+        let local = !engine.is_remote();
+        // This machine's files of sandboxes on other engines (issue 16: a
+        // remote sandbox's marker, TTL and marks; a local one's, seen from
+        // gc against a remote engine) are not this engine's to judge: only
+        // ids attributed to it count (`State::set_engine`).
+        let mine = |id: &str| state.belongs(id, &engine.endpoint);
         // Order matters: socket entries, then containers, then creates in
         // flight, so a create racing this gc is seen in at least one of them.
-        let entries: Vec<String> = if local {
-            std::fs::read_dir(&root)
-                .map_err(|e| Error::io(format!("reading {}", root.display()), e))?
-                .flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let entries: Vec<String> = std::fs::read_dir(&root)
+            .map_err(|e| Error::io(format!("reading {}", root.display()), e))?
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| mine(n))
+            .collect();
         let out = run_ok(&*self.exec, &argv::private_networks())?;
         let private_networks: Vec<PrivateNetwork> = parse::rows::<PrivateNetwork>(&out.stdout_str())
             .into_iter()
@@ -90,13 +93,17 @@ impl Driver {
             .filter(|r| r.is_sbx(key))
             .collect();
         let creating = state.creating();
-        // Ids with state to forget once their container is gone: expiries and marks.
+        let my_creating: Vec<_> = creating.iter().filter(|c| mine(&c.id)).cloned().collect();
+        // Ids with state to forget once their container is gone: expiries,
+        // marks, and attributions left alone by a forget cut short.
         let mut expiring = state.expiring();
         expiring.extend(state.marked_ids());
+        expiring.extend(state.attributed());
+        expiring.retain(|id| mine(id));
         let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
         let mut plan = crate::sandbox::gc::plan::plan(&crate::sandbox::gc::plan::Inputs {
             containers: &owned,
-            creating: &creating,
+            creating: &my_creating,
             expiring: &expiring,
             socket_entries: &entries,
             private_networks: &private_networks,
@@ -140,6 +147,7 @@ impl Driver {
             policy_dirs: Vec::new(),
             egress_logs: Vec::new(),
             egress_networks: Vec::new(),
+            fillers: Vec::new(),
             failed: Vec::new(),
         };
         let reaped: Vec<&RawContainer> =
@@ -155,10 +163,6 @@ impl Driver {
             .filter_map(|c| Some((Path::new(c.labels.get(record::SOCKET)?).parent()?.to_path_buf(), c.name.clone())))
             .collect();
         dirs.extend(reaped.iter().filter(relayed).map(|c| (root.join(&c.name), c.name.clone())));
-        if !local {
-            // State of ids not on this engine may be another engine's sandboxes'.
-            plan.forget.retain(|id| reaped.iter().any(|c| c.name == *id));
-        }
         dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
         report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
         let orphaned = if local { self.orphan_volume_state(state, key)? } else { Vec::new() };
@@ -168,6 +172,9 @@ impl Driver {
         let mut keep: BTreeSet<String> =
             owned.iter().map(|c| c.name.clone()).filter(|n| !reaping.contains(n.as_str())).collect();
         keep.extend(creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| p.is_alive())).map(|c| c.id.clone()));
+        if !local {
+            self.gc_fillers(key, dry_run, &mut report)?;
+        }
         if dry_run {
             if local {
                 self.gc_egress(&keep, true, &mut report)?;
@@ -243,10 +250,10 @@ impl Driver {
         }
         let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
         let removed: Vec<String> = report.containers.iter().map(|c| c.id.clone()).collect();
+        self.pool_forget_gone(state, &standing, &removed, &mine);
         if !local {
             return Ok(report);
         }
-        self.pool_forget_gone(state, &standing, &removed);
         // Gates of sandboxes still there (a failed removal) stay with them.
         keep.extend(left);
         if let Err(e) = self.gc_egress(&keep, false, &mut report) {

@@ -82,5 +82,6 @@ mod pool;
 mod private;
 mod pull;
 mod remote;
+mod remote_start;
 mod rollback;
 mod runtime;

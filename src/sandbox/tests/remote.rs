@@ -228,14 +228,13 @@ fn destroy_on_a_remote_engine_keeps_this_machine_s_files_and_refuses_purge() {
 }
 
 #[test]
-fn start_and_a_direct_channel_need_this_machine_to_be_the_engine_s() {
+fn audit_and_a_direct_channel_need_this_machine_to_be_the_engine_s() {
     let rig = Rig::new();
     let d = remote(&rig);
     let unsupported = |e: Error| {
         assert!(matches!(&e, Error::Host(crate::error::HostError::RemoteUnsupported { .. })), "{e}");
         assert!(e.to_string().contains("(the engine is ssh://me@far)"), "{e}");
     };
-    unsupported(d.start(ID, Duration::from_secs(1)).unwrap_err());
     // (audit checks the same first: `checks::audit::read`.)
     unsupported(d.local_only("audit").unwrap_err());
     assert!(rig.fake.calls().is_empty(), "{:?}", rig.fake.calls());
