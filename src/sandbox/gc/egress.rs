@@ -14,7 +14,16 @@ use crate::sandbox::Driver;
 impl Driver {
     /// `keep`: sandboxes that stay (not reaped, or creates in flight).
     /// Runs after the sandboxes were reaped.
-    pub(super) fn gc_egress(&self, keep: &BTreeSet<String>, dry_run: bool, report: &mut GcReport) -> Result<()> {
+    /// `here`: with a remote engine, the sandboxes known on it (reaped by
+    /// this gc); policy directories of others may be another engine's and
+    /// stay, unless this engine has their gate.
+    pub(super) fn gc_egress(
+        &self,
+        keep: &BTreeSet<String>,
+        here: Option<&BTreeSet<String>>,
+        dry_run: bool,
+        report: &mut GcReport,
+    ) -> Result<()> {
         let data = self.state()?.state.dir.clone();
         if !crate::host::egress::root(&data).is_dir() {
             return Ok(());
@@ -29,7 +38,10 @@ impl Driver {
             }
         }
         let gates = self.owned_gates()?;
-        let dirs = crate::host::egress::ids(&data);
+        let mut dirs = crate::host::egress::ids(&data);
+        if let Some(here) = here {
+            dirs.retain(|id| here.contains(id) || gates.iter().any(|g| g.sandbox == *id));
+        }
         let mut doomed: BTreeSet<String> = gates.iter().map(|g| g.sandbox.clone()).collect();
         doomed.extend(dirs.iter().cloned());
         doomed.retain(|id| !keep.contains(id));

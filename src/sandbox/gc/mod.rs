@@ -168,10 +168,11 @@ impl Driver {
         let mut keep: BTreeSet<String> =
             owned.iter().map(|c| c.name.clone()).filter(|n| !reaping.contains(n.as_str())).collect();
         keep.extend(creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| p.is_alive())).map(|c| c.id.clone()));
+        // A remote engine: only policy directories of sandboxes known on it
+        // (reaped now, or with a gate there) are its (issue 16).
+        let here: Option<BTreeSet<String>> = (!local).then(|| reaped.iter().map(|c| c.name.clone()).collect());
         if dry_run {
-            if local {
-                self.gc_egress(&keep, true, &mut report)?;
-            }
+            self.gc_egress(&keep, here.as_ref(), true, &mut report)?;
             return Ok(report);
         }
         // Before the removal, so `sbx events` shows why it goes before it goes.
@@ -243,13 +244,12 @@ impl Driver {
         }
         let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
         let removed: Vec<String> = report.containers.iter().map(|c| c.id.clone()).collect();
-        if !local {
-            return Ok(report);
+        if local {
+            self.pool_forget_gone(state, &standing, &removed);
         }
-        self.pool_forget_gone(state, &standing, &removed);
         // Gates of sandboxes still there (a failed removal) stay with them.
         keep.extend(left);
-        if let Err(e) = self.gc_egress(&keep, false, &mut report) {
+        if let Err(e) = self.gc_egress(&keep, here.as_ref(), false, &mut report) {
             report.failed.push(GcFailure { item: "egress gates".into(), error: e.to_string() });
         }
         Ok(report)
