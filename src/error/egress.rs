@@ -13,6 +13,9 @@ pub enum EgressError {
     NetworkMissing { network: String },
     #[error("the egress policy of sandbox {id} cannot be used: {reason}")]
     Policy { id: String, reason: String },
+    /// A remote engine's gate (issue 16) did not take the new policy.
+    #[error("the egress gate of sandbox {id} did not receive the new policy ({reason}); it keeps enforcing the previous one")]
+    Publish { id: String, reason: String },
 }
 
 impl EgressError {
@@ -22,6 +25,7 @@ impl EgressError {
             EgressError::Revoked { .. } => "egress_revoked",
             EgressError::NetworkMissing { .. } => "egress_network_missing",
             EgressError::Policy { .. } => "egress_policy",
+            EgressError::Publish { .. } => "egress_publish",
         }
     }
 
@@ -35,6 +39,9 @@ impl EgressError {
                 "create it (`docker network create {network}`: a bridge that reaches out, not --internal), or leave out --egress-network to use sbx's own"
             ),
             EgressError::Policy { id, .. } => format!("`sbx revoke {id} egress` cuts its egress; `sbx destroy {id}` removes it"),
+            EgressError::Publish { id, .. } => {
+                format!("retry; `sbx egress {id}` shows the policy the gate has, `sbx revoke {id} egress` cuts egress at once")
+            }
         })
     }
 }

@@ -38,6 +38,18 @@ fn lock_path(data: &Path, id: &str) -> PathBuf {
 /// new policy and what `change` returned. A policy that is gone stays gone
 /// (the read fails: no directory is made again for a removed gate).
 pub fn update<T>(data: &Path, id: &str, change: impl FnOnce(&mut Policy) -> T) -> Result<(Policy, T)> {
+    update_then(data, id, change, |_| Ok(()))
+}
+
+/// [`update`], handing the new policy to `publish` (a remote engine's gate:
+/// `docker cp` into its volume) before it is written here, under the same
+/// lock: a policy the gate did not get is never recorded as its policy.
+pub fn update_then<T>(
+    data: &Path,
+    id: &str,
+    change: impl FnOnce(&mut Policy) -> T,
+    publish: impl FnOnce(&Policy) -> Result<()>,
+) -> Result<(Policy, T)> {
     let path = lock_path(data, id);
     let f = File::options()
         .create(true)
@@ -59,6 +71,7 @@ pub fn update<T>(data: &Path, id: &str, change: impl FnOnce(&mut Policy) -> T) -
         }
     };
     let out = change(&mut policy);
+    publish(&policy)?;
     write(data, id, &policy)?;
     Ok((policy, out))
 }
@@ -88,6 +101,24 @@ pub fn write(data: &Path, id: &str, policy: &Policy) -> Result<PathBuf> {
         return Err(io("writing", &file, e));
     }
     Ok(d)
+}
+
+/// `policy` as a tar of one root-owned 0644 `policy.json`: what `docker cp`
+/// extracts into a remote gate's /policy volume (issue 16).
+pub fn tar(policy: &Policy) -> Vec<u8> {
+    let json = policy.to_json();
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_mode(0o644);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    h.set_size(json.len() as u64);
+    h.set_cksum();
+    let mut b = tar::Builder::new(Vec::new());
+    // Appending to a Vec cannot fail.
+    b.append_data(&mut h, FILE, json.as_bytes()).expect("tar into memory");
+    b.into_inner().expect("tar into memory")
 }
 
 /// Sandbox `id`'s policy as the gate reads it.

@@ -212,13 +212,15 @@ impl Driver {
                 state.forget(&t.id);
             }
         }
-        if self.engine()?.is_remote() {
-            // Its labels name paths on the engine's machine, not on this one.
-            return Ok((gone.into_iter().map(|t| t.id).collect(), failure));
-        }
+        // A gated sandbox's policy directory here is its, on any engine
+        // (a remote gate gets a copy, issue 16).
         let data = &self.state()?.state.dir;
         for t in &gated {
             crate::host::egress::remove(data, &t.id)?;
+        }
+        if self.engine()?.is_remote() {
+            // Its labels name paths on the engine's machine, not on this one.
+            return Ok((gone.into_iter().map(|t| t.id).collect(), failure));
         }
         for t in &gone {
             if let Some(dir) = &t.socket_dir {

@@ -107,7 +107,18 @@ impl Driver {
     /// second. Returns the new policy and what `change` returned.
     pub fn change_egress<T>(&self, id: &str, change: impl FnOnce(&mut Policy) -> T) -> Result<(Policy, T)> {
         self.gated(id)?;
-        crate::host::egress::update(&self.state()?.state.dir, id, change)
+        let data = &self.state()?.state.dir;
+        if !self.engine()?.is_remote() {
+            return crate::host::egress::update(data, id, change);
+        }
+        // A remote gate reads its own volume (issue 16): the new policy is
+        // copied in first, and recorded here only once it is there.
+        let gate = self
+            .owned_gates()?
+            .into_iter()
+            .find(|g| g.sandbox == id)
+            .ok_or_else(|| EgressError::Revoked { id: id.to_string() })?;
+        crate::host::egress::update_then(data, id, change, |p| self.publish_policy(id, &gate.container, p))
     }
 
     /// The gate container of sandbox `id`, for `docker logs`.

@@ -38,8 +38,8 @@ const REMOTE: &[(&str, Status, &str)] = &[
     ),
     (
         "remote egress",
-        Status::Warn,
-        "create --allow/--egress: not yet supported (exit 2): the egress gate's policy directory is bind-mounted from this machine",
+        Status::Ok,
+        "create --allow/--egress: the gate's policy goes into a volume of the gate's own through `docker cp` (at create, and on every `sbx allow`/`deny`), never a bind of this machine's files",
     ),
 ];
 

@@ -18,12 +18,27 @@ pub struct GatePlan<'a> {
     pub owner: &'a str,
     /// sbx's own image (`host::self_image`).
     pub image: &'a str,
-    /// The policy directory on the host, mounted read-only at /policy.
-    pub policy_dir: &'a Path,
+    /// Where /policy comes from: this machine's directory, or (a remote
+    /// engine, issue 16) a volume of the gate's own that sbx fills.
+    pub policy: PolicySource<'a>,
     /// sbx's seccomp profile file.
     pub seccomp: &'a Path,
     /// The resolver the gate asks (`--egress-dns`).
     pub dns: Option<&'a str>,
+}
+
+/// Where the gate's /policy comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum PolicySource<'a> {
+    /// The policy directory on this machine, bind-mounted read-only.
+    Dir(&'a Path),
+    /// An anonymous volume of the gate's (removed with it by `rm -v`),
+    /// filled with `docker cp` before the gate starts and on every change:
+    /// no path of this machine in the argv. Mounted read-write, since
+    /// docker refuses a `docker cp` into a read-only mount; the files are
+    /// root's and the gate runs as 65534 without capabilities, so it still
+    /// cannot change its own policy.
+    Volume,
 }
 
 /// `docker run -d` of the gate on the sandbox's internal network, under the
@@ -31,8 +46,19 @@ pub struct GatePlan<'a> {
 /// limits sized for the gate (see `model::gate`) and its decision log on
 /// stdout, bounded by json-file rotation.
 pub fn gate_run(p: &GatePlan) -> Vec<OsString> {
+    gate_args(p, &["run", "-d"])
+}
+
+/// `docker create` of the gate, for a remote engine: its policy volume is
+/// filled before `docker start` (the gate reads the policy at start).
+pub fn gate_create(p: &GatePlan) -> Vec<OsString> {
+    gate_args(p, &["create"])
+}
+
+fn gate_args(p: &GatePlan, head: &[&str]) -> Vec<OsString> {
     let name = gate::container(p.id);
-    let mut a = os(&["run", "-d", "--name", &name]);
+    let mut a = os(head);
+    a.extend(os(&["--name", &name]));
     let mut push = |k: &str, v: String| {
         a.push(k.into());
         a.push(v.into());
@@ -57,7 +83,12 @@ pub fn gate_run(p: &GatePlan) -> Vec<OsString> {
         a.push(k.into());
         a.push(v.into());
     };
-    push("--mount", format!("type=bind,src={},dst={},readonly", p.policy_dir.display(), gate::POLICY_DIR));
+    match p.policy {
+        PolicySource::Dir(d) => {
+            push("--mount", format!("type=bind,src={},dst={},readonly", d.display(), gate::POLICY_DIR))
+        }
+        PolicySource::Volume => push("--mount", format!("type=volume,dst={},volume-nocopy", gate::POLICY_DIR)),
+    }
     push("--entrypoint", "/sbx".into());
     a.push("--".into());
     a.push(p.image.into());
@@ -113,7 +144,7 @@ mod tests {
             id: ID,
             owner: "tok",
             image: "sha256:abc",
-            policy_dir: Path::new("/var/lib/sbx/egress/sbx-0123456789ab"),
+            policy: PolicySource::Dir(Path::new("/var/lib/sbx/egress/sbx-0123456789ab")),
             seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
             dns,
         }
@@ -186,6 +217,21 @@ mod tests {
             !no_dns.iter().any(|a| a == "sbx.managed=1"),
             "a gate is not a sandbox: ls and gc list sandboxes by it"
         );
+    }
+
+    /// A remote engine's gate: created, not run, with its policy in a
+    /// volume of its own; otherwise the same argv.
+    #[test]
+    fn a_remote_gate_is_created_with_a_policy_volume_of_its_own() {
+        let local = strs(gate_run(&plan(None)));
+        let remote = strs(gate_create(&GatePlan { policy: PolicySource::Volume, ..plan(None) }));
+        assert_eq!(remote[0], "create");
+        assert!(remote.contains(&"type=volume,dst=/policy,volume-nocopy".to_string()), "{remote:?}");
+        assert!(!remote.iter().any(|a| a.contains("/var/lib/sbx/egress")), "{remote:?}");
+        let strip = |v: &[String], skip: usize| -> Vec<String> {
+            v[skip..].iter().filter(|a| !a.starts_with("type=")).cloned().collect()
+        };
+        assert_eq!(strip(&local, 2), strip(&remote, 1));
     }
 
     #[test]

@@ -24,7 +24,7 @@ mod volume;
 pub use crate::model::paths::{SANDBOX_SOCKET, SANDBOX_SOCKET_DIR};
 pub use events::{events, exit_state};
 pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts};
-pub use gate::{egress_network_create, egress_networks, gate_run, gates, GatePlan};
+pub use gate::{egress_network_create, egress_networks, gate_create, gate_run, gates, GatePlan, PolicySource};
 pub use image::{
     context_host, context_show, image_label_values, image_labels, image_user, images_labelled, import, info_os,
     ps_quiet, pull, remove_images, repo_digests, runtimes, version,

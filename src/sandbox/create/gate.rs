@@ -78,11 +78,39 @@ impl Driver {
         e: &EgressSpec,
         ready: &GateReady,
         policy_dir: &Path,
+        remote: bool,
     ) -> Result<Box<dyn Background>> {
         let dns = e.dns.map(|d| d.to_string());
+        let policy = if remote { argv::PolicySource::Volume } else { argv::PolicySource::Dir(policy_dir) };
         let plan =
-            argv::GatePlan { id, owner, image: &ready.image, policy_dir, seccomp: &ready.seccomp, dns: dns.as_deref() };
-        Ok(self.exec.spawn(&argv::gate_run(&plan))?)
+            argv::GatePlan { id, owner, image: &ready.image, policy, seccomp: &ready.seccomp, dns: dns.as_deref() };
+        if !remote {
+            return Ok(self.exec.spawn(&argv::gate_run(&plan))?);
+        }
+        // A remote engine cannot bind this machine's directory (issue 16):
+        // the gate is created, its own volume filled, then started (it
+        // reads the policy at start). `docker start` prints the id it was
+        // given, which `gate_started` reads as `docker run -d`'s answer.
+        let cid = run_ok(&*self.exec, &argv::gate_create(&plan))?.stdout_str().trim().to_string();
+        self.publish_policy(id, &cid, &e.policy)?;
+        Ok(self.exec.spawn(&argv::start(&cid))?)
+    }
+
+    /// Copy `policy` into sandbox `id`'s remote gate's /policy volume
+    /// (`container`: the gate's id).
+    pub(in crate::sandbox) fn publish_policy(
+        &self,
+        id: &str,
+        container: &str,
+        policy: &crate::spec::egress::Policy,
+    ) -> Result<()> {
+        let args = argv::remote::copy_in(container, gate::POLICY_DIR);
+        let out = self.exec.run_input(&args, &crate::host::egress::tar(policy))?;
+        if out.status != 0 {
+            let reason = format!("`docker cp` into the gate failed: {}", out.stderr_str().trim());
+            return Err(EgressError::Publish { id: id.to_string(), reason }.into());
+        }
+        Ok(())
     }
 
     /// The gate's `docker run` answered: its container id, once it is on

@@ -260,7 +260,7 @@ impl Driver {
         };
         self.make_private(&id, &owner, &routes.private)?;
         let mut gate_job = match (&spec.egress, &gate, &policy_dir) {
-            (Some(e), Some(g), Some(p)) => Some((e, self.spawn_gate(&id, &owner, e, g, p)?)),
+            (Some(e), Some(g), Some(p)) => Some((e, self.spawn_gate(&id, &owner, e, g, p, remote)?)),
             _ => None,
         };
         // Where sbx resolves route hosts, the gate must be on its network

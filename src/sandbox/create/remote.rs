@@ -53,19 +53,6 @@ impl Driver {
             .hint("drop --channel (a remote engine always gets the relayed channel, `--channel exec`)")
             .into());
         }
-        if let Some(e) = &spec.egress {
-            let rules: Vec<String> = e.policy.rules.iter().map(ToString::to_string).collect();
-            return Err(Invalid::new(
-                "--allow",
-                rules.join(","),
-                format!(
-                    "not yet supported with a remote engine ({}): the egress gate mounts its policy from a directory on this machine (issue 16)",
-                    engine.endpoint
-                ),
-            )
-            .hint("drop --allow/--egress, or run sbx on the engine's machine")
-            .into());
-        }
         Ok(())
     }
 

@@ -14,7 +14,16 @@ use crate::sandbox::Driver;
 impl Driver {
     /// `keep`: sandboxes that stay (not reaped, or creates in flight).
     /// Runs after the sandboxes were reaped.
-    pub(super) fn gc_egress(&self, keep: &BTreeSet<String>, dry_run: bool, report: &mut GcReport) -> Result<()> {
+    /// `mine`: ids attributed to the engine gc asks (issue 16); a policy
+    /// directory of another engine's sandbox stays, unless this engine has
+    /// its gate.
+    pub(super) fn gc_egress(
+        &self,
+        keep: &BTreeSet<String>,
+        mine: &dyn Fn(&str) -> bool,
+        dry_run: bool,
+        report: &mut GcReport,
+    ) -> Result<()> {
         let data = self.state()?.state.dir.clone();
         if !crate::host::egress::root(&data).is_dir() {
             return Ok(());
@@ -29,7 +38,8 @@ impl Driver {
             }
         }
         let gates = self.owned_gates()?;
-        let dirs = crate::host::egress::ids(&data);
+        let mut dirs = crate::host::egress::ids(&data);
+        dirs.retain(|id| mine(id) || gates.iter().any(|g| g.sandbox == *id));
         let mut doomed: BTreeSet<String> = gates.iter().map(|g| g.sandbox.clone()).collect();
         doomed.extend(dirs.iter().cloned());
         doomed.retain(|id| !keep.contains(id));

@@ -176,9 +176,7 @@ impl Driver {
             self.gc_fillers(key, dry_run, &mut report)?;
         }
         if dry_run {
-            if local {
-                self.gc_egress(&keep, true, &mut report)?;
-            }
+            self.gc_egress(&keep, &mine, true, &mut report)?;
             return Ok(report);
         }
         // Before the removal, so `sbx events` shows why it goes before it goes.
@@ -251,12 +249,9 @@ impl Driver {
         let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
         let removed: Vec<String> = report.containers.iter().map(|c| c.id.clone()).collect();
         self.pool_forget_gone(state, &standing, &removed, &mine);
-        if !local {
-            return Ok(report);
-        }
         // Gates of sandboxes still there (a failed removal) stay with them.
         keep.extend(left);
-        if let Err(e) = self.gc_egress(&keep, false, &mut report) {
+        if let Err(e) = self.gc_egress(&keep, &mine, false, &mut report) {
             report.failed.push(GcFailure { item: "egress gates".into(), error: e.to_string() });
         }
         Ok(report)

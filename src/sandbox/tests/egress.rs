@@ -155,7 +155,7 @@ fn a_sandbox_that_dies_at_boot_takes_its_gate_with_it() {
 }
 
 /// Sandbox [`ID`] with a gate, as `docker container inspect` shows it.
-fn gated_line(rig: &Rig, networks: &[&str]) -> String {
+pub(super) fn gated_line(rig: &Rig, networks: &[&str]) -> String {
     let labels = serde_json::json!({
         "sbx.managed": "1",
         "sbx.id": ID,

@@ -192,14 +192,11 @@ fn a_helper_volume_read_back_torn_by_a_concurrent_fill_is_filled_again() {
 }
 
 #[test]
-fn a_remote_create_refuses_direct_allow_and_paths_before_any_docker_call() {
+fn a_remote_create_refuses_direct_and_paths_before_any_docker_call() {
     let rig = Rig::new();
     let e = remote(&rig).create(&spec(&["--channel", "direct"])).unwrap_err();
     assert!(matches!(&e, Error::Invalid(i) if i.what == "--channel"), "{e}");
     assert!(e.to_string().contains("ssh://me@far") && !e.to_string().contains("pw"), "{e}");
-    let e = remote(&rig).create(&spec(&["--allow", "example.com:443"])).unwrap_err();
-    assert!(matches!(&e, Error::Invalid(i) if i.what == "--allow"), "{e}");
-    assert!(e.to_string().contains("not yet supported with a remote engine"), "{e}");
     // A spec that names a path (a pool's refill has no request to refuse): exit 2.
     let dir = rig.root.with_extension("ro");
     std::fs::create_dir_all(&dir).unwrap();
@@ -242,4 +239,91 @@ fn audit_and_a_direct_channel_need_this_machine_to_be_the_engine_s() {
     rig.fake.push(Output::ok(&rig.inspect_line(ID, ID, &[])));
     unsupported(d.channel(ID).unwrap_err());
     assert_eq!(rig.fake.verbs(), ["container inspect"]);
+}
+
+/// `--allow` on a remote engine (issue 16): the gate cannot bind this
+/// machine's policy directory, so it is created with a volume of its own,
+/// the policy copied in, then started; a change is copied in before it is
+/// recorded here, and one the gate did not get is not recorded.
+#[test]
+fn a_remote_gate_gets_its_policy_through_docker_cp_never_a_bind() {
+    use crate::model::gate;
+    const GATE: &str = "9a7e9a7e";
+    let rig = Rig::new();
+    rig.image("");
+    std::fs::create_dir_all(rig.state.join("helper")).unwrap();
+    std::fs::write(rig.state.join("helper/remote-verified"), format!("ssh://me@far {}\n", volume_name())).unwrap();
+    rig.fake.push(Output::ok(&format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key())));
+    rig.fake.push(Output::ok("sha256:5b\n")); // sbx's own image
+    rig.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
+    rig.fake.push(Output::ok("")); // the internal network
+    rig.fake.push(Output::ok(&format!("{GATE}\n"))); // docker create of the gate
+    rig.fake.push(Output::ok("")); // the policy copied in
+    rig.fake.push(Output::ok(&format!("{GATE}\n"))); // docker start of the gate
+    starts_remotely(&rig, plain_run());
+    rig.fake.push(Output::ok("")); // the gate joins the egress network
+    let c = remote(&rig).create(&spec(&["--allow", "pypi.org"])).unwrap();
+    assert_eq!(c.record.tier, 2);
+    assert_eq!(
+        rig.fake.verbs(),
+        [
+            "image inspect",
+            "volume",
+            "images",
+            "network inspect",
+            "network create",
+            "create",
+            "cp",
+            "start",
+            "create",
+            "cp",
+            "start",
+            "exec",
+            "network connect"
+        ]
+    );
+    let calls = rig.fake.calls();
+    assert_eq!(calls[5][..3], ["create", "--name", &gate::container(ID)]);
+    assert!(calls[5].contains(&"type=volume,dst=/policy,volume-nocopy".to_string()), "{:?}", calls[5]);
+    assert_eq!(calls[6], ["cp", "-", &format!("{GATE}:/policy")]);
+    assert_eq!(calls[7], ["start", "--", GATE]);
+    let here = [rig.root.display().to_string(), rig.state.display().to_string()];
+    for a in calls.iter().flatten().filter(|a| !a.starts_with("seccomp=")) {
+        assert!(!here.iter().any(|h| a.contains(h.as_str())), "{a} names a path of this machine");
+    }
+    let inputs = rig.fake.inputs();
+    let policy = crate::host::egress::read(&rig.state, ID).unwrap();
+    assert_eq!(inputs.last().unwrap().1, crate::host::egress::tar(&policy));
+    let mut entries = tar::Archive::new(&inputs.last().unwrap().1[..]);
+    let entry = entries.entries().unwrap().next().unwrap().unwrap();
+    let h = entry.header();
+    assert_eq!((h.uid().unwrap(), h.mode().unwrap(), h.path().unwrap().to_str().unwrap()), (0, 0o644, "policy.json"));
+
+    // A change: the sandbox is gated, its gate found by owner token, the
+    // new policy copied in, then recorded here.
+    let inspect = |rig: &Rig| {
+        rig.fake.push(Output::ok(&super::egress::gated_line(rig, &[&gate::network(ID)])));
+        let row = serde_json::json!([gate::container(ID), ID, rig.token(ID), GATE]);
+        rig.fake.push(Output::ok(&format!("{row}\n")));
+    };
+    inspect(&rig);
+    rig.fake.push(Output::ok(""));
+    let before = rig.fake.calls().len();
+    let rule = crate::spec::egress::AllowRule::parse("files.example:8080", false).unwrap();
+    let (p, _) = remote(&rig).change_egress(ID, |p| p.rules.push(rule.clone())).unwrap();
+    assert_eq!(rig.fake.calls()[before + 2], ["cp", "-", &format!("{GATE}:/policy")]);
+    let recorded = crate::host::egress::read(&rig.state, ID).unwrap();
+    assert!(recorded.rules.contains(&rule) && recorded.rules.len() == 2, "{recorded:?}");
+    assert_eq!(rig.fake.inputs().last().unwrap().1, crate::host::egress::tar(&p));
+
+    // The gate did not get it: not recorded as its policy.
+    inspect(&rig);
+    rig.fake.push(Output::fail(1, "Error response from daemon: No such container: 9a7e9a7e"));
+    let e = remote(&rig).change_egress(ID, |p| p.rules.clear()).unwrap_err();
+    assert!(matches!(&e, Error::Egress(crate::error::EgressError::Publish { .. })), "{e}");
+    assert!(
+        e.to_string().contains("keeps enforcing the previous one") && e.to_string().contains("No such container"),
+        "{e}"
+    );
+    assert_eq!(crate::host::egress::read(&rig.state, ID).unwrap(), recorded, "a policy the gate lacks was recorded");
 }
