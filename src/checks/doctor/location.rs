@@ -13,8 +13,8 @@ const REMOTE: &[(&str, Status, &str)] = &[
     ),
     (
         "remote persist",
-        Status::Warn,
-        "create --persist: not yet supported (the session's volume is bound to a directory on this machine)",
+        Status::Ok,
+        "create --persist: /state is a volume on the engine (sbx-state-KEY, a nosuid,nodev overlay over sbx-data-KEY), mounted volume-nocopy, its root the sandbox user's (0700); destroy --purge and volumes rm remove both",
     ),
     (
         "remote channel",
@@ -34,7 +34,7 @@ const REMOTE: &[(&str, Status, &str)] = &[
     (
         "remote state",
         Status::Ok,
-        "destroy and gc remove only what they find on the engine, and this machine's marker of each sandbox they removed; other socket dirs and state stay (destroy --purge, volumes rm: not yet supported)",
+        "destroy and gc remove only what they find on the engine, and this machine's marker of each sandbox they removed; other socket dirs and state stay",
     ),
     (
         "remote egress",

@@ -82,5 +82,6 @@ mod pool;
 mod private;
 mod pull;
 mod remote;
+mod remote_persist;
 mod rollback;
 mod runtime;
