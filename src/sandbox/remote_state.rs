@@ -142,9 +142,14 @@ impl Driver {
         let backing = rs::backing_name(session);
         let found = self.inspect_state(&[&volume, &backing])?;
         let get = |n: &str| found.iter().find(|f| f.name == n);
-        // Both checked before anything is made or filled.
+        // Both checked before anything is made or filled (a session volume
+        // of this key that is no overlay: a local engine's, bound to a
+        // directory of the engine's machine).
         if let Some(v) = get(&volume) {
             check_ours(v, key, record::SESSION, session)?;
+            if v.options.get("type").map(String::as_str) != Some("overlay") {
+                return Err(foreign(&v.name, "it is not an overlay: a session volume of a local engine's sbx"));
+            }
         }
         let b = match get(&backing) {
             Some(b) => {

@@ -163,7 +163,7 @@ fn a_persistent_session_lives_on_the_remote_engine_nosuid_nocopy_and_the_sandbox
 }
 
 #[test]
-fn volumes_of_the_session_s_names_that_are_not_sbx_s_are_refused_and_left_alone() {
+fn volumes_of_the_session_s_names_that_are_not_sbx_s_are_refused_and_left_alone_and_volumes_rm_removes_sbx_s() {
     let remote = Remote::start();
     let w = World::new();
     let env = remote.env();
@@ -192,5 +192,26 @@ fn volumes_of_the_session_s_names_that_are_not_sbx_s_are_refused_and_left_alone(
         assert!(!vols.to_string().contains(&theirs), "volumes lists someone's volume: {vols}");
         docker_ok(&["volume", "rm", &theirs]);
     }
+
+    // The filler container is of the sandbox's image: one whose /v (where
+    // the filler mounts the backing volume) is a symlink still gets the
+    // directories into the volume, and `volumes rm` removes both.
+    let tree = ImageTree::new(&["state"]).for_case(&w);
+    std::os::unix::fs::symlink("/tmp", tree.root().join("v")).unwrap();
+    let img = tree.import();
+    let session = format!("{}-v", w.case);
+    let args = ["create", "--image", &img.0, "--label", &label, "--session", &session, "--persist", "--user", "1000"];
+    let out = sbx(&w, &args, &env);
+    assert_success(&out, "create --persist from an image whose /v is a symlink");
+    let sb = w.adopt(stdout(&out).trim());
+    assert_eq!(state_root(&sb), (1000, 1000, 0o700));
+    assert_nosuid_nodev(&sb, "an image whose /v is a symlink");
+    assert_success(&sbx(&w, &["destroy", &sb.id], &env), "destroy");
+    assert_eq!(volumes_named(&session).len(), 2);
+    let out = sbx(&w, &["volumes", "rm", &session], &env);
+    assert_success(&out, "volumes rm over ssh");
+    assert_eq!(stdout(&out).trim(), format!("sbx-state-{session}"));
+    assert_eq!(volumes_named(&session), Vec::<String>::new(), "volumes rm left a volume");
+    assert_exit(&sbx(&w, &["volumes", "rm", &session], &env), 1, "volumes rm of a session with no volume");
     w.assert_nothing_left();
 }

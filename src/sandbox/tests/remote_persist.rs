@@ -178,7 +178,7 @@ fn a_remote_persist_in_use_or_of_a_volume_not_sbx_s_is_refused_untouched() {
 
     // Someone's volume of either name, or ours with options that are not the overlay.
     type Rows = fn(&Rig) -> String;
-    let cases: [(&str, Rows, &str); 4] = [
+    let cases: [(&str, Rows, &str); 5] = [
         ("a session volume without labels", |_| "[\"sbx-state-s\",null,null,\"/x\"]\n".into(), "no sbx.owner label"),
         (
             "a backing volume of another key",
@@ -189,6 +189,14 @@ fn a_remote_persist_in_use_or_of_a_volume_not_sbx_s_is_refused_untouched() {
             "a backing volume of another session",
             |r| backing_row(r).replace("\"sbx.state-of\":\"s\"", "\"sbx.state-of\":\"t\""),
             "sbx.state-of label is not s",
+        ),
+        (
+            "a local engine's session volume",
+            |r| {
+                let labels = serde_json::json!({"sbx.session": "s", "sbx.owner": r.token("sbx-state-s")});
+                format!("[\"sbx-state-s\",{labels},{{\"type\":\"none\",\"o\":\"bind\",\"device\":\"/d\"}},\"/x\"]\n")
+            },
+            "not an overlay",
         ),
         (
             "an overlay without nosuid",
