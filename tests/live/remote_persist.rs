@@ -136,8 +136,10 @@ fn a_persistent_session_lives_on_the_remote_engine_nosuid_nocopy_and_the_sandbox
 
     // The next sandbox, as another user, continues where the last left off.
     let etc = (owner_mode(Path::new("/etc")), owner_mode(Path::new("/etc/passwd")));
+    let started = std::time::Instant::now();
     let out = create(&["--user", "1000:1001"]);
     assert_success(&out, "a second create --persist over ssh");
+    eprintln!("second remote create --persist took {:?}", started.elapsed());
     let sb = w.adopt(stdout(&out).trim());
     assert_success(&sb.exec(&["exists", "/state/kept"]), "the first sandbox's file");
     assert_nosuid_nodev(&sb, "second sandbox");
