@@ -203,6 +203,9 @@ pub enum SessionError {
     VolumeInUse { session: String, id: String },
     #[error("{} is {found}, not a workspace directory; --clone never clones through it", path.display())]
     WorkspaceNotDirectory { path: PathBuf, found: String },
+    /// A remote session's volume of sbx's name that sbx cannot prove it made.
+    #[error("volume {name} on the engine is not this sbx's ({why}); refusing to use or remove it")]
+    ForeignVolume { name: String, why: String },
 }
 
 impl SessionError {
@@ -210,6 +213,7 @@ impl SessionError {
         match self {
             SessionError::VolumeInUse { .. } => "volume_in_use",
             SessionError::WorkspaceNotDirectory { .. } => "workspace_not_directory",
+            SessionError::ForeignVolume { .. } => "foreign_volume",
         }
     }
 
@@ -218,6 +222,7 @@ impl SessionError {
             SessionError::VolumeInUse { id, .. } => {
                 format!("one writer at a time: `sbx destroy {id}` first (the volume stays)")
             }
+            SessionError::ForeignVolume { name, .. } => format!("if it is yours and nothing uses it, remove it (`docker volume rm {name}`); or choose another --session"),
             SessionError::WorkspaceNotDirectory { path, .. } => format!("an earlier sandbox of this session left it; remove it (`rm {}` removes a link itself, not its target) or create without --clone", path.display()),
         })
     }

@@ -47,14 +47,27 @@ pub fn try_lock(data_dir: &Path, session: &str) -> Result<Option<Flock<File>>> {
 
 /// Held for the whole create: see the module docs.
 pub fn lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
-    let dir = data_dir.join("volumes");
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let path = lock_path(data_dir, session);
+    lock_at(&data_dir.join("volumes"), &lock_path(data_dir, session))
+}
+
+/// A remote engine's session lock (issue 16), in `volumes/.remote/`: not a
+/// session key, so gc's sweep of local session state never takes it for one.
+pub fn remote_lock_path(data_dir: &Path, session: &str) -> PathBuf {
+    data_dir.join("volumes").join(".remote").join(format!("{session}.lock"))
+}
+
+/// [`lock`] of a session on a remote engine.
+pub fn remote_lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
+    lock_at(&data_dir.join("volumes").join(".remote"), &remote_lock_path(data_dir, session))
+}
+
+fn lock_at(dir: &Path, path: &Path) -> Result<Flock<File>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let f = File::options()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
+        .open(path)
         .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
     Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| Error::io(format!("locking {}", path.display()), e.into()))
 }

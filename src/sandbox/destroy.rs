@@ -80,23 +80,6 @@ impl Target {
 }
 
 impl Driver {
-    /// True for a local engine. `--purge` on a remote one is refused (exit
-    /// 2, before any docker call): session volumes there are issue 16's
-    /// later work, and the session state it would remove is this machine's.
-    fn refuse_remote_purge(&self, purge: bool) -> Result<bool> {
-        let engine = self.engine()?;
-        if purge && engine.is_remote() {
-            return Err(crate::error::Invalid::new(
-                "--purge",
-                engine.endpoint.clone(),
-                "not yet supported with a remote engine: session volumes and their state live on this machine (issue 16)",
-            )
-            .hint("destroy without --purge; `sbx volumes rm KEY` on the engine's machine removes a volume")
-            .into());
-        }
-        Ok(!engine.is_remote())
-    }
-
     /// Remove sandboxes and their socket directories. Already gone is fine:
     /// scripts call this from `trap ... EXIT`, and two destroys may race.
     pub fn destroy(&self, ids: &[String]) -> Result<Destroyed> {
@@ -107,13 +90,12 @@ impl Driver {
     pub fn destroy_purging(&self, ids: &[String], purge: bool) -> Result<Destroyed> {
         let mut ids: Vec<String> = ids.to_vec();
         ids.dedup();
-        let local = self.refuse_remote_purge(purge)?;
+        let local = !self.engine()?.is_remote();
         // Sandboxes this host recorded are removed by container id with no
         // docker call before; the rest are inspected first to prove they are
-        // sbx's. A remote engine holds none of the recorded ones (issue 16:
-        // sbx creates none there yet): its sandboxes are all inspected.
-        // A record of another engine's sandbox (issue 16) names a container
-        // this engine does not have: `docker rm` would call it removed.
+        // sbx's. On a remote engine they are all inspected (issue 16), and
+        // a record of another engine's sandbox names a container this
+        // engine does not have: `docker rm` would call it removed.
         let state = &self.state()?.state;
         let endpoint = &self.engine()?.endpoint;
         let mut recorded = Vec::new();
@@ -219,7 +201,13 @@ impl Driver {
             crate::host::egress::remove(data, &t.id)?;
         }
         if self.engine()?.is_remote() {
-            // Its labels name paths on the engine's machine, not on this one.
+            // Its labels name paths on the engine's machine, not on this one;
+            // its session's volumes are the engine's (issue 16).
+            if purge {
+                for (_, session) in gone.iter().filter_map(|t| t.volume.as_ref()) {
+                    self.remove_remote_state(session, true)?;
+                }
+            }
             return Ok((gone.into_iter().map(|t| t.id).collect(), failure));
         }
         for t in &gone {

@@ -33,17 +33,11 @@ impl Driver {
     /// `sbx volumes rm KEY`: the session's volume (only one this host made),
     /// its directory (never following links) and its lock file, under the
     /// session's lock; refused while a running sandbox uses the volume.
+    /// On a remote engine, its two volumes there (`remote_state`).
     /// Returns the volume's name.
     pub fn remove_volume(&self, session: &str) -> Result<String> {
         if self.engine()?.is_remote() {
-            // The session's state is this machine's; the volume would be the remote engine's.
-            return Err(crate::error::Invalid::new(
-                "volumes rm",
-                session,
-                "not yet supported with a remote engine: session volumes live on this machine's engine (issue 16)",
-            )
-            .hint("run it against the local engine (unset DOCKER_HOST, `--context default`)")
-            .into());
+            return self.remove_remote_state(session, false);
         }
         let HostState { state, key } = self.state()?;
         let name = persist::volume_name(session);
@@ -68,6 +62,9 @@ impl Driver {
 
     /// The persistent session volumes sbx made, and who uses each.
     pub fn volumes(&self) -> Result<Vec<persist::VolumeInfo>> {
+        if self.engine()?.is_remote() {
+            return self.remote_state_list();
+        }
         let HostState { state, key } = self.state()?;
         let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
         let users = run_ok(&*self.exec, &crate::docker::argv::volume_users(None))?;

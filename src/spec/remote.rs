@@ -8,8 +8,8 @@ use crate::model::engine::Engine;
 use crate::model::invalid::Invalid;
 
 /// Exit 2 when `engine` is remote and `req` names a path of this machine,
-/// or asks for what needs one (`--persist`'s volume is bound to a directory
-/// here; `--clone` clones here).
+/// or asks for what needs one (`--clone` clones here). `--persist` is not
+/// refused: its volume is made on the engine (`sandbox::remote_state`).
 pub fn refuse_host_paths(req: &CreateRequest, engine: &Engine) -> Result<(), Invalid> {
     if !engine.is_remote() {
         return Ok(());
@@ -37,17 +37,6 @@ pub fn refuse_host_paths(req: &CreateRequest, engine: &Engine) -> Result<(), Inv
         )
         .hint("clone inside the sandbox (`sbx exec ID -- git clone URL /state/workspace`), or run sbx on the engine's machine"));
     }
-    if req.persist {
-        return Err(Invalid::new(
-            "--persist",
-            req.session.clone().unwrap_or_default(),
-            format!(
-                "not yet supported with a remote engine ({}): the session's volume is bound to a directory on this machine (issue 16)",
-                engine.endpoint
-            ),
-        )
-        .hint("drop --persist (keep work with `sbx backup ID > work.tar`), or run sbx on the engine's machine"));
-    }
     Ok(())
 }
 
@@ -74,13 +63,13 @@ mod tests {
             (&["--rw", "/srv", "--image", "img"], "--rw"),
             (&["--state-dir", "/s", "--image", "img"], "--state-dir"),
             (&["--session", "s", "--persist", "--clone", "https://h/r", "--image", "img"], "--clone"),
-            (&["--session", "s", "--persist", "--image", "img"], "--persist"),
         ] {
             let e = refuse_host_paths(&req(args), &far).unwrap_err();
             assert_eq!(e.what, what, "{args:?}");
             assert!(e.reason.contains("ssh://u@far") && !e.reason.contains("pw"), "{}", e.reason);
         }
         refuse_host_paths(&req(&["--session", "s", "--image", "img"]), &far).unwrap();
+        refuse_host_paths(&req(&["--session", "s", "--persist", "--image", "img"]), &far).unwrap();
         refuse_host_paths(&req(&["--ro", "/etc", "--persist", "--image", "img"]), &Engine::default_local()).unwrap();
     }
 }

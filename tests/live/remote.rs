@@ -119,7 +119,6 @@ fn create_refuses_paths_of_this_machine_before_any_docker_call() {
         (&["--rw", &format!("{dir}:/data")], "--rw", "names a path on this machine"),
         (&["--state-dir", dir], "--state-dir", "names a path on this machine"),
         (&["--session", "s", "--persist", "--clone", "https://example.invalid/r.git"], "--clone", "cannot see"),
-        (&["--session", "s", "--persist"], "--persist", "not yet supported with a remote engine"),
     ] {
         let out = create(more);
         let err = stderr(&out);
@@ -277,9 +276,6 @@ fn what_needs_this_machine_to_be_the_engine_s_fails_honestly_when_remote() {
         err.contains("remote engines: not yet supported") && err.contains("created against a local engine"),
         "{err}"
     );
-    let out = sbx(&w, &["destroy", "--purge", &sb.id], &env);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("not yet supported with a remote engine"), "{}", stderr(&out));
     assert_eq!(w.containers().len(), 1, "a refused command removed the sandbox");
 }
 

@@ -13,8 +13,8 @@ const REMOTE: &[(&str, Status, &str)] = &[
     ),
     (
         "remote persist",
-        Status::Warn,
-        "create --persist: not yet supported (the session's volume is bound to a directory on this machine)",
+        Status::Ok,
+        "create --persist: /state is a volume on the engine (sbx-state-KEY, a nosuid,nodev overlay over sbx-data-KEY), mounted volume-nocopy, its root the sandbox user's (0700); destroy --purge and volumes rm remove both",
     ),
     (
         "remote channel",
@@ -34,7 +34,7 @@ const REMOTE: &[(&str, Status, &str)] = &[
     (
         "remote state",
         Status::Ok,
-        "this machine's markers and state of each sandbox are attributed to its engine's endpoint (data dir engines/ID): destroy and gc act only on this engine's, and reap those its removed sandboxes left (destroy --purge, volumes rm: not yet supported)",
+        "this machine's markers and state of each sandbox are attributed to its engine's endpoint (data dir engines/ID): destroy and gc act only on this engine's, and reap those its removed sandboxes left",
     ),
     (
         "remote egress",

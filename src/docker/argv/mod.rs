@@ -6,7 +6,7 @@
 //! One file per area: `run` (the sandbox's `docker run`/`create`),
 //! `lifecycle` (containers by id), `events` (the event stream), `network`, `volume`, `exec` (exec, logs,
 //! stats), `image` (images and the engine), `gate` (the egress gate), `remote` (a
-//! remote engine's helper volume). Callers use the flat
+//! remote engine's helper volume), `remote_state` (a remote session's /state). Callers use the flat
 //! `argv::NAME` paths re-exported here.
 
 use std::ffi::OsString;
@@ -18,6 +18,7 @@ mod image;
 mod lifecycle;
 mod network;
 pub mod remote;
+pub mod remote_state;
 mod run;
 mod volume;
 

@@ -29,7 +29,7 @@ impl Driver {
         if !engine.is_remote() {
             return Ok(());
         }
-        if spec.state_dir.is_some() || !spec.mounts.is_empty() || spec.clone.is_some() || spec.persist {
+        if spec.state_dir.is_some() || !spec.mounts.is_empty() || spec.clone.is_some() {
             let req = crate::spec::CreateRequest {
                 ro: spec.mounts.iter().filter(|m| m.readonly).map(|m| m.host.display().to_string()).collect(),
                 rw: spec.mounts.iter().filter(|m| !m.readonly).map(|m| m.host.display().to_string()).collect(),

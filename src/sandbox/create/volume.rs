@@ -73,6 +73,26 @@ impl Driver {
         Ok(Persisted { volume, _nosuid: nosuid, _lock: lock })
     }
 
+    /// [`Self::prepare_volume`] on a remote engine (issue 16): the same lock
+    /// and in-use check, the volumes made there (see `remote_state`).
+    pub(super) fn prepare_remote_volume(
+        &self,
+        state: &State,
+        key: &[u8],
+        session: &str,
+        user: UserSpec,
+        image: &str,
+    ) -> Result<Persisted> {
+        let lock = persist::remote_lock(&state.dir, session)?;
+        let volume = persist::volume_name(session);
+        let out = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&volume)))?;
+        if let Some(user) = parse::rows::<VolumeUser>(&out.stdout_str()).into_iter().next() {
+            return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
+        }
+        let volume = self.prepare_remote_state(key, session, user, image)?;
+        Ok(Persisted { volume, _nosuid: None, _lock: lock })
+    }
+
     /// `--clone` into `<base>/workspace` (see `persist::clone_workspace`); an
     /// existing, non-empty one is the session's previous work and is kept.
     pub(super) fn clone_workspace(

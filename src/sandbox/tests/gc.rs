@@ -113,6 +113,8 @@ fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
         std::fs::write(vols.join(format!("{p}.lock")), "").unwrap();
     }
     std::fs::write(vols.join("lockonly.lock"), "").unwrap();
+    // A remote engine's session lock (issue 16): its volumes are not on this engine, and it is no session state.
+    drop(crate::host::persist::remote_lock(&rig.state, "far").unwrap());
     let listed = |n: &str| format!("[\"{n}\",\"{}\",\"{}\"]\n", n, state::owner_token(&key, n));
     let gc_calls = |rig: &Rig, vol_ls: &str| {
         rig.fake.push(Output::ok("")); // private networks
@@ -136,6 +138,7 @@ fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
     assert!(!vols.join("gone").exists() && !vols.join("gone.lock").exists() && !vols.join("lockonly.lock").exists());
     assert!(vols.join("alive/workspace").exists() && vols.join("racing/workspace").exists());
     assert_eq!(r.volume_state.len(), 3, "{:?}", r.volume_state);
+    assert!(vols.join(".remote/far.lock").exists(), "gc removed a remote session's lock");
     // A create holding a session's lock is never judged.
     let held = crate::host::persist::lock(&rig.state, "racing").unwrap();
     gc_calls(&rig, &listed("sbx-state-alive"));

@@ -6,11 +6,11 @@
 use super::*;
 use crate::host::engine::EngineChoice;
 
-fn remote(rig: &Rig) -> Driver {
+pub(super) fn remote(rig: &Rig) -> Driver {
     rig.driver().with_engine(EngineChoice { docker_host: Some("ssh://me:pw@far".into()), ..Default::default() })
 }
 
-fn spec(args: &[&str]) -> SandboxSpec {
+pub(super) fn spec(args: &[&str]) -> SandboxSpec {
     use clap::Parser;
     #[derive(Parser)]
     struct Req {
@@ -42,7 +42,7 @@ fn bytes(stdout: Vec<u8>) -> Output {
 }
 
 /// What `docker cp ID:/run -` prints of a sandbox whose image keeps /run plain.
-fn plain_run() -> Output {
+pub(super) fn plain_run() -> Output {
     let h = crate::host::helper::BYTES;
     bytes(tar_of(&[("run", true, b"", 0o755), ("run/sbx", true, b"", 0o755), ("run/sbx/helper", false, h, 0o511)]))
 }
@@ -50,14 +50,14 @@ fn plain_run() -> Output {
 /// The rest of a remote create once the helper volume is ready: `docker
 /// create`, the layout read through `docker cp`, `docker start`, and one
 /// readiness probe through the helper.
-fn starts_remotely(rig: &Rig, run: Output) {
+pub(super) fn starts_remotely(rig: &Rig, run: Output) {
     rig.fake.push(Output::ok("deadbeef\n"));
     rig.fake.push(run);
     rig.fake.push(Output::ok(""));
     rig.fake.push(Output::ok(""));
 }
 
-fn volume_name() -> String {
+pub(super) fn volume_name() -> String {
     format!("sbx-helper-{}", crate::host::helper::key())
 }
 
@@ -207,7 +207,7 @@ fn a_remote_create_refuses_direct_and_paths_before_any_docker_call() {
 }
 
 #[test]
-fn destroy_on_a_remote_engine_keeps_this_machine_s_files_and_refuses_purge() {
+fn destroy_on_a_remote_engine_keeps_this_machine_s_files() {
     let rig = Rig::new();
     // A sandbox of the local engine: its directory and record are this machine's.
     std::fs::create_dir_all(rig.sock_dir()).unwrap();
@@ -216,12 +216,6 @@ fn destroy_on_a_remote_engine_keeps_this_machine_s_files_and_refuses_purge() {
     assert_eq!(d.already_gone, [ID]);
     assert_eq!(rig.fake.verbs(), ["container inspect"]);
     assert!(rig.sock_dir().exists(), "a remote destroy removed a local socket directory");
-
-    let e = remote(&rig).destroy_purging(&[ID.to_string()], true).unwrap_err();
-    assert!(matches!(&e, Error::Invalid(i) if i.what == "--purge"), "{e}");
-    let e = remote(&rig).remove_volume("s").unwrap_err();
-    assert!(matches!(&e, Error::Invalid(i) if i.what == "volumes rm"), "{e}");
-    assert_eq!(rig.fake.verbs(), ["container inspect"], "a refusal made a docker call");
 }
 
 #[test]

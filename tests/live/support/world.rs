@@ -147,10 +147,14 @@ impl Drop for World {
                 let _ = docker(&["network", "rm", net]);
             }
         }
-        // Persistent session volumes of this test (sessions are named after the case).
-        let vols = docker_ok(&["volume", "ls", "-q", "--filter", &format!("name=sbx-state-{}", self.case)]);
-        for v in vols.lines() {
-            let _ = docker(&["volume", "rm", v]);
+        // Persistent session volumes of this test (sessions are named after
+        // the case), then the backing volumes of remote ones (an overlay's
+        // directories are in them).
+        for prefix in ["sbx-state-", "sbx-data-"] {
+            let vols = docker_ok(&["volume", "ls", "-q", "--filter", &format!("name={prefix}{}", self.case)]);
+            for v in vols.lines() {
+                let _ = docker(&["volume", "rm", v]);
+            }
         }
         let _ = std::fs::remove_dir_all(&self.socket_root);
         // A session directory keeps its nosuid bind until `destroy --purge`;
