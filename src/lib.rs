@@ -160,7 +160,6 @@ fn refuse(e: clap::Error, args: &[OsString], out: &Printer) -> u8 {
         }
     }
     if out.json() {
-        let msg = e.kind().as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
         let text = e.to_string();
         let mut lines = text.lines();
         let mut detail = lines.next().unwrap_or_default().trim_start_matches("error: ").to_string();
@@ -169,7 +168,9 @@ fn refuse(e: clap::Error, args: &[OsString], out: &Printer) -> u8 {
             let names: Vec<&str> = lines.take_while(|l| l.starts_with(' ')).map(str::trim).collect();
             detail = format!("{} {}", detail, names.join(", "));
         }
-        out.json_error("invalid_input", &format!("{msg}: {detail}"), Some(&clap_hint(&e)));
+        // clap's first line says it all (prefixed with its kind it read
+        // "unrecognized subcommand: unrecognized subcommand 'x'").
+        out.json_error("invalid_input", &detail, Some(&clap_hint(&e)));
     } else {
         let _ = e.print();
     }
@@ -200,6 +201,25 @@ mod refuse_tests {
         let hint = |args: &[&str]| super::clap_hint(&super::cli::Cli::try_parse_from(args).unwrap_err());
         assert_eq!(hint(&["sbx", "completions", "powershell"]), "possible values: bash, zsh, fish; see `sbx --help`");
         assert_eq!(hint(&["sbx", "revoke", "sbx-0123456789ab"]), "Usage: sbx revoke <ID> <KIND>; see `sbx --help`");
+    }
+
+    /// clap's refusals under --json say what was wrong once.
+    #[test]
+    fn a_refused_command_line_is_said_once_under_json() {
+        let message = |args: &[&str]| {
+            let e = super::cli::Cli::try_parse_from(args).unwrap_err();
+            let (out, c) = crate::output::capture(true);
+            let os: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            assert_eq!(super::refuse(e, &os, &out), super::EXIT_INVALID);
+            let err = c.stderr();
+            let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
+            v["error"]["message"].as_str().unwrap().to_string()
+        };
+        assert_eq!(message(&["sbx", "--json", "egress", "nope"]), "unrecognized subcommand 'nope'");
+        let m = message(&["sbx", "--json", "create", "--pull", "often", "--image", "x"]);
+        assert_eq!(m, "invalid value 'often' for '--pull <missing|never>'");
+        let m = message(&["sbx", "--json", "revoke", "sbx-0123456789ab"]);
+        assert_eq!(m, "the following required arguments were not provided: <KIND>");
     }
 }
 
