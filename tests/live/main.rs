@@ -33,6 +33,7 @@ mod pull;
 mod readme_example;
 mod remote;
 mod remote_egress;
+mod remote_gvisor;
 mod remote_owners;
 mod remote_persist;
 mod remote_start;
