@@ -170,7 +170,7 @@ impl Driver {
         if let Some(v) = get(&volume) {
             check_overlay(v, &b.mountpoint)?;
         }
-        self.fill_backing(&backing, image, user)?;
+        self.fill_backing(key, &backing, image, user)?;
         if get(&volume).is_none() {
             let owner = state::owner_token(key, &volume);
             let args = rs::overlay_create(&volume, &b.mountpoint, session, &owner);
@@ -180,9 +180,11 @@ impl Driver {
     }
 
     /// [`backing_tar`] into the backing volume through a never-started
-    /// container of `image` that mounts it (`volume-nocopy`), then removed.
-    fn fill_backing(&self, backing: &str, image: &str, user: UserSpec) -> Result<()> {
-        let cid = run_ok(&*self.exec, &rs::backing_filler(image, backing))?.stdout_str().trim().to_string();
+    /// container of `image` that mounts it (`volume-nocopy`; named and
+    /// labelled so gc reaps it if sbx dies meanwhile), then removed.
+    fn fill_backing(&self, key: &[u8], backing: &str, image: &str, user: UserSpec) -> Result<()> {
+        let id = crate::sandbox::gc::filler::new_id(key);
+        let cid = run_ok(&*self.exec, &rs::backing_filler(image, backing, &id))?.stdout_str().trim().to_string();
         let args = rs::copy_in_archive(&cid, rs::FILL_DIR);
         let filled = self.exec.run_input(&args, &backing_tar(user));
         let _ = self.exec.run(&remote::remove_filler(&cid));

@@ -100,10 +100,8 @@ impl Driver {
             run_ok(&*self.exec, &remote::helper_volume_create(&name, key))?;
         }
         // Named and labelled so gc removes it if this process is killed mid-fill.
-        let filler = format!("sbx-fill-{:016x}", rand::random::<u64>());
-        let value = crate::sandbox::gc::filler::label_value(std::time::SystemTime::now());
-        let owner = crate::sandbox::gc::filler::token(&self.state()?.key, &filler, &value);
-        let args = remote::helper_filler(image, &name, &filler, &value, &owner);
+        let filler = crate::sandbox::gc::filler::new_id(&self.state()?.key);
+        let args = remote::helper_filler(image, &name, &filler);
         let cid = run_ok(&*self.exec, &args)?.stdout_str().trim().to_string();
         let filled = self.fill_helper(&cid, readable);
         let _ = self.exec.run(&remote::remove_filler(&cid));
