@@ -21,9 +21,10 @@ const FILL_TRIES: usize = 3;
 
 impl Driver {
     /// With a remote engine, before any docker call: what would put a path
-    /// of this machine into an argv, exit 2. Host-path flags were refused
-    /// on the request (`spec::refuse_host_paths`); they are checked again
-    /// here for creates that do not come from one (a pool's refill).
+    /// of this machine into an argv (or `--clone` without `--persist`),
+    /// exit 2. Host-path flags were refused on the request
+    /// (`spec::refuse_host_paths`); they are checked again here for creates
+    /// that do not come from one (a pool's refill).
     pub(super) fn refuse_remote(&self, spec: &SandboxSpec) -> Result<()> {
         let engine = self.engine()?;
         if !engine.is_remote() {
