@@ -45,7 +45,7 @@ pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
         text.push_str(&format!("{verb} egress network {n}\n"));
     }
     for f in &report.fillers {
-        text.push_str(&format!("{verb} helper volume filler {f}\n"));
+        text.push_str(&format!("{verb} filler {f}\n"));
     }
     ctx.out.data(&text)?;
     incomplete(&report)

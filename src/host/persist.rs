@@ -50,15 +50,20 @@ pub fn lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
     lock_at(&data_dir.join("volumes"), &lock_path(data_dir, session))
 }
 
-/// A remote engine's session lock (issue 16), in `volumes/.remote/`: not a
-/// session key, so gc's sweep of local session state never takes it for one.
+/// Remote engines' session locks (issue 16), and a remote `--clone`'s
+/// directory while it lasts: `volumes/.remote/`, not a session key, so gc's
+/// sweep of local session state never takes it for one.
+pub fn remote_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("volumes").join(".remote")
+}
+
 pub fn remote_lock_path(data_dir: &Path, session: &str) -> PathBuf {
-    data_dir.join("volumes").join(".remote").join(format!("{session}.lock"))
+    remote_dir(data_dir).join(format!("{session}.lock"))
 }
 
 /// [`lock`] of a session on a remote engine.
 pub fn remote_lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
-    lock_at(&data_dir.join("volumes").join(".remote"), &remote_lock_path(data_dir, session))
+    lock_at(&remote_dir(data_dir), &remote_lock_path(data_dir, session))
 }
 
 fn lock_at(dir: &Path, path: &Path) -> Result<Flock<File>> {

@@ -17,6 +17,7 @@ pub mod gc;
 mod lifecycle;
 mod networks;
 pub mod pool;
+mod remote_clone;
 mod remote_state;
 mod revoke;
 mod start_remote;

@@ -8,6 +8,7 @@
 //! name without it is someone else's, never used, filled or removed.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::Driver;
 use crate::docker::argv::remote_state::{self as rs, STATE_OF};
@@ -15,10 +16,10 @@ use crate::docker::argv::{self, remote};
 use crate::docker::parse::{self, VolumeUser};
 use crate::docker::{run_ok, status_error};
 use crate::error::{Error, Result, SandboxError, SessionError};
-use crate::host::persist::{self, VolumeInfo};
+use crate::host::persist::{self, Cloned, VolumeInfo};
 use crate::host::state;
 use crate::model::record;
-use crate::spec::UserSpec;
+use crate::spec::{CloneSpec, UserSpec};
 
 /// One volume as `state_volumes_inspect` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,13 +132,16 @@ impl Driver {
     /// session's lock and has checked no running sandbox uses it.
     /// `image`: the sandbox's, already on the engine, for the filler
     /// container (never started).
+    /// `clone`: `--clone` into its workspace (see `remote_clone`), with a
+    /// private directory of this machine to clone in; what it did.
     pub(super) fn prepare_remote_state(
         &self,
         key: &[u8],
         session: &str,
         user: UserSpec,
         image: &str,
-    ) -> Result<String> {
+        clone: Option<(&CloneSpec, &Path)>,
+    ) -> Result<(String, Option<Cloned>)> {
         let volume = persist::volume_name(session);
         let backing = rs::backing_name(session);
         let found = self.inspect_state(&[&volume, &backing])?;
@@ -151,14 +155,14 @@ impl Driver {
                 return Err(foreign(&v.name, "it is not an overlay: a session volume of a local engine's sbx"));
             }
         }
-        let b = match get(&backing) {
+        let (b, fresh) = match get(&backing) {
             Some(b) => {
                 check_ours(b, key, STATE_OF, session)?;
-                b.clone()
+                (b.clone(), false)
             }
             None => {
                 let owner = state::owner_token(key, &backing);
-                self.made(&rs::backing_create(&backing, session, &owner), &backing, key, STATE_OF, session)?
+                (self.made(&rs::backing_create(&backing, session, &owner), &backing, key, STATE_OF, session)?, true)
             }
         };
         if !usable_mountpoint(&b.mountpoint) {
@@ -170,27 +174,49 @@ impl Driver {
         if let Some(v) = get(&volume) {
             check_overlay(v, &b.mountpoint)?;
         }
-        self.fill_backing(&backing, image, user)?;
+        let cloned = match self.fill_backing(key, &backing, image, user, clone) {
+            Ok(c) => c,
+            Err(e) => {
+                // As locally (issue 10): a failed fill or clone leaves no
+                // volume this create made behind (its filler is gone).
+                if fresh && get(&volume).is_none() {
+                    let _ = self.exec.run(&argv::volume_remove(&backing));
+                }
+                return Err(e);
+            }
+        };
         if get(&volume).is_none() {
             let owner = state::owner_token(key, &volume);
             let args = rs::overlay_create(&volume, &b.mountpoint, session, &owner);
             check_overlay(&self.made(&args, &volume, key, record::SESSION, session)?, &b.mountpoint)?;
         }
-        Ok(volume)
+        Ok((volume, cloned))
     }
 
     /// [`backing_tar`] into the backing volume through a never-started
-    /// container of `image` that mounts it (`volume-nocopy`), then removed.
-    fn fill_backing(&self, backing: &str, image: &str, user: UserSpec) -> Result<()> {
-        let cid = run_ok(&*self.exec, &rs::backing_filler(image, backing))?.stdout_str().trim().to_string();
-        let args = rs::copy_in_archive(&cid, rs::FILL_DIR);
-        let filled = self.exec.run_input(&args, &backing_tar(user));
+    /// container of `image` that mounts it (`volume-nocopy`; named and
+    /// labelled so gc reaps it if sbx dies meanwhile), then `--clone`
+    /// through it too, then removed.
+    fn fill_backing(
+        &self,
+        key: &[u8],
+        backing: &str,
+        image: &str,
+        user: UserSpec,
+        clone: Option<(&CloneSpec, &Path)>,
+    ) -> Result<Option<Cloned>> {
+        let id = crate::sandbox::gc::filler::new_id(key);
+        let cid = run_ok(&*self.exec, &rs::backing_filler(image, backing, &id))?.stdout_str().trim().to_string();
+        let filled = (|| {
+            let args = rs::copy_in_archive(&cid, rs::FILL_DIR);
+            let out = self.exec.run_input(&args, &backing_tar(user))?;
+            if out.status != 0 {
+                return Err(status_error(&args, &out).into());
+            }
+            clone.map(|(c, scratch)| self.clone_remote(&cid, c, user, scratch)).transpose()
+        })();
         let _ = self.exec.run(&remote::remove_filler(&cid));
-        let out = filled?;
-        if out.status != 0 {
-            return Err(status_error(&args, &out).into());
-        }
-        Ok(())
+        filled
     }
 
     /// Remove a remote session's two volumes under its lock: refused while

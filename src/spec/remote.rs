@@ -7,9 +7,11 @@ use super::CreateRequest;
 use crate::model::engine::Engine;
 use crate::model::invalid::Invalid;
 
-/// Exit 2 when `engine` is remote and `req` names a path of this machine,
-/// or asks for what needs one (`--clone` clones here). `--persist` is not
-/// refused: its volume is made on the engine (`sandbox::remote_state`).
+/// Exit 2 when `engine` is remote and `req` names a path of this machine.
+/// `--persist` is not refused: its volume is made on the engine
+/// (`sandbox::remote_state`); nor is `--clone` with it: it clones here and
+/// copies the tree in (`sandbox::remote_clone`). `--clone` without
+/// `--persist` is refused, as locally without `--persist` or `--state-dir`.
 pub fn refuse_host_paths(req: &CreateRequest, engine: &Engine) -> Result<(), Invalid> {
     if !engine.is_remote() {
         return Ok(());
@@ -26,18 +28,18 @@ pub fn refuse_host_paths(req: &CreateRequest, engine: &Engine) -> Result<(), Inv
     if let Some((flag, value)) = paths.into_iter().next() {
         return Err(Invalid::new(flag, value, why(flag)).hint(hint));
     }
-    if let Some(url) = &req.clone {
-        return Err(Invalid::new(
+    match &req.clone {
+        Some(url) if !req.persist => Err(Invalid::new(
             "--clone",
             url,
             format!(
-                "--clone clones on this machine into a directory the sandbox mounts, and the engine is remote ({}): it cannot see that directory",
+                "the workspace must be filled before the sandbox starts, and with a remote engine ({}) only a --persist session's is",
                 engine.endpoint
             ),
         )
-        .hint("clone inside the sandbox (`sbx exec ID -- git clone URL /state/workspace`), or run sbx on the engine's machine"));
+        .hint("add --persist (with --session)")),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -56,13 +58,13 @@ mod tests {
     }
 
     #[test]
-    fn a_remote_engine_refuses_every_path_of_this_machine() {
+    fn a_remote_engine_refuses_every_path_of_this_machine_and_clones_only_into_a_persist_session() {
         let far = Engine::at("ssh://u:pw@far", None);
         for (args, what) in [
             (&["--ro", "/etc:/x", "--image", "img"][..], "--ro"),
             (&["--rw", "/srv", "--image", "img"], "--rw"),
             (&["--state-dir", "/s", "--image", "img"], "--state-dir"),
-            (&["--session", "s", "--persist", "--clone", "https://h/r", "--image", "img"], "--clone"),
+            (&["--session", "s", "--clone", "https://h/r", "--image", "img"], "--clone"),
         ] {
             let e = refuse_host_paths(&req(args), &far).unwrap_err();
             assert_eq!(e.what, what, "{args:?}");
@@ -70,6 +72,8 @@ mod tests {
         }
         refuse_host_paths(&req(&["--session", "s", "--image", "img"]), &far).unwrap();
         refuse_host_paths(&req(&["--session", "s", "--persist", "--image", "img"]), &far).unwrap();
+        refuse_host_paths(&req(&["--session", "s", "--persist", "--clone", "https://h/r", "--image", "img"]), &far)
+            .unwrap();
         refuse_host_paths(&req(&["--ro", "/etc", "--persist", "--image", "img"]), &Engine::default_local()).unwrap();
     }
 }

@@ -76,7 +76,8 @@ pub struct CreateRequest {
     #[arg(long)]
     pub persist: bool,
     /// Clone URL[#REF] on the host into /state/workspace before the sandbox starts
-    /// (needs --persist or --state-dir; skipped when the workspace already has files,
+    /// (needs --persist or --state-dir; on a remote engine --persist, the clone copied
+    /// into the session's volume there; skipped when the workspace already has files,
     /// refused when it is a symlink or not a directory).
     #[arg(long, value_name = "URL[#REF]")]
     pub clone: Option<String>,

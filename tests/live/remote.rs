@@ -66,7 +66,8 @@ fn doctor_ls_inspect_destroy_gc_drive_the_remote_engine_and_name_no_local_path()
     let text = stdout(&out);
     assert!(out.status.success(), "doctor: {text}\n{}", stderr(&out));
     assert!(text.contains(&format!("ok    engine-location    remote: {}\n", remote.url())), "{text}");
-    assert!(text.contains("remote host-paths") && text.contains("create --ro/--rw/--state-dir/--clone are refused"));
+    assert!(text.contains("remote host-paths") && text.contains("create --ro/--rw/--state-dir are refused"), "{text}");
+    assert!(text.contains("--clone needs --persist"), "{text}");
     assert!(text.contains("ok    remote helper") && text.contains("sbx-helper-KEY"), "{text}");
     assert!(text.contains("skip  probe") && text.contains("not yet supported with a remote engine"), "{text}");
     assert!(text.contains("ok    docker             engine "), "the engine answered through ssh: {text}");
@@ -118,7 +119,7 @@ fn create_refuses_paths_of_this_machine_before_any_docker_call() {
         (&["--ro", dir][..], "--ro", "names a path on this machine"),
         (&["--rw", &format!("{dir}:/data")], "--rw", "names a path on this machine"),
         (&["--state-dir", dir], "--state-dir", "names a path on this machine"),
-        (&["--session", "s", "--persist", "--clone", "https://example.invalid/r.git"], "--clone", "cannot see"),
+        (&["--session", "s", "--clone", "https://example.invalid/r.git"], "--clone", "only a --persist session"),
     ] {
         let out = create(more);
         let err = stderr(&out);

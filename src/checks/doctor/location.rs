@@ -9,7 +9,7 @@ const REMOTE: &[(&str, Status, &str)] = &[
     (
         "remote host-paths",
         Status::Ok,
-        "create --ro/--rw/--state-dir/--clone are refused (exit 2): they name paths on this machine, which the engine cannot see",
+        "create --ro/--rw/--state-dir are refused (exit 2): they name paths on this machine, which the engine cannot see; --clone needs --persist (cloned here, copied into the session's volume)",
     ),
     (
         "remote persist",

@@ -26,32 +26,46 @@ pub fn helper_volume_create(name: &str, key: &str) -> Vec<OsString> {
 /// made (see `sandbox::gc::filler`), `sbx.owner` covers it.
 pub const FILLER_LABEL: &str = "sbx.helper.filler";
 
-/// A container of `image`, named `name`, never started (its command is
-/// never run), that mounts the helper volume at [`FILL_DIR`] so `docker cp`
+/// A filler's name (`sbx-fill-HEX`), its [`FILLER_LABEL`] value and its
+/// owner token (see `sandbox::gc::filler`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FillerId {
+    pub name: String,
+    pub value: String,
+    pub owner: String,
+}
+
+/// A container of `image`, named `id.name`, never started (its command
+/// `cmd` is never run), that mounts `volume` at [`FILL_DIR`] so `docker cp`
 /// can fill and read it. `volume-nocopy`: the image is the sandbox's
 /// (hostile), and without it docker copies whatever the image has at that
-/// path into the fresh, shared volume, which every sandbox on the engine
-/// then mounts. Labelled so gc finds it if sbx is killed mid-fill (`value`
-/// and `owner`: `sandbox::gc::filler`).
-pub fn helper_filler(image: &str, volume: &str, name: &str, value: &str, owner: &str) -> Vec<OsString> {
+/// path into the fresh volume. Labelled so gc finds it if sbx is killed
+/// mid-fill (`sandbox::gc::filler`).
+pub fn filler(image: &str, volume: &str, id: &FillerId, cmd: &str) -> Vec<OsString> {
     os(&[
         "create",
         "--name",
-        name,
+        &id.name,
         "--network",
         "none",
         "--label",
-        &format!("{FILLER_LABEL}={value}"),
+        &format!("{FILLER_LABEL}={}", id.value),
         "--label",
-        &format!("{}={owner}", crate::model::record::OWNER),
+        &format!("{}={}", crate::model::record::OWNER, id.owner),
         "--mount",
         &format!("type=volume,src={volume},dst={FILL_DIR},volume-nocopy"),
         "--pull",
         "never",
         "--",
         image,
-        "/v/helper",
+        cmd,
     ])
+}
+
+/// The helper volume's [`filler`]: every sandbox on the engine mounts that
+/// volume, so nothing of the image may reach it.
+pub fn helper_filler(image: &str, volume: &str, id: &FillerId) -> Vec<OsString> {
+    filler(image, volume, id, "/v/helper")
 }
 
 /// `docker ps -a` of the fillers: `[name, sbx.helper.filler, sbx.owner]` per line.
@@ -87,14 +101,14 @@ mod tests {
     /// into the shared helper volume.
     #[test]
     fn the_filler_mounts_the_helper_volume_without_copying_the_image_in() {
-        let argv: Vec<String> = helper_filler("sha256:abc", "sbx-helper-k", "sbx-fill-1", "1 b 2 3", "tok")
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
+        let id = FillerId { name: "sbx-fill-1".into(), value: "1 b 2 3".into(), owner: "tok".into() };
+        let argv: Vec<String> =
+            helper_filler("sha256:abc", "sbx-helper-k", &id).iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(argv.contains(&"type=volume,src=sbx-helper-k,dst=/v,volume-nocopy".to_string()), "{argv:?}");
         assert_eq!(&argv[argv.len() - 3..], ["--", "sha256:abc", "/v/helper"]);
         assert!(argv.windows(2).any(|w| w == ["--label", "sbx.helper.filler=1 b 2 3"]), "{argv:?}");
         assert!(argv.windows(2).any(|w| w == ["--label", "sbx.owner=tok"]), "{argv:?}");
+        assert!(argv.windows(2).any(|w| w == ["--name", "sbx-fill-1"]), "{argv:?}");
         let ps: Vec<String> = fillers().iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(
             ps.last().unwrap(),

@@ -85,23 +85,10 @@ pub fn overlay_create(name: &str, mountpoint: &str, session: &str, owner: &str) 
 }
 
 /// A container of `image`, never started, that mounts the backing volume
-/// at [`FILL_DIR`] for `docker cp`. `volume-nocopy`: nothing of the
-/// (hostile) image's directory reaches the volume.
-pub fn backing_filler(image: &str, volume: &str) -> Vec<OsString> {
-    os(&[
-        "create",
-        "--network",
-        "none",
-        "--label",
-        &format!("{STATE_OF}.filler=1"),
-        "--mount",
-        &format!("type=volume,src={volume},dst={FILL_DIR},volume-nocopy"),
-        "--pull",
-        "never",
-        "--",
-        image,
-        "/v/none",
-    ])
+/// at [`FILL_DIR`] for `docker cp`: a [`super::remote::filler`] (named and
+/// labelled so gc reaps it when sbx is killed mid-fill).
+pub fn backing_filler(image: &str, volume: &str, id: &super::remote::FillerId) -> Vec<OsString> {
+    super::remote::filler(image, volume, id, "/v/none")
 }
 
 /// `docker cp -a - CONTAINER:DIR`: a tar on stdin, extracted there with
@@ -184,7 +171,12 @@ mod tests {
                 "sbx-state-s1"
             ]
         );
-        let filler = strs(backing_filler("sha256:abc", "sbx-data-s1"));
+        let id =
+            super::super::remote::FillerId { name: "sbx-fill-1".into(), value: "1 b 2 3".into(), owner: "t".into() };
+        let filler = strs(backing_filler("sha256:abc", "sbx-data-s1", &id));
+        assert_eq!(filler[..3], ["create", "--name", "sbx-fill-1"]);
+        assert!(filler.windows(2).any(|w| w == ["--label", "sbx.helper.filler=1 b 2 3"]), "{filler:?}");
+        assert!(filler.windows(2).any(|w| w == ["--label", "sbx.owner=t"]), "{filler:?}");
         assert!(filler.contains(&"type=volume,src=sbx-data-s1,dst=/v,volume-nocopy".to_string()), "{filler:?}");
         assert_eq!(&filler[filler.len() - 3..], ["--", "sha256:abc", "/v/none"]);
         assert_eq!(strs(copy_in_archive("f1", "/v")), ["cp", "-a", "-", "f1:/v"]);

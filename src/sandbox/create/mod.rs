@@ -219,7 +219,9 @@ impl Driver {
         // The volume's clone happens inside, before the volume exists, so a
         // failed clone leaves no empty volume behind (issue 10).
         let persist = match (&spec.persist, &spec.session) {
-            (true, Some(session)) if remote => Some(self.prepare_remote_volume(state, key, session, user, img)?),
+            (true, Some(session)) if remote => {
+                Some(self.prepare_remote_volume(state, key, session, user, img, spec.clone.as_ref(), &mut warnings)?)
+            }
             (true, Some(session)) => {
                 Some(self.prepare_volume(state, key, session, user, spec.clone.as_ref(), &mut warnings)?)
             }

@@ -21,9 +21,10 @@ const FILL_TRIES: usize = 3;
 
 impl Driver {
     /// With a remote engine, before any docker call: what would put a path
-    /// of this machine into an argv, exit 2. Host-path flags were refused
-    /// on the request (`spec::refuse_host_paths`); they are checked again
-    /// here for creates that do not come from one (a pool's refill).
+    /// of this machine into an argv (or `--clone` without `--persist`),
+    /// exit 2. Host-path flags were refused on the request
+    /// (`spec::refuse_host_paths`); they are checked again here for creates
+    /// that do not come from one (a pool's refill).
     pub(super) fn refuse_remote(&self, spec: &SandboxSpec) -> Result<()> {
         let engine = self.engine()?;
         if !engine.is_remote() {
@@ -100,10 +101,8 @@ impl Driver {
             run_ok(&*self.exec, &remote::helper_volume_create(&name, key))?;
         }
         // Named and labelled so gc removes it if this process is killed mid-fill.
-        let filler = format!("sbx-fill-{:016x}", rand::random::<u64>());
-        let value = crate::sandbox::gc::filler::label_value(std::time::SystemTime::now());
-        let owner = crate::sandbox::gc::filler::token(&self.state()?.key, &filler, &value);
-        let args = remote::helper_filler(image, &name, &filler, &value, &owner);
+        let filler = crate::sandbox::gc::filler::new_id(&self.state()?.key);
+        let args = remote::helper_filler(image, &name, &filler);
         let cid = run_ok(&*self.exec, &args)?.stdout_str().trim().to_string();
         let filled = self.fill_helper(&cid, readable);
         let _ = self.exec.run(&remote::remove_filler(&cid));

@@ -74,7 +74,10 @@ impl Driver {
     }
 
     /// [`Self::prepare_volume`] on a remote engine (issue 16): the same lock
-    /// and in-use check, the volumes made there (see `remote_state`).
+    /// and in-use check, the volumes made there (see `remote_state`), and
+    /// `--clone` cloned here into a private directory beside the lock and
+    /// copied in (see `remote_clone`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn prepare_remote_volume(
         &self,
         state: &State,
@@ -82,6 +85,8 @@ impl Driver {
         session: &str,
         user: UserSpec,
         image: &str,
+        clone: Option<&crate::spec::CloneSpec>,
+        warnings: &mut Vec<String>,
     ) -> Result<Persisted> {
         let lock = persist::remote_lock(&state.dir, session)?;
         let volume = persist::volume_name(session);
@@ -89,7 +94,14 @@ impl Driver {
         if let Some(user) = parse::rows::<VolumeUser>(&out.stdout_str()).into_iter().next() {
             return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
         }
-        let volume = self.prepare_remote_state(key, session, user, image)?;
+        let scratch = persist::remote_dir(&state.dir);
+        let (volume, cloned) = self.prepare_remote_state(key, session, user, image, clone.map(|c| (c, &*scratch)))?;
+        if let (Some(c), Some(persist::Cloned::Kept)) = (clone, cloned) {
+            warnings.push(format!(
+                "/state/workspace of session {session} already has files (an earlier sandbox's work); not cloning {}",
+                c.url
+            ));
+        }
         Ok(Persisted { volume, _nosuid: None, _lock: lock })
     }
 

@@ -1,7 +1,8 @@
-//! Helper-volume fillers left behind (issue 16): the never-started
-//! container a remote create fills the helper volume through
-//! (`create::remote::helper_volume`) is removed right after the fill, but
-//! not when sbx is killed mid-fill. Each carries `sbx.helper.filler` =
+//! Fillers left behind (issue 16): the never-started container a remote
+//! create fills a volume through (the helper volume,
+//! `create::remote::helper_volume`, and a `--persist` session's backing
+//! volume, `remote_state`) is removed right after the fill, but not when
+//! sbx is killed mid-fill. Each carries `sbx.helper.filler` =
 //! `CREATED BOOT PID START` (when it was made, and the creating process as
 //! this machine's boot id, pid and start time) and `sbx.owner`, an HMAC of
 //! its name and that value under this data dir's key, so gc removes only
@@ -11,7 +12,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::{GcFailure, GcReport};
-use crate::docker::argv::remote;
+use crate::docker::argv::remote::{self, FillerId};
 use crate::docker::run_ok;
 use crate::error::Result;
 use crate::host::state::{owner_token, ProcId};
@@ -39,6 +40,14 @@ pub fn token(key: &[u8], name: &str, value: &str) -> String {
     owner_token(key, &format!("helper-filler {name} {value}"))
 }
 
+/// A fresh filler's name, label value and owner token under `key`.
+pub fn new_id(key: &[u8]) -> FillerId {
+    let name = format!("sbx-fill-{:016x}", rand::random::<u64>());
+    let value = label_value(SystemTime::now());
+    let owner = token(key, &name, &value);
+    FillerId { name, value, owner }
+}
+
 /// A filler as `argv::remote::fillers` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub struct Row {
@@ -59,10 +68,9 @@ pub fn reapable(row: &Row, key: &[u8], now: SystemTime, boot: &str, alive: &dyn 
     let (by_boot, pid, start) = (it.next()?, it.next()?.parse().ok()?, it.next()?.parse().ok()?);
     let age = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs().saturating_sub(created);
     if !boot.is_empty() && by_boot == boot && pid != 0 && !alive(&ProcId { pid, start }) {
-        return Some(format!("helper volume filler whose create (pid {pid}) is gone"));
+        return Some(format!("filler whose create (pid {pid}) is gone"));
     }
-    (age > MAX_FILL.as_secs())
-        .then(|| format!("helper volume filler older than {}", humantime::format_duration(MAX_FILL)))
+    (age > MAX_FILL.as_secs()).then(|| format!("filler older than {}", humantime::format_duration(MAX_FILL)))
 }
 
 impl Driver {
@@ -83,9 +91,9 @@ impl Driver {
         }
         match self.remove_tolerant(&gone) {
             Ok(()) => report.fillers = gone,
-            Err(e) => report
-                .failed
-                .push(GcFailure { item: format!("helper fillers {}", gone.join(" ")), error: e.to_string() }),
+            Err(e) => {
+                report.failed.push(GcFailure { item: format!("fillers {}", gone.join(" ")), error: e.to_string() })
+            }
         }
         Ok(())
     }

@@ -45,7 +45,7 @@ pub struct GcReport {
     /// sbx's own egress network, once no gate uses it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub egress_networks: Vec<String>,
-    /// Helper-volume fillers a killed remote create left (`filler`).
+    /// Fillers a killed remote create left (`filler`): of the helper volume or a session's backing volume.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fillers: Vec<String>,
     /// What could not be removed, and why (issue 9 finding 8: one failure

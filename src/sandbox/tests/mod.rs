@@ -82,6 +82,7 @@ mod pool;
 mod private;
 mod pull;
 mod remote;
+mod remote_clone;
 mod remote_persist;
 mod remote_start;
 mod rollback;

@@ -14,29 +14,29 @@ fn opts() -> String {
 }
 
 /// `state_volumes_inspect` rows of sbx's two volumes for session `s`.
-fn backing_row(rig: &Rig) -> String {
+pub(super) fn backing_row(rig: &Rig) -> String {
     let labels = serde_json::json!({"sbx.state-of": "s", "sbx.owner": rig.token("sbx-data-s")});
     format!("[\"sbx-data-s\",{labels},null,{M:?}]\n")
 }
 
-fn overlay_row(rig: &Rig) -> String {
+pub(super) fn overlay_row(rig: &Rig) -> String {
     let labels = serde_json::json!({"sbx.session": "s", "sbx.owner": rig.token("sbx-state-s")});
     let o = serde_json::json!({"type": "overlay", "device": "overlay", "o": opts()});
     format!("[\"sbx-state-s\",{labels},{o},\"/e/volumes/sbx-state-s/_data\"]\n")
 }
 
-fn no_such(name: &str) -> Output {
+pub(super) fn no_such(name: &str) -> Output {
     Output::fail(1, &format!("Error: No such volume: {name}"))
 }
 
 /// The helper volume already verified: one labels inspect.
-fn helper_ready(rig: &Rig) {
+pub(super) fn helper_ready(rig: &Rig) {
     std::fs::create_dir_all(rig.state.join("helper")).unwrap();
     std::fs::write(rig.state.join("helper/remote-verified"), format!("ssh://me@far {}\n", helper_volume())).unwrap();
     rig.fake.push(Output::ok(&format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key())));
 }
 
-fn strs(v: &[&str]) -> Vec<String> {
+pub(super) fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
@@ -90,20 +90,20 @@ fn a_first_remote_persist_makes_a_nosuid_overlay_over_a_backing_volume_naming_no
             "sbx-data-s",
         ]),
         strs(&["volume", "inspect", "--format", fmt, "--", "sbx-data-s"]),
-        strs(&[
-            "create",
-            "--network",
-            "none",
-            "--label",
-            "sbx.state-of.filler=1",
-            "--mount",
-            "type=volume,src=sbx-data-s,dst=/v,volume-nocopy",
-            "--pull",
-            "never",
-            "--",
-            IMG,
-            "/v/none",
-        ]),
+        // The filler: named, labelled and owned as gc's `filler` expects.
+        {
+            let f = &calls[6];
+            let (name, value) = (&f[2], f[6].strip_prefix("sbx.helper.filler=").unwrap_or_default());
+            let owner =
+                format!("sbx.owner={}", crate::sandbox::gc::filler::token(&rig.state().key().unwrap(), name, value));
+            let mut want = strs(&["create", "--name", name, "--network", "none", "--label"]);
+            want.extend([f[6].clone(), "--label".into(), owner]);
+            want.extend(strs(&["--mount", "type=volume,src=sbx-data-s,dst=/v,volume-nocopy", "--pull", "never"]));
+            want.extend(strs(&["--", IMG, "/v/none"]));
+            assert!(name.starts_with("sbx-fill-"), "{f:?}");
+            assert_eq!(value.split(' ').nth(2), Some(std::process::id().to_string().as_str()), "made by this process");
+            want
+        },
         strs(&["cp", "-a", "-", "f111e4:/v"]),
         strs(&["rm", "-f", "--", "f111e4"]),
         strs(&[
