@@ -3,7 +3,7 @@
 //! (ready, claimed, by whom) lives here, under `<data dir>/pools/NAME/`:
 //!
 //! ```text
-//! spec.json     the pool: size, max idle, the create flags as given
+//! spec.json     the pool: size, max idle, the create flags as given, its engine
 //! ready/ID      a member the filler saw ready (`Member`); a claim renames it
 //! claimed/ID.PID.START  ... to here, named after the claimer (rename is atomic:
 //!               two claimers never win one member; gc knows whose it is with no window)
