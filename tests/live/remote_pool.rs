@@ -70,6 +70,12 @@ impl PidShim {
     }
 }
 
+impl Drop for PidShim {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// sbx with `env` only and `input` on stdin; returns its pid too.
 fn run(w: &World, args: &[&str], env: &[(String, String)], input: &[u8]) -> (u32, Output) {
     let mut cmd = Command::new(SBX);
