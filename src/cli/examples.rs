@@ -108,7 +108,7 @@ pub const EX_POOL: &str =
 pub const EX_POOL_CREATE: &str = "Examples:
   sbx pool create agents --size 20 --image \"$img\" --route inference:proxy:8080 --max-idle 1h
   sbx pool create untrusted --size 5 --image \"$img\" --runtime runsc --memory 512
-  id=$(sbx create --pool agents --session task-42 --ttl 30m)    # the claim: a few ms, no docker call";
+  id=$(sbx create --pool agents --session task-42 --ttl 30m)    # the claim: a few ms, no docker call (one, remotely)";
 pub const EX_POOL_LS: &str = "Examples:
   sbx pool ls
   sbx --json pool ls";

@@ -166,7 +166,7 @@ pub enum Command {
     /// Check this host end to end: docker, runtimes, sockets, a real hardened probe sandbox, routes.
     #[command(after_help = EX_DOCTOR)]
     Doctor(DoctorArgs),
-    /// Warm pools of ready sandboxes: `sbx create --pool NAME` claims one in a few ms, without a docker call.
+    /// Warm pools of ready sandboxes: `sbx create --pool NAME` claims one in a few ms, without a docker call (one on a remote engine; a pool is the engine's it was made on).
     #[command(after_help = EX_POOL)]
     Pool(PoolArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.

@@ -29,6 +29,7 @@ pub fn refill(name: &str, ctx: &Context) -> Result<()> {
     ctx.driver.fill_pool(&pool, ctx.env.docker_host.as_deref())
 }
 
+/// The pool, once sbx drives its engine (else exit 2, nothing done).
 fn open(name: &str, ctx: &Context) -> Result<Pool> {
     let name = check_name(name)?;
     let state = ctx.driver.state()?;
@@ -36,6 +37,7 @@ fn open(name: &str, ctx: &Context) -> Result<Pool> {
     if !pool.exists() {
         return Err(Error::Sandbox(SandboxError::NoPool { name }));
     }
+    ctx.driver.pool_spec(&pool)?;
     Ok(pool)
 }
 
@@ -94,14 +96,25 @@ fn create(a: PoolCreateArgs, ctx: &Context) -> Result<()> {
         return Err(Invalid::new("--max-idle", "0", "a member would be recycled as soon as it is ready").into());
     }
     let req = with_env(a.request, ctx)?;
+    let engine = ctx.driver.engine()?.clone();
+    // Paths of this machine mean nothing to a remote engine (as `create`).
+    crate::spec::refuse_host_paths(&req, &engine)?;
     let state = ctx.driver.state()?;
     let pool = Pool::at(&state.state.dir, &name);
     // Validated now, as `create` would (exit 2 before anything is recorded).
     crate::sandbox::pool::sandbox_spec(&pool, &req, ctx.env.docker_host.as_deref())?;
-    let spec = PoolSpec { size: a.size, max_idle_secs: max_idle_secs.map(|d| d.as_secs().max(1)), request: req };
+    let spec = PoolSpec {
+        size: a.size,
+        max_idle_secs: max_idle_secs.map(|d| d.as_secs().max(1)),
+        request: req,
+        // The default engine is recorded as nothing, as pools before it were.
+        engine: (!engine.default).then(|| engine.endpoint.clone()),
+        context: engine.context.clone(),
+    };
     if !pool.create(&spec)? {
-        return Err(Invalid::new("pool name", name.clone(), "a pool of that name exists")
-            .hint(format!("pick another name, or `sbx pool rm {name}` first"))
+        let on = pool.spec().map(|s| format!(" (on the engine at {})", s.endpoint())).unwrap_or_default();
+        return Err(Invalid::new("pool name", name.clone(), format!("a pool of that name exists{on}"))
+            .hint(format!("pick another name, or `sbx pool rm {name}` first (driving that engine)"))
             .into());
     }
     (ctx.catch_signals)();
@@ -155,7 +168,21 @@ fn row(pool: &Pool, stats: &[crate::docker::parse::Stats]) -> Row {
 
 fn ls(ctx: &Context) -> Result<()> {
     let state = ctx.driver.state()?;
-    let pools = crate::host::pool::all(&state.state.dir);
+    let endpoint = ctx.driver.engine()?.endpoint.clone();
+    // Only this engine's pools: another's members are not where `docker stats` looks.
+    let (pools, elsewhere): (Vec<Pool>, Vec<Pool>) = crate::host::pool::all(&state.state.dir)
+        .into_iter()
+        .partition(|p| p.spec().is_ok_and(|s| s.endpoint() == endpoint));
+    for p in &elsewhere {
+        let on = p.spec().map(|s| s.endpoint().to_string()).unwrap_or_default();
+        ctx.out.note(
+            "pool_elsewhere",
+            &format!(
+                "pool {} is on the engine at {on}, not {endpoint}: `sbx pool ls` driving that engine lists it",
+                p.name
+            ),
+        );
+    }
     let ready: Vec<String> = pools.iter().flat_map(Pool::ready).collect();
     let stats = if ready.is_empty() {
         Vec::new()

@@ -47,10 +47,15 @@ impl Rig {
 
     /// `sbx ARGS...` with the environment `env` (SBX_RUNTIME, ...).
     fn sbx_with(&self, args: &[&str], env: Env) -> Ran {
+        self.sbx_on(args, env, self.driver())
+    }
+
+    /// `sbx ARGS...` with `driver` (a remote engine's, say).
+    fn sbx_on(&self, args: &[&str], env: Env, driver: Driver) -> Ran {
         let cli = crate::cli::Cli::try_parse_from(std::iter::once("sbx").chain(args.iter().copied())).unwrap();
         let (out, captured) = output::capture(cli.json);
         let ctx = Context {
-            driver: self.driver(),
+            driver,
             out,
             env,
             dirs: Dirs::default(),
@@ -329,6 +334,7 @@ mod events;
 mod files;
 mod lifecycle;
 mod pool;
+mod pool_remote;
 mod workbench;
 
 #[test]

@@ -3,7 +3,7 @@
 //! (ready, claimed, by whom) lives here, under `<data dir>/pools/NAME/`:
 //!
 //! ```text
-//! spec.json     the pool: size, max idle, the create flags as given
+//! spec.json     the pool: size, max idle, the create flags as given, its engine
 //! ready/ID      a member the filler saw ready (`Member`); a claim renames it
 //! claimed/ID.PID.START  ... to here, named after the claimer (rename is atomic:
 //!               two claimers never win one member; gc knows whose it is with no window)
@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::host::state::ProcId;
+use crate::model::engine::DEFAULT_ENDPOINT;
 use crate::model::invalid::Invalid;
 use crate::spec::CreateRequest;
 
@@ -42,6 +43,22 @@ pub struct PoolSpec {
     pub max_idle_secs: Option<u64>,
     /// The create flags, as given (the environment's defaults folded in).
     pub request: CreateRequest,
+    /// The endpoint of the engine its members live on (credentials left
+    /// out); None: the default local engine, which is what pools recorded
+    /// before it meant. Only sbx driving this engine acts on the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// The docker context that named it at `pool create`, for the hint
+    /// when another engine is driven.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+impl PoolSpec {
+    /// The endpoint of the pool's engine.
+    pub fn endpoint(&self) -> &str {
+        self.engine.as_deref().unwrap_or(DEFAULT_ENDPOINT)
+    }
 }
 
 /// A ready member: everything a claim needs without asking the engine.
@@ -58,6 +75,20 @@ pub struct Member {
     pub ready_at: u64,
     /// `create --json`'s object for it, as create printed it.
     pub created: CreatedJson,
+    /// On a remote engine: what its inspect said at fill time (`pid` is
+    /// then the engine machine's, `start` 0). A claim checks it with one
+    /// docker call, since this machine's /proc knows nothing of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteProc>,
+}
+
+/// A remote member as the engine reported it when it was filled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteProc {
+    /// The full container id.
+    pub container: String,
+    /// `State.StartedAt`: a restart changes it.
+    pub started_at: String,
 }
 
 /// `create --json`'s object, field for field in its order, so a claim
@@ -260,6 +291,13 @@ impl Pool {
         self.member("claimed", &Self::claimed_name(id, by))
     }
 
+    /// A taken member whose check could not be made (the engine did not
+    /// answer): back to `ready/`, as it was.
+    pub fn put_back(&self, id: &str, by: ProcId) {
+        let _ =
+            std::fs::rename(self.dir.join("claimed").join(Self::claimed_name(id, by)), self.dir.join("ready").join(id));
+    }
+
     /// A taken member found dead: on to `dead/`.
     pub fn give_up(&self, id: &str, by: ProcId) {
         let dir = self.dir.join("dead");
@@ -348,48 +386,4 @@ pub fn unix_now() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_is_written_only_into_a_recorded_pool() {
-        let data = std::env::temp_dir().join(format!("sbx-pool-status-{:x}", rand::random::<u64>()));
-        let pool = Pool::at(&data, "p");
-        let s = Status { filling: 1, failed: 1, last_error: Some("x".into()) };
-        // After `pool rm`: nothing recorded, so a late refiller writes nothing.
-        pool.set_status(&s);
-        assert!(!pool.dir.exists());
-        assert!(pool.create(&PoolSpec { size: 1, max_idle_secs: None, request: CreateRequest::default() }).unwrap());
-        pool.set_status(&s);
-        assert_eq!(pool.status().last_error.as_deref(), Some("x"));
-        pool.forget();
-        pool.set_status(&s);
-        assert!(!pool.dir.exists());
-        let _ = std::fs::remove_dir_all(&data);
-    }
-
-    #[test]
-    fn probing_for_a_refiller_never_takes_its_lock() {
-        let data = std::env::temp_dir().join(format!("sbx-pool-lock-{}-{}", std::process::id(), rand::random::<u64>()));
-        let pool = Pool::at(&data, "p");
-        std::fs::create_dir_all(&pool.dir).unwrap();
-        drop(pool.try_lock().unwrap().unwrap());
-        // `pool ls`, gc and every claim probe; a refiller starting meanwhile must still get the lock.
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (p, s) = (pool.clone(), stop.clone());
-        let prober = std::thread::spawn(move || {
-            while !s.load(std::sync::atomic::Ordering::Relaxed) {
-                std::hint::black_box(p.filling());
-            }
-        });
-        let lost = (0..20_000).filter(|_| pool.try_lock().unwrap().is_none()).count();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        prober.join().unwrap();
-        let held = pool.try_lock().unwrap().unwrap();
-        assert!(pool.filling() && pool.try_lock().unwrap().is_none());
-        drop(held);
-        assert!(!pool.filling());
-        let _ = std::fs::remove_dir_all(&data);
-        assert_eq!(lost, 0, "a refiller lost its lock to a probe {lost} times");
-    }
-}
+mod tests;

@@ -1,7 +1,11 @@
 //! Warm pools (`sbx pool`): members are made by [`Driver::create`] from the
 //! pool's spec, recorded ready on the host (`host::pool`), and claimed
 //! without a docker call: a rename wins the member, /proc and the socket's
-//! owner say it is still alive, the claim record holds the session.
+//! owner say it is still alive, the claim record holds the session. On a
+//! remote engine the claim spends one docker call instead (`remote`).
+
+mod reaps;
+pub mod remote;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -14,7 +18,6 @@ use crate::host::pool::{unix_now, Member, Pool, Status};
 use crate::host::socket;
 use crate::host::state::{self, Claim, ProcId, State};
 use crate::model::record;
-use crate::sandbox::gc::plan::Reap;
 use crate::spec::{CreateRequest, SandboxSpec};
 
 /// A claim still in progress: the caller prints it, then calls [`Driver::claim_done`].
@@ -61,8 +64,10 @@ pub fn alive(m: &Member) -> bool {
 }
 
 impl Driver {
-    /// Claim a ready member of `pool`: None when there is none. No docker call.
+    /// Claim a ready member of `pool`: None when there is none. No docker
+    /// call on a local engine; one per member tried on a remote one.
     pub fn claim(&self, pool: &Pool, session: Option<&str>, ttl: Option<Duration>) -> Result<Option<Claimed>> {
+        let remote = remote::is_remote(&self.pool_spec(pool)?);
         let HostState { state, .. } = self.state()?;
         // Start 0 (no /proc) never matches a live process: gc would take the claim for dead.
         let me = ProcId::current().unwrap_or(ProcId { pid: std::process::id() as i32, start: 0 });
@@ -77,13 +82,28 @@ impl Driver {
                 continue;
             }
             let member = match pool.taken(&id, me) {
-                Some(m) if m.id == id && alive(&m) => m,
-                // Dead, or its file unreadable: the refiller or gc removes it.
+                Some(m) if m.id == id => m,
                 _ => {
                     pool.give_up(&id, me);
                     continue;
                 }
             };
+            let alive = match remote {
+                false => alive(&member),
+                true => match self.remote_alive(&pool.name, std::slice::from_ref(&member)) {
+                    Ok(live) => !live.is_empty(),
+                    // Unknown is not dead: the member stays for the next claim.
+                    Err(e) => {
+                        pool.put_back(&id, me);
+                        return Err(e);
+                    }
+                },
+            };
+            // Dead: the refiller or gc removes it.
+            if !alive {
+                pool.give_up(&id, me);
+                continue;
+            }
             let claim = Claim {
                 pool: pool.name.clone(),
                 session: session.map(str::to_string),
@@ -135,6 +155,9 @@ impl Driver {
     }
 
     fn member_of(&self, _pool: &Pool, created: &super::create::Created) -> Result<Member> {
+        if self.engine()?.is_remote() {
+            return self.remote_member_of(created);
+        }
         let id = &created.record.id;
         let args = argv::running_pid(id);
         let out = run_ok(&*self.exec, &args)?;
@@ -156,16 +179,33 @@ impl Driver {
         let json = serde_json::to_value(created)
             .and_then(serde_json::from_value)
             .map_err(|e| Error::io("encoding the member's create result", std::io::Error::other(e)))?;
-        Ok(Member { id: id.clone(), socket, uid, pid, start, ready_at: unix_now(), created: json })
+        Ok(Member { id: id.clone(), socket, uid, pid, start, ready_at: unix_now(), created: json, remote: None })
     }
 
     /// Members to recycle now: found dead by a claim, no longer alive, or
     /// idle longer than max-idle. Each is first moved to `dead/`, so no claim can win it.
+    /// A remote pool's members are judged by one inspect of them all;
+    /// when the engine does not answer, none is taken for dead.
     pub fn pool_stale(&self, pool: &Pool, max_idle: Option<Duration>) -> Vec<String> {
         let now = unix_now();
-        for id in pool.ready() {
-            let stale = match pool.member("ready", &id) {
-                Some(m) => !alive(&m) || max_idle.is_some_and(|d| now.saturating_sub(m.ready_at) > d.as_secs()),
+        let members: Vec<(String, Option<Member>)> =
+            pool.ready().into_iter().map(|id| (id.clone(), pool.member("ready", &id))).collect();
+        let live = match pool.spec() {
+            Ok(spec) if remote::is_remote(&spec) => {
+                let known: Vec<Member> = members.iter().filter_map(|(_, m)| m.clone()).collect();
+                Some(
+                    self.remote_alive(&pool.name, &known)
+                        .unwrap_or_else(|_| known.iter().map(|m| m.id.clone()).collect()),
+                )
+            }
+            _ => None,
+        };
+        for (id, m) in members {
+            let stale = match m {
+                Some(m) => {
+                    let dead = live.as_ref().map_or_else(|| !alive(&m), |l| !l.contains(&m.id));
+                    dead || max_idle.is_some_and(|d| now.saturating_sub(m.ready_at) > d.as_secs())
+                }
                 None => true,
             };
             if stale {
@@ -191,6 +231,7 @@ impl Driver {
     /// Top the pool up to its size, one member at a time (engine work paced),
     /// holding its lock; returns at once when another refiller holds it.
     pub fn fill_pool(&self, pool: &Pool, docker_host: Option<&str>) -> Result<()> {
+        self.pool_spec(pool)?;
         let Some(_lock) = pool.try_lock()? else { return Ok(()) };
         let mut status = pool.status();
         status.failed = 0;
@@ -252,7 +293,7 @@ impl Driver {
     /// Returns the destroyed ids.
     pub fn pool_rm(&self, pool: &Pool) -> Result<Vec<String>> {
         let HostState { state, .. } = self.state()?;
-        let _ = pool.spec()?;
+        self.pool_spec(pool)?;
         // The spec goes first: no claim, refiller or fill starts on it after this.
         let _ = std::fs::remove_file(pool.dir.join("spec.json"));
         // A claimer that opened the pool before that may still rename a ready
@@ -276,68 +317,6 @@ impl Driver {
         }
         pool.forget();
         Ok(unclaimed)
-    }
-
-    /// What `gc` reaps of pools: members whose claim never finished (the
-    /// claimer is gone), found dead or idle too long, of a pool that is
-    /// gone, or left unrecorded by a refiller that died; never a healthy
-    /// unclaimed member of a live pool, nor one a live refiller is making.
-    /// With `dry_run` nothing moves.
-    pub fn pool_reaps(
-        &self,
-        state: &State,
-        owned: &[RawContainer],
-        live_creates: &[String],
-        dry_run: bool,
-    ) -> Vec<Reap> {
-        let data = &state.dir;
-        let now = unix_now();
-        let mut reaps = Vec::new();
-        let mut reap = |id: &str, why: String| reaps.push(Reap { id: id.to_string(), reason: why });
-        for c in owned {
-            let Some(name) = c.labels.get(record::POOL) else { continue };
-            let id = c.name.as_str();
-            if let Some(claim) = state.claim(id) {
-                if !claim.complete && !claimer_alive(&claim) {
-                    reap(
-                        id,
-                        format!("claim from pool {name} never finished (its process, pid {}, is gone)", claim.pid),
-                    );
-                }
-                continue;
-            }
-            if live_creates.iter().any(|l| l == id) {
-                continue;
-            }
-            let pool = Pool::at(data, name);
-            let Ok(spec) = pool.spec() else {
-                reap(id, format!("its pool {name} is gone"));
-                continue;
-            };
-            if let Some(m) = pool.member("ready", id) {
-                let why = if !alive(&m) {
-                    format!("pool {name} member is no longer alive")
-                } else if spec.max_idle_secs.is_some_and(|d| now.saturating_sub(m.ready_at) > d) {
-                    format!("pool {name} member idle longer than its max-idle")
-                } else {
-                    continue;
-                };
-                // Won from the claimers first (the rename a claim makes): one
-                // that took it since it was read keeps it.
-                if dry_run || pool.shift(id, "ready", "dead") {
-                    reap(id, why);
-                }
-            } else if pool.member("dead", id).is_some() {
-                reap(id, format!("pool {name} member found dead by a claim"));
-            } else if let Some((_, by)) = pool.claimed().into_iter().find(|(c, _)| c == id) {
-                if !by.is_alive() {
-                    reap(id, format!("claim from pool {name} never finished (its process, pid {}, is gone)", by.pid));
-                }
-            } else if !pool.filling() {
-                reap(id, format!("pool {name}'s refiller died before recording it"));
-            }
-        }
-        reaps
     }
 
     /// Pool files whose sandbox is gone (after gc's removals).

@@ -37,6 +37,7 @@ mod remote_egress;
 mod remote_gvisor;
 mod remote_owners;
 mod remote_persist;
+mod remote_pool;
 mod remote_start;
 mod runtime;
 mod runtime_attack;

@@ -37,6 +37,11 @@ const REMOTE: &[(&str, Status, &str)] = &[
         "this machine's markers and state of each sandbox are attributed to its engine's endpoint (data dir engines/ID): destroy and gc act only on this engine's, and reap those its removed sandboxes left",
     ),
     (
+        "remote pools",
+        Status::Ok,
+        "a pool belongs to the engine it was made on (other engines' are refused, exit 2); a claim checks its member with one `docker container inspect` (running, not paused, the pid and start recorded at fill), not this machine's /proc",
+    ),
+    (
         "remote egress",
         Status::Ok,
         "create --allow/--egress: the gate's policy goes into a volume of the gate's own through `docker cp` (at create, and on every `sbx allow`/`deny`), never a bind of this machine's files",

@@ -8,7 +8,13 @@ use crate::host::pool::{CreatedJson, Member, Pool, PoolSpec};
 /// (the returned lock: a real one would be this test binary).
 fn pool_p(rig: &Rig) -> (Pool, std::fs::File) {
     let pool = Pool::at(&rig.state, "p");
-    let spec = PoolSpec { size: 1, max_idle_secs: None, request: crate::spec::CreateRequest::default() };
+    let spec = PoolSpec {
+        size: 1,
+        max_idle_secs: None,
+        request: crate::spec::CreateRequest::default(),
+        engine: None,
+        context: None,
+    };
     assert!(pool.create(&spec).unwrap());
     let lock = pool.try_lock().unwrap().unwrap();
     (pool, lock)
@@ -24,7 +30,8 @@ fn add_member(pool: &Pool, user: &str, uid: u32) {
         "expires_at": null, "gaps": [], "warnings": ["the image runs as root"]
     }))
     .unwrap();
-    let m = Member { id: ID.into(), socket: None, uid, pid: me.pid, start: me.start, ready_at: 0, created };
+    let m =
+        Member { id: ID.into(), socket: None, uid, pid: me.pid, start: me.start, ready_at: 0, created, remote: None };
     pool.add_ready(&m).unwrap();
 }
 

@@ -79,6 +79,7 @@ mod gc;
 mod lifecycle;
 mod lookup;
 mod pool;
+mod pool_remote;
 mod private;
 mod pull;
 mod remote;

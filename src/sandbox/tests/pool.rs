@@ -15,7 +15,7 @@ const B: &str = "sbx-00000000000b";
 fn pool_with(rig: &Rig, ids: &[&str], max_idle_secs: Option<u64>) -> Pool {
     let st = rig.state();
     let pool = Pool::at(&rig.state, "p");
-    let spec = PoolSpec { size: 1, max_idle_secs, request: CreateRequest::default() };
+    let spec = PoolSpec { size: 1, max_idle_secs, request: CreateRequest::default(), engine: None, context: None };
     assert!(pool.create(&spec).unwrap());
     let me = ProcId::current().unwrap();
     for id in ids {
@@ -25,8 +25,16 @@ fn pool_with(rig: &Rig, ids: &[&str], max_idle_secs: Option<u64>) -> Pool {
             "expires_at": null, "gaps": [], "warnings": []
         }))
         .unwrap();
-        let m =
-            Member { id: id.to_string(), socket: None, uid: 65534, pid: me.pid, start: me.start, ready_at: 0, created };
+        let m = Member {
+            id: id.to_string(),
+            socket: None,
+            uid: 65534,
+            pid: me.pid,
+            start: me.start,
+            ready_at: 0,
+            created,
+            remote: None,
+        };
         pool.add_ready(&m).unwrap();
         let record = SandboxRecord {
             container: container(id),
