@@ -32,6 +32,7 @@ mod pool;
 mod pull;
 mod readme_example;
 mod remote;
+mod remote_audit;
 mod runtime;
 mod runtime_attack;
 mod runtime_checks;

@@ -29,7 +29,7 @@ const REMOTE: &[(&str, Status, &str)] = &[
     (
         "remote /proc",
         Status::Warn,
-        "audit and start read a sandbox's processes and mounts from this machine's /proc: not yet supported",
+        "audit reads a sandbox's process status through a probe container of sbx's own in the sandbox's pid namespace on the engine (no network, read-only, root with every capability dropped but CAP_SYS_PTRACE, removed after; gc reaps one left behind), and the engine's AppArmor from `docker info`; doctor's probe sandbox is read the same way; start checks mounts in this machine's /proc: not yet supported",
     ),
     (
         "remote state",

@@ -4,6 +4,7 @@
 
 mod egress;
 pub mod plan;
+mod probes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -44,6 +45,9 @@ pub struct GcReport {
     /// sbx's own egress network, once no gate uses it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub egress_networks: Vec<String>,
+    /// Audit's status probes left behind past their expiry (container names).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<String>,
     /// What could not be removed, and why (issue 9 finding 8: one failure
     /// must not stop the rest; gc exits 1 at the end).
     pub failed: Vec<GcFailure>,
@@ -140,8 +144,12 @@ impl Driver {
             policy_dirs: Vec::new(),
             egress_logs: Vec::new(),
             egress_networks: Vec::new(),
+            probes: Vec::new(),
             failed: Vec::new(),
         };
+        if let Err(e) = self.gc_audit_probes(dry_run, &mut report) {
+            report.failed.push(GcFailure { item: "audit probes".into(), error: e.to_string() });
+        }
         let reaped: Vec<&RawContainer> =
             owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
         // A remote create's sandbox (issue 16) has its socket inside and

@@ -236,7 +236,7 @@ fn start_and_a_direct_channel_need_this_machine_to_be_the_engine_s() {
         assert!(e.to_string().contains("(the engine is ssh://me@far)"), "{e}");
     };
     unsupported(d.start(ID, Duration::from_secs(1)).unwrap_err());
-    // (audit checks the same first: `checks::audit::read`.)
+    // (any `local_only` refusal reads the same.)
     unsupported(d.local_only("audit").unwrap_err());
     assert!(rig.fake.calls().is_empty(), "{:?}", rig.fake.calls());
     // The direct channel is known from the sandbox's label: one inspect, then refused.
