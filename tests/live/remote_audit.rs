@@ -238,4 +238,37 @@ fn doctor_runs_its_probe_sandbox_on_the_remote_engine_and_leaves_nothing() {
     }
     let ls = json(&sbx(&w, &["--json", "ls"], &remote.env()));
     assert_eq!(ls, serde_json::json!([]), "doctor left a sandbox");
+
+    // Under gVisor: gVisor's kernel inside, and the Sentry read by audit's probe.
+    let out = sbx(&w, &["--json", "doctor", "--runtime", "runsc"], &remote.env());
+    let v = json(&out);
+    assert!(out.status.success(), "doctor --runtime runsc: {v}\n{}", stderr(&out));
+    assert!(doctor_check(&v, "kernel")["detail"].as_str().unwrap().starts_with("gVisor's kernel"), "{v}");
+    let nnp = doctor_check(&v, "no-new-privileges")["detail"].as_str().unwrap().to_string();
+    assert!(nnp.contains("on gVisor's Sentry (NoNewPrivs 1)"), "the Sentry was not read: {nnp}");
+    let ls = json(&sbx(&w, &["--json", "ls"], &remote.env()));
+    assert_eq!(ls, serde_json::json!([]), "doctor left a sandbox");
+}
+
+/// Under gVisor the container's host process is gVisor's Sentry, which
+/// `--pid container:` of a runsc container finds in the host's pid
+/// namespace (where pid 1 is the host's init, not the sandbox): the probe
+/// takes the process in the container's cgroup, the Sentry, as a local
+/// audit does, so the two reports agree, `runtime` included.
+#[test]
+fn under_gvisor_the_probe_reads_the_sentry_as_a_local_audit_does() {
+    let remote = Remote::start();
+    let w = World::new();
+    let sb = w.create(&["--runtime", "runsc"]);
+    let local = w.sbx(&["--json", "audit", &sb.id]);
+    assert_success(&local, "local audit under gVisor");
+    let far = sbx(&w, &["--json", "audit", &sb.id], &remote.env());
+    assert_success(&far, "remote audit under gVisor");
+    let (local, far) = (json(&local), json(&far));
+    assert_eq!(far, local, "a remote audit under gVisor differs from a local one");
+    assert_eq!(far["runtime"]["kernel_isolation"], true, "{far}");
+    let k = rule(&far, "sbx.runtime")["detail"].as_str().unwrap().to_string();
+    assert!(k.contains("gVisor's Sentry, the container's host process"), "{k}");
+    assert!(rule(&far, "5.22")["detail"].as_str().unwrap().ends_with("gVisor's Sentry: Seccomp 2"), "{far}");
+    assert_eq!(probes_of(&sb.id), Vec::<String>::new());
 }
