@@ -2,7 +2,9 @@
  * namespace: for SECONDS, watch /proc for any process that is not the
  * sandbox's user's (the probe, and runc setting it up), and on each try
  * to stop it, ptrace it, write a forged answer to its stdout through
- * /proc/PID/fd/1, and open its memory. Prints one tally line at the end:
+ * /proc/PID/fd/1, and open its memory. With `new` after SECONDS (a
+ * sandbox running as root, the probe's own uid): every process that was
+ * not there when it started. Prints one tally line at the end:
  * `seen=N stopped=N traced=N stdout=N mem=N` (each but seen must stay 0).
  * Static: the fixture has no libc. */
 #define _GNU_SOURCE
@@ -37,10 +39,18 @@ static long uid_of(const char *pid) {
 
 int main(int argc, char **argv) {
     int seconds = argc > 1 ? atoi(argv[1]) : 20;
+    int fresh = argc > 2 && !strcmp(argv[2], "new");
     long me = (long)getuid();
     int seen = 0, stopped = 0, traced = 0, wrote = 0, mem = 0;
     int done[4096];
     int ndone = 0;
+    if (fresh) {
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        while (d && (e = readdir(d)) && ndone < 4096)
+            if (e->d_name[0] >= '0' && e->d_name[0] <= '9') done[ndone++] = atoi(e->d_name);
+        if (d) closedir(d);
+    }
     time_t end = time(0) + seconds;
     while (time(0) < end) {
         DIR *d = opendir("/proc");
@@ -52,7 +62,7 @@ int main(int argc, char **argv) {
             for (int i = 0; i < ndone; i++) known |= done[i] == pid;
             if (known) continue;
             long uid = uid_of(e->d_name);
-            if (uid < 0 || uid == me) continue;
+            if (uid < 0 || (!fresh && uid == me)) continue;
             if (ndone < 4096) done[ndone++] = pid;
             seen++;
             if (kill(pid, SIGSTOP) == 0) { stopped++; kill(pid, SIGCONT); }
