@@ -122,7 +122,6 @@ impl Doctor<'_> {
         };
         let took = started.elapsed();
         let remote = self.driver.engine().is_ok_and(|e| e.is_remote());
-        // Before the exchange: the probe exits once it has answered.
         let seen = self.seen(&created.record.id, runtime, remote, checks);
         let report = self.exchange(&created.record.id);
         if let Err(e) = self.driver.destroy(std::slice::from_ref(&created.record.id)) {
@@ -197,15 +196,31 @@ impl Doctor<'_> {
     /// One exchange with the probe over the channel `connect` would use.
     fn exchange(&self, id: &str) -> Result<Exchange> {
         let channel = self.driver.channel(id)?;
-        let crate::host::channel::Conn { mut reader, mut writer, end } =
+        let crate::host::channel::Conn { mut reader, mut writer, end, stop } =
             channel.open(self.exec, socket::CONNECT_TIMEOUT)?;
+        // The exchange takes well under a second; a channel that never ends
+        // (a relay whose sandbox stopped under it) must not hang doctor.
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let guard = std::thread::spawn(move || {
+            let late = finished.recv_timeout(EXCHANGE_DEADLINE).is_err();
+            if late {
+                stop();
+            }
+            late
+        });
         let nonce = format!("sbx-doctor-{:016x}", rand::random::<u64>());
         let io = |e| Error::io(format!("talking to the probe in {id}"), e);
-        writer.write_all(nonce.as_bytes()).and_then(|()| writer.flush()).map_err(io)?;
+        let sent = writer.write_all(nonce.as_bytes()).and_then(|()| writer.flush());
         // The half-close: the probe answers once it has seen EOF.
         drop(writer);
         let mut body = Vec::new();
-        let read = reader.read_to_end(&mut body);
+        let read = sent.and_then(|()| reader.read_to_end(&mut body).map(drop));
+        let _ = done.send(());
+        if guard.join().unwrap_or(true) {
+            let _ = end();
+            let waited = humantime::format_duration(EXCHANGE_DEADLINE);
+            return Err(io(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {waited}"))));
+        }
         end()?;
         read.map_err(io)?;
         let report = serde_json::from_slice(&body)
@@ -213,6 +228,9 @@ impl Doctor<'_> {
         Ok(Exchange { nonce, report })
     }
 }
+
+/// How long doctor waits for the probe's answer once connected.
+const EXCHANGE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What one exchange with the probe gave: the nonce sbx sent, and the report.
 struct Exchange {
