@@ -8,10 +8,15 @@
 //! workload: `runtime` says what audit is looking at, and the rules that
 //! read the process say how they were established instead.
 
+mod proc_status;
 mod read;
+mod remote;
 mod runtime;
+pub mod status_probe;
 
+pub use proc_status::ProcStatus;
 pub use read::{apparmor_enabled, of_sandbox};
+pub use remote::{process_status, PROBE_LIFETIME};
 pub use runtime::RuntimeFacts;
 use runtime::View;
 
@@ -34,6 +39,9 @@ pub struct AuditReport {
     /// kernel of its own (the `sbx.runtime` rule's verdict).
     pub runtime: RuntimeSummary,
     pub rules: Vec<Rule>,
+    /// What the report is read from, when that needs saying (a paused sandbox).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -43,65 +51,6 @@ pub struct RuntimeSummary {
     pub family: Option<crate::model::runtime::Family>,
     pub registered: bool,
     pub kernel_isolation: bool,
-}
-
-/// What the kernel says about the sandbox's main process.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProcStatus {
-    pub uid: String,
-    pub cap_eff: String,
-    pub cap_prm: String,
-    pub cap_bnd: String,
-    pub no_new_privs: String,
-    pub seccomp: String,
-    /// The program it runs (the executable's name, else argv[0]): tells
-    /// gVisor's Sentry (`runsc`, argv[0] `runsc-sandbox`) from a workload.
-    pub program: String,
-}
-
-impl ProcStatus {
-    pub fn parse(status: &str) -> Self {
-        let f = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.split_whitespace().next())
-                .unwrap_or_default()
-                .to_string()
-        };
-        ProcStatus {
-            uid: f("Uid"),
-            cap_eff: f("CapEff"),
-            cap_prm: f("CapPrm"),
-            cap_bnd: f("CapBnd"),
-            no_new_privs: f("NoNewPrivs"),
-            seccomp: f("Seccomp"),
-            program: String::new(),
-        }
-    }
-
-    /// Whether this is gVisor's Sentry (by its executable, which only the
-    /// engine's runtime could have started as the container's process).
-    pub fn is_sentry(&self) -> bool {
-        matches!(self.program.as_str(), "runsc" | "runsc-sandbox")
-    }
-
-    /// The status of a container's main process, when it runs on this host.
-    pub fn of_pid(pid: i64) -> Option<Self> {
-        if pid <= 0 {
-            return None;
-        }
-        let mut p = ProcStatus::parse(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?);
-        let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
-        // The executable when readable (root, or the same user); argv[0] otherwise.
-        p.program = match std::fs::read_link(format!("/proc/{pid}/exe")) {
-            Ok(exe) => base(&exe.to_string_lossy()),
-            Err(_) => std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| base(&String::from_utf8_lossy(c.split(|b| *b == 0).next().unwrap_or_default())))
-                .unwrap_or_default(),
-        };
-        Some(p)
-    }
 }
 
 const SENSITIVE: &[&str] = &["/", "/boot", "/dev", "/etc", "/lib", "/proc", "/sys", "/usr"];
@@ -146,6 +95,9 @@ pub struct Facts {
     pub image_labels: Result<serde_json::Value, String>,
     /// The runtime it runs under, and the engine's registration of it.
     pub runtime: RuntimeFacts,
+    /// Why the process's status was not read, when it was not (a stopped
+    /// sandbox has no process): the rules that read it say so.
+    pub unread: String,
 }
 
 /// Judge one container. Numbers follow the CIS Docker Benchmark as
@@ -157,7 +109,7 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     let mut rule = |id: &'static str, title: &'static str, pass: bool, detail: String| {
         rules.push(Rule { id, title, pass, detail })
     };
-    let view = View::of(&facts.runtime, proc_status);
+    let view = View::of(&facts.runtime, proc_status, &facts.unread);
     let mode = |k: &str| hc[k].as_str().unwrap_or_default().to_string();
     let sec = strs(&hc["SecurityOpt"]);
     let mounts = Mount::all(c);
@@ -340,7 +292,7 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
 /// The runtime part of the report: what `sbx.runtime` found.
 pub fn runtime_summary(proc_status: Option<&ProcStatus>, facts: &Facts) -> RuntimeSummary {
     let rt = &facts.runtime;
-    let (_, _, kernel_isolation) = runtime::rule(rt, &View::of(rt, proc_status));
+    let (_, _, kernel_isolation) = runtime::rule(rt, &View::of(rt, proc_status, &facts.unread));
     RuntimeSummary { name: rt.name.clone(), family: rt.family(), registered: rt.registered.is_some(), kernel_isolation }
 }
 

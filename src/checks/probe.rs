@@ -1,7 +1,7 @@
 //! The probe `sbx doctor` runs as a real sandbox, in sbx's own image (see
 //! `host::self_image`). Inside the sandbox `sbx __probe TARGET...` binds
 //! the socket, answers one connection with what the process actually got,
-//! and exits.
+//! and waits for doctor to remove the sandbox.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -43,7 +43,10 @@ pub struct RouteCheck {
     pub detail: String,
 }
 
-/// In the sandbox: bind, answer one connection, exit.
+/// How long the probe stays once it has answered.
+const LINGER: Duration = Duration::from_secs(120);
+
+/// In the sandbox: bind, answer one connection, wait to be removed.
 pub fn serve(targets: &[String]) -> Result<()> {
     let io = |e| Error::io("probe", e);
     let listener = UnixListener::bind(SANDBOX_SOCKET).map_err(io)?;
@@ -54,6 +57,13 @@ pub fn serve(targets: &[String]) -> Result<()> {
     report.echo = String::from_utf8_lossy(&request).into_owned();
     let body = serde_json::to_vec(&report).map_err(|source| HostError::Json { context: "probe".into(), source })?;
     conn.write_all(&body).map_err(io)?;
+    let _ = conn.shutdown(std::net::Shutdown::Write);
+    // Stay until doctor destroys the sandbox (it does so right after the
+    // exchange; at most LINGER): the probe is the sandbox's main process,
+    // and its exit stopped the sandbox, and with it the relaying helper,
+    // before the helper passed the report on (seen under gVisor over the
+    // relayed channel).
+    std::thread::sleep(LINGER);
     Ok(())
 }
 

@@ -181,6 +181,9 @@ pub enum Command {
     /// Internal: the probe program `doctor` runs inside a sandbox.
     #[command(name = "__probe", hide = true)]
     Probe(ProbeArgs),
+    /// Internal: audit's status probe, in the sandbox's pid namespace (remote engines).
+    #[command(name = "__audit-probe", hide = true)]
+    AuditProbe(AuditProbeArgs),
     /// Internal: the detached TTL watchdog that `create --ttl` starts.
     #[command(name = "__watchdog", hide = true)]
     Watchdog(WatchdogArgs),
@@ -254,6 +257,14 @@ pub struct DoctorArgs {
     /// is wrong) and run the whole probe under it, e.g. runsc [env: SBX_RUNTIME] [default: runc].
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditProbeArgs {
+    /// The sandbox's full container id.
+    pub container: String,
+    /// Its main process's pid as the engine reports it.
+    pub pid: String,
 }
 
 #[derive(Debug, Args)]

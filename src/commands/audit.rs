@@ -8,6 +8,9 @@ use crate::spec::parse_id;
 pub fn exec(id: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
     let report = crate::checks::audit::of_sandbox(&ctx.driver, &id)?;
+    if let (Some(note), false) = (&report.note, ctx.json()) {
+        ctx.out.note("paused", note);
+    }
     if ctx.json() {
         ctx.out.json_line(&report)?;
     } else {

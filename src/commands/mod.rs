@@ -121,6 +121,7 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Man(a) => done(man::exec(&a.dir, ctx)),
         Command::PoolFill(a) => done(pool::refill(&a.name, ctx)),
         Command::Probe(a) => done(crate::checks::probe::serve(&a.targets)),
+        Command::AuditProbe(a) => done(crate::checks::audit::status_probe::serve(&a.container, &a.pid)),
         Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),
         Command::Gate(a) => done(crate::gate::run(a).map_err(|e| Error::io("egress gate", e))),
     }

@@ -235,6 +235,9 @@ pub enum CheckError {
     AuditFailed { id: String, failed: Vec<String> },
     #[error("doctor: failed checks: {}", failed.join(", "))]
     DoctorFailed { failed: Vec<String> },
+    /// Audit's status probe (remote engines) gave no answer sbx can trust.
+    #[error("audit of {id}: the status probe gave no usable answer: {reason}")]
+    AuditProbe { id: String, reason: String },
 }
 
 impl CheckError {
@@ -242,6 +245,7 @@ impl CheckError {
         match self {
             CheckError::AuditFailed { .. } => "audit_failed",
             CheckError::DoctorFailed { .. } => "doctor_failed",
+            CheckError::AuditProbe { .. } => "audit_probe",
         }
     }
 
@@ -249,6 +253,7 @@ impl CheckError {
         Some(match self {
             CheckError::AuditFailed { id, .. } => format!("`sbx destroy {id}`; a sandbox made by `sbx create` passes every rule, so look for a changed engine default"),
             CheckError::DoctorFailed { .. } => "each failed check above says how to fix it".into(),
+            CheckError::AuditProbe { id, .. } => format!("run `sbx audit {id}` again; if it fails the same way, `sbx doctor` checks the engine"),
         })
     }
 }

@@ -56,6 +56,9 @@ pub struct Conn {
     /// After `reader` hit EOF: how the channel ended (the relayed one
     /// reports a refused or missing socket only here).
     pub end: Box<dyn FnOnce() -> Result<()> + Send>,
+    /// Cut the channel now, from another thread (a deadline): `reader`
+    /// then ends.
+    pub stop: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Channel {
@@ -73,7 +76,16 @@ impl Channel {
                 let stream = direct(path, owners, container.as_deref(), timeout)?;
                 let reader =
                     stream.try_clone().map_err(|e| Error::io(format!("connecting to {}", path.display()), e))?;
-                Ok(Conn { reader: Box::new(reader), writer: Box::new(HalfClose(stream)), end: Box::new(|| Ok(())) })
+                let cut = stream.try_clone().map_err(|e| Error::io(format!("connecting to {}", path.display()), e))?;
+                let stop = Box::new(move || {
+                    let _ = cut.shutdown(std::net::Shutdown::Both);
+                });
+                Ok(Conn {
+                    reader: Box::new(reader),
+                    writer: Box::new(HalfClose(stream)),
+                    end: Box::new(|| Ok(())),
+                    stop,
+                })
             }
             Channel::Exec { id, container } => {
                 let p = docker.open_pipe(&argv::helper_connect(container, SANDBOX_PATH, timeout))?;
@@ -82,7 +94,7 @@ impl Channel {
                     let (code, stderr) = wait()?;
                     relay_status(&id, code, &stderr, timeout)
                 });
-                Ok(Conn { reader: p.stdout, writer: p.stdin, end })
+                Ok(Conn { reader: p.stdout, writer: p.stdin, end, stop: p.stop })
             }
         }
     }

@@ -42,7 +42,7 @@ where
     R: Read + Send + 'static,
     W: Write,
 {
-    let crate::host::channel::Conn { mut reader, writer, end } = conn;
+    let crate::host::channel::Conn { mut reader, writer, end, .. } = conn;
     // Detached, as in `relay`: dropping the writer is the half-close.
     std::thread::spawn(move || {
         let (mut input, mut writer) = (input, writer);

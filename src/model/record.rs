@@ -48,6 +48,13 @@ pub const EGRESS: &str = "sbx.egress";
 pub const EGRESS_NETWORK: &str = "sbx.egress-network";
 /// On a gate container (never `sbx.managed`: it is not a sandbox): its sandbox.
 pub const GATE_OF: &str = "sbx.gate-of";
+/// On audit's status probe (never `sbx.managed`: it is not a sandbox):
+/// the sandbox it reads. With `sbx.owner` and `sbx.expires`, what gc reaps
+/// a probe left behind by (issue 16).
+pub const AUDIT_OF: &str = "sbx.audit-of";
+/// The file in the data dir that says this host has run audit probes, so
+/// gc lists them only there (no extra docker call elsewhere).
+pub const AUDIT_PROBES_MARK: &str = "audit-probes";
 /// On sbx's own egress network (`model::gate::DEFAULT_NETWORK`), so gc never
 /// removes an operator's `--egress-network`.
 pub const EGRESS_NET: &str = "sbx.egress-net";

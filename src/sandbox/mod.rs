@@ -121,6 +121,11 @@ impl Driver {
         Ok(self.engine.get_or_init(|| e))
     }
 
+    /// The sbx executable packed into sbx's own image (the egress gate, audit's probe).
+    pub fn exe(&self) -> &std::path::Path {
+        &self.exe
+    }
+
     /// The executable the egress gate's image is made from (tests use a small file).
     pub fn with_exe(mut self, exe: PathBuf) -> Self {
         self.exe = exe;

@@ -32,6 +32,7 @@ mod pool;
 mod pull;
 mod readme_example;
 mod remote;
+mod remote_audit;
 mod remote_clone;
 mod remote_egress;
 mod remote_gvisor;

@@ -11,11 +11,22 @@ pub fn apparmor_enabled() -> bool {
 /// process's status and the labels of its image, read through the driver.
 pub fn of_sandbox(driver: &crate::sandbox::Driver, id: &str) -> crate::error::Result<AuditReport> {
     use crate::docker::{argv, parse, status_error};
-    // The process's status is read from this machine's /proc.
-    driver.local_only("audit reads the sandbox's process status from this machine's /proc")?;
+    let remote = driver.engine()?.is_remote();
     let raw = driver.inspect_one(id)?;
     let full = &raw.full;
-    let status = ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0));
+    // The process's status: from this machine's /proc, or (remote) from a
+    // probe of sbx's own in the sandbox's pid namespace on the engine.
+    let (status, unread) = if remote {
+        super::remote::process_status(driver, id, &raw)?
+    } else {
+        let pid = full["State"]["Pid"].as_i64().unwrap_or(0);
+        match ProcStatus::of_pid(pid) {
+            Some(p) => (Some(p), String::new()),
+            None => {
+                (None, not_running(full).unwrap_or_else(|| format!("its process (pid {pid}) is not readable here")))
+            }
+        }
+    };
     // The image's own labels: a container inherits them, sbx's record must not.
     let image = full["Image"].as_str().unwrap_or_default();
     let args = argv::image_labels(image);
@@ -26,10 +37,29 @@ pub fn of_sandbox(driver: &crate::sandbox::Driver, id: &str) -> crate::error::Re
         _ if parse::no_such_image(&out.stderr_str()) => Err(out.stderr_str()),
         _ => return Err(status_error(&args, &out).into()),
     };
-    let facts = Facts { apparmor: apparmor_enabled(), image_labels, runtime: runtime_of(driver, full)? };
+    let apparmor = if remote { super::remote::apparmor(driver)? } else { apparmor_enabled() };
+    let facts = Facts { apparmor, image_labels, runtime: runtime_of(driver, full)?, unread };
     let rules = audit(full, status.as_ref(), &facts);
     let runtime = runtime_summary(status.as_ref(), &facts);
-    Ok(AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), runtime, rules })
+    let note = paused(full);
+    Ok(AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), runtime, rules, note })
+}
+
+/// Why a sandbox has no process to read: it is not running (docker's
+/// `created`, `exited`, `dead`...).
+pub(super) fn not_running(c: &serde_json::Value) -> Option<String> {
+    if c["State"]["Running"] == true {
+        return None;
+    }
+    let status = c["State"]["Status"].as_str().unwrap_or("not running");
+    Some(format!("the sandbox is not running ({status}): it has no process to read (`sbx start` runs it again)"))
+}
+
+/// A paused sandbox's process is read as it stands, frozen: say so.
+fn paused(c: &serde_json::Value) -> Option<String> {
+    (c["State"]["Paused"] == true).then(|| {
+        "the sandbox is paused: its process was read frozen, as it stands (`sbx resume` runs it again)".to_string()
+    })
 }
 
 /// The runtime the engine ran the container under (`HostConfig.Runtime`,

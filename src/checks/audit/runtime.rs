@@ -48,19 +48,20 @@ pub enum View<'a> {
     /// gVisor's Sentry: the workload runs inside it; its status is gVisor's.
     Sentry(&'a ProcStatus),
     /// Nothing readable that is the workload: the reason.
-    Hidden(&'static str),
+    Hidden(String),
 }
 
 impl<'a> View<'a> {
-    pub fn of(rt: &RuntimeFacts, p: Option<&'a ProcStatus>) -> Self {
+    /// `unread`: why `p` is None, when it is.
+    pub fn of(rt: &RuntimeFacts, p: Option<&'a ProcStatus>, unread: &str) -> Self {
         match (rt.family(), p) {
             // An engine that no longer lists the runtime: the process says what it is.
             (Some(Family::Gvisor) | None, Some(p)) if p.is_sentry() => View::Sentry(p),
             (Some(Family::Kata), _) => {
-                View::Hidden("the workload runs in Kata's VM: no host process of the container is the workload")
+                View::Hidden("the workload runs in Kata's VM: no host process of the container is the workload".into())
             }
             (_, Some(p)) => View::Workload(p),
-            (_, None) => View::Hidden("process not visible from here (remote engine?)"),
+            (_, None) => View::Hidden(unread.to_string()),
         }
     }
 
@@ -165,7 +166,7 @@ pub fn seccomp(rt: &RuntimeFacts, view: &View) -> Option<(bool, String)> {
     let sentry = match view {
         View::Sentry(p) => (p.seccomp == "2", format!("gVisor's Sentry: Seccomp {}", p.seccomp)),
         View::Workload(p) => (false, format!("the host process {:?} is not gVisor's Sentry", p.program)),
-        View::Hidden(why) => (true, why.to_string()),
+        View::Hidden(why) => (true, why.clone()),
     };
     Some((sentry.0, format!("the profile sbx ships is passed, but {}; {}", reg.seccomp_meaning(), sentry.1)))
 }

@@ -1,6 +1,6 @@
 use super::*;
 
-fn good() -> serde_json::Value {
+pub(super) fn good() -> serde_json::Value {
     let profile: serde_json::Value = serde_json::from_str(crate::host::seccomp::PROFILE).unwrap();
     serde_json::json!({
         "AppArmorProfile": "docker-default",
@@ -24,6 +24,7 @@ fn facts() -> Facts {
         apparmor: true,
         image_labels: Ok(serde_json::json!({"org.opencontainers.image.title": "agent"})),
         runtime: RuntimeFacts::runc(),
+        unread: "the sandbox is not running: it has no process to read".into(),
     }
 }
 

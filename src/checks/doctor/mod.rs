@@ -63,17 +63,13 @@ pub struct Doctor<'a> {
 impl Doctor<'_> {
     pub fn run(&self, routes: &[Route]) -> DoctorReport {
         let mut checks = Vec::new();
-        let remote = self.location(&mut checks);
+        // With a remote engine the probe sandbox takes create's remote path
+        // (the relayed channel, the helper volume) and its host process is
+        // read by audit's status probe (issue 16).
+        self.location(&mut checks);
         let docker_ok = self.docker(&mut checks);
         self.host_dirs(&mut checks);
-        if remote {
-            checks.push(check(
-                "probe",
-                Status::Skip,
-                "not yet supported with a remote engine: the probe sandbox binds this machine's files (issue 16); `sbx create` and `sbx connect` exercise the engine instead",
-                None,
-            ));
-        } else if docker_ok {
+        if docker_ok {
             match self.runtimes(routes, &mut checks) {
                 Some(reg) => self.probe(routes, &reg, &mut checks),
                 None => checks.push(check(

@@ -100,7 +100,20 @@ impl Doctor<'_> {
             pool: None,
         };
         let started = std::time::Instant::now();
-        let created = match self.driver.create(&spec) {
+        let mut created = self.driver.create(&spec);
+        // Another sbx build on this engine dropped sbx's image between the
+        // import and the create (`self_image`: one build's image at a time): once more.
+        let gone = |e: &Error| {
+            matches!(e, Error::Image(crate::error::ImageError::Missing { .. }))
+                || crate::docker::parse::image_missing_at_run(&e.to_string())
+        };
+        if matches!(&created, Err(e) if gone(e)) {
+            match self.probe_image().and_then(|i| ImageRef::parse(&i).map_err(Error::from)) {
+                Ok(i) => created = self.driver.create(&SandboxSpec { image: i, ..spec.clone() }),
+                Err(e) => created = Err(e),
+            }
+        }
+        let created = match created {
             Ok(c) => c,
             Err(e) => {
                 checks.push(check("probe", Status::Fail, format!("the probe sandbox did not start: {e}"), e.hint()));
@@ -108,8 +121,8 @@ impl Doctor<'_> {
             }
         };
         let took = started.elapsed();
-        // Before the exchange: the probe exits once it has answered.
-        let seen = self.seen(&created.record.id, runtime);
+        let remote = self.driver.engine().is_ok_and(|e| e.is_remote());
+        let seen = self.seen(&created.record.id, runtime, remote, checks);
         let report = self.exchange(&created.record.id);
         if let Err(e) = self.driver.destroy(std::slice::from_ref(&created.record.id)) {
             checks.push(check(
@@ -123,6 +136,9 @@ impl Doctor<'_> {
             Ok(Exchange { nonce, report: r }) => {
                 let how = match created.record.channel {
                     crate::host::channel::Kind::Direct => "its socket on the host".to_string(),
+                    crate::host::channel::Kind::Exec if remote => {
+                        "the relayed channel (docker exec; the engine is remote)".to_string()
+                    }
                     crate::host::channel::Kind::Exec => {
                         "the relayed channel (docker exec; sbx is not root)".to_string()
                     }
@@ -143,33 +159,68 @@ impl Doctor<'_> {
     }
 
     /// What the host sees of the probe: its SecurityOpt (the engine's
-    /// inspect) and its host process (gVisor's Sentry under runsc).
-    fn seen(&self, id: &str, runtime: &Registered) -> Seen {
-        let full = self.driver.inspect_one(id).map(|c| c.full).unwrap_or_default();
+    /// inspect) and its host process (gVisor's Sentry under runsc), read
+    /// here or, with a remote engine, by audit's status probe on it.
+    fn seen(&self, id: &str, runtime: &Registered, remote: bool, checks: &mut Vec<Check>) -> Seen {
+        let raw = self.driver.inspect_one(id).ok();
+        let full = raw.as_ref().map(|r| r.full.clone()).unwrap_or_default();
         let security_opt = full["HostConfig"]["SecurityOpt"]
             .as_array()
             .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
             .unwrap_or_default();
+        let host_process = match (&raw, remote) {
+            (_, false) => ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0)),
+            (None, true) => None,
+            (Some(raw), true) => match crate::checks::audit::process_status(self.driver, id, raw) {
+                Ok((status, _)) => status,
+                Err(e) => {
+                    let detail = format!("the probe's host process could not be read on the remote engine: {e}");
+                    checks.push(check("host process", Status::Warn, detail, e.hint()));
+                    None
+                }
+            },
+        };
         Seen {
             runtime: runtime.clone(),
-            host_kernel: std::fs::read_to_string("/proc/version").unwrap_or_default().trim().to_string(),
+            // This machine's kernel is not the engine's: the probe's is judged alone.
+            host_kernel: if remote {
+                String::new()
+            } else {
+                std::fs::read_to_string("/proc/version").unwrap_or_default().trim().to_string()
+            },
             security_opt,
-            host_process: ProcStatus::of_pid(full["State"]["Pid"].as_i64().unwrap_or(0)),
+            host_process,
         }
     }
 
     /// One exchange with the probe over the channel `connect` would use.
     fn exchange(&self, id: &str) -> Result<Exchange> {
         let channel = self.driver.channel(id)?;
-        let crate::host::channel::Conn { mut reader, mut writer, end } =
+        let crate::host::channel::Conn { mut reader, mut writer, end, stop } =
             channel.open(self.exec, socket::CONNECT_TIMEOUT)?;
+        // The exchange takes well under a second; a channel that never ends
+        // (a relay whose sandbox stopped under it) must not hang doctor.
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let guard = std::thread::spawn(move || {
+            let late = finished.recv_timeout(EXCHANGE_DEADLINE).is_err();
+            if late {
+                stop();
+            }
+            late
+        });
         let nonce = format!("sbx-doctor-{:016x}", rand::random::<u64>());
         let io = |e| Error::io(format!("talking to the probe in {id}"), e);
-        writer.write_all(nonce.as_bytes()).and_then(|()| writer.flush()).map_err(io)?;
+        let sent = writer.write_all(nonce.as_bytes()).and_then(|()| writer.flush());
         // The half-close: the probe answers once it has seen EOF.
         drop(writer);
         let mut body = Vec::new();
-        let read = reader.read_to_end(&mut body);
+        let read = sent.and_then(|()| reader.read_to_end(&mut body).map(drop));
+        let _ = done.send(());
+        if guard.join().unwrap_or(true) {
+            let _ = end();
+            let waited = humantime::format_duration(EXCHANGE_DEADLINE);
+            return Err(io(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {waited}"))));
+        }
         end()?;
         read.map_err(io)?;
         let report = serde_json::from_slice(&body)
@@ -177,6 +228,9 @@ impl Doctor<'_> {
         Ok(Exchange { nonce, report })
     }
 }
+
+/// How long doctor waits for the probe's answer once connected.
+const EXCHANGE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What one exchange with the probe gave: the nonce sbx sent, and the report.
 struct Exchange {

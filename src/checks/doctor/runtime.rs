@@ -59,7 +59,9 @@ impl Doctor<'_> {
         };
         // What create would need of it for this probe: a network for the
         // routes doctor was given, a host socket for the channel it picks.
-        let direct = Choice::Auto.resolve(nix::unistd::geteuid().as_raw()) == Kind::Direct;
+        // A remote engine always gets the relayed channel.
+        let remote = self.driver.engine().is_ok_and(|e| e.is_remote());
+        let direct = !remote && Choice::Auto.resolve(nix::unistd::geteuid().as_raw()) == Kind::Direct;
         let problems = reg.problems(!routes.is_empty(), direct);
         if !problems.is_empty() {
             let e = RuntimeError::Misconfigured { name: reg.name.clone(), path: reg.path.clone(), problems };
@@ -72,7 +74,7 @@ impl Doctor<'_> {
             detail.push_str(a);
         }
         detail.push_str(&format!("): {}", reg.seccomp_meaning()));
-        if reg.family() == Family::Gvisor && std::path::Path::new("/dev/kvm").exists() {
+        if reg.family() == Family::Gvisor && !remote && std::path::Path::new("/dev/kvm").exists() {
             // Information only: runsc's kvm platform hung at container start on engine 20.10 here.
             detail.push_str("; /dev/kvm exists (sbx is tested with runsc's default platform, not kvm)");
         }

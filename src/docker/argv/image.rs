@@ -76,6 +76,11 @@ pub fn remove_images<S: AsRef<str>>(ids: &[S]) -> Vec<OsString> {
     with_tail(&["rmi", "--"], ids)
 }
 
+/// The engine's security options (`["name=apparmor", "name=seccomp,profile=default", ...]`).
+pub fn security_options() -> Vec<OsString> {
+    os(&["info", "--format", "{{json .SecurityOptions}}"])
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::strs;

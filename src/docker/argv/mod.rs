@@ -5,8 +5,9 @@
 //!
 //! One file per area: `run` (the sandbox's `docker run`/`create`),
 //! `lifecycle` (containers by id), `events` (the event stream), `network`, `volume`, `exec` (exec, logs,
-//! stats), `image` (images and the engine), `gate` (the egress gate), `remote` (a
-//! remote engine's helper volume), `remote_state` (a remote session's /state). Callers use the flat
+//! stats), `image` (images and the engine), `gate` (the egress gate), `probe` (audit's
+//! status probe), `remote` (a remote engine's helper volume), `remote_state` (a remote
+//! session's /state). Callers use the flat
 //! `argv::NAME` paths re-exported here.
 
 use std::ffi::OsString;
@@ -17,6 +18,7 @@ mod gate;
 mod image;
 mod lifecycle;
 mod network;
+mod probe;
 pub mod remote;
 pub mod remote_state;
 mod run;
@@ -28,13 +30,14 @@ pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts}
 pub use gate::{egress_network_create, egress_networks, gate_create, gate_run, gates, GatePlan, PolicySource};
 pub use image::{
     context_host, context_show, image_label_values, image_labels, image_user, images_labelled, import, info_os,
-    ps_quiet, pull, remove_images, repo_digests, runtimes, version,
+    ps_quiet, pull, remove_images, repo_digests, runtimes, security_options, version,
 };
 pub use lifecycle::{inspect, list, pause, remove, running_pid, start, state, stop, unpause, LOG_TAIL};
 pub use network::{
     network_connect, network_connect_alias, network_disconnect, network_inspect, network_remove, private_network,
     private_networks,
 };
+pub use probe::{audit_probe, audit_probes, ProbePlan};
 pub use run::{container, egress_network, mode_name, RunPlan};
 pub use volume::{session_volumes, volume_create, volume_inspect, volume_remove, volume_users};
 

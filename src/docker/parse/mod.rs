@@ -34,6 +34,18 @@ pub use stderr::{
 };
 pub use volume::{SessionVolume, VolumeUser};
 
+/// Audit's status probes gc reaps (`argv::audit_probes` rows): those
+/// whose owner token is `key`'s and whose `sbx.expires` has passed (or is
+/// unreadable), as (name, container id).
+pub fn expired_probes(rows: &str, key: &[u8], now: std::time::SystemTime) -> Vec<(String, String)> {
+    self::rows::<[String; 4]>(rows)
+        .into_iter()
+        .filter(|[name, owner, _, _]| *owner == crate::model::token::owner_token(key, name))
+        .filter(|[_, _, expires, _]| humantime::parse_rfc3339(expires).map_or(true, |e| e <= now))
+        .map(|[name, _, _, cid]| (name, cid))
+        .collect()
+}
+
 /// One JSON row per line, as the `--format '[...]'` argv above print them;
 /// a line of another shape is skipped.
 pub fn rows<T: serde::de::DeserializeOwned>(stdout: &str) -> Vec<T> {

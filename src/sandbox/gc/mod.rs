@@ -5,6 +5,7 @@
 mod egress;
 pub mod filler;
 pub mod plan;
+mod probes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -48,6 +49,9 @@ pub struct GcReport {
     /// Fillers a killed remote create left (`filler`): of the helper volume or a session's backing volume.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fillers: Vec<String>,
+    /// Audit's status probes left behind past their expiry (container names).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<String>,
     /// What could not be removed, and why (issue 9 finding 8: one failure
     /// must not stop the rest; gc exits 1 at the end).
     pub failed: Vec<GcFailure>,
@@ -148,8 +152,12 @@ impl Driver {
             egress_logs: Vec::new(),
             egress_networks: Vec::new(),
             fillers: Vec::new(),
+            probes: Vec::new(),
             failed: Vec::new(),
         };
+        if let Err(e) = self.gc_audit_probes(dry_run, &mut report) {
+            report.failed.push(GcFailure { item: "audit probes".into(), error: e.to_string() });
+        }
         let reaped: Vec<&RawContainer> =
             owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
         // A remote create's sandbox (issue 16) has its socket inside and

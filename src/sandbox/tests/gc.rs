@@ -147,3 +147,41 @@ fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
     assert!(vols.join("racing/workspace").exists());
     drop(held);
 }
+
+/// Issue 16: audit's status probes an sbx left behind (killed between
+/// docker's create and start) go once expired, if this host made them;
+/// a host that never ran one makes no extra call.
+#[test]
+fn gc_reaps_expired_audit_probes_of_this_host_only() {
+    let rig = Rig::new();
+    std::fs::create_dir_all(&rig.root).unwrap();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+    let r = rig.driver().gc(false).unwrap();
+    assert!(r.probes.is_empty());
+    assert_eq!(rig.fake.calls().len(), 2, "{:?}", rig.fake.calls());
+
+    std::fs::write(rig.state.join(crate::model::record::AUDIT_PROBES_MARK), b"").unwrap();
+    let row =
+        |name: &str, owner: &str, expires: &str, cid: &str| serde_json::json!([name, owner, expires, cid]).to_string();
+    let (old, new, forged) = ("sbx-audit-00000000000a-1", "sbx-audit-00000000000a-2", "sbx-audit-00000000000a-3");
+    let probes = [
+        row(old, &rig.token(old), "2000-01-01T00:00:00Z", "c1"),
+        row(new, &rig.token(new), "2999-01-01T00:00:00Z", "c2"),
+        row(forged, "0000", "2000-01-01T00:00:00Z", "c3"),
+    ]
+    .join("\n");
+    for dry_run in [true, false] {
+        rig.fake.push(Output::ok(""));
+        rig.fake.push(Output::ok(""));
+        rig.fake.push(Output::ok(&probes));
+        if !dry_run {
+            rig.fake.push(Output::ok(""));
+        }
+        let r = rig.driver().gc(dry_run).unwrap();
+        assert_eq!(r.probes, [old]);
+    }
+    let calls = rig.fake.calls();
+    assert!(calls[calls.len() - 2].contains(&"label=sbx.audit-of".to_string()), "{calls:?}");
+    assert_eq!(calls.last().unwrap(), &["rm", "-f", "-v", "--", "c1"]);
+}

@@ -219,14 +219,14 @@ fn destroy_on_a_remote_engine_keeps_this_machine_s_files() {
 }
 
 #[test]
-fn audit_and_a_direct_channel_need_this_machine_to_be_the_engine_s() {
+fn a_direct_channel_needs_this_machine_to_be_the_engine_s() {
     let rig = Rig::new();
     let d = remote(&rig);
     let unsupported = |e: Error| {
         assert!(matches!(&e, Error::Host(crate::error::HostError::RemoteUnsupported { .. })), "{e}");
         assert!(e.to_string().contains("(the engine is ssh://me@far)"), "{e}");
     };
-    // (audit checks the same first: `checks::audit::read`.)
+    // (any `local_only` refusal reads the same.)
     unsupported(d.local_only("audit").unwrap_err());
     assert!(rig.fake.calls().is_empty(), "{:?}", rig.fake.calls());
     // The direct channel is known from the sandbox's label: one inspect, then refused.
