@@ -129,9 +129,14 @@ impl Drop for World {
         for c in self.containers() {
             let _ = docker(&["rm", "-f", "-v", &c]);
         }
-        // Private route networks sbx made for this test's sandboxes, should a
-        // failed test have skipped their destroy.
+        // Private route networks sbx made for this test's sandboxes, and
+        // their egress gates (labelled with the sandbox, not the case),
+        // should a failed test have skipped their destroy.
         for name in names.lines() {
+            let gates = docker_ok(&["ps", "-aq", "--filter", &format!("label=sbx.gate-of={name}")]);
+            for g in gates.lines() {
+                let _ = docker(&["rm", "-f", "-v", g]);
+            }
             let nets = docker_ok(&["network", "ls", "-q", "--filter", &format!("label=sbx.private-for={name}")]);
             for net in nets.lines() {
                 let attached = docker_ok(&[
