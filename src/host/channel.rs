@@ -152,6 +152,9 @@ pub fn relay_status(id: &str, code: i32, stderr: &str, timeout: Duration) -> Res
         _ if stderr.contains("is paused, unpause the container") => {
             return Err(crate::error::Explained::Paused { id: id.to_string() }.into())
         }
+        _ if crate::docker::parse::no_such_container(stderr) => {
+            return Err(Error::Sandbox(SandboxError::NotFound { id: id.to_string() }))
+        }
         _ if stderr.contains("is not running") => {
             return Err(Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state: "not running".into() }))
         }

@@ -13,6 +13,9 @@ impl Driver {
     /// How to reach a running sandbox's program (`connect`, `doctor`): the
     /// channel its create chose, as its (token-covered) label records it.
     pub fn channel(&self, id: &str) -> Result<crate::host::channel::Channel> {
+        if let Some(ch) = self.recorded_remote_channel(id)? {
+            return Ok(ch);
+        }
         let raw = self.inspect_one(id)?;
         let kind = Kind::from_label(raw.labels.get(record::CHANNEL).map(String::as_str));
         if kind == Kind::Direct {
@@ -42,5 +45,24 @@ impl Driver {
             // `docker exec` on the container id, never a name another container could take.
             Kind::Exec => Channel::Exec { id: id.to_string(), container: container_id(&raw)? },
         })
+    }
+
+    /// A sandbox this host made on the remote engine it drives now (its
+    /// record, attributed to this engine: both written by sbx in its data
+    /// dir at create) is reached on the container id recorded then,
+    /// without an inspect first: over ssh that look-up is a third of a
+    /// connect's time (`BENCHMARKS.md`, remote). Every remote create is
+    /// relayed. A container paused, stopped or gone since is docker's
+    /// answer to the `docker exec`, which `relay_status` says in sbx's words.
+    fn recorded_remote_channel(&self, id: &str) -> Result<Option<Channel>> {
+        let engine = self.engine()?;
+        if !engine.is_remote() {
+            return Ok(None);
+        }
+        let state = &self.state()?.state;
+        if !state.belongs(id, &engine.endpoint) {
+            return Ok(None);
+        }
+        Ok(state.record(id).map(|r| Channel::Exec { id: id.to_string(), container: r.container }))
     }
 }

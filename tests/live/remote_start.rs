@@ -57,6 +57,11 @@ fn a_remote_sandbox_stops_starts_pauses_and_resumes_over_ssh() {
     line_by_line(connect(&w, &env, &sb.id), &["alpha", "beta"], str::to_string);
     assert_success(&sbx(&w, &["pause", &sb.id], &env), "pause over ssh");
     assert_eq!(ls_state(&w, &env, &sb.id), "paused");
+    // Reached on its recorded container id without a look-up: docker's
+    // refusal of the exec is said in sbx's words.
+    let out = sbx(&w, &["--json", "connect", &sb.id], &env);
+    assert_exit(&out, 1, "connect to a paused remote sandbox");
+    assert!(stderr(&out).contains("\"paused\"") && stderr(&out).contains("sbx resume"), "{}", stderr(&out));
     assert_success(&sbx(&w, &["resume", &sb.id], &env), "resume over ssh");
     line_by_line(connect(&w, &env, &sb.id), &["after"], str::to_string);
     assert!(w.socket_root.join(&sb.id).is_dir(), "the marker (the watchdog's) went");
@@ -71,6 +76,14 @@ fn a_remote_sandbox_stops_starts_pauses_and_resumes_over_ssh() {
     assert!(err.contains("inside the sandbox") && err.contains("was stopped again"), "{err}");
     assert_eq!(ls_state(&w, &env, &never.id), "stopped");
     assert_eq!(w.containers().len(), 2, "kept, not destroyed");
+    let out = sbx(&w, &["connect", &never.id], &env);
+    assert_exit(&out, 1, "connect to a stopped remote sandbox");
+    assert!(stderr(&out).contains("not running"), "{}", stderr(&out));
+    // Removed behind sbx's back: its record here still names it.
+    docker_ok(&["rm", "-f", &never.id]);
+    let out = sbx(&w, &["--json", "connect", &never.id], &env);
+    assert_exit(&out, 1, "connect to a remote sandbox removed with docker rm");
+    assert!(stderr(&out).contains("\"not_found\""), "{}", stderr(&out));
 
     let argvs = shim.argvs();
     assert_eq!(local_paths(&argvs), Vec::<String>::new(), "paths of this machine sent to a remote engine: {argvs:?}");

@@ -321,3 +321,36 @@ fn a_remote_gate_gets_its_policy_through_docker_cp_never_a_bind() {
     );
     assert_eq!(crate::host::egress::read(&rig.state, ID).unwrap(), recorded, "a policy the gate lacks was recorded");
 }
+
+/// `connect` to a sandbox this host made on the remote engine it drives
+/// (recorded and attributed here): no inspect first, the recorded
+/// container id; anything else is looked up as before, and a container
+/// gone since is docker's answer, said as sbx's.
+#[test]
+fn a_recorded_remote_sandbox_is_connected_without_a_look_up() {
+    let rig = Rig::new();
+    let cid = "c".repeat(64);
+    let state = rig.state();
+    let rec = crate::host::state::SandboxRecord {
+        container: cid.clone(),
+        socket_dir: rig.root.join(ID),
+        private: Vec::new(),
+        volume: None,
+        session: None,
+        gate: None,
+    };
+    state.set_record(ID, &rec).unwrap();
+    // Recorded but the local engine's (no attribution): looked up.
+    rig.fake.push(Output::fail(1, &format!("Error: No such object: {ID}")));
+    assert!(remote(&rig).channel(ID).is_err());
+    assert_eq!(rig.fake.verbs(), ["container inspect"]);
+    state.set_engine(ID, "ssh://me@far").unwrap();
+    let before = rig.fake.calls().len();
+    match remote(&rig).channel(ID).unwrap() {
+        crate::host::channel::Channel::Exec { id, container } => assert_eq!((id.as_str(), container), (ID, cid)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rig.fake.calls().len(), before, "a docker call before the exec");
+    let gone = crate::host::channel::relay_status(ID, 1, "Error: No such container: cccc", Duration::from_secs(1));
+    assert!(matches!(gone, Err(Error::Sandbox(crate::error::SandboxError::NotFound { .. }))), "{gone:?}");
+}
