@@ -341,20 +341,8 @@ mod tests {
     }
 
     fn tar_of(entries: &[(&str, tar::EntryType, &[u8], Option<&str>)]) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        for (path, kind, data, link) in entries {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(*kind);
-            h.set_mode(0o755);
-            h.set_size(data.len() as u64);
-            if let Some(l) = link {
-                h.set_link_name(l).unwrap();
-            }
-            h.set_path(path).unwrap();
-            h.set_cksum();
-            b.append(&h, *data).unwrap();
-        }
-        b.into_inner().unwrap()
+        let all: Vec<_> = entries.iter().map(|&(p, k, d, l)| (p, k, d, 0o755, l)).collect();
+        crate::sandbox::testing::tar_of(&all)
     }
 
     #[test]

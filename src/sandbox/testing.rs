@@ -130,3 +130,26 @@ impl Drop for Rig {
         let _ = std::fs::remove_file(self.root.with_extension("exe"));
     }
 }
+
+/// One tar entry as `docker cp` prints it: (path, type, content, mode, link target).
+pub type TarEntry<'a> = (&'a str, tar::EntryType, &'a [u8], u32, Option<&'a str>);
+
+/// A tar of root-owned `entries`, in order (what `docker cp ID:PATH -`
+/// answers, for the remote engine's checks).
+pub fn tar_of(entries: &[TarEntry]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, kind, data, mode, link) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(*kind);
+        h.set_mode(*mode);
+        h.set_uid(0);
+        h.set_size(data.len() as u64);
+        if let Some(l) = link {
+            h.set_link_name(l).unwrap();
+        }
+        h.set_path(path).unwrap();
+        h.set_cksum();
+        b.append(&h, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}

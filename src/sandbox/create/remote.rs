@@ -202,26 +202,7 @@ fn check_run_tar(tar: &[u8], readable: bool) -> std::result::Result<(), String> 
 mod tests {
     use super::*;
 
-    /// (path, type, content, mode, link target)
-    type Entry<'a> = (&'a str, tar::EntryType, &'a [u8], u32, Option<&'a str>);
-
-    fn tar_of(entries: &[Entry]) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        for (path, kind, data, mode, link) in entries {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(*kind);
-            h.set_mode(*mode);
-            h.set_uid(0);
-            h.set_size(data.len() as u64);
-            if let Some(l) = link {
-                h.set_link_name(l).unwrap();
-            }
-            h.set_path(path).unwrap();
-            h.set_cksum();
-            b.append(&h, *data).unwrap();
-        }
-        b.into_inner().unwrap()
-    }
+    use crate::sandbox::testing::tar_of;
 
     #[test]
     fn the_run_layout_must_be_plain_directories_holding_sbx_s_helper() {

@@ -40,27 +40,14 @@ fn volume() -> String {
 
 /// `docker cp ID:/run -` of a sandbox whose /run holds `extra` besides the plain layout.
 fn run_tar(sandbox: Option<(tar::EntryType, Option<&str>)>) -> Output {
-    let mut b = tar::Builder::new(Vec::new());
-    let mut add = |path: &str, kind: tar::EntryType, data: &[u8], mode: u32, link: Option<&str>| {
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(kind);
-        h.set_mode(mode);
-        h.set_uid(0);
-        h.set_size(data.len() as u64);
-        if let Some(l) = link {
-            h.set_link_name(l).unwrap();
-        }
-        h.set_path(path).unwrap();
-        h.set_cksum();
-        b.append(&h, data).unwrap();
-    };
-    add("run", tar::EntryType::Directory, b"", 0o755, None);
+    use tar::EntryType::{Directory, Regular};
+    let mut entries: Vec<crate::sandbox::testing::TarEntry> = vec![("run", Directory, b"", 0o755, None)];
     if let Some((kind, link)) = sandbox {
-        add("run/sandbox", kind, b"", 0o777, link);
+        entries.push(("run/sandbox", kind, b"", 0o777, link));
     }
-    add("run/sbx", tar::EntryType::Directory, b"", 0o755, None);
-    add("run/sbx/helper", tar::EntryType::Regular, crate::host::helper::BYTES, 0o511, None);
-    Output { status: 0, stdout: b.into_inner().unwrap(), stderr: Vec::new() }
+    entries.push(("run/sbx", Directory, b"", 0o755, None));
+    entries.push(("run/sbx/helper", Regular, crate::host::helper::BYTES, 0o511, None));
+    Output { status: 0, stdout: crate::sandbox::testing::tar_of(&entries), stderr: Vec::new() }
 }
 
 #[test]
