@@ -181,6 +181,11 @@ fn bad(what: &str) -> Malformed {
     Malformed(what.to_string())
 }
 
+/// What [`read_line`] says of a last line without its newline: the helper
+/// always ends its lines, so the stream was cut (the helper killed mid-write,
+/// as when its sandbox is destroyed under a `watch`).
+pub const CUT_OFF: &str = "a cut-off line";
+
 /// Read one line of at most [`MAX_LINE`] bytes, without the newline.
 /// Ok(None): end of stream. A longer line is an error (its rest is not
 /// read: the caller stops); a last line without its newline is one too,
@@ -194,7 +199,7 @@ pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> Result<Option<()>, 
         return Ok(None);
     }
     if buf.last() != Some(&b'\n') {
-        return Err(if buf.len() > MAX_LINE { bad("a line longer than 192 KiB") } else { bad("a cut-off line") });
+        return Err(if buf.len() > MAX_LINE { bad("a line longer than 192 KiB") } else { bad(CUT_OFF) });
     }
     buf.pop();
     Ok(Some(()))

@@ -71,6 +71,11 @@ pub fn watch(
     let (ready, gone) = match read {
         Ok(r) => r,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(WatchEnd::Closed),
+        // The helper was killed mid-line: by its sandbox's end (a destroy
+        // while it floods events; seen in full CI runs), else a failure.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !running(exec, id)? => {
+            return Ok(WatchEnd::SandboxEnded)
+        }
         Err(e) => return Err(transfer_failure(format!("watching {id}:{path}"), e)),
     };
     if gone {
@@ -81,8 +86,7 @@ pub fn watch(
         // the helper did. Asked before docker's words are: a destroy ends
         // the exec with "No such container" or "is not running" on stderr,
         // which is this end, not a failure (seen under a loaded engine).
-        let out = exec.run(&argv::state(id))?;
-        if out.status != 0 || !out.stdout_str().starts_with("running") {
+        if !running(exec, id)? {
             return Ok(WatchEnd::SandboxEnded);
         }
     }
@@ -92,7 +96,25 @@ pub fn watch(
     Err(helper_failure(id, &argv, if status == 0 { 1 } else { status }, &stderr))
 }
 
-/// Read lines until the helper's stdout ends. Ok((ready, gone)).
+/// Whether sandbox `id` still runs, as docker says, after its helper's
+/// stream ended abnormally. Asked up to 5 times over 1 s: `docker rm -f`
+/// kills the helper (exit 137) a moment before the container stops
+/// reading as running (a full CI run saw "running" right after the kill).
+fn running(exec: &dyn DockerExec, id: &str) -> Result<bool> {
+    for i in 0..5 {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        let out = exec.run(&argv::state(id))?;
+        if out.status != 0 || !out.stdout_str().starts_with("running") {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Read lines until the helper's stdout ends. Ok((ready, gone)); a last
+/// line cut off is `UnexpectedEof`, any other malformed line `InvalidData`.
 fn read_events(
     stdout: Box<dyn std::io::Read + Send>,
     sink: &mut dyn FnMut(&WatchLine) -> std::io::Result<()>,
@@ -101,7 +123,14 @@ fn read_events(
     let mut r = BufReader::new(stdout);
     let mut buf = Vec::new();
     let (mut ready, mut gone) = (false, false);
-    while lines::read_line(&mut r, &mut buf).map_err(|m| bad(m.0))?.is_some() {
+    let read = |r: &mut BufReader<_>, buf: &mut Vec<u8>| {
+        lines::read_line(r, buf).map_err(|m| {
+            use std::io::ErrorKind::{InvalidData, UnexpectedEof};
+            let kind = if m.0 == lines::CUT_OFF { UnexpectedEof } else { InvalidData };
+            refused(kind, format!("refusing the helper's events: {}", m.0))
+        })
+    };
+    while read(&mut r, &mut buf)?.is_some() {
         let line = lines::parse_watch(&buf).map_err(|m| bad(m.0))?;
         match (&line, ready) {
             (WatchLine::Ready, true) => return Err(bad("READY twice".into())),
@@ -153,6 +182,13 @@ mod tests {
         assert_eq!(got.len(), 6);
     }
 
+    /// Docker says the sandbox runs each time sbx asks.
+    fn still_running(f: &FakeDocker) {
+        for _ in 0..5 {
+            f.push(Output::ok("running 0"));
+        }
+    }
+
     #[test]
     fn the_end_of_the_sandbox_ends_the_watch() {
         let f = FakeDocker::new();
@@ -168,9 +204,24 @@ mod tests {
             f.push(Output::fail(1, &format!("Error: No such object: {ID}")));
             assert_eq!(run(&f, false).0.unwrap(), WatchEnd::SandboxEnded);
         }
+        // Killed by `docker rm -f` a moment before docker stops saying running.
+        f.push(Output { status: 137, stdout: b"READY\n".to_vec(), stderr: vec![] });
+        f.push(Output::ok("running 0"));
+        f.push(Output::fail(1, &format!("Error: No such object: {ID}")));
+        assert_eq!(run(&f, false).0.unwrap(), WatchEnd::SandboxEnded);
+        // Destroyed while the helper wrote a line: the cut-off line is
+        // dropped, the events before it delivered, and the watch is over.
+        f.push(Output { status: 137, stdout: b"READY\nEV created f 61\nEV crea".to_vec(), stderr: vec![] });
+        f.push(Output::fail(1, &format!("Error: No such object: {ID}")));
+        let (r, got) = run(&f, false);
+        assert_eq!((r.unwrap(), got.len()), (WatchEnd::SandboxEnded, 2));
+        // Cut off while it still runs: a failure, not an end.
+        f.push(Output { status: 1, stdout: b"READY\nEV crea".to_vec(), stderr: vec![] });
+        still_running(&f);
+        assert!(run(&f, false).0.is_err());
         // Still running: the helper itself failed.
         f.push(Output { status: 1, stdout: b"READY\n".to_vec(), stderr: b"sbx-helper: boom".to_vec() });
-        f.push(Output::ok("running 0"));
+        still_running(&f);
         assert_eq!(run(&f, false).0.unwrap_err().kind(), "helper_failed");
     }
 
@@ -186,6 +237,9 @@ mod tests {
         assert_eq!(run(&f, false).0.unwrap_err().kind(), "not_running");
         for out in ["EV created f 61\n", "READY\nREADY\n", "READY\nEV created f 2f\n", "READY\nEV created f 61"] {
             f.push(Output::ok(out));
+            if out.ends_with('1') {
+                still_running(&f); // cut off while the sandbox runs
+            }
             let e = run(&f, false).0.unwrap_err();
             assert!(e.to_string().contains("refusing the helper's events"), "{out:?}: {e}");
         }

@@ -437,7 +437,11 @@ fn watch_reports_an_overflow_and_ends_with_the_sandbox() {
     assert!(got.len() < 50000, "an overflow after {} events", got.len());
     // The sandbox is destroyed: the watch ends, saying so.
     assert_success(&w.sbx(&["destroy", &sb.id]), "destroy");
-    assert_eq!(wt.wait_exit(Duration::from_secs(30)), Some(0), "the watch ends with the sandbox");
+    let code = wt.wait_exit(Duration::from_secs(30));
+    if code != Some(0) {
+        let said: Vec<String> = wt.err.try_iter().collect();
+        panic!("the watch did not end with the sandbox (exit {code:?}); it said: {said:#?}");
+    }
     wt.wait_err("ended", Duration::from_secs(5));
 }
 
