@@ -88,9 +88,13 @@ pub fn copy_out(container: &str, path: &str) -> Vec<OsString> {
     os(&["cp", &format!("{container}:{path}"), "-"])
 }
 
-/// `docker rm -f CONTAINER`.
+/// `docker rm -f -v CONTAINER`: `-v` because the filler's image is the
+/// sandbox's (hostile), and each `VOLUME` it declares gave the filler an
+/// anonymous volume at `docker create`, filled with the image's files
+/// there; without `-v` every fill would leave those on the engine, nameless
+/// to gc. Named volumes (the one filled) are never removed by `-v`.
 pub fn remove_filler(container: &str) -> Vec<OsString> {
-    os(&["rm", "-f", "--", container])
+    os(&["rm", "-f", "-v", "--", container])
 }
 
 #[cfg(test)]
@@ -109,6 +113,9 @@ mod tests {
         assert!(argv.windows(2).any(|w| w == ["--label", "sbx.helper.filler=1 b 2 3"]), "{argv:?}");
         assert!(argv.windows(2).any(|w| w == ["--label", "sbx.owner=tok"]), "{argv:?}");
         assert!(argv.windows(2).any(|w| w == ["--name", "sbx-fill-1"]), "{argv:?}");
+        // The image's VOLUMEs gave it anonymous volumes: they go with it.
+        let rm: Vec<String> = remove_filler("f1").iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(rm, ["rm", "-f", "-v", "--", "f1"]);
         let ps: Vec<String> = fillers().iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(
             ps.last().unwrap(),

@@ -105,7 +105,7 @@ fn a_first_remote_persist_makes_a_nosuid_overlay_over_a_backing_volume_naming_no
             want
         },
         strs(&["cp", "-a", "-", "f111e4:/v"]),
-        strs(&["rm", "-f", "--", "f111e4"]),
+        strs(&["rm", "-f", "-v", "--", "f111e4"]),
         strs(&[
             "volume",
             "create",
