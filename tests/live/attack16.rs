@@ -97,3 +97,43 @@ fn a_sandbox_cannot_hide_its_main_process_from_audit_by_its_name() {
     }
     assert_eq!(far, local, "a remote audit and a local one of the same sandbox differ");
 }
+
+/// A hostile image knows where sbx's filler used to mount the backing
+/// volume (`/v`) and declares `VOLUME /v/upper` over it, with files: the
+/// fill of upper/ (the session's /state root, the sandbox user's) went
+/// into that anonymous volume, and the backing volume's upper/ was the
+/// empty root-owned 0755 mount point docker made, so the sandbox user
+/// could not write its own /state (and `--clone` went nowhere, or was
+/// "kept" as the image's files). The filler now mounts at its random
+/// name, which no image can lay anything over.
+#[test]
+fn an_image_volume_over_the_fill_directory_does_not_divert_the_fill() {
+    let remote = Remote::start();
+    let w = World::new();
+    let env = remote.env();
+    let tree = ImageTree::new(&["v/upper/workspace", "v/helper"])
+        .for_case(&w)
+        .changes(&["VOLUME [\"/v/upper\", \"/v/work\", \"/v/lower\"]"]);
+    std::fs::write(tree.root().join("v/upper/workspace/from-image"), b"image\n").unwrap();
+    let img = tree.import();
+    let session = format!("{}-a16v", w.case);
+    let label = w.case_label();
+    let out = sbx(&w, &["create", "--image", &img.0, "--label", &label, "--session", &session, "--persist"], &env);
+    assert_success(&out, "remote create --persist");
+    let sb = w.adopt(stdout(&out).trim());
+    assert_success(&sb.exec(&["write", "/state/mine"]), "the sandbox user writes its /state");
+    assert_exit(&sb.exec(&["exists", "/state/workspace/from-image"]), 1, "nothing of the image is in /state");
+    let back = docker_ok(&["volume", "inspect", "--format", "{{.Mountpoint}}", &format!("sbx-data-{session}")]);
+    let entries: Vec<String> = std::fs::read_dir(&back)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(entries, ["lower", "upper", "work"], "the backing volume holds only sbx's directories");
+    let lower: Vec<_> = std::fs::read_dir(PathBuf::from(&back).join("lower")).unwrap().flatten().collect();
+    assert!(lower.is_empty(), "lower/ is empty: {lower:?}");
+    assert_success(&sbx(&w, &["destroy", &sb.id], &env), "destroy");
+    assert_success(&sbx(&w, &["volumes", "rm", &session], &env), "volumes rm");
+}

@@ -116,9 +116,11 @@ fn a_first_remote_clone_sends_the_tree_as_the_sandbox_user_s_through_the_filler(
     let made = remote(&rig).create(&clone_spec(repo.url())).unwrap();
     assert!(made.warnings.iter().all(|w| !w.contains("not cloning")), "{:?}", made.warnings);
     let calls = rig.fake.calls();
-    assert_eq!(calls[7], strs(&["cp", "-a", "-", "f111e4:/v"]), "the backing directories first");
-    assert_eq!(calls[8], strs(&["cp", "f111e4:/v/upper/workspace", "-"]), "then the workspace looked at");
-    assert_eq!(calls[9], strs(&["cp", "-a", "-", "f111e4:/v/upper"]), "then the tree");
+    let dir = crate::sandbox::testing::fill_dir(&calls);
+    assert!(dir.starts_with("/sbx-fill-"), "{dir}");
+    assert_eq!(calls[7], strs(&["cp", "-a", "-", &format!("f111e4:{dir}")]), "the backing directories first");
+    assert_eq!(calls[8], strs(&["cp", &format!("f111e4:{dir}/upper/workspace"), "-"]), "then the workspace looked at");
+    assert_eq!(calls[9], strs(&["cp", "-a", "-", &format!("f111e4:{dir}/upper")]), "then the tree");
     assert_eq!(calls[10], strs(&["rm", "-f", "-v", "--", "f111e4"]));
     assert_eq!(calls[11][..2], strs(&["volume", "create"])[..], "the overlay after the clone");
     let inputs = rig.fake.inputs();
@@ -157,7 +159,9 @@ fn an_empty_workspace_gets_the_clone_and_a_non_empty_one_is_kept_uncloned() {
     rig.fake.push(Output::ok(""));
     starts_remotely(&rig, plain_run());
     remote(&rig).create(&clone_spec(repo.url())).unwrap();
-    assert_eq!(rig.fake.calls()[7], strs(&["cp", "-a", "-", "f111e4:/v/upper"]), "an empty workspace is filled");
+    let dir = crate::sandbox::testing::fill_dir(&rig.fake.calls());
+    let fill = strs(&["cp", "-a", "-", &format!("f111e4:{dir}/upper")]);
+    assert_eq!(rig.fake.calls()[7], fill, "an empty workspace is filled");
 
     // A workspace with files: kept, and nothing cloned (this URL has no repository).
     let rig = Rig::new();
