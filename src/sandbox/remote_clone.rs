@@ -27,7 +27,7 @@ const MAX_ENTRIES: usize = 1_000_000;
 const MAX_BYTES: u64 = 4 << 30;
 const MAX_DEPTH: usize = 256;
 
-/// Where the sandbox sees what the filler finds at `/v/upper/workspace`.
+/// Where the sandbox sees what the filler finds at `DIR/upper/workspace`.
 const SEEN_AS: &str = "/state/workspace";
 
 /// What `upper/workspace` is, as far as sbx needs to know.
@@ -148,7 +148,7 @@ fn write_tar(parent: &Path, items: &[Item], user: UserSpec, w: &mut dyn Write) -
     b.finish()
 }
 
-/// Read what `docker cp FILLER:/v/upper/workspace -` prints just far
+/// Read what `docker cp FILLER:DIR/upper/workspace -` prints just far
 /// enough to tell the [`Workspace`] (the first entry, and whether a second
 /// follows), into `seen`. Err once it is told: docker need not send the rest.
 fn look(r: &mut dyn Read, seen: &mut Option<Workspace>) -> std::io::Result<()> {
@@ -191,9 +191,10 @@ fn no_such_path(stderr: &str) -> bool {
 }
 
 impl Driver {
-    /// What the session's `upper/workspace` is, through filler `cid`.
-    fn remote_workspace(&self, cid: &str) -> Result<Workspace> {
-        let args = remote::copy_out(cid, &format!("{}/upper/workspace", rs::FILL_DIR));
+    /// What the session's `upper/workspace` is, through filler `cid`
+    /// mounting the backing volume at `dir`.
+    fn remote_workspace(&self, cid: &str, dir: &str) -> Result<Workspace> {
+        let args = remote::copy_out(cid, &format!("{dir}/upper/workspace"));
         let mut seen = None;
         let out = self.exec.run_stream(&args, None, &mut |r| look(r, &mut seen))?;
         match seen {
@@ -214,10 +215,16 @@ impl Driver {
     }
 
     /// `--clone` into the session whose backing volume filler `cid` mounts
-    /// (see the module docs). `scratch`: a private directory of this
+    /// at `dir` (see the module docs). `scratch`: a private directory of this
     /// machine for the clone, removed after.
-    pub(super) fn clone_remote(&self, cid: &str, c: &CloneSpec, user: UserSpec, scratch: &Path) -> Result<Cloned> {
-        match self.remote_workspace(cid)? {
+    pub(super) fn clone_remote(
+        &self,
+        (cid, dir): (&str, &str),
+        c: &CloneSpec,
+        user: UserSpec,
+        scratch: &Path,
+    ) -> Result<Cloned> {
+        match self.remote_workspace(cid, dir)? {
             Workspace::Full => return Ok(Cloned::Kept),
             Workspace::Other(found) => {
                 return Err(Error::Session(SessionError::WorkspaceNotDirectory { path: SEEN_AS.into(), found }))
@@ -232,18 +239,18 @@ impl Driver {
                 .create(&tmp)
                 .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
         }
-        let sent = self.send_clone(cid, c, user, &tmp);
+        let sent = self.send_clone((cid, dir), c, user, &tmp);
         let _ = std::fs::remove_dir_all(&tmp);
         sent.map(|()| Cloned::Cloned)
     }
 
-    fn send_clone(&self, cid: &str, c: &CloneSpec, user: UserSpec, tmp: &Path) -> Result<()> {
+    fn send_clone(&self, (cid, dir): (&str, &str), c: &CloneSpec, user: UserSpec, tmp: &Path) -> Result<()> {
         let mut bar = crate::output::progress();
         bar.update(&format!("cloning {}", c.url));
         persist::clone(c, &tmp.join("workspace"))?;
         let items = walk(tmp)?;
         bar.update(&format!("copying the clone of {} to the engine", c.url));
-        let args = rs::copy_in_archive(cid, &format!("{}/upper", rs::FILL_DIR));
+        let args = rs::copy_in_archive(cid, &format!("{dir}/upper"));
         let mut input = |w: &mut dyn Write| {
             let mut w = std::io::BufWriter::new(w);
             write_tar(tmp, &items, user, &mut w)?;
@@ -361,7 +368,9 @@ mod tests {
         assert_eq!(told(tar_of(&[("workspace", F, b"x", None)])).0, Some(Workspace::Other("a regular file".into())));
         assert_eq!(told(tar_of(&[("elsewhere/", D, b"", None)])), (None, false));
         assert_eq!(told(Vec::new()), (None, false));
-        assert!(no_such_path("Error response from daemon: Could not find the file /v/upper/workspace in container f"));
+        assert!(no_such_path(
+            "Error response from daemon: Could not find the file /sbx-fill-1/upper/workspace in container f"
+        ));
         assert!(!no_such_path("Error: No such container: f"));
     }
 }

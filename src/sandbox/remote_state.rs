@@ -208,12 +208,12 @@ impl Driver {
         let id = crate::sandbox::gc::filler::new_id(key);
         let cid = run_ok(&*self.exec, &rs::backing_filler(image, backing, &id))?.stdout_str().trim().to_string();
         let filled = (|| {
-            let args = rs::copy_in_archive(&cid, rs::FILL_DIR);
+            let args = rs::copy_in_archive(&cid, &id.dir());
             let out = self.exec.run_input(&args, &backing_tar(user))?;
             if out.status != 0 {
                 return Err(status_error(&args, &out).into());
             }
-            clone.map(|(c, scratch)| self.clone_remote(&cid, c, user, scratch)).transpose()
+            clone.map(|(c, scratch)| self.clone_remote((&cid, &id.dir()), c, user, scratch)).transpose()
         })();
         let _ = self.exec.run(&remote::remove_filler(&cid));
         filled

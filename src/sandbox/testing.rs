@@ -153,3 +153,18 @@ pub fn tar_of(entries: &[TarEntry]) -> Vec<u8> {
     }
     b.into_inner().unwrap()
 }
+
+/// Where the (one) filler `calls` created mounts its volume: `/NAME`, its
+/// random name (`argv::remote::FillerId::dir`).
+pub fn fill_dir(calls: &[Vec<String>]) -> String {
+    let name = calls
+        .iter()
+        .find_map(|c| match &c[..] {
+            [create, flag, name, ..] if create == "create" && flag == "--name" && name.starts_with("sbx-fill-") => {
+                Some(name.clone())
+            }
+            _ => None,
+        })
+        .expect("no filler created");
+    format!("/{name}")
+}

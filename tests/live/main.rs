@@ -10,6 +10,7 @@
 mod support;
 
 mod attack15;
+mod attack16;
 mod attack_files;
 mod boundary;
 mod cli_ux;

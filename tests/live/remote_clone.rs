@@ -113,8 +113,10 @@ fn clone_into_a_remote_session_lands_as_the_sandbox_user_s_keeps_its_work_and_ne
     assert_success(&sbx(&w, &["volumes", "rm", &session], &env), "volumes rm over ssh");
     w.assert_nothing_left();
     let argvs = shim.argvs();
-    assert!(argvs.iter().any(|a| a.len() == 4 && a[..3] == ["cp", "-a", "-"] && a[3].ends_with(":/v/upper")));
-    assert!(argvs.iter().any(|a| a.len() == 3 && a[0] == "cp" && a[1].ends_with(":/v/upper/workspace")));
+    // Through the filler's mount at /NAME (its random name; see `FillerId::dir`).
+    let fill = |a: &str, tail: &str| a.split_once(":/sbx-fill-").is_some_and(|(_, p)| p.ends_with(tail));
+    assert!(argvs.iter().any(|a| a.len() == 4 && a[..3] == ["cp", "-a", "-"] && fill(&a[3], "/upper")));
+    assert!(argvs.iter().any(|a| a.len() == 3 && a[0] == "cp" && fill(&a[1], "/upper/workspace")));
     assert_eq!(local_paths(&argvs), Vec::<String>::new(), "paths of this machine sent to a remote engine: {argvs:?}");
     assert!(!argvs.iter().flatten().any(|a| a.contains(repo.to_str().unwrap())), "the repository's path in an argv");
     std::fs::remove_dir_all(&repo).unwrap();

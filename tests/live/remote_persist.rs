@@ -196,8 +196,9 @@ fn volumes_of_the_session_s_names_that_are_not_sbx_s_are_refused_and_left_alone_
     }
 
     // The filler container is of the sandbox's image: one whose /v (where
-    // the filler mounts the backing volume) is a symlink still gets the
-    // directories into the volume, and `volumes rm` removes both.
+    // the filler mounted the backing volume before it took its random
+    // name) is a symlink still gets the directories into the volume, and
+    // `volumes rm` removes both.
     let tree = ImageTree::new(&["state"]).for_case(&w);
     std::os::unix::fs::symlink("/tmp", tree.root().join("v")).unwrap();
     let img = tree.import();

@@ -76,17 +76,24 @@ pub fn observe(proc: &Path, container: &str, engine_pid: u32) -> Found {
         if !cgroup.lines().any(|l| l.contains(container)) {
             continue;
         }
-        if let Some(status) = ProcStatus::read(proc, pid as i64) {
-            return Found::Process { pid, status };
-        }
+        // The container's process, found: its status or nothing, never a
+        // later candidate's (under runc that pid number is one the sandbox
+        // can give a process of its choosing).
+        return match ProcStatus::read(proc, pid as i64) {
+            Some(status) => Found::Process { pid, status },
+            None => Found::Nothing,
+        };
     }
     Found::Nothing
 }
 
+/// A /proc file's first [`MAX_PROC_FILE`] bytes as text. Lossy: a status
+/// file's `Name:` is the process's own comm, any bytes it sets
+/// (`PR_SET_NAME`), and a strict read would let it hide its status.
 pub(super) fn read_bounded(path: &Path) -> Option<String> {
-    let mut text = String::new();
-    std::fs::File::open(path).ok()?.take(MAX_PROC_FILE).read_to_string(&mut text).ok()?;
-    Some(text)
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).ok()?.take(MAX_PROC_FILE).read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The probe's answer, in the one shape [`parse`] takes.
@@ -264,5 +271,23 @@ mod tests {
         for d in [runc, gvisor, other] {
             std::fs::remove_dir_all(d).unwrap();
         }
+    }
+
+    /// The sandbox's pid 1 names itself with bytes that are not UTF-8
+    /// (`prctl(PR_SET_NAME)`), and a process of its own holds the engine's
+    /// pid number in its namespace: pid 1 is still the one read, as it is.
+    #[test]
+    fn a_process_cannot_hide_behind_its_name_or_send_the_probe_to_another() {
+        let mine = format!("0::/docker/{CID}\n");
+        let dir = proc_with(&[(1, &mine, STATUS), (4242, &mine, &STATUS.replace("65534", "1000"))]);
+        let mut hostile = b"Name:\t\xff\xfeagent\n".to_vec();
+        hostile.extend_from_slice(STATUS.replace("65534", "0").split_once('\n').unwrap().1.as_bytes());
+        std::fs::write(dir.join("1/status"), &hostile).unwrap();
+        let Found::Process { pid, status } = observe(&dir, CID, 4242) else { panic!("pid 1 hidden") };
+        assert_eq!((pid, status.uid.as_str()), (1, "0"));
+        // Pid 1 is the container's but gone meanwhile: nothing, not pid 4242.
+        std::fs::remove_file(dir.join("1/status")).unwrap();
+        assert_eq!(observe(&dir, CID, 4242), Found::Nothing);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

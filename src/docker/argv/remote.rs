@@ -8,9 +8,6 @@ use super::os;
 
 /// The label that marks a helper volume; its value is the helper's content key.
 pub const HELPER_LABEL: &str = "sbx.helper";
-/// Where a filler container mounts the helper volume.
-pub const FILL_DIR: &str = "/v";
-
 /// `docker volume inspect`: the helper volume's labels as JSON (exit 1 when missing).
 pub fn helper_volume_labels(name: &str) -> Vec<OsString> {
     os(&["volume", "inspect", "--format", "{{json .Labels}}", "--", name])
@@ -35,13 +32,26 @@ pub struct FillerId {
     pub owner: String,
 }
 
-/// A container of `image`, named `id.name`, never started (its command
-/// `cmd` is never run), that mounts `volume` at [`FILL_DIR`] so `docker cp`
+impl FillerId {
+    /// Where the filler mounts its volume: `/NAME`, a path of the random
+    /// name in the root. The image is the sandbox's (hostile) and cannot
+    /// know it, so nothing of its layout is there: no symlink moving the
+    /// mount, no `VOLUME` beneath it that the fill would go into instead
+    /// (one at `/v/upper` took the session's upper/ away from it).
+    pub fn dir(&self) -> String {
+        format!("/{}", self.name)
+    }
+}
+
+/// A container of `image`, named `id.name`, never started (its command,
+/// `leaf` under the mount, is never run), that mounts `volume` at
+/// [`FillerId::dir`] so `docker cp`
 /// can fill and read it. `volume-nocopy`: the image is the sandbox's
 /// (hostile), and without it docker copies whatever the image has at that
 /// path into the fresh volume. Labelled so gc finds it if sbx is killed
 /// mid-fill (`sandbox::gc::filler`).
-pub fn filler(image: &str, volume: &str, id: &FillerId, cmd: &str) -> Vec<OsString> {
+pub fn filler(image: &str, volume: &str, id: &FillerId, leaf: &str) -> Vec<OsString> {
+    let dir = id.dir();
     os(&[
         "create",
         "--name",
@@ -53,19 +63,19 @@ pub fn filler(image: &str, volume: &str, id: &FillerId, cmd: &str) -> Vec<OsStri
         "--label",
         &format!("{}={}", crate::model::record::OWNER, id.owner),
         "--mount",
-        &format!("type=volume,src={volume},dst={FILL_DIR},volume-nocopy"),
+        &format!("type=volume,src={volume},dst={dir},volume-nocopy"),
         "--pull",
         "never",
         "--",
         image,
-        cmd,
+        &format!("{dir}/{leaf}"),
     ])
 }
 
 /// The helper volume's [`filler`]: every sandbox on the engine mounts that
 /// volume, so nothing of the image may reach it.
 pub fn helper_filler(image: &str, volume: &str, id: &FillerId) -> Vec<OsString> {
-    filler(image, volume, id, "/v/helper")
+    filler(image, volume, id, "helper")
 }
 
 /// `docker ps -a` of the fillers: `[name, sbx.helper.filler, sbx.owner]` per line.
@@ -88,9 +98,13 @@ pub fn copy_out(container: &str, path: &str) -> Vec<OsString> {
     os(&["cp", &format!("{container}:{path}"), "-"])
 }
 
-/// `docker rm -f CONTAINER`.
+/// `docker rm -f -v CONTAINER`: `-v` because the filler's image is the
+/// sandbox's (hostile), and each `VOLUME` it declares gave the filler an
+/// anonymous volume at `docker create`, filled with the image's files
+/// there; without `-v` every fill would leave those on the engine, nameless
+/// to gc. Named volumes (the one filled) are never removed by `-v`.
 pub fn remove_filler(container: &str) -> Vec<OsString> {
-    os(&["rm", "-f", "--", container])
+    os(&["rm", "-f", "-v", "--", container])
 }
 
 #[cfg(test)]
@@ -104,11 +118,14 @@ mod tests {
         let id = FillerId { name: "sbx-fill-1".into(), value: "1 b 2 3".into(), owner: "tok".into() };
         let argv: Vec<String> =
             helper_filler("sha256:abc", "sbx-helper-k", &id).iter().map(|a| a.to_string_lossy().into_owned()).collect();
-        assert!(argv.contains(&"type=volume,src=sbx-helper-k,dst=/v,volume-nocopy".to_string()), "{argv:?}");
-        assert_eq!(&argv[argv.len() - 3..], ["--", "sha256:abc", "/v/helper"]);
+        assert!(argv.contains(&"type=volume,src=sbx-helper-k,dst=/sbx-fill-1,volume-nocopy".to_string()), "{argv:?}");
+        assert_eq!(&argv[argv.len() - 3..], ["--", "sha256:abc", "/sbx-fill-1/helper"]);
         assert!(argv.windows(2).any(|w| w == ["--label", "sbx.helper.filler=1 b 2 3"]), "{argv:?}");
         assert!(argv.windows(2).any(|w| w == ["--label", "sbx.owner=tok"]), "{argv:?}");
         assert!(argv.windows(2).any(|w| w == ["--name", "sbx-fill-1"]), "{argv:?}");
+        // The image's VOLUMEs gave it anonymous volumes: they go with it.
+        let rm: Vec<String> = remove_filler("f1").iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(rm, ["rm", "-f", "-v", "--", "f1"]);
         let ps: Vec<String> = fillers().iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(
             ps.last().unwrap(),

@@ -14,8 +14,6 @@ use crate::model::record;
 
 /// The label that marks a backing volume; its value is the session.
 pub const STATE_OF: &str = "sbx.state-of";
-/// Where the filler container mounts the backing volume.
-pub const FILL_DIR: &str = "/v";
 
 /// The backing volume of session `session`'s remote /state. Its prefix is
 /// not `sbx-state-`, so it is never another session's volume name.
@@ -85,10 +83,10 @@ pub fn overlay_create(name: &str, mountpoint: &str, session: &str, owner: &str) 
 }
 
 /// A container of `image`, never started, that mounts the backing volume
-/// at [`FILL_DIR`] for `docker cp`: a [`super::remote::filler`] (named and
+/// at [`super::remote::FillerId::dir`] for `docker cp`: a [`super::remote::filler`] (named and
 /// labelled so gc reaps it when sbx is killed mid-fill).
 pub fn backing_filler(image: &str, volume: &str, id: &super::remote::FillerId) -> Vec<OsString> {
-    super::remote::filler(image, volume, id, "/v/none")
+    super::remote::filler(image, volume, id, "none")
 }
 
 /// `docker cp -a - CONTAINER:DIR`: a tar on stdin, extracted there with
@@ -177,9 +175,12 @@ mod tests {
         assert_eq!(filler[..3], ["create", "--name", "sbx-fill-1"]);
         assert!(filler.windows(2).any(|w| w == ["--label", "sbx.helper.filler=1 b 2 3"]), "{filler:?}");
         assert!(filler.windows(2).any(|w| w == ["--label", "sbx.owner=t"]), "{filler:?}");
-        assert!(filler.contains(&"type=volume,src=sbx-data-s1,dst=/v,volume-nocopy".to_string()), "{filler:?}");
-        assert_eq!(&filler[filler.len() - 3..], ["--", "sha256:abc", "/v/none"]);
-        assert_eq!(strs(copy_in_archive("f1", "/v")), ["cp", "-a", "-", "f1:/v"]);
+        assert!(
+            filler.contains(&"type=volume,src=sbx-data-s1,dst=/sbx-fill-1,volume-nocopy".to_string()),
+            "{filler:?}"
+        );
+        assert_eq!(&filler[filler.len() - 3..], ["--", "sha256:abc", "/sbx-fill-1/none"]);
+        assert_eq!(strs(copy_in_archive("f1", &id.dir())), ["cp", "-a", "-", "f1:/sbx-fill-1"]);
         assert_eq!(
             strs(state_volumes()),
             [

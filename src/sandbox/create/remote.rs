@@ -104,7 +104,7 @@ impl Driver {
         let filler = crate::sandbox::gc::filler::new_id(&self.state()?.key);
         let args = remote::helper_filler(image, &name, &filler);
         let cid = run_ok(&*self.exec, &args)?.stdout_str().trim().to_string();
-        let filled = self.fill_helper(&cid, readable);
+        let filled = self.fill_helper(&cid, &filler.dir(), readable);
         let _ = self.exec.run(&remote::remove_filler(&cid));
         filled.map_err(untrusted)?;
         // Best effort: without it the next create verifies again.
@@ -119,8 +119,9 @@ impl Driver {
 
     /// Read the helper back from the filler's volume; fill it when it is
     /// not exactly this sbx's. Err: why it is still not, after the tries.
-    fn fill_helper(&self, cid: &str, readable: bool) -> std::result::Result<(), String> {
-        let path = format!("{}/helper", remote::FILL_DIR);
+    /// `dir`: where the filler mounts the volume.
+    fn fill_helper(&self, cid: &str, dir: &str, readable: bool) -> std::result::Result<(), String> {
+        let path = format!("{dir}/helper");
         let mut why = String::new();
         for _ in 0..FILL_TRIES {
             match self.exec.run(&remote::copy_out(cid, &path)) {
@@ -132,7 +133,7 @@ impl Driver {
                 Err(e) => why = e.to_string(),
             }
             let tar = crate::host::helper::tar(readable);
-            match self.exec.run_input(&remote::copy_in(cid, remote::FILL_DIR), &tar) {
+            match self.exec.run_input(&remote::copy_in(cid, dir), &tar) {
                 Ok(out) if out.status == 0 => {}
                 Ok(out) => why = format!("filling it failed: {}", out.stderr_str().trim()),
                 Err(e) => why = e.to_string(),

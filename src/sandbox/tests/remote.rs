@@ -85,7 +85,10 @@ fn a_remote_create_relays_the_channel_and_fills_the_helper_volume_once() {
     );
     let calls = rig.fake.calls();
     let run = &calls[8];
-    assert_eq!(calls[3].last().map(String::as_str), Some("/v/helper"));
+    let dir = crate::sandbox::testing::fill_dir(&calls);
+    assert_eq!(calls[3].last(), Some(&format!("{dir}/helper")));
+    assert_eq!(calls[4], ["cp", &format!("f111e4:{dir}/helper"), "-"], "read back from the random mount");
+    assert_eq!(calls[5], ["cp", "-", &format!("f111e4:{dir}")], "filled there");
     assert!(calls[3].contains(&IMG.to_string()), "the filler is of the sandbox's image: {:?}", calls[3]);
     let mount = format!("type=volume,src={},dst=/run/sbx,readonly,volume-nocopy", volume_name());
     assert!(run.contains(&mount), "{run:?}");

@@ -116,10 +116,12 @@ fn a_first_remote_clone_sends_the_tree_as_the_sandbox_user_s_through_the_filler(
     let made = remote(&rig).create(&clone_spec(repo.url())).unwrap();
     assert!(made.warnings.iter().all(|w| !w.contains("not cloning")), "{:?}", made.warnings);
     let calls = rig.fake.calls();
-    assert_eq!(calls[7], strs(&["cp", "-a", "-", "f111e4:/v"]), "the backing directories first");
-    assert_eq!(calls[8], strs(&["cp", "f111e4:/v/upper/workspace", "-"]), "then the workspace looked at");
-    assert_eq!(calls[9], strs(&["cp", "-a", "-", "f111e4:/v/upper"]), "then the tree");
-    assert_eq!(calls[10], strs(&["rm", "-f", "--", "f111e4"]));
+    let dir = crate::sandbox::testing::fill_dir(&calls);
+    assert!(dir.starts_with("/sbx-fill-"), "{dir}");
+    assert_eq!(calls[7], strs(&["cp", "-a", "-", &format!("f111e4:{dir}")]), "the backing directories first");
+    assert_eq!(calls[8], strs(&["cp", &format!("f111e4:{dir}/upper/workspace"), "-"]), "then the workspace looked at");
+    assert_eq!(calls[9], strs(&["cp", "-a", "-", &format!("f111e4:{dir}/upper")]), "then the tree");
+    assert_eq!(calls[10], strs(&["rm", "-f", "-v", "--", "f111e4"]));
     assert_eq!(calls[11][..2], strs(&["volume", "create"])[..], "the overlay after the clone");
     let inputs = rig.fake.inputs();
     assert_eq!(inputs.iter().map(|i| i.0).collect::<Vec<_>>(), [7, 9]);
@@ -157,7 +159,9 @@ fn an_empty_workspace_gets_the_clone_and_a_non_empty_one_is_kept_uncloned() {
     rig.fake.push(Output::ok(""));
     starts_remotely(&rig, plain_run());
     remote(&rig).create(&clone_spec(repo.url())).unwrap();
-    assert_eq!(rig.fake.calls()[7], strs(&["cp", "-a", "-", "f111e4:/v/upper"]), "an empty workspace is filled");
+    let dir = crate::sandbox::testing::fill_dir(&rig.fake.calls());
+    let fill = strs(&["cp", "-a", "-", &format!("f111e4:{dir}/upper")]);
+    assert_eq!(rig.fake.calls()[7], fill, "an empty workspace is filled");
 
     // A workspace with files: kept, and nothing cloned (this URL has no repository).
     let rig = Rig::new();
@@ -171,7 +175,7 @@ fn an_empty_workspace_gets_the_clone_and_a_non_empty_one_is_kept_uncloned() {
     let made = remote(&rig).create(&clone_spec("/nonexistent/sbx-repo")).unwrap();
     assert!(made.warnings.iter().any(|w| w.contains("/state/workspace of session s already has files")), "{made:?}");
     let calls = rig.fake.calls();
-    assert_eq!(calls[7], strs(&["rm", "-f", "--", "f111e4"]), "{calls:#?}");
+    assert_eq!(calls[7], strs(&["rm", "-f", "-v", "--", "f111e4"]), "{calls:#?}");
     assert_eq!(rig.fake.inputs().len(), 1, "only the backing directories are sent");
     no_scratch_left(&rig);
 }
@@ -192,7 +196,7 @@ fn a_workspace_that_is_no_directory_is_refused_and_a_failed_first_clone_leaves_n
     let calls = rig.fake.calls();
     assert_eq!(
         calls.last().unwrap(),
-        &strs(&["rm", "-f", "--", "f111e4"]),
+        &strs(&["rm", "-f", "-v", "--", "f111e4"]),
         "the filler goes; nothing else: {calls:#?}"
     );
     assert_eq!(rig.fake.inputs().len(), 1, "nothing sent into upper/");
@@ -215,6 +219,6 @@ fn a_workspace_that_is_no_directory_is_refused_and_a_failed_first_clone_leaves_n
     assert!(e.to_string().contains("git"), "{e}");
     let calls = rig.fake.calls();
     let tail = &calls[calls.len() - 2..];
-    assert_eq!(tail, [strs(&["rm", "-f", "--", "f111e4"]), strs(&["volume", "rm", "--", "sbx-data-s"])]);
+    assert_eq!(tail, [strs(&["rm", "-f", "-v", "--", "f111e4"]), strs(&["volume", "rm", "--", "sbx-data-s"])]);
     no_scratch_left(&rig);
 }

@@ -98,14 +98,15 @@ fn a_first_remote_persist_makes_a_nosuid_overlay_over_a_backing_volume_naming_no
                 format!("sbx.owner={}", crate::sandbox::gc::filler::token(&rig.state().key().unwrap(), name, value));
             let mut want = strs(&["create", "--name", name, "--network", "none", "--label"]);
             want.extend([f[6].clone(), "--label".into(), owner]);
-            want.extend(strs(&["--mount", "type=volume,src=sbx-data-s,dst=/v,volume-nocopy", "--pull", "never"]));
-            want.extend(strs(&["--", IMG, "/v/none"]));
+            let mount = format!("type=volume,src=sbx-data-s,dst=/{name},volume-nocopy");
+            want.extend(strs(&["--mount", &mount, "--pull", "never"]));
+            want.extend(strs(&["--", IMG, &format!("/{name}/none")]));
             assert!(name.starts_with("sbx-fill-"), "{f:?}");
             assert_eq!(value.split(' ').nth(2), Some(std::process::id().to_string().as_str()), "made by this process");
             want
         },
-        strs(&["cp", "-a", "-", "f111e4:/v"]),
-        strs(&["rm", "-f", "--", "f111e4"]),
+        strs(&["cp", "-a", "-", &format!("f111e4:/{}", calls[6][2])]),
+        strs(&["rm", "-f", "-v", "--", "f111e4"]),
         strs(&[
             "volume",
             "create",
