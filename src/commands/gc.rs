@@ -32,6 +32,9 @@ pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
     for p in &report.volume_state {
         text.push_str(&format!("{verb} orphaned session state {p}\n"));
     }
+    for p in &report.clone_scratch {
+        text.push_str(&format!("{verb} clone left by a killed create {p}\n"));
+    }
     for g in &report.gates {
         text.push_str(&format!("{verb} egress gate {g}\n"));
     }

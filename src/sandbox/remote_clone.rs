@@ -231,7 +231,7 @@ impl Driver {
             }
             Workspace::Absent | Workspace::Empty => {}
         }
-        let tmp = scratch.join(format!(".sbx-clone-{:016x}", rand::random::<u64>()));
+        let tmp = scratch.join(persist::scratch_name(""));
         {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()

@@ -348,3 +348,49 @@ fn purge_removes_a_deep_tree_the_sandbox_left_in_state() {
     assert!(!docker(&["volume", "inspect", &format!("sbx-state-{session}")]).status.success(), "the volume is left");
     w.assert_nothing_left();
 }
+
+/// An sbx killed mid-`--clone` leaves its scratch clone in the data dir
+/// (a full, possibly private clone): the next `gc` removes it once the
+/// cloning process is gone, and never a clone in progress. The clone is
+/// held by a `git` on PATH that writes a file into it and waits.
+#[test]
+fn gc_removes_the_clone_a_killed_create_left_and_not_one_in_progress() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let bin = w.state_dir.with_extension("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let git = bin.join("git");
+    // `git clone ... -- URL DEST`: DEST is the last argument.
+    std::fs::write(
+        &git,
+        "#!/bin/sh\nfor a; do d=$a; done\nmkdir -p \"$d\" && echo secret > \"$d/key\"\nsleep 60\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let session = format!("{}-s", w.case);
+    let label = w.case_label();
+    let mut create = std::process::Command::new(SBX);
+    create.args(w.dir_args()).args(["create", "--image", &w.image, "--label", &label]);
+    create.args(["--session", &session, "--persist", "--clone", "file:///nowhere/repo.git"]);
+    let mut child = create.env("PATH", &path).stdin(std::process::Stdio::null()).spawn().unwrap();
+    let volumes = w.state_dir.join("volumes");
+    let scratch = || -> Vec<PathBuf> {
+        std::fs::read_dir(&volumes)
+            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().contains(".sbx-clone-")).collect())
+            .unwrap_or_default()
+    };
+    until(std::time::Duration::from_secs(30), || scratch().iter().any(|d| d.join("workspace/key").exists()))
+        .expect("the clone never started");
+    let out = w.sbx(&["gc"]);
+    assert_success(&out, "gc while the clone runs");
+    assert_eq!(scratch().len(), 1, "gc removed a clone in progress: {}", stdout(&out));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::process::Command::new("pkill").args(["-f", &format!("{}/git", bin.display())]).status();
+    let out = w.sbx(&["--json", "gc"]);
+    assert_success(&out, "gc after the kill");
+    assert_eq!(scratch(), Vec::<PathBuf>::new(), "gc left the killed create's clone");
+    assert!(stdout(&out).contains("clone_scratch"), "{}", stdout(&out));
+    let _ = std::fs::remove_dir_all(&bin);
+}

@@ -34,6 +34,10 @@ pub struct GcReport {
     /// Session state under the data dir whose volume is gone: the session
     /// directory and its lock file (paths).
     pub volume_state: Vec<String>,
+    /// Clone scratch directories an sbx killed mid-`--clone` left (their
+    /// cloning process is gone), in the data dir's `volumes/`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clone_scratch: Vec<String>,
     /// Egress gates (container names) whose sandbox is gone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gates: Vec<String>,
@@ -147,6 +151,7 @@ impl Driver {
             socket_dirs: Vec::new(),
             networks: plan.networks.iter().map(|p| p.network.clone()).collect(),
             volume_state: Vec::new(),
+            clone_scratch: Vec::new(),
             gates: Vec::new(),
             policy_dirs: Vec::new(),
             egress_logs: Vec::new(),
@@ -175,6 +180,12 @@ impl Driver {
         report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
         let orphaned = if local { self.orphan_volume_state(state, key)? } else { Vec::new() };
         report.volume_state = orphaned.iter().flat_map(|(_, paths)| paths.iter().cloned()).collect();
+        // This machine's, whichever engine: their cloning process is gone.
+        let scratch: Vec<PathBuf> = [state.dir.join("volumes"), persist::remote_dir(&state.dir)]
+            .iter()
+            .flat_map(|d| persist::stale_scratch(d))
+            .collect();
+        report.clone_scratch = scratch.iter().map(|p| p.display().to_string()).collect();
         // What stays: sandboxes not reaped, and creates in flight.
         let reaping: BTreeSet<&str> = plan.containers.iter().map(|r| r.id.as_str()).collect();
         let mut keep: BTreeSet<String> =
@@ -191,6 +202,12 @@ impl Driver {
         let now = SystemTime::now();
         for c in reaped.iter().filter(|c| expiry(c).is_some_and(|e| e <= now)) {
             journal_expired(&state.dir, &c.name, c.labels.get(record::SESSION).cloned());
+        }
+        for p in &scratch {
+            if let Err(e) = std::fs::remove_dir_all(p) {
+                report.clone_scratch.retain(|d| *d != p.display().to_string());
+                report.failed.push(GcFailure { item: format!("clone scratch {}", p.display()), error: e.to_string() });
+            }
         }
         for (session, _) in &orphaned {
             match self.remove_orphan_volume_state(state, session) {
