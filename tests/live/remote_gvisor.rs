@@ -48,3 +48,29 @@ fn a_gvisor_sandbox_lives_on_a_remote_engine() {
     assert_eq!(w.containers(), Vec::<String>::new());
     assert_eq!(w.socket_dirs(), Vec::<String>::new());
 }
+
+/// A relayed `connect` (the remote path; `--channel exec` here) to a
+/// gVisor sandbox destroyed under it ends, rather than waiting on a
+/// `docker exec` stream runsc may never close.
+#[test]
+fn a_relayed_connect_ends_when_its_gvisor_sandbox_is_destroyed() {
+    let w = World::new();
+    let sb = w.create(&["--runtime", "runsc", "--channel", "exec"]);
+    let mut c = Command::new(SBX);
+    c.args(w.dir_args()).args(["connect", &sb.id]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"hello\n").unwrap();
+    let mut first = [0u8; 6];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    assert_eq!(&first, b"hello\n");
+    assert_success(&w.sbx(&["destroy", &sb.id]), "destroy under a connect");
+    let ended = until(std::time::Duration::from_secs(30), || child.try_wait().unwrap().is_some());
+    if ended.is_none() {
+        let _ = child.kill();
+        panic!("sbx connect still runs 30 s after its sandbox was destroyed");
+    }
+    drop(stdin);
+    let code = child.wait().unwrap().code();
+    assert_ne!(code, Some(0), "a connect cut by a destroy reported success");
+}

@@ -14,6 +14,12 @@ pub fn start(id: &str) -> Vec<OsString> {
     os(&["start", "--", id])
 }
 
+/// `docker wait CONTAINER`: ends when the container stops (at once when it
+/// is gone), printing its exit code.
+pub fn wait_exit(id: &str) -> Vec<OsString> {
+    os(&["wait", "--", id])
+}
+
 /// SIGTERM, then SIGKILL after `grace_secs` whole seconds (`docker stop
 /// --time` takes no fraction; the caller rounds up).
 pub fn stop(id: &str, grace_secs: u64) -> Vec<OsString> {

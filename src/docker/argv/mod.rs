@@ -32,7 +32,7 @@ pub use image::{
     context_host, context_show, image_label_values, image_labels, image_user, images_labelled, import, info_os,
     ps_quiet, pull, remove_images, repo_digests, runtimes, security_options, version,
 };
-pub use lifecycle::{inspect, list, pause, remove, running_pid, start, state, stop, unpause, LOG_TAIL};
+pub use lifecycle::{inspect, list, pause, remove, running_pid, start, state, stop, unpause, wait_exit, LOG_TAIL};
 pub use network::{
     network_connect, network_connect_alias, network_disconnect, network_inspect, network_remove, private_network,
     private_networks,
