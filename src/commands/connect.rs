@@ -2,6 +2,8 @@
 //! (its socket on the host, or the relayed channel: see `channel`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 use std::sync::Arc;
 
 use super::Context;
@@ -22,27 +24,50 @@ pub fn exec(id: &str, timeout: &str, ctx: &Context) -> Result<()> {
     // The relayed channel is a `docker exec -i` stream, which under runsc
     // on engine 20.10 need not close when the sandbox stops (a connect hung
     // after `sbx destroy`): `docker wait` ends when the container stops or
-    // is gone, and cuts the relay then.
-    let watch = driver.docker().open_pipe(&crate::docker::argv::wait_exit(container))?;
-    let ended = Arc::new(AtomicBool::new(false));
+    // is gone, and cuts the relay then. Started after a second, so a short
+    // exchange pays nothing for it (over ssh it is a session of its own).
     let Conn { reader, writer, end, stop } = conn;
     let stop: Arc<dyn Fn() + Send + Sync> = Arc::from(stop);
-    let (cut, fired) = (Arc::clone(&stop), Arc::clone(&ended));
-    let mut waited = watch.stdout;
+    let ended = Arc::new(AtomicBool::new(false));
+    let (done_tx, done) = std::sync::mpsc::channel::<()>();
+    let (cut, fired, docker, container) =
+        (Arc::clone(&stop), Arc::clone(&ended), driver.docker_handle(), container.clone());
     let watcher = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut waited, &mut std::io::sink());
-        fired.store(true, Ordering::SeqCst);
-        cut();
+        if done.recv_timeout(WATCH_AFTER) != Err(RecvTimeoutError::Timeout) {
+            return;
+        }
+        let Ok(watch) = docker.open_pipe(&crate::docker::argv::wait_exit(&container)) else { return };
+        let (mut out, kill) = (watch.stdout, watch.stop);
+        let reader = std::thread::spawn(move || {
+            let _ = std::io::copy(&mut out, &mut std::io::sink());
+        });
+        // Whichever comes first: the relay's end (kill `docker wait`), or the sandbox's.
+        loop {
+            if reader.is_finished() {
+                fired.store(true, Ordering::SeqCst);
+                cut();
+                break;
+            }
+            if done.recv_timeout(POLL) != Err(RecvTimeoutError::Timeout) {
+                kill();
+                break;
+            }
+        }
+        let _ = reader.join();
+        let _ = (watch.wait)();
     });
     let relayed = relay::conn_stdio(Conn { reader, writer, end, stop: Box::new(move || stop()) }, &id);
-    let sandbox_ended = ended.load(Ordering::SeqCst);
-    (watch.stop)();
+    let _ = done_tx.send(());
     let _ = watcher.join();
-    let _ = (watch.wait)();
     match relayed {
-        Err(_) if sandbox_ended => {
+        Err(_) if ended.load(Ordering::SeqCst) => {
             Err(Error::Sandbox(SandboxError::NotRunning { id: id.clone(), state: "stopped or removed".into() }))
         }
         other => other,
     }
 }
+
+/// How long a relayed connect runs before `docker wait` watches its sandbox.
+const WATCH_AFTER: Duration = Duration::from_secs(1);
+/// How often the watcher looks whether `docker wait` or the relay ended.
+const POLL: Duration = Duration::from_millis(100);
