@@ -3,8 +3,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
-use std::time::Duration;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::Context;
 use crate::error::{Error, Result, SandboxError};

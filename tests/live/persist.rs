@@ -361,11 +361,8 @@ fn gc_removes_the_clone_a_killed_create_left_and_not_one_in_progress() {
     std::fs::create_dir_all(&bin).unwrap();
     let git = bin.join("git");
     // `git clone ... -- URL DEST`: DEST is the last argument.
-    std::fs::write(
-        &git,
-        "#!/bin/sh\nfor a; do d=$a; done\nmkdir -p \"$d\" && echo secret > \"$d/key\"\nsleep 60\n",
-    )
-    .unwrap();
+    std::fs::write(&git, "#!/bin/sh\nfor a; do d=$a; done\nmkdir -p \"$d\" && echo secret > \"$d/key\"\nsleep 60\n")
+        .unwrap();
     std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let session = format!("{}-s", w.case);
