@@ -82,8 +82,8 @@ fn clone_and_setup_prepare_the_workspace_and_a_failing_setup_leaves_nothing() {
 
 /// The fixture with a root-owned 0755 /state holding a setuid-root binary
 /// and a plain file, packed with `docker import`.
-fn image_with_hostile_state() -> Image {
-    let tree = ImageTree::new(&["etc", "state"]);
+pub(crate) fn image_with_hostile_state(w: &World) -> Image {
+    let tree = ImageTree::new(&["etc", "state"]).for_case(w);
     let root = tree.root();
     std::fs::copy(fixture_binary(), root.join("state/suid")).unwrap();
     std::fs::set_permissions(root.join("state/suid"), std::fs::Permissions::from_mode(0o4755)).unwrap();
@@ -117,7 +117,7 @@ fn tree(dir: &Path) -> Vec<(PathBuf, u32)> {
 #[test]
 fn a_session_volume_takes_nothing_from_the_image_and_is_the_sandbox_users_nosuid_nodev() {
     let w = World::new();
-    let img = image_with_hostile_state();
+    let img = image_with_hostile_state(&w);
     let session = format!("{}-s", w.case);
     let host = w.state_dir.join("volumes").join(&session);
 
@@ -166,7 +166,7 @@ fn a_session_volume_takes_nothing_from_the_image_and_is_the_sandbox_users_nosuid
     w.assert_nothing_left();
 }
 
-fn make_repo(w: &World) -> PathBuf {
+pub(crate) fn make_repo(w: &World) -> PathBuf {
     let repo = PathBuf::from("/tmp").join(format!("sbxt-{}-repo", w.case));
     git(&["init", "-q", repo.to_str().unwrap()]);
     std::fs::write(repo.join("README"), b"from the repo\n").unwrap();

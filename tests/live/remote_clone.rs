@@ -15,18 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::persist::make_repo;
 use crate::remote::{local_paths, sbx, with};
 use crate::support::*;
-
-/// A local repository with one commit (`README`).
-fn make_repo(w: &World) -> PathBuf {
-    let repo = PathBuf::from("/tmp").join(format!("sbxt-{}-repo", w.case));
-    git(&["init", "-q", repo.to_str().unwrap()]);
-    std::fs::write(repo.join("README"), b"from the repo\n").unwrap();
-    git(&["-C", repo.to_str().unwrap(), "add", "."]);
-    git(&["-C", repo.to_str().unwrap(), "commit", "-qm", "one"]);
-    repo
-}
 
 fn backing_dir(session: &str) -> PathBuf {
     PathBuf::from(docker_ok(&["volume", "inspect", "--format", "{{.Mountpoint}}", &format!("sbx-data-{session}")]))

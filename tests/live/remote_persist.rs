@@ -13,22 +13,9 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::persist::image_with_hostile_state;
 use crate::remote::{local_paths, sbx, with};
 use crate::support::*;
-
-/// The fixture with a root-owned 0755 /state holding a setuid-root binary
-/// and a plain file.
-fn image_with_hostile_state(w: &World) -> Image {
-    let tree = ImageTree::new(&["etc", "state"]).for_case(w);
-    let root = tree.root();
-    std::fs::copy(fixture_binary(), root.join("state/suid")).unwrap();
-    std::fs::set_permissions(root.join("state/suid"), std::fs::Permissions::from_mode(0o4755)).unwrap();
-    std::fs::write(root.join("state/from-image"), b"image\n").unwrap();
-    for d in ["tmp", "state"] {
-        std::fs::set_permissions(root.join(d), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    tree.import()
-}
 
 fn state_opts(sb: &Sandbox) -> Vec<String> {
     let mountinfo = String::from_utf8_lossy(&sb.exec(&["read", "/proc/self/mountinfo"]).stdout).into_owned();
