@@ -62,24 +62,8 @@ pub fn overlay_options(mountpoint: &str) -> String {
 /// The session volume: an overlay over the backing volume at `mountpoint`,
 /// labelled as a local session volume is (`volume_create`).
 pub fn overlay_create(name: &str, mountpoint: &str, session: &str, owner: &str) -> Vec<OsString> {
-    os(&[
-        "volume",
-        "create",
-        "--driver",
-        "local",
-        "--opt",
-        "type=overlay",
-        "--opt",
-        "device=overlay",
-        "--opt",
-        &format!("o={}", overlay_options(mountpoint)),
-        "--label",
-        &format!("{}={session}", record::SESSION),
-        "--label",
-        &format!("{}={owner}", record::OWNER),
-        "--",
-        name,
-    ])
+    let o = format!("o={}", overlay_options(mountpoint));
+    super::volume::session_volume_create(name, &["type=overlay", "device=overlay", &o], session, owner)
 }
 
 /// A container of `image`, never started, that mounts the backing volume

@@ -15,24 +15,20 @@ pub fn volume_inspect(name: &str) -> Vec<OsString> {
 /// A session's named volume that is a bind of `dir` (the local driver's
 /// bind options), labelled with its session and ownership token.
 pub fn volume_create(name: &str, dir: &Path, session: &str, owner: &str) -> Vec<OsString> {
-    os(&[
-        "volume",
-        "create",
-        "--driver",
-        "local",
-        "--opt",
-        "type=none",
-        "--opt",
-        "o=bind",
-        "--opt",
-        &format!("device={}", dir.display()),
-        "--label",
-        &format!("{}={session}", record::SESSION),
-        "--label",
-        &format!("{}={owner}", record::OWNER),
-        "--",
-        name,
-    ])
+    session_volume_create(name, &["type=none", "o=bind", &format!("device={}", dir.display())], session, owner)
+}
+
+/// `docker volume create` of a session's volume with the local driver's
+/// `opts`, labelled with its session and ownership token (a local bind
+/// here, a remote overlay in `remote_state`).
+pub fn session_volume_create(name: &str, opts: &[&str], session: &str, owner: &str) -> Vec<OsString> {
+    let mut a = os(&["volume", "create", "--driver", "local"]);
+    for o in opts {
+        a.extend(os(&["--opt", o]));
+    }
+    let (session, owner) = (format!("{}={session}", record::SESSION), format!("{}={owner}", record::OWNER));
+    a.extend(os(&["--label", &session, "--label", &owner, "--", name]));
+    a
 }
 
 /// Running containers that have a volume mounted, one JSON array per line:
