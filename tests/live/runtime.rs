@@ -208,11 +208,18 @@ fn a_memory_hog_is_killed_at_the_limit_and_the_reason_is_reported() {
         rec["state"] == "exited" && rec["oom_killed"] == true
     });
     // The whole sandbox (Sentry and workload) is one cgroup: the kernel's
-    // OOM killer ends it, and docker records it as under runc.
+    // OOM killer ends it, and docker records it as under runc, unless
+    // containerd lost the OOM event (gVisor#12838; a full CI run under load
+    // saw it): then sbx says docker may have missed it, never "exited".
     assert_eq!(rec["state"], "exited", "{rec}");
     assert_eq!(rec["exit_code"], 137);
-    assert_eq!(rec["oom_killed"], true);
-    assert!(rec["reason"].as_str().unwrap().contains("OOM killer at its memory limit (64 MiB)"), "{rec}");
+    let reason = rec["reason"].as_str().unwrap();
+    if rec["oom_killed"] == true {
+        assert!(reason.contains("OOM killer at its memory limit (64 MiB)"), "{rec}");
+    } else {
+        eprintln!("docker recorded no OOM kill: {rec}");
+        assert!(reason.contains("docker recorded no OOM kill") && reason.contains("its 64 MiB"), "{rec}");
+    }
 }
 
 #[test]

@@ -109,6 +109,14 @@ impl RawContainer {
         let mem = self.full["HostConfig"]["Memory"].as_i64().unwrap_or(0) / (1024 * 1024);
         Some(if self.full["State"]["OOMKilled"] == true {
             format!("killed by the OOM killer at its memory limit ({mem} MiB); raise --memory")
+        } else if code == 137 && mem > 0 {
+            // containerd can deliver the OOM event after the exit, or lose
+            // it (containerd#8893, gVisor#12838): docker then records no
+            // OOM kill for one. Said, so the operator does not rule it out.
+            format!(
+                "killed by SIGKILL; docker recorded no OOM kill, but it can miss one: \
+                 if it may have used its {mem} MiB, raise --memory"
+            )
         } else if code == 137 {
             "killed by SIGKILL".to_string()
         } else if code > 128 {
@@ -332,6 +340,16 @@ mod tests {
         let r = raw.record(None, SystemTime::now());
         assert_eq!((r.exit_code, r.oom_killed), (Some(137), true));
         assert!(r.reason.unwrap().contains("OOM killer at its memory limit (32 MiB)"));
+        // A SIGKILL docker did not record as an OOM kill, which it can miss.
+        raw.full["State"] = serde_json::json!({"Status": "exited", "ExitCode": 137, "OOMKilled": false});
+        let why = raw.record(None, SystemTime::now()).reason.unwrap();
+        assert!(
+            why.starts_with("killed by SIGKILL; docker recorded no OOM kill") && why.contains("its 32 MiB"),
+            "{why}"
+        );
+        raw.full["HostConfig"] = serde_json::json!({});
+        assert_eq!(raw.record(None, SystemTime::now()).reason.as_deref(), Some("killed by SIGKILL"));
+        raw.full["HostConfig"] = serde_json::json!({"Memory": 33554432});
         raw.full["State"] = serde_json::json!({"Status": "exited", "ExitCode": 143, "OOMKilled": false});
         assert_eq!(raw.record(None, SystemTime::now()).reason.as_deref(), Some("killed by signal 15"));
         raw.full["State"] = serde_json::json!({"Status": "exited", "ExitCode": 3});
