@@ -165,6 +165,16 @@ pub fn all(data: &Path) -> Vec<Pool> {
     v
 }
 
+/// Whether `id` is an unclaimed member of any pool in `data` (one with a
+/// spec or not): file look-ups only, no docker call.
+pub fn ready_anywhere(data: &Path, id: &str) -> bool {
+    std::fs::read_dir(root(data))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| crate::spec::parse_id(id).is_ok() && e.path().join("ready").join(id).exists())
+}
+
 fn mkdir(p: &Path) -> Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)

@@ -55,14 +55,22 @@ impl Driver {
     /// relayed. A container paused, stopped or gone since is docker's
     /// answer to the `docker exec`, which `relay_status` says in sbx's words.
     fn recorded_remote_channel(&self, id: &str) -> Result<Option<Channel>> {
-        let engine = self.engine()?;
-        if !engine.is_remote() {
+        if !self.engine()?.is_remote() {
             return Ok(None);
         }
+        Ok(self.recorded_container(id)?.map(|container| Channel::Exec { id: id.to_string(), container }))
+    }
+
+    /// The container id this data dir recorded at create for sandbox `id`
+    /// on the engine sbx drives now (None: not made here, or on another
+    /// engine). A 64-hex id is never reused, so a docker call on it reaches
+    /// this sandbox or fails.
+    pub(super) fn recorded_container(&self, id: &str) -> Result<Option<String>> {
+        let engine = self.engine()?;
         let state = &self.state()?.state;
         if !state.belongs(id, &engine.endpoint) {
             return Ok(None);
         }
-        Ok(state.record(id).map(|r| Channel::Exec { id: id.to_string(), container: r.container }))
+        Ok(state.record(id).map(|r| r.container))
     }
 }

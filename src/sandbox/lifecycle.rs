@@ -36,7 +36,7 @@ pub struct Changed {
 }
 
 impl Changed {
-    fn new(id: &str, state: &'static str, already: bool) -> Self {
+    pub(crate) fn new(id: &str, state: &'static str, already: bool) -> Self {
         Changed { id: id.to_string(), state, already, unwatched: None }
     }
 }
@@ -169,6 +169,9 @@ impl Driver {
 
     /// Freeze every process of a running sandbox. Idempotent on a paused one.
     pub fn pause(&self, id: &str) -> Result<Changed> {
+        if let Some(done) = self.pause_recorded(id)? {
+            return Ok(done);
+        }
         let raw = self.inspect_one(id)?;
         let state = &self.state()?.state;
         match raw.state.as_str() {
@@ -186,6 +189,30 @@ impl Driver {
         Ok(Changed::new(id, "paused", false))
     }
 
+    /// `docker pause` on the container id recorded at create, without an
+    /// inspect first: on calls this short the inspect was half of sbx's
+    /// cost (pause + resume 1.93x of bare docker, BENCHMARKS.md). A 64-hex
+    /// id names one container for ever, so the call reaches this sandbox or
+    /// fails; any failure (already paused, not running, gone) is left to
+    /// the inspecting path, which says it in sbx's words. A pool's
+    /// unclaimed member takes that path too, to be refused.
+    fn pause_recorded(&self, id: &str) -> Result<Option<Changed>> {
+        let Some(cid) = self.recorded_container(id)? else { return Ok(None) };
+        let state = &self.state()?.state;
+        if crate::host::pool::ready_anywhere(&state.dir, id) {
+            return Ok(None);
+        }
+        let marked = state.marked(id, Mark::Paused);
+        state.mark(id, Mark::Paused)?;
+        if self.exec.run(&argv::pause(&cid)).is_ok_and(|o| o.status == 0) {
+            return Ok(Some(Changed::new(id, "paused", false)));
+        }
+        if !marked {
+            state.unmark(id, Mark::Paused);
+        }
+        Ok(None)
+    }
+
     /// A warm pool's unclaimed member is handed out by `create --pool`
     /// without a docker call: stopped or frozen, it would be handed out
     /// dead or stalled. Claim it first.
@@ -201,6 +228,14 @@ impl Driver {
 
     /// Thaw a paused sandbox.
     pub fn resume(&self, id: &str) -> Result<Changed> {
+        // As `pause_recorded`: the recorded id first, the inspecting path
+        // only when docker refuses (not paused, gone).
+        if let Some(cid) = self.recorded_container(id)? {
+            if self.exec.run(&argv::unpause(&cid)).is_ok_and(|o| o.status == 0) {
+                self.state()?.state.unmark(id, Mark::Paused);
+                return Ok(Changed::new(id, "running", false));
+            }
+        }
         let raw = self.inspect_one(id)?;
         let state = &self.state()?.state;
         if raw.state != "paused" {

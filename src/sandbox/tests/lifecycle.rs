@@ -246,3 +246,59 @@ fn a_stale_stopped_mark_is_dropped_once_the_sandbox_is_seen_running() {
     rig.fake.push(rig.in_state("exited"));
     assert_eq!(rig.driver().inspect(ID).unwrap().state, "exited");
 }
+
+/// A sandbox this data dir recorded: `docker pause`/`unpause` on the
+/// recorded container id, no inspect; any refusal is said by the
+/// inspecting path, and a pool's unclaimed member still goes there.
+#[test]
+fn pause_and_resume_of_a_recorded_sandbox_make_one_docker_call() {
+    let rig = Rig::new();
+    let rec = crate::host::state::SandboxRecord {
+        container: cid(),
+        socket_dir: rig.sock_dir(),
+        private: vec![],
+        volume: None,
+        session: None,
+        gate: None,
+    };
+    rig.state().set_record(ID, &rec).unwrap();
+    rig.fake.push(Output::ok(""));
+    assert_eq!(rig.driver().pause(ID).unwrap(), Changed::new(ID, "paused", false));
+    assert_eq!(rig.fake.calls(), [vec!["pause", "--", &cid()]]);
+    assert!(rig.state().marked(ID, Mark::Paused));
+    rig.fake.push(Output::ok(""));
+    assert_eq!(rig.driver().resume(ID).unwrap(), Changed::new(ID, "running", false));
+    assert_eq!(rig.fake.calls()[1], ["unpause", "--", &cid()]);
+    assert!(!rig.state().marked(ID, Mark::Paused));
+
+    // Refused by docker: the inspecting path says why, the mark as it was.
+    let not_running = format!("Error response from daemon: Container {} is not running", cid());
+    rig.fake.push(Output::fail(1, &not_running)).push(rig.in_state("exited"));
+    let err = rig.driver().pause(ID).unwrap_err();
+    assert!(matches!(err, Error::Sandbox(SandboxError::WrongState { action: "pause", .. })), "{err:?}");
+    assert!(!rig.state().marked(ID, Mark::Paused));
+    rig.state().mark(ID, Mark::Paused).unwrap();
+    let already = format!("Error response from daemon: Container {} is already paused", cid());
+    rig.fake.push(Output::fail(1, &already)).push(rig.in_state("paused"));
+    assert!(rig.driver().pause(ID).unwrap().already);
+    assert!(rig.state().marked(ID, Mark::Paused), "a paused sandbox keeps its mark");
+    let not_paused = format!("Error response from daemon: Container {} is not paused", cid());
+    rig.fake.push(Output::fail(1, &not_paused)).push(rig.in_state("running"));
+    let err = rig.driver().resume(ID).unwrap_err();
+    assert!(matches!(err, Error::Sandbox(SandboxError::WrongState { action: "resume", .. })), "{err:?}");
+    let n = rig.fake.calls().len();
+
+    // A pool's unclaimed member: refused after the inspect, never paused.
+    let ready = rig.state().dir.join("pools").join("p").join("ready");
+    std::fs::create_dir_all(&ready).unwrap();
+    std::fs::write(ready.join(ID), "{}").unwrap();
+    let mut member: serde_json::Value = serde_json::from_slice(&rig.in_state("running").stdout).unwrap();
+    let mut labels = member["Config"]["Labels"].take();
+    labels.as_object_mut().unwrap().remove("sbx.owner");
+    labels[crate::model::record::POOL] = "p".into();
+    member["Config"]["Labels"] = rig.seal(labels);
+    rig.fake.push(Output::ok(&format!("{member}\n")));
+    let err = rig.driver().pause(ID).unwrap_err();
+    assert!(err.to_string().contains("a ready member of pool p"), "{err}");
+    assert_eq!(rig.fake.verbs()[n..], ["container inspect"]);
+}
