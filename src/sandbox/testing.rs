@@ -65,6 +65,20 @@ impl Rig {
         State::at(self.state.clone())
     }
 
+    /// Record sandbox `id` as made here on container `container`, its
+    /// socket directory under the rig's root (what create records).
+    pub fn record_container(&self, id: &str, container: &str) {
+        let rec = state::SandboxRecord {
+            container: container.to_string(),
+            socket_dir: self.root.join(id),
+            private: vec![],
+            volume: None,
+            session: None,
+            gate: None,
+        };
+        self.state().set_record(id, &rec).unwrap();
+    }
+
     /// This host's owner token for sandbox `id`.
     pub fn token(&self, id: &str) -> String {
         std::fs::create_dir_all(&self.state).unwrap();

@@ -116,15 +116,7 @@ fn destroy_of_many_recorded_sandboxes_is_paced_and_stops_once_the_engine_hangs()
     let st = rig.state();
     std::fs::create_dir_all(&rig.state).unwrap();
     for (i, id) in ids.iter().enumerate() {
-        let rec = state::SandboxRecord {
-            container: format!("{i:064x}"),
-            socket_dir: rig.root.join(id),
-            private: Vec::new(),
-            volume: None,
-            session: None,
-            gate: None,
-        };
-        st.set_record(id, &rec).unwrap();
+        rig.record_container(id, &format!("{i:064x}"));
     }
     rig.fake.push(Output::ok(""));
     rig.fake.push_timeout(Duration::from_secs(120));

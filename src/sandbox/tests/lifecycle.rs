@@ -253,15 +253,7 @@ fn a_stale_stopped_mark_is_dropped_once_the_sandbox_is_seen_running() {
 #[test]
 fn pause_and_resume_of_a_recorded_sandbox_make_one_docker_call() {
     let rig = Rig::new();
-    let rec = crate::host::state::SandboxRecord {
-        container: cid(),
-        socket_dir: rig.sock_dir(),
-        private: vec![],
-        volume: None,
-        session: None,
-        gate: None,
-    };
-    rig.state().set_record(ID, &rec).unwrap();
+    rig.record_container(ID, &cid());
     rig.fake.push(Output::ok(""));
     assert_eq!(rig.driver().pause(ID).unwrap(), Changed::new(ID, "paused", false));
     assert_eq!(rig.fake.calls(), [vec!["pause", "--", &cid()]]);

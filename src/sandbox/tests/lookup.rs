@@ -149,15 +149,7 @@ fn every_command_acts_only_on_a_proven_sandbox() {
     assert!(matches!(err, Error::Sandbox(SandboxError::Foreign { ref id }) if id == impostor), "{err:?}");
     assert!(err.to_string().contains("not a sandbox of this host"), "{err}");
     // A sandbox this host recorded: its container id, with no docker call.
-    let rec = state::SandboxRecord {
-        container: "cd".repeat(32),
-        socket_dir: rig.sock_dir(),
-        private: vec![],
-        volume: None,
-        session: None,
-        gate: None,
-    };
-    rig.state().set_record(ID, &rec).unwrap();
+    rig.record_container(ID, &"cd".repeat(32));
     assert_eq!(rig.driver().owned(ID).unwrap(), "cd".repeat(32));
     assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"]);
 }

@@ -130,15 +130,7 @@ fn far_sandbox(rig: &Rig) {
     st.set_engine(ID, FAR).unwrap();
     st.set_expiry(ID, std::time::SystemTime::now() + Duration::from_secs(3600)).unwrap();
     st.mark(ID, Mark::Stopped).unwrap();
-    let rec = state::SandboxRecord {
-        container: cid(),
-        socket_dir: rig.sock_dir(),
-        private: vec![],
-        volume: None,
-        session: None,
-        gate: None,
-    };
-    st.set_record(ID, &rec).unwrap();
+    rig.record_container(ID, &cid());
 }
 
 #[test]
