@@ -17,6 +17,9 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::error::{SandboxError, SessionError};
 
+mod scratch;
+pub use scratch::{scratch_name, stale_scratch};
+
 pub fn volume_name(session: &str) -> String {
     format!("sbx-state-{session}")
 }
@@ -53,39 +56,6 @@ pub fn lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
 /// Remote engines' session locks (issue 16), and a remote `--clone`'s
 /// directory while it lasts: `volumes/.remote/`, not a session key, so gc's
 /// sweep of local session state never takes it for one.
-/// The prefix of a clone's scratch directory (`scratch_name`).
-const SCRATCH: &str = ".sbx-clone-";
-
-/// A fresh name for a clone's scratch directory: `.sbx-clone-PID.START-TAGRAND`,
-/// naming the process that clones, so `gc` can remove one an sbx killed
-/// mid-clone left (`stale_scratch`): a full, possibly private clone.
-pub fn scratch_name(tag: &str) -> String {
-    let by = crate::host::state::ProcId::current().map_or_else(|| "0.0".into(), |p| format!("{}.{}", p.pid, p.start));
-    format!("{SCRATCH}{by}-{tag}{:016x}", rand::random::<u64>())
-}
-
-/// Clone scratch directories in `dir` whose cloning process is gone (by
-/// pid and start time). Names without a process (older sbx) are left.
-pub fn stale_scratch(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    entries
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name();
-            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH)) else { return false };
-            let by = rest.split('-').next().unwrap_or_default();
-            let Some((pid, start)) = by.split_once('.') else { return false };
-            match (pid.parse(), start.parse()) {
-                (Ok(pid), Ok(start)) if pid > 0 => !crate::host::state::ProcId { pid, start }.is_alive(),
-                _ => false,
-            }
-        })
-        // Never through a link: only directories sbx made.
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect()
-}
-
 pub fn remote_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("volumes").join(".remote")
 }
@@ -337,35 +307,4 @@ pub fn clone(spec: &crate::spec::CloneSpec, into: &Path) -> Result<()> {
         run(&["-C".as_ref(), dir, "checkout".as_ref(), "--quiet".as_ref(), r.as_ref(), "--".as_ref()])?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// gc's sweep takes the scratch of a cloning process that is gone, and
-    /// nothing else: not a live clone's, not an older name it cannot judge,
-    /// not a file or a link.
-    #[test]
-    fn only_scratch_of_a_gone_clone_is_stale() {
-        let dir = std::env::temp_dir().join(format!("sbx-scratch-{:016x}", rand::random::<u64>()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let live = dir.join(scratch_name("s-"));
-        let gone = dir.join(".sbx-clone-999999999.1-s-00000000000000aa");
-        let old = dir.join(".sbx-clone-00000000000000bb");
-        for d in [&live, &gone, &old] {
-            std::fs::create_dir(d).unwrap();
-        }
-        std::fs::write(dir.join(".sbx-clone-999999998.1-00000000000000cc"), b"").unwrap();
-        std::os::unix::fs::symlink("/etc", dir.join(".sbx-clone-999999997.1-00000000000000dd")).unwrap();
-        std::fs::create_dir(dir.join("session-1")).unwrap();
-        assert_eq!(stale_scratch(&dir), [gone]);
-        assert!(live
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .starts_with(&format!(".sbx-clone-{}.", std::process::id())));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }

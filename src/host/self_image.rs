@@ -68,6 +68,34 @@ pub fn ensure_cached(exec: &dyn DockerExec, exe: &Path, cache: Option<&Path>) ->
     Ok(id)
 }
 
+/// Whether `e`, docker's refusal of a `create`/`run` of sbx's image, says
+/// that image is not there: another sbx build on this engine dropped it
+/// meanwhile (`ensure` keeps one build's image at a time).
+pub fn is_gone(e: &Error) -> bool {
+    match e {
+        Error::Image(crate::error::ImageError::Missing { .. }) => true,
+        Error::Docker(crate::docker::DockerError::Status { stderr, .. }) => parse::image_missing_at_run(stderr),
+        _ => parse::image_missing_at_run(&e.to_string()),
+    }
+}
+
+/// What every user of sbx's image (the egress gate, audit's probe,
+/// doctor's probe) does with the result of a `create`/`run` of it: when
+/// docker said the image is gone ([`is_gone`]), import it again and
+/// `retry` with it, once; any other result stands.
+pub fn again_if_gone<T>(
+    first: Result<T>,
+    exec: &dyn DockerExec,
+    exe: &Path,
+    cache: Option<&Path>,
+    retry: impl FnOnce(&str) -> Result<T>,
+) -> Result<T> {
+    match first {
+        Err(e) if is_gone(&e) => retry(&ensure_cached(exec, exe, cache)?),
+        r => r,
+    }
+}
+
 /// sbx images of other builds, judged by each image's own label: two sbx
 /// processes that missed the look-up at once each import the same content
 /// under an id of its own, and the other's is about to run (seen twice in the

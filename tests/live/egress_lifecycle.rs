@@ -199,6 +199,29 @@ fn create_killed_at_each_egress_step_leaves_nothing_after_gc() {
     }
 }
 
+/// Another sbx build on the engine drops sbx's image (each keeps its own
+/// only) between create's look-up and the gate's `docker run`: the gate
+/// imports it again and runs once more, as audit and doctor do.
+#[test]
+fn the_gate_starts_when_another_sbx_build_dropped_its_image_meanwhile() {
+    let w = World::new();
+    let net = Network::with_prefix(false, "inet-");
+    let shim = Shim::dropping_the_gate_s_image(&w);
+    let label = w.case_label();
+    let args = ["create", "--image", tools_image(), "--label", &label, "--egress-network", &net.name];
+    let args: Vec<&str> = args.into_iter().chain(["--allow", "files.example:80"]).collect();
+    let out = w.sbx_env(&args, &[("SBX_DOCKER", shim.path().to_str().unwrap())]);
+    let dropped = shim.dropped().expect("the shim never saw the gate's run");
+    assert!(dropped.contains("Deleted: sha256:"), "the image was not dropped, so this proves nothing: {dropped}");
+    assert_success(&out, "create --allow with sbx's image dropped before the gate's run");
+    let id = stdout(&out).trim().to_string();
+    let sb = w.adopt(&id);
+    let gates = docker_ok(&["ps", "-q", "--filter", &format!("label=sbx.gate-of={id}")]);
+    assert_eq!(gates.lines().count(), 1, "the gate is not running");
+    drop(sb);
+    assert_no_egress_left(&w, &id);
+}
+
 #[test]
 fn ttl_expiry_removes_the_gate() {
     let w = World::new();

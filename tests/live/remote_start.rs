@@ -229,3 +229,43 @@ fn gc_removes_the_filler_of_a_create_killed_mid_fill() {
     assert_eq!(v["fillers"], serde_json::json!(left), "{v}");
     assert!(!fillers().contains(&left[0]), "gc left the filler {}", left[0]);
 }
+
+/// A filler another machine sharing the key made just now, whose label
+/// says it was made in 1970 (that machine's clock far behind): gc over ssh
+/// keeps it, since its age is docker's `Created` against the engine's
+/// clock. The other way (a label in the future on a filler docker made
+/// over an hour ago) cannot be staged, as docker's `Created` cannot be
+/// aged; the unit tests hold that rule.
+#[test]
+fn gc_keeps_a_fresh_filler_whose_label_says_it_is_old() {
+    let remote = Remote::start();
+    let w = World::new();
+    assert_success(&sbx(&w, &["gc"], &remote.env()), "a first gc over ssh (the data dir's key)");
+    let key = std::fs::read(w.state_dir.join("key")).unwrap();
+    let name = format!("sbx-fill-{}", w.case.replace(|c: char| !c.is_ascii_alphanumeric(), ""));
+    let value = "1 another-machine 2 3";
+    let owner = sbx::sandbox::gc::filler::token(&key, &name, value);
+    let (filler, owner, label) = (format!("sbx.helper.filler={value}"), format!("sbx.owner={owner}"), w.case_label());
+    docker_ok(&[
+        "create",
+        "--name",
+        &name,
+        "--label",
+        &filler,
+        "--label",
+        &owner,
+        "--label",
+        &label,
+        "--network",
+        "none",
+        &w.image,
+    ]);
+
+    let out = sbx(&w, &["--json", "gc"], &remote.env());
+    assert_success(&out, "gc over ssh");
+    let v = json(&out);
+    assert!(!v["fillers"].to_string().contains(&name), "gc reaped a filler docker made just now: {v}");
+    assert!(fillers().contains(&name), "the filler is gone");
+    docker_ok(&["rm", "-f", &name]);
+    w.assert_nothing_left();
+}

@@ -10,8 +10,9 @@ use std::time::{Duration, SystemTime};
 use super::status_probe::{self, Found};
 use super::ProcStatus;
 use crate::docker::parse::RawContainer;
+use crate::docker::DockerError;
 use crate::docker::{argv, run_ok, status_error};
-use crate::error::{CheckError, Result};
+use crate::error::{CheckError, Error, Result};
 use crate::sandbox::Driver;
 
 /// How long a probe may stand before gc takes it for a leftover: its run
@@ -36,43 +37,33 @@ pub fn process_status(driver: &Driver, id: &str, raw: &RawContainer) -> Result<(
     // probe left by a killed sbx stays until an audit writes it).
     let _ = std::fs::write(state.dir.join(crate::model::record::AUDIT_PROBES_MARK), b"");
     let pid = full["State"]["Pid"].as_i64().unwrap_or(0);
-    let mut tries = 0;
-    let out = loop {
-        tries += 1;
-        let image =
-            crate::host::self_image::ensure_cached(driver.docker(), driver.exe(), Some(&state.dir.join("self-image")))?;
+    let cache = state.dir.join("self-image");
+    let probe = |image: &str| -> Result<crate::docker::Output> {
         let name = format!("sbx-audit-{}-{:08x}", id.trim_start_matches("sbx-"), rand::random::<u32>());
         let owner = crate::host::state::owner_token(key, &name);
         let expires = humantime::format_rfc3339_seconds(SystemTime::now() + PROBE_LIFETIME).to_string();
-        let plan = argv::ProbePlan {
-            name: &name,
-            sandbox: id,
-            container: cid,
-            pid,
-            owner: &owner,
-            expires: &expires,
-            image: &image,
-        };
+        let plan =
+            argv::ProbePlan { name: &name, sandbox: id, container: cid, pid, owner: &owner, expires: &expires, image };
         let args = argv::audit_probe(&plan);
         match driver.docker().run(&args) {
-            Ok(out) if out.status == 0 => break out,
+            Ok(out) if out.status == 0 => Ok(out),
             failed => {
                 // A probe that hung or failed to start must not stay (best effort: gc takes it otherwise).
                 let _ = driver.docker().run(&argv::remove(&[name.as_str()]));
-                let out = failed?;
-                let why = out.stderr_str();
-                // The sandbox stopped between the inspect and the probe.
-                if why.contains("non running container") {
-                    return Ok((None, "the sandbox stopped while audit read it: it has no process to read".into()));
-                }
-                // Another sbx build on this engine dropped sbx's image meanwhile
-                // (`self_image`: one build's image at a time): import it again, once.
-                if tries == 1 && crate::docker::parse::image_missing_at_run(&why) {
-                    continue;
-                }
-                return Err(status_error(&args, &out).into());
+                Err(status_error(&args, &failed?).into())
             }
         }
+    };
+    let image = crate::host::self_image::ensure_cached(driver.docker(), driver.exe(), Some(&cache))?;
+    // Another sbx build on this engine may have dropped sbx's image meanwhile.
+    let probed =
+        crate::host::self_image::again_if_gone(probe(&image), driver.docker(), driver.exe(), Some(&cache), probe);
+    let out = match probed {
+        // The sandbox stopped between the inspect and the probe.
+        Err(Error::Docker(DockerError::Status { stderr, .. })) if stderr.contains("non running container") => {
+            return Ok((None, "the sandbox stopped while audit read it: it has no process to read".into()));
+        }
+        r => r?,
     };
     match status_probe::parse(&out.stdout) {
         Ok(Found::Process { status, .. }) => Ok((Some(status), String::new())),

@@ -100,19 +100,12 @@ impl Doctor<'_> {
             pool: None,
         };
         let started = std::time::Instant::now();
-        let mut created = self.driver.create(&spec);
-        // Another sbx build on this engine dropped sbx's image between the
-        // import and the create (`self_image`: one build's image at a time): once more.
-        let gone = |e: &Error| {
-            matches!(e, Error::Image(crate::error::ImageError::Missing { .. }))
-                || crate::docker::parse::image_missing_at_run(&e.to_string())
-        };
-        if matches!(&created, Err(e) if gone(e)) {
-            match self.probe_image().and_then(|i| ImageRef::parse(&i).map_err(Error::from)) {
-                Ok(i) => created = self.driver.create(&SandboxSpec { image: i, ..spec.clone() }),
-                Err(e) => created = Err(e),
-            }
-        }
+        // Another sbx build on this engine may have dropped sbx's image
+        // between the import and the create.
+        let created =
+            crate::host::self_image::again_if_gone(self.driver.create(&spec), self.exec, self.exe, None, |i| {
+                self.driver.create(&SandboxSpec { image: ImageRef::parse(i)?, ..spec.clone() })
+            });
         let created = match created {
             Ok(c) => c,
             Err(e) => {

@@ -51,6 +51,12 @@ pub fn runtimes() -> Vec<OsString> {
     os(&["info", "--format", "{{json .Runtimes}}"])
 }
 
+/// The engine's clock (see `parse::engine_time`): what docker's own times
+/// (a container's `Created`) are measured against.
+pub fn engine_time() -> Vec<OsString> {
+    os(&["info", "--format", "{{json .SystemTime}}"])
+}
+
 pub fn info_os() -> Vec<OsString> {
     os(&["info", "--format", "{{json .OperatingSystem}}"])
 }

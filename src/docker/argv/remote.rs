@@ -78,10 +78,11 @@ pub fn helper_filler(image: &str, volume: &str, id: &FillerId) -> Vec<OsString> 
     filler(image, volume, id, "helper")
 }
 
-/// `docker ps -a` of the fillers: `[name, sbx.helper.filler, sbx.owner]` per line.
+/// `docker ps -a` of the fillers: `[name, sbx.helper.filler, sbx.owner, created]`
+/// per line, `created` being docker's `.CreatedAt` (see `parse::docker_time`).
 pub fn fillers() -> Vec<OsString> {
     let format = format!(
-        "[{{{{json .Names}}}},{{{{json (.Label \"{FILLER_LABEL}\")}}}},{{{{json (.Label \"{}\")}}}}]",
+        "[{{{{json .Names}}}},{{{{json (.Label \"{FILLER_LABEL}\")}}}},{{{{json (.Label \"{}\")}}}},{{{{json .CreatedAt}}}}]",
         crate::model::record::OWNER
     );
     os(&["ps", "-a", "--no-trunc", "--filter", &format!("label={FILLER_LABEL}"), "--format", &format])
@@ -129,7 +130,7 @@ mod tests {
         let ps: Vec<String> = fillers().iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(
             ps.last().unwrap(),
-            r#"[{{json .Names}},{{json (.Label "sbx.helper.filler")}},{{json (.Label "sbx.owner")}}]"#
+            r#"[{{json .Names}},{{json (.Label "sbx.helper.filler")}},{{json (.Label "sbx.owner")}},{{json .CreatedAt}}]"#
         );
     }
 }

@@ -80,6 +80,45 @@ pub fn image_ids(stdout: &str) -> Vec<String> {
     stdout.lines().map(str::trim).filter(|l| l.starts_with("sha256:")).map(str::to_string).collect()
 }
 
+/// A time as docker prints it, with its offset: `docker ps`'s
+/// `.CreatedAt` (`2026-11-30 19:15:26 +0530 IST`, in the CLI's zone) or
+/// an RFC 3339 time of the engine's (`2026-11-30T13:45:26.906049911Z`,
+/// `...+01:00`). None for anything else.
+pub fn docker_time(s: &str) -> Option<std::time::SystemTime> {
+    let s = s.trim().trim_matches('"');
+    let at = humantime::parse_rfc3339_weak(s.get(..19)?).ok()?;
+    let rest = &s[19..];
+    let rest = rest.strip_prefix('.').map_or(rest, |r| r.trim_start_matches(|c: char| c.is_ascii_digit()));
+    let rest = rest.trim_start_matches(' ');
+    if rest == "Z" || rest.starts_with("Z ") {
+        return Some(at);
+    }
+    let (ahead, rest) = match (rest.strip_prefix('+'), rest.strip_prefix('-')) {
+        (Some(r), _) => (true, r),
+        (_, Some(r)) => (false, r),
+        _ => return None,
+    };
+    let digits: String = rest.chars().take_while(|c| *c != ' ').filter(|c| *c != ':').collect();
+    if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs = digits[..2].parse::<u64>().ok()? * 3600 + digits[2..].parse::<u64>().ok()? * 60;
+    let off = std::time::Duration::from_secs(secs);
+    // Local = UTC + offset.
+    if ahead {
+        at.checked_sub(off)
+    } else {
+        at.checked_add(off)
+    }
+}
+
+/// `docker info --format '{{json .SystemTime}}'` (see `argv::engine_time`):
+/// the engine's clock.
+pub fn engine_time(stdout: &str) -> Option<std::time::SystemTime> {
+    let s: String = serde_json::from_str(stdout.trim()).ok()?;
+    docker_time(&s)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -142,5 +181,34 @@ mod tests {
         assert_eq!(image_ids(&format!("{a}\n{b}\n")), [a.clone(), b]);
         assert_eq!(image_ids(""), Vec::<String>::new());
         assert_eq!(image_ids("WARNING: something\n"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn docker_times_with_their_offsets() {
+        // Captured from CLI 28.2.2 under TZ=UTC, Asia/Kolkata, America/New_York
+        // (one container), and engine 20.10.24's `.SystemTime` and `.Created`.
+        let at = humantime::parse_rfc3339("2026-11-30T13:45:26Z").unwrap();
+        for s in [
+            "2026-11-30 13:45:26 +0000 UTC",
+            "\"2026-11-30 19:15:26 +0530 IST\"",
+            "2026-11-30 08:45:26 -0500 EST",
+            "2026-11-30T13:45:26.906049911Z",
+            "2026-11-30T14:45:26.5+01:00",
+            "2026-11-30T13:45:26Z",
+        ] {
+            assert_eq!(docker_time(s), Some(at), "{s}");
+        }
+        assert_eq!(engine_time("\"2026-11-30T13:45:26.073803691Z\"\n"), Some(at));
+        for bad in [
+            "",
+            "2026-11-30 13:45:26",
+            "2026-11-30 13:45:26 UTC",
+            "2026-11-30 13:45:26 +05",
+            "yesterday",
+            "2026-11-30 13:45:26 *0000",
+        ] {
+            assert_eq!(docker_time(bad), None, "{bad:?}");
+        }
+        assert_eq!(engine_time("null"), None);
     }
 }

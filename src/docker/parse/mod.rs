@@ -19,7 +19,10 @@ mod stderr;
 mod volume;
 
 pub use container::{main_state, parse_inspect, parse_ps, ps_template, stopped, MainState, RawContainer};
-pub use engine::{context_host, current_context, engine_version, image_ids, operating_system, runtimes, EngineVersion};
+pub use engine::{
+    context_host, current_context, docker_time, engine_time, engine_version, image_ids, operating_system, runtimes,
+    EngineVersion,
+};
 pub use events::{
     container_state, parse_event, DockerEvent, EventMapper, ExitState, ACTIONS, MAX_EVENT_LINE, PROBE_IMAGE_LABEL,
 };

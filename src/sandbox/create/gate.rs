@@ -21,6 +21,36 @@ pub(super) struct GateReady {
     pub(super) image: String,
     /// sbx's own seccomp profile (the gate never takes `--seccomp-profile`).
     pub(super) seccomp: std::path::PathBuf,
+    /// Where `self_image` remembers the image's content hash.
+    cache: std::path::PathBuf,
+}
+
+/// What the gate's `docker run`/`create` is made of, but its image.
+pub(super) struct GateArgs<'a> {
+    pub(super) id: &'a str,
+    pub(super) owner: &'a str,
+    pub(super) e: &'a EgressSpec,
+    pub(super) ready: &'a GateReady,
+    pub(super) policy_dir: &'a Path,
+    pub(super) remote: bool,
+}
+
+impl GateArgs<'_> {
+    fn plan<'b>(&'b self, image: &'b str, dns: &'b Option<String>) -> argv::GatePlan<'b> {
+        let policy = if self.remote { argv::PolicySource::Volume } else { argv::PolicySource::Dir(self.policy_dir) };
+        let (id, owner, seccomp) = (self.id, self.owner, self.ready.seccomp.as_path());
+        argv::GatePlan { id, owner, image, policy, seccomp, dns: dns.as_deref() }
+    }
+
+    fn dns(&self) -> Option<String> {
+        self.e.dns.map(|d| d.to_string())
+    }
+}
+
+/// The gate started in the background, with what runs it again.
+pub(super) struct GateJob<'a> {
+    job: Box<dyn Background>,
+    args: GateArgs<'a>,
 }
 
 impl RouteNets {
@@ -44,7 +74,8 @@ impl Driver {
         // Marks this host as one that uses egress, so gc looks for its leftovers.
         let root = crate::host::egress::root(data);
         std::fs::create_dir_all(&root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
-        let image = crate::host::self_image::ensure_cached(&*self.exec, &self.exe, Some(&data.join("self-image")))?;
+        let cache = data.join("self-image");
+        let image = crate::host::self_image::ensure_cached(&*self.exec, &self.exe, Some(&cache))?;
         let name = argv::egress_network(e);
         let args = argv::network_inspect(&[name]);
         let out = self.exec.run(&args)?;
@@ -57,7 +88,7 @@ impl Driver {
             }
             self.make_egress_network(name)?;
         }
-        Ok(GateReady { image, seccomp: crate::host::seccomp::install(data)? })
+        Ok(GateReady { image, seccomp: crate::host::seccomp::install(data)?, cache })
     }
 
     /// sbx's own egress network; another create may have made it meanwhile.
@@ -71,29 +102,36 @@ impl Driver {
     }
 
     /// Start the gate in the background; the sandbox starts meanwhile.
-    pub(super) fn spawn_gate(
-        &self,
-        id: &str,
-        owner: &str,
-        e: &EgressSpec,
-        ready: &GateReady,
-        policy_dir: &Path,
-        remote: bool,
-    ) -> Result<Box<dyn Background>> {
-        let dns = e.dns.map(|d| d.to_string());
-        let policy = if remote { argv::PolicySource::Volume } else { argv::PolicySource::Dir(policy_dir) };
-        let plan =
-            argv::GatePlan { id, owner, image: &ready.image, policy, seccomp: &ready.seccomp, dns: dns.as_deref() };
-        if !remote {
-            return Ok(self.exec.spawn(&argv::gate_run(&plan))?);
+    pub(super) fn spawn_gate<'a>(&self, args: GateArgs<'a>) -> Result<GateJob<'a>> {
+        let dns = args.dns();
+        if !args.remote {
+            let job = self.exec.spawn(&argv::gate_run(&args.plan(&args.ready.image, &dns)))?;
+            return Ok(GateJob { job, args });
         }
         // A remote engine cannot bind this machine's directory (issue 16):
         // the gate is created, its own volume filled, then started (it
         // reads the policy at start). `docker start` prints the id it was
         // given, which `gate_started` reads as `docker run -d`'s answer.
-        let cid = run_ok(&*self.exec, &argv::gate_create(&plan))?.stdout_str().trim().to_string();
-        self.publish_policy(id, &cid, &e.policy)?;
-        Ok(self.exec.spawn(&argv::start(&cid))?)
+        let create = |image: &str| -> Result<String> {
+            let argv = argv::gate_create(&args.plan(image, &dns));
+            Ok(run_ok(&*self.exec, &argv)?.stdout_str().trim().to_string())
+        };
+        let cid = self.again_if_image_gone(create(&args.ready.image), args.ready, create)?;
+        self.publish_policy(args.id, &cid, &args.e.policy)?;
+        let job = self.exec.spawn(&argv::start(&cid))?;
+        Ok(GateJob { job, args })
+    }
+
+    /// `self_image::again_if_gone` for the gate: another sbx build on this
+    /// engine may drop sbx's image between `prepare_gate` and the gate's
+    /// create or run.
+    fn again_if_image_gone(
+        &self,
+        first: Result<String>,
+        ready: &GateReady,
+        retry: impl FnOnce(&str) -> Result<String>,
+    ) -> Result<String> {
+        crate::host::self_image::again_if_gone(first, &*self.exec, &self.exe, Some(&ready.cache), retry)
     }
 
     /// Copy `policy` into sandbox `id`'s remote gate's /policy volume
@@ -115,13 +153,26 @@ impl Driver {
 
     /// The gate's `docker run` answered: its container id, once it is on
     /// the egress network too.
-    pub(super) fn gate_started(&self, id: &str, e: &EgressSpec, job: Box<dyn Background>) -> Result<String> {
+    pub(super) fn gate_started(&self, g: GateJob<'_>) -> Result<String> {
+        let GateJob { job, args: gate } = g;
+        let (id, e) = (gate.id, gate.e);
         let out = job.wait()?;
-        if out.status != 0 {
-            let command = "starting the egress gate (`docker run`)".into();
-            return Err(DockerError::Status { command, status: out.status, stderr: out.stderr_str() }.into());
-        }
-        let cid = out.stdout_str().trim().to_string();
+        let started = match out.status {
+            0 => Ok(out.stdout_str().trim().to_string()),
+            status => {
+                let command = "starting the egress gate (`docker run`)".into();
+                Err(DockerError::Status { command, status, stderr: out.stderr_str() }.into())
+            }
+        };
+        // A remote gate's image was taken at its create (`spawn_gate`).
+        let cid = match gate.remote {
+            true => started?,
+            false => self.again_if_image_gone(started, gate.ready, |image| {
+                let dns = gate.dns();
+                let argv = argv::gate_run(&gate.plan(image, &dns));
+                Ok(run_ok(&*self.exec, &argv)?.stdout_str().trim().to_string())
+            })?,
+        };
         self.check_interrupt()?;
         let name = argv::egress_network(e);
         let args = argv::network_connect(name, &gate::container(id));

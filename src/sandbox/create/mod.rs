@@ -263,14 +263,16 @@ impl Driver {
         };
         self.make_private(&id, &owner, &routes.private)?;
         let mut gate_job = match (&spec.egress, &gate, &policy_dir) {
-            (Some(e), Some(g), Some(p)) => Some((e, self.spawn_gate(&id, &owner, e, g, p, remote)?)),
+            (Some(e), Some(ready), Some(policy_dir)) => {
+                Some(self.spawn_gate(gate::GateArgs { id: &id, owner: &owner, e, ready, policy_dir, remote })?)
+            }
             _ => None,
         };
         // Where sbx resolves route hosts, the gate must be on its network
         // first; elsewhere it starts while the sandbox starts.
         let mut gate_cid = None;
         let hosts = if resolve_hosts {
-            gate_cid = gate_job.take().map(|(e, job)| self.gate_started(&id, e, job)).transpose()?;
+            gate_cid = gate_job.take().map(|g| self.gate_started(g)).transpose()?;
             self.route_hosts(&id, spec, &routes)?
         } else {
             Vec::new()
@@ -315,7 +317,7 @@ impl Driver {
         };
         let started = self.start_and_wait(&plan, remote.then_some(readable));
         // Waited for whatever the sandbox did, so a rollback never races the gate's `docker run`.
-        let gate_started = gate_job.map(|(e, job)| self.gate_started(&id, e, job)).transpose();
+        let gate_started = gate_job.map(|g| self.gate_started(g)).transpose();
         let cid = started?;
         let gate_cid = gate_cid.or(gate_started?);
         self.run_setup(&id, &spec.setup)?;

@@ -35,7 +35,8 @@ pub struct GcReport {
     /// directory and its lock file (paths).
     pub volume_state: Vec<String>,
     /// Clone scratch directories an sbx killed mid-`--clone` left (their
-    /// cloning process is gone), in the data dir's `volumes/`.
+    /// cloning process is gone, or, named by an older sbx, a day untouched),
+    /// in the data dir's `volumes/`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clone_scratch: Vec<String>,
     /// Egress gates (container names) whose sandbox is gone.

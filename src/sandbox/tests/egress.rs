@@ -77,6 +77,67 @@ fn create_starts_the_gate_while_the_sandbox_starts() {
     assert_eq!(json["egress"]["mode"], "enforce");
 }
 
+impl Rig {
+    /// sbx's image imported again after another sbx build dropped it
+    /// (`self_image::ensure_cached`: not found by its hash, packed, imported
+    /// as `id`, no other build's image left).
+    fn image_imported_again(&self, id: &str) {
+        self.fake.push(Output::ok("")).push(Output::ok(""));
+        self.fake.push(Output::ok(&format!("{id}\n")));
+        self.fake.push(Output::ok(&format!("{id}\n")));
+    }
+}
+
+/// Another sbx build on the engine dropped sbx's image between create's
+/// look-up and the gate's `docker run` (engine 20.10's answer): imported
+/// again and the gate run once more with it, as audit and doctor do.
+#[test]
+fn the_gate_runs_again_when_another_sbx_build_dropped_its_image() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.gate_ready();
+    rig.fake.push(Output::ok("")); // the internal network
+    rig.fake.push(Output::fail(125, "docker: Error response from daemon: No such image: sha256:5b\n"));
+    rig.starts_and_binds();
+    rig.image_imported_again("sha256:5c");
+    rig.fake.push(Output::ok(&format!("{GATE_CID}\n"))); // the gate's run, again
+    rig.fake.push(Output::ok("")); // the gate joins the egress network
+    let c = rig.driver().create(&spec(allow(&["pypi.org"]))).unwrap();
+    let verbs = rig.fake.verbs();
+    assert_eq!(verbs[verbs.len() - 6..], ["images", "images", "import", "images", "run", "network connect"]);
+    let calls = rig.fake.calls();
+    let (first, again) = (&calls[4], &calls[calls.len() - 2]);
+    assert_eq!(again[..4], ["run", "-d", "--name", &gate::container(ID)]);
+    assert!(first.contains(&"sha256:5b".to_string()) && again.contains(&"sha256:5c".to_string()), "{again:?}");
+    assert_eq!(
+        first.iter().map(|a| if a == "sha256:5b" { "sha256:5c" } else { a }).collect::<Vec<_>>(),
+        *again,
+        "the same gate"
+    );
+    assert!(c.record.egress.unwrap().active);
+
+    // Gone again: only once, and the create fails in docker's words.
+    let rig = Rig::new();
+    rig.image("");
+    rig.gate_ready();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::fail(125, "docker: Error response from daemon: No such image: sha256:5b\n"));
+    rig.starts_and_binds();
+    rig.image_imported_again("sha256:5c");
+    rig.fake.push(Output::fail(125, "docker: Error response from daemon: No such image: sha256:5c\n"));
+    // The rollback, as in `a_sandbox_that_dies_at_boot_takes_its_gate_with_it`.
+    rig.fake.push(Output::ok(""));
+    rig.gate_listed();
+    rig.removed();
+    rig.removed();
+    rig.fake.push(Output::ok("")).push(Output::ok(""));
+    let e = rig.driver().create(&spec(allow(&["pypi.org"]))).unwrap_err();
+    assert!(e.to_string().contains("No such image: sha256:5c"), "{e}");
+    let runs = rig.fake.verbs().iter().filter(|v| *v == "run").count();
+    assert_eq!(runs, 3, "the gate twice, the sandbox once: {:?}", rig.fake.verbs());
+    assert!(!rig.policy_dir().exists() && !rig.sock_dir().exists());
+}
+
 #[test]
 fn sbx_makes_its_egress_network_again_if_gc_took_it_before_the_gate_joined() {
     let rig = Rig::new();

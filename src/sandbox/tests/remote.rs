@@ -238,6 +238,36 @@ fn a_direct_channel_needs_this_machine_to_be_the_engine_s() {
     assert_eq!(rig.fake.verbs(), ["container inspect"]);
 }
 
+/// Another sbx build on the engine dropped sbx's image before the remote
+/// gate's `docker create`: imported again, the gate created once more.
+#[test]
+fn a_remote_gate_is_created_again_when_another_sbx_build_dropped_its_image() {
+    const GATE: &str = "9a7e9a7e";
+    let rig = Rig::new();
+    rig.image("");
+    std::fs::create_dir_all(rig.state.join("helper")).unwrap();
+    std::fs::write(rig.state.join("helper/remote-verified"), format!("ssh://me@far {}\n", volume_name())).unwrap();
+    rig.fake.push(Output::ok(&format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key())));
+    rig.fake.push(Output::ok("sha256:5b\n")); // sbx's own image
+    rig.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
+    rig.fake.push(Output::ok("")); // the internal network
+    rig.fake.push(Output::fail(1, "Error response from daemon: No such image: sha256:5b\n"));
+    rig.fake.push(Output::ok("")).push(Output::ok("")); // not found by its hash, twice
+    rig.fake.push(Output::ok("sha256:5c\n")).push(Output::ok("sha256:5c\n")); // imported; no other build's
+    rig.fake.push(Output::ok(&format!("{GATE}\n"))); // docker create of the gate, again
+    rig.fake.push(Output::ok("")); // the policy copied in
+    rig.fake.push(Output::ok(&format!("{GATE}\n"))); // docker start of the gate
+    starts_remotely(&rig, plain_run());
+    rig.fake.push(Output::ok("")); // the gate joins the egress network
+    let c = remote(&rig).create(&spec(&["--allow", "pypi.org"])).unwrap();
+    assert_eq!(c.record.tier, 2);
+    let calls = rig.fake.calls();
+    assert_eq!(rig.fake.verbs()[5..11], ["create", "images", "images", "import", "images", "create"]);
+    assert_eq!(calls[5].iter().map(|a| if a == "sha256:5b" { "sha256:5c" } else { a }).collect::<Vec<_>>(), calls[10]);
+    assert!(calls[10].contains(&"sha256:5c".to_string()), "{:?}", calls[10]);
+    assert_eq!(calls[11], ["cp", "-", &format!("{GATE}:/policy")]);
+}
+
 /// `--allow` on a remote engine (issue 16): the gate cannot bind this
 /// machine's policy directory, so it is created with a volume of its own,
 /// the policy copied in, then started; a change is copied in before it is

@@ -178,7 +178,8 @@ fn remote_gc_removes_sbx_s_fillers_whose_create_is_gone_and_no_other() {
     let rig = Rig::new();
     std::fs::create_dir_all(&rig.state).unwrap();
     let key = rig.state().key().unwrap();
-    let row = |name: &str, value: &str, owner: &str| serde_json::json!([name, value, owner]).to_string();
+    let at = "2026-11-30 13:45:26 +0000 UTC";
+    let row = |name: &str, value: &str, owner: &str| serde_json::json!([name, value, owner, at]).to_string();
     let dead =
         format!("1 {} {} 1", std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap().trim(), i32::MAX);
     let live = filler::label_value(std::time::SystemTime::now());
@@ -194,6 +195,51 @@ fn remote_gc_removes_sbx_s_fillers_whose_create_is_gone_and_no_other() {
     let r = remote(&rig).gc(false).unwrap();
     assert_eq!(r.fillers, ["sbx-fill-dead"]);
     assert_eq!(rig.fake.calls()[3], ["rm", "-f", "-v", "--", "sbx-fill-dead"]);
+    // Every creator checked here: the engine's clock was not asked.
+    assert_eq!(rig.fake.calls().len(), 4);
+}
+
+/// Fillers of another machine sharing the key go by docker's `Created`
+/// against the engine's clock (one `docker info`), whatever their label's
+/// time says and whatever this machine's clock says (the engine's is in
+/// 2001 here).
+#[test]
+fn remote_gc_ages_other_machines_fillers_by_the_engine_s_clock_not_their_label() {
+    use crate::sandbox::gc::filler;
+    let gc = |info: &str, removes: bool| {
+        let rig = Rig::new();
+        std::fs::create_dir_all(&rig.state).unwrap();
+        let key = rig.state().key().unwrap();
+        let row = |name: &str, value: &str, created: &str| {
+            serde_json::json!([name, value, filler::token(&key, name, value), created]).to_string()
+        };
+        let ps = [
+            // Made 61 minutes ago; its machine's clock runs far ahead.
+            row("sbx-fill-old", "4102444800 other 2 5", "2001-01-01 11:59:00 +0000 UTC"),
+            // Made a minute ago; its machine's clock runs far behind.
+            row("sbx-fill-new", "1 other 2 5", "2001-01-01 13:59:00 +0100 CET"),
+        ]
+        .join("\n");
+        rig.fake.push(Output::ok("")).push(Output::ok(""));
+        rig.fake.push(Output::ok(&ps));
+        rig.fake.push(Output::ok(info));
+        if removes {
+            rig.fake.push(Output::ok("sbx-fill-old\n"));
+        }
+        let r = remote(&rig).gc(false).unwrap();
+        (r, rig.fake.calls())
+    };
+    let (r, calls) = gc("\"2001-01-01T13:00:00.5Z\"\n", true);
+    assert_eq!(r.fillers, ["sbx-fill-old"]);
+    assert_eq!(calls[3], ["info", "--format", "{{json .SystemTime}}"]);
+    assert_eq!(calls[4], ["rm", "-f", "-v", "--", "sbx-fill-old"]);
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    // An engine time sbx cannot read: none goes, and gc says why.
+    let (r, calls) = gc("\"soon\"\n", false);
+    assert_eq!(r.fillers, Vec::<String>::new());
+    assert_eq!(calls.len(), 4, "{calls:?}");
+    assert_eq!(r.failed.len(), 1, "{:?}", r.failed);
+    assert!(r.failed[0].error.contains("engine time"), "{:?}", r.failed);
 }
 
 /// `sbx ttl` of a remote sandbox: the watchdog it starts watches the

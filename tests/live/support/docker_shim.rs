@@ -44,6 +44,28 @@ impl Shim {
         Self::install(dir, &script)
     }
 
+    /// Removes the image of the first egress gate's `docker run` just
+    /// before passing that run on, as another sbx build on the engine
+    /// dropping sbx's image would; `docker rmi`'s answer is in [`Shim::dropped`].
+    pub fn dropping_the_gate_s_image(w: &World) -> Self {
+        let dir = Path::new("/tmp").join(format!("sbxt-{}-shim", w.case));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = format!(
+            "#!/bin/sh
+             if [ \"$1\" = run ] && [ ! -e '{d}/dropped' ]; then case \" $* \" in *' __gate '*)
+             for a in \"$@\"; do case \"$a\" in sha256:*) docker rmi \"$a\" > '{d}/dropped' 2>&1 ;; esac; done ;; esac; fi
+             exec docker \"$@\"
+",
+            d = dir.display(),
+        );
+        Self::install(dir, &script)
+    }
+
+    /// What `docker rmi` said in [`Shim::dropping_the_gate_s_image`]; None if it never ran.
+    pub fn dropped(&self) -> Option<String> {
+        std::fs::read_to_string(self.dir.join("dropped")).ok()
+    }
+
     /// Passes every call on, logging its whole argv (see [`Shim::argvs`]).
     pub fn logging(w: &World) -> Self {
         let dir = Path::new("/tmp").join(format!("sbxt-{}-shim", w.case));
