@@ -93,9 +93,17 @@ pub fn doing(args: &[OsString]) -> String {
     let words: Vec<String> =
         args.iter().map(|a| a.to_string_lossy().into_owned()).take_while(|a| !a.starts_with('-')).take(2).collect();
     let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    // Not every container sbx runs is the sandbox: its `--name` says which.
+    let name = args.windows(2).find(|p| p[0] == "--name").map(|p| p[1].to_string_lossy().into_owned());
+    let (running, creating) = match name.as_deref().unwrap_or("") {
+        n if n.ends_with("-gate") => ("starting the egress gate", "creating the egress gate's container"),
+        n if n.starts_with("sbx-fill-") => ("filling a volume", "creating a volume filler"),
+        n if n.starts_with("sbx-audit-") => ("running audit's probe", "creating audit's probe"),
+        _ => ("starting the sandbox", "creating the sandbox's container"),
+    };
     let (what, cmd) = match (w(0), w(1)) {
-        ("run", _) => ("starting the sandbox", "docker run"),
-        ("create", _) | ("container", "create") => ("creating the sandbox's container", "docker create"),
+        ("run", _) => (running, "docker run"),
+        ("create", _) | ("container", "create") => (creating, "docker create"),
         ("start", _) | ("container", "start") => ("starting the sandbox", "docker start"),
         ("rm", _) | ("container", "rm") => ("removing a container", "docker rm"),
         ("exec", _) => ("running a command in the sandbox", "docker exec"),
@@ -175,5 +183,17 @@ pub(crate) mod tests {
         assert_eq!(doing(&a(&["run", "-d", "--cpus", "64", "img"])), "starting the sandbox (`docker run`)");
         assert_eq!(doing(&a(&["network", "rm", "x"])), "removing a route network (`docker network rm`)");
         assert_eq!(doing(&a(&["frobnicate"])), "talking to the Docker engine");
+        let gate = a(&["create", "--name", "sbx-0123456789ab-gate", "img"]);
+        assert_eq!(doing(&gate), "creating the egress gate's container (`docker create`)");
+        let gate = a(&["run", "-d", "--name", "sbx-0123456789ab-gate", "img"]);
+        assert_eq!(doing(&gate), "starting the egress gate (`docker run`)");
+        assert_eq!(
+            doing(&a(&["create", "--name", "sbx-fill-1f", "img"])),
+            "creating a volume filler (`docker create`)"
+        );
+        assert_eq!(
+            doing(&a(&["run", "--rm", "--name", "sbx-audit-1f", "img"])),
+            "running audit's probe (`docker run`)"
+        );
     }
 }
