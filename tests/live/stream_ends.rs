@@ -191,6 +191,15 @@ enum Verbs {
     Relays,
 }
 
+/// A host directory of the test's own, removed even when it fails.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// One local case at a time (see the module's doc).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -199,7 +208,8 @@ fn streams_end(rig: &Rig, create: &[&str], end: End, verbs: Verbs) {
     let _alone = (verbs == Verbs::Full).then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()));
     let sb = rig.create(create);
     let id = sb.id.clone();
-    let files = std::env::temp_dir().join(format!("sbxt-{}-files", rig.w.case));
+    let files = Scratch(std::env::temp_dir().join(format!("sbxt-{}-files", rig.w.case)));
+    let files = &files.0;
     std::fs::create_dir_all(files.join("many")).unwrap();
     if verbs == Verbs::Full {
         // A file and a directory big enough that a transfer or listing whose
@@ -299,7 +309,6 @@ fn streams_end(rig: &Rig, create: &[&str], end: End, verbs: Verbs) {
         Ok(0) | Err(_) if at < deadline => Ok(format!("the forwarded connection: closed ({read:?})")),
         _ => Err(format!("the forwarded connection: still open {LIMIT:?} after the end ({read:?})")),
     });
-    let _ = std::fs::remove_dir_all(&files);
     let report = results.iter().map(|r| r.clone().unwrap_or_else(|e| format!("FAIL {e}"))).collect::<Vec<_>>();
     println!("{end:?} {create:?}:\n  {}", report.join("\n  "));
     assert!(results.iter().all(Result::is_ok), "{end:?} {create:?}:\n  {}", report.join("\n  "));
