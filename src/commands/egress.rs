@@ -153,7 +153,12 @@ fn read_log(
             }
         }
     };
-    let done = ctx.driver.docker().run_stream(&args, None, &mut output)?;
+    let done = match ctx.driver.docker().run_stream(&args, None, &mut output) {
+        // `-f` cut by the runner's watch when its gate went (docker/real/watch.rs):
+        // the log is over, as when docker ends it itself.
+        Err(crate::docker::DockerError::Ended { .. }) => return failed.map_or(Ok(()), Err),
+        other => other?,
+    };
     if let Some(e) = failed {
         return Err(e);
     }

@@ -134,6 +134,9 @@ pub(crate) fn named(e: Error, target: &str, id: &str) -> Error {
         Error::Sandbox(SandboxError::NotFound { id: t }) => {
             Error::Sandbox(SandboxError::NotFound { id: t.replace(target, id) })
         }
+        Error::Sandbox(SandboxError::NotRunning { id: t, state }) if t == target => {
+            Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state })
+        }
         Error::Sandbox(SandboxError::HelperMissing { id: t }) if t == target => {
             Error::Sandbox(SandboxError::HelperMissing { id: id.to_string() })
         }

@@ -35,30 +35,80 @@ pub fn exec(id: &str, specs: &[String], ctx: &Context) -> Result<()> {
     driver.channel(&id)?;
     let target = driver.owned(&id)?;
     (ctx.catch_signals)();
-    let lines = listen(&pairs, &id, &target, driver.docker_handle(), &ctx.out)?;
+    let live = Relays::default();
+    let lines = listen(&pairs, &id, &target, driver.docker_handle(), &ctx.out, &live)?;
+    // Runs until Ctrl-C, or until its sandbox stops or goes: `docker wait`
+    // beside it says when (a forward to nothing must not run on for ever).
+    let (ended, stop_wait) = until_ended(driver.docker(), &target)?;
     ctx.out.data(&lines)?;
     ctx.out.note("forwarding", "forwarding; Ctrl-C to stop");
-    while crate::host::interrupt::pending().is_none() {
+    let gone = loop {
+        if crate::host::interrupt::pending().is_some() {
+            break false;
+        }
+        if ended.is_finished() {
+            break true;
+        }
         std::thread::sleep(Duration::from_millis(100));
+    };
+    if !gone {
+        stop_wait();
+        return Ok(());
     }
-    Ok(())
+    // Its open connections' `docker exec`s are killed: none outlives sbx
+    // (under runsc one need not end when its container goes).
+    for stop in live.lock().unwrap_or_else(|e| e.into_inner()).values() {
+        stop();
+    }
+    match ended.join() {
+        // A hung engine: the watch's start deadline, said as such.
+        Ok(Err(e @ DockerError::Timeout { .. })) => Err(e.into()),
+        _ => Err(super::named(crate::workbench::helper::ended(&target), &target, &id)),
+    }
+}
+
+/// The `stop` of each open connection's relay, by a number of its own.
+type Relays = Arc<std::sync::Mutex<std::collections::HashMap<u64, Arc<dyn Fn() + Send + Sync>>>>;
+
+/// `docker wait -- CONTAINER` in the background: the handle is finished
+/// once the container has stopped or is gone (or the engine did not
+/// answer); the closure kills it (Ctrl-C: no `docker wait` outlives sbx).
+#[allow(clippy::type_complexity)]
+fn until_ended(
+    docker: &dyn DockerExec,
+    target: &str,
+) -> Result<(std::thread::JoinHandle<std::result::Result<(i32, String), DockerError>>, Box<dyn Fn() + Send + Sync>)> {
+    let Piped { stdout, wait, stop, .. } = docker.open_pipe(&crate::docker::argv::wait_exit(target))?;
+    let handle = std::thread::spawn(move || {
+        let mut out = stdout;
+        let _ = std::io::copy(&mut out, &mut std::io::sink());
+        wait()
+    });
+    Ok((handle, stop))
 }
 
 /// Listens on 127.0.0.1 for each (local, remote) pair and relays every
 /// connection to container `target` in a thread of its own; returns the
 /// `ADDR -> ID:PORT` lines to print (`id` as the user wrote it).
-fn listen(pairs: &[(u16, u16)], id: &str, target: &str, docker: Arc<dyn DockerExec>, out: &Printer) -> Result<String> {
+fn listen(
+    pairs: &[(u16, u16)],
+    id: &str,
+    target: &str,
+    docker: Arc<dyn DockerExec>,
+    out: &Printer,
+    live: &Relays,
+) -> Result<String> {
     let mut lines = String::new();
     for &(local, remote) in pairs {
         let listener = TcpListener::bind(("127.0.0.1", local))
             .map_err(|e| Error::io(format!("listening on 127.0.0.1:{local}"), e))?;
         let addr = listener.local_addr().map_err(|e| Error::io("reading the local address", e))?;
         lines.push_str(&format!("{addr} -> {id}:{remote}\n"));
-        let (docker, target, out) = (docker.clone(), target.to_string(), out.clone());
+        let (docker, target, out, live) = (docker.clone(), target.to_string(), out.clone(), live.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (docker, target, out) = (docker.clone(), target.clone(), out.clone());
-                std::thread::spawn(move || relay(conn, docker.as_ref(), &target, remote, &out));
+                let (docker, target, out, live) = (docker.clone(), target.clone(), out.clone(), live.clone());
+                std::thread::spawn(move || relay(conn, docker.as_ref(), &target, remote, &out, &live));
             }
         });
     }
@@ -68,11 +118,14 @@ fn listen(pairs: &[(u16, u16)], id: &str, target: &str, docker: Arc<dyn DockerEx
 /// One connection: TCP <-> `docker exec -i ID helper relay PORT`, with
 /// half-close passed on in both directions. Both directions copy with
 /// `relay::copy` (read/write, no splice: issue 10.1).
-fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16, out: &Printer) {
+fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16, out: &Printer, live: &Relays) {
     // A hung engine ends this connection at the start deadline (issue 10).
-    let Ok(Piped { mut stdin, mut stdout, wait, .. }) = docker.open_pipe(&workbench::relay_argv(id, port)) else {
+    let Ok(Piped { mut stdin, mut stdout, wait, stop }) = docker.open_pipe(&workbench::relay_argv(id, port)) else {
         return;
     };
+    let key = rand::random::<u64>();
+    live.lock().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::from(stop));
+    let _forget = Forget(live, key);
     let Ok(mut up) = conn.try_clone() else { return };
     let upload = std::thread::spawn(move || {
         let _ = crate::host::relay::copy(&mut up, &mut stdin);
@@ -84,6 +137,15 @@ fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16, out: &Pr
     let _ = upload.join();
     if let Err(e @ DockerError::Timeout { .. }) = wait() {
         out.warn("engine_timeout", &format!("connection to port {port} closed: {e}"));
+    }
+}
+
+/// Takes a relay off the list when it ends, however it ends.
+struct Forget<'a>(&'a Relays, u64);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.1);
     }
 }
 
@@ -139,7 +201,7 @@ mod tests {
         client.write_all(b"ping").unwrap();
         client.shutdown(Shutdown::Write).unwrap();
         let (out, printed) = crate::output::capture(false);
-        relay(conn, &fake, "sbx-0123456789ab", 8080, &out);
+        relay(conn, &fake, "sbx-0123456789ab", 8080, &out, &Relays::default());
         assert_eq!(printed.stderr(), "");
         let mut back = String::new();
         client.read_to_string(&mut back).unwrap();
@@ -158,7 +220,8 @@ mod tests {
         fake.push(Output::ok("pong"));
         let (out, printed) = crate::output::capture(false);
         let target = "0".repeat(64);
-        let lines = listen(&[(0, 8080)], "sbx-0123456789ab", &target, Arc::new(fake.clone()), &out).unwrap();
+        let live = Relays::default();
+        let lines = listen(&[(0, 8080)], "sbx-0123456789ab", &target, Arc::new(fake.clone()), &out, &live).unwrap();
         let (addr, rest) = lines.split_once(" -> ").unwrap();
         assert_eq!(rest, "sbx-0123456789ab:8080\n");
         assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{lines}");
@@ -178,6 +241,18 @@ mod tests {
         }
         assert_eq!(fake.invocations(), vec![Call { args, stdin: Some(b"ping".to_vec()), mode: ModeKind::Piped }]);
         assert_eq!(printed.stderr(), "");
+    }
+
+    /// A forward's end: `docker wait` on the container id, which returns
+    /// when the sandbox stops or goes (the fake answers at once).
+    #[test]
+    fn a_forward_ends_when_docker_wait_returns() {
+        let fake = FakeDocker::new();
+        fake.push(Output::ok("137\n"));
+        let target = "0".repeat(64);
+        let (ended, _stop) = until_ended(&fake, &target).unwrap();
+        assert_eq!(ended.join().unwrap().unwrap().0, 0);
+        assert_eq!(fake.calls(), vec![vec!["wait".to_string(), "--".into(), target]]);
     }
 
     /// A docker that opens the pipe, then reports the engine's deadline.
@@ -215,7 +290,7 @@ mod tests {
             let (conn, _) = listener.accept().unwrap();
             client.shutdown(Shutdown::Write).unwrap();
             let (out, printed) = crate::output::capture(json);
-            relay(conn, &TimesOutAfterOpening, "sbx-0123456789ab", 8080, &out);
+            relay(conn, &TimesOutAfterOpening, "sbx-0123456789ab", 8080, &out, &Relays::default());
             assert_eq!(printed.stderr(), want);
             assert_eq!(printed.stdout(), "");
         }

@@ -18,4 +18,8 @@ pub enum DockerError {
     /// The engine took longer than the call's deadline; sbx killed the CLI.
     #[error("the Docker engine did not answer `{command}` within {}", humantime::format_duration(*after))]
     Timeout { command: String, after: std::time::Duration },
+    /// A `docker exec` stream cut because its container stopped or is gone
+    /// (see `real::watch`): sbx says so as the sandbox's end.
+    #[error("container {container} stopped or was removed while a `docker exec` in it ran")]
+    Ended { container: String },
 }

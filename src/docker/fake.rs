@@ -17,6 +17,8 @@ enum Answer {
     Output(Output, Option<Hook>),
     SpawnFails,
     TimesOut(std::time::Duration),
+    /// Prints its stdout, then is cut by the runner's watch on its sandbox.
+    Ended(Output, String),
 }
 
 /// One recorded invocation.
@@ -66,6 +68,14 @@ impl FakeDocker {
     /// The next call is cut off at its deadline, as on a hung engine.
     pub fn push_timeout(&self, after: std::time::Duration) -> &Self {
         self.state.lock().unwrap().answers.push_back(Answer::TimesOut(after));
+        self
+    }
+
+    /// The next call prints `stdout`, then is cut because its sandbox
+    /// (container `container`) ended (`DockerError::Ended`: from a piped
+    /// call's `wait`, from any other at once).
+    pub fn push_ended(&self, stdout: &str, container: &str) -> &Self {
+        self.state.lock().unwrap().answers.push_back(Answer::Ended(Output::ok(stdout), container.into()));
         self
     }
 
@@ -121,6 +131,7 @@ impl FakeDocker {
                 command: super::verb(&argv.iter().map(Into::into).collect::<Vec<_>>()),
                 after,
             }),
+            Some(Answer::Ended(_, container)) => Err(DockerError::Ended { container }),
             None => panic!("unscripted docker call: {argv:?}"),
         };
         (at, out)
@@ -167,9 +178,29 @@ impl DockerExec for FakeDocker {
                 })
             }
             Mode::Piped => {
+                let ended = {
+                    let mut st = self.state.lock().unwrap();
+                    match st.answers.front() {
+                        Some(Answer::Ended(out, c)) => {
+                            let (out, c) = (out.clone(), c.clone());
+                            st.answers.pop_front();
+                            st.answers.push_front(Answer::Output(out, None));
+                            Some(c)
+                        }
+                        _ => None,
+                    }
+                };
                 let (at, out) = self.answer_at(call(Some(Vec::new())));
                 let out = out?;
                 let (status, stderr) = (out.status, out.stderr_str());
+                if let Some(container) = ended {
+                    return Ok(Outcome::Piped(Piped {
+                        stdin: Box::new(Recorder { state: self.state.clone(), at }),
+                        stdout: Box::new(std::io::Cursor::new(out.stdout)),
+                        wait: Box::new(move || Err(DockerError::Ended { container })),
+                        stop: Box::new(|| {}),
+                    }));
+                }
                 Outcome::Piped(Piped {
                     stdin: Box::new(Recorder { state: self.state.clone(), at }),
                     stdout: Box::new(std::io::Cursor::new(out.stdout)),

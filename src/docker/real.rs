@@ -18,7 +18,7 @@ use capture::{bounded_output, finish, output_cut, Bounded, RealBackground};
 use forward::forward;
 pub use guard::Stop;
 use guard::{Guard, Timed, Waiting};
-use watch::{start_probe, StartWatch};
+use watch::{end_wait, start_probe, StartWatch};
 
 use super::{
     exit_code, render, verb, Attach, Background, Deadlines, DockerError, DockerExec, Invocation, Mode, Outcome, Output,
@@ -61,7 +61,7 @@ impl RealDocker {
     }
 
     fn finish(&self, args: &[OsString], child: Child) -> Result<std::process::Output, DockerError> {
-        let Some(watch) = self.watch_start(args, &child, true) else {
+        let Some(watch) = self.watch_start(args, &child, true, true) else {
             return finish(&self.program_name(), args, self.deadlines.of(args), child);
         };
         // A stream run to completion (a helper call such as `sbx ps`, `docker
@@ -75,14 +75,22 @@ impl RealDocker {
     }
 
     /// Watch the start of `docker ARGS` (just spawned as `child`) when it
-    /// has no deadline of its own and names a container; see [`StartWatch`].
-    /// `group`: the child leads its own process group (kill the group).
-    fn watch_start(&self, args: &[OsString], child: &Child, group: bool) -> Option<StartWatch> {
+    /// has no deadline of its own and names a container, and the end of
+    /// its sandbox when it is an exec; see [`StartWatch`]. `group`: the
+    /// child leads its own process group (kill the group). `probe`: false
+    /// when another bound covers its start (an idle deadline).
+    fn watch_start(&self, args: &[OsString], child: &Child, group: bool, probe: bool) -> Option<StartWatch> {
         if self.deadlines.of(args).is_some() {
             return None;
         }
-        let probe = self.global.iter().cloned().chain(start_probe(args)?).collect();
-        Some(StartWatch::new(self.program.clone(), probe, child.id() as i32, group, self.deadlines.quick, verb(args)))
+        let global = |argv: Vec<OsString>| self.global.iter().cloned().chain(argv).collect::<Vec<_>>();
+        let probe = if probe { Some(global(start_probe(args)?)) } else { None };
+        let end = end_wait(args).map(|(wait, container)| (global(wait), container));
+        if probe.is_none() && end.is_none() {
+            return None;
+        }
+        let (program, quick) = (self.program.clone(), self.deadlines.quick);
+        Some(StartWatch::new(program, probe, end, child.id() as i32, group, quick, verb(args)))
     }
 
     fn program_name(&self) -> String {
@@ -146,22 +154,28 @@ impl RealDocker {
             // depending on the version: watch both, pass both through.
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
+        // A TTY exec cut by its watch (its sandbox ended) dies by SIGKILL
+        // with the terminal still raw: it is put back as it was.
+        let saved = nix::sys::termios::tcgetattr(std::io::stdin()).ok();
         let mut child = cmd.spawn().map_err(|e| self.spawn_err(e))?;
         // In sbx's process group (for the terminal): only the CLI is killed.
-        let watch = self.watch_start(args, &child, false);
+        let watch = self.watch_start(args, &child, false, true);
         let out = child.stdout.take().map(|s| forward(s, std::io::stdout));
         let err = child.stderr.take().map(|s| forward(s, std::io::stderr));
         let status = match watch {
             Some(w) => w.reap(&mut child).map_err(|e| self.spawn_err(e))?,
             None => Ok(child.wait().map_err(|e| self.spawn_err(e))?),
         };
+        if let (Err(DockerError::Ended { .. }), Some(t)) = (&status, &saved) {
+            let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, t);
+        }
         let status = match status {
             Ok(s) => s,
-            Err(timeout) => {
+            Err(cut) => {
                 for t in [out, err].into_iter().flatten() {
                     let _ = t.join();
                 }
-                return Err(timeout);
+                return Err(cut);
             }
         };
         let mut held = String::new();
@@ -186,7 +200,7 @@ impl RealDocker {
         // which also bounds a hung start. Ctrl-C ends either.
         let idle = self.deadlines.idle(args);
         let waiting = idle.map(|_| Waiting::new());
-        let watch = if idle.is_some() { None } else { self.watch_start(args, &child, true) };
+        let watch = self.watch_start(args, &child, true, idle.is_none());
         let guard = idle
             .or(self.deadlines.of(args))
             .map(|limit| Guard::new(child.id() as i32, limit, self.stop.clone(), verb(args), waiting.clone()));
@@ -205,11 +219,7 @@ impl RealDocker {
                 let _ = child.kill();
             }
             drop(stdout);
-            let status = match (watch, guard) {
-                (Some(w), _) => w.reap(&mut child),
-                (None, Some(g)) => g.reap(&mut child),
-                (None, None) => child.wait().map(Ok),
-            };
+            let status = reap(&mut child, watch, guard);
             let input_r = writer.map(|t| t.join().unwrap_or_else(|_| Err(std::io::Error::other("writer panicked"))));
             (input_r.unwrap_or(Ok(())), output_r, err.join().unwrap_or_default(), status)
         });
@@ -224,7 +234,7 @@ impl RealDocker {
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| self.spawn_err(e))?;
         // A hung engine ends the relayed channel at the start deadline, as other streams.
-        let watch = self.watch_start(args, &child, true);
+        let watch = self.watch_start(args, &child, true, true);
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -256,6 +266,27 @@ impl RealDocker {
         });
         Ok(Piped { stdin: Box::new(stdin), stdout: Box::new(stdout), wait, stop })
     }
+}
+
+/// Wait for `child` and reap it, after telling its watch and guard it has
+/// exited (so neither signals a recycled pid); Err when one of them killed it.
+fn reap(
+    child: &mut Child,
+    watch: Option<StartWatch>,
+    guard: Option<Guard>,
+) -> std::io::Result<Result<std::process::ExitStatus, DockerError>> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    if watch.is_some() || guard.is_some() {
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {}
+    }
+    let failed = [guard.as_ref().and_then(Guard::exited), watch.as_ref().and_then(StartWatch::exited)];
+    let status = child.wait()?;
+    drop((watch, guard));
+    Ok(match failed.into_iter().flatten().next() {
+        Some(e) => Err(e),
+        None => Ok(status),
+    })
 }
 
 /// The first 64 KiB of a stream's stderr; the rest is drained so docker never blocks on it.

@@ -81,12 +81,18 @@ pub enum Error {
     Interrupted { signal: i32 },
 }
 
+/// The state a stream cut by its sandbox's end reports (`not_running`).
+pub const ENDED: &str = "stopped or removed";
+
 /// Every docker failure becomes an sbx error here: the daemon's known
 /// answers get sbx's words and a hint (issue 10 item 5), the rest stays a
 /// `DockerError` that names what sbx was doing.
 impl From<DockerError> for Error {
     fn from(e: DockerError) -> Self {
         use crate::docker::explain::{classify, Known};
+        if let DockerError::Ended { container } = e {
+            return SandboxError::NotRunning { id: container, state: ENDED.into() }.into();
+        }
         if let DockerError::Status { stderr, .. } = &e {
             match classify(stderr) {
                 Some(Known::NotRunning { container }) => return Explained::Stopped { id: container }.into(),
@@ -137,6 +143,7 @@ impl Error {
             Error::Docker(DockerError::Status { .. }) => "docker_failed",
             Error::Docker(DockerError::Parse { .. }) => "docker_output",
             Error::Docker(DockerError::Timeout { .. }) => "engine_timeout",
+            Error::Docker(DockerError::Ended { .. }) => "not_running",
             Error::Socket(e) => e.kind(),
             Error::Image(e) => e.kind(),
             Error::Route(e) => e.kind(),

@@ -7,7 +7,7 @@ use crate::error::SandboxError;
 use crate::error::{Error, Explained, Result};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 
-use super::helper::{helper_argv, sandbox_error};
+use super::helper::{ended, helper_argv, sandbox_error, still_runs};
 
 /// `sbx exec` in the foreground: the command's exit code. Its output goes
 /// straight to sbx's own stdout and stderr (no copy through sbx). docker
@@ -42,6 +42,11 @@ fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code
         let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), held.as_bytes());
     }
     if code != 126 || cmd.is_empty() {
+        // Killed (128+N): by its sandbox's end, if that has ended (the
+        // command's own death by signal keeps its code).
+        if code > 128 && !still_runs(exec, id)? {
+            return Err(ended(id));
+        }
         if code == 1 && !container_exists(exec, id)? {
             return Err(Error::Sandbox(SandboxError::NotFound { id: id.to_string() }));
         }

@@ -64,7 +64,7 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe || r.status == 0 => {
                     Err(transfer_failure(format!("reading {}", from.display()), e))
                 }
-                _ => streamed(id, &argv, r, || format!("copying into {id}:{path}")),
+                _ => streamed(exec, id, &argv, r, || format!("copying into {id}:{path}")),
             }
         }
         (CpSide::Sandbox { id, path }, CpSide::Host(to)) => {
@@ -79,7 +79,7 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
                 w.write_from(&mut dec)
             };
             let r = exec.run_stream(&argv, None, &mut output)?;
-            streamed(id, &argv, r, || format!("copying {id}:{path} to {}", to.display()))
+            streamed(exec, id, &argv, r, || format!("copying {id}:{path} to {}", to.display()))
         }
         (CpSide::Sandbox { id, path }, CpSide::Tar) => {
             let root = transfer::root_name(path).ok_or_else(|| {
@@ -91,7 +91,7 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
                 transfer::archive::to_tar_rooted(&mut dec, std::io::BufWriter::new(std::io::stdout().lock()))
             };
             let r = exec.run_stream(&argv, None, &mut output)?;
-            streamed(id, &argv, r, || format!("copying {id}:{path} to stdout as tar"))
+            streamed(exec, id, &argv, r, || format!("copying {id}:{path} to stdout as tar"))
         }
         (CpSide::Tar, CpSide::Sandbox { id, path }) => {
             send_archive(exec, id, std::io::stdin().lock(), limits, path, false)
@@ -115,7 +115,7 @@ pub fn backup(exec: &dyn DockerExec, id: &str, out: impl std::io::Write, limits:
         transfer::archive::to_tar(&mut dec, out.take().expect("read once"))
     };
     let r = exec.run_stream(&argv, None, &mut output)?;
-    streamed(id, &argv, r, || format!("backing up {id}:{WORKSPACE}"))
+    streamed(exec, id, &argv, r, || format!("backing up {id}:{WORKSPACE}"))
 }
 
 pub const WORKSPACE: &str = "/state/workspace";
@@ -162,7 +162,7 @@ fn send_archive(
             return Err(transfer_failure("sending the archive".into(), e));
         }
     }
-    streamed(id, &argv, r, || format!("restoring {id}:{dest}"))
+    streamed(exec, id, &argv, r, || format!("restoring {id}:{dest}"))
 }
 
 #[cfg(test)]

@@ -98,6 +98,52 @@ pub(crate) fn helper_failure(id: &str, argv: &[OsString], code: i32, stderr: &st
     }
 }
 
+/// Whether sandbox `id` still runs, as docker says, after a stream into it
+/// ended abnormally. Asked every 250 ms for up to 3 s: `docker rm -f` or
+/// `docker kill` kills the stream's process (exit 137) well before the
+/// container stops reading as running on a loaded engine (a full CI run saw
+/// "running" right after the kill; four gVisor sandboxes going at once,
+/// for over a second).
+pub(crate) fn still_runs(exec: &dyn DockerExec, id: &str) -> Result<bool> {
+    for i in 0..STILL_RUNS_ASKS {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        let out = exec.run(&crate::docker::argv::state(id))?;
+        if out.status != 0 || !out.stdout_str().starts_with("running") {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// How many times [`still_runs`] asks.
+pub(crate) const STILL_RUNS_ASKS: usize = 12;
+
+/// A stream into sandbox `id` that failed with `e` for no reason sbx could
+/// name (the helper or docker exec killed, its stream cut, a relay gone):
+/// the sandbox's end (`not_running`) when docker says it no longer runs,
+/// else `e`. Asked only on such failures: a stream that ends well, or
+/// with the helper's own word, costs nothing.
+pub(crate) fn or_ended(exec: &dyn DockerExec, id: &str, e: Error) -> Error {
+    let unexplained = matches!(
+        &e,
+        Error::Explained(Explained::Helper { .. })
+            | Error::Host(crate::error::HostError::Io { .. })
+            | Error::Socket(crate::error::SocketError::Relay { .. })
+            | Error::Docker(crate::docker::DockerError::Status { .. })
+    );
+    match unexplained && matches!(still_runs(exec, id), Ok(false)) {
+        true => ended(id),
+        false => e,
+    }
+}
+
+/// Sandbox `id` stopped or was removed under a stream (`not_running`).
+pub(crate) fn ended(id: &str) -> Error {
+    SandboxError::NotRunning { id: id.to_string(), state: crate::error::ENDED.into() }.into()
+}
+
 /// Run a helper command and require success.
 pub(crate) fn helper(exec: &dyn DockerExec, id: &str, args: &[&str]) -> Result<Output> {
     let argv = helper_argv(id, false, args);
@@ -123,13 +169,21 @@ pub(crate) fn drain(r: &mut dyn std::io::Read) -> std::io::Result<()> {
 
 /// The outcome of a streamed helper call: the sandbox's own failure first
 /// (no helper, no sandbox), then what sbx refused in the stream, then the
-/// helper's exit status.
+/// helper's exit status. A helper that did not exit well, failing for no
+/// reason sbx can name, was cut off by its sandbox's end if that has
+/// ended ([`or_ended`]); one that exited 0 answers for its own output.
 pub(crate) fn streamed(
+    exec: &dyn DockerExec,
     id: &str,
     argv: &[OsString],
     r: crate::docker::Streamed,
     what: impl Fn() -> String,
 ) -> Result<()> {
+    let killed = r.status != 0;
+    streamed_status(id, argv, r, what).map_err(|e| if killed { or_ended(exec, id, e) } else { e })
+}
+
+fn streamed_status(id: &str, argv: &[OsString], r: crate::docker::Streamed, what: impl Fn() -> String) -> Result<()> {
     let stderr = r.stderr_str();
     if r.status != 0 {
         if let Some(e) = sandbox_error(id, &stderr) {
@@ -164,6 +218,67 @@ mod tests {
     use crate::docker::fake::FakeDocker;
     use crate::workbench::transfer::Limits;
     use crate::workbench::{backup, cp, kill, logs, CpSide};
+
+    /// A stream into a sandbox that goes under it ends in sbx's words
+    /// (`not_running`), whichever way it ends: cut by the runner's watch
+    /// (runsc: the exec never returned), or killed (runc: exit 137) with
+    /// docker then saying the sandbox is gone. One that fails while its
+    /// sandbox runs keeps its own error or code.
+    #[test]
+    fn a_stream_whose_sandbox_went_says_so() {
+        use crate::workbench::{exec, ps, wait_port, ExecOpts};
+        let id = "sbx-0123456789ab";
+        let gone = |f: &FakeDocker| {
+            f.push(Output::fail(1, &format!("Error: No such object: {id}")));
+        };
+        let not_running = |r: Result<()>, what: &str| match r {
+            Err(Error::Sandbox(SandboxError::NotRunning { id: got, state })) => {
+                assert_eq!((got.as_str(), state.as_str()), (id, crate::error::ENDED), "{what}")
+            }
+            other => panic!("{what}: {other:?}"),
+        };
+        let f = FakeDocker::new();
+        let o = ExecOpts::default();
+        let cmd = ["sleep".to_string()];
+        f.push_ended("", id);
+        not_running(exec(&f, id, &o, &cmd).map(drop), "exec cut");
+        f.push(Output::fail(137, ""));
+        gone(&f);
+        not_running(exec(&f, id, &o, &cmd).map(drop), "exec killed");
+        f.push(Output::fail(137, ""));
+        f.push(Output::ok("exited 137"));
+        not_running(logs(&f, id, Some("p0000abcd"), true, None).map(drop), "logs -f HANDLE killed");
+        f.push_ended("", id);
+        assert_eq!(ps::logs(&f, id, None, true, None).unwrap(), 0, "the sandbox's own output ends with it");
+        f.push(Output::fail(137, ""));
+        gone(&f);
+        not_running(wait_port(&f, id, 80, std::time::Duration::from_secs(60)).map(drop), "wait-port");
+        let to = std::env::temp_dir();
+        let src = CpSide::Sandbox { id: id.into(), path: "/tmp/big".into() };
+        f.push(Output::fail(137, ""));
+        gone(&f);
+        not_running(cp(&f, &src, &CpSide::Host(to), &Limits::default()), "cp out");
+        f.push(Output::fail(137, ""));
+        gone(&f);
+        not_running(backup(&f, id, std::io::sink(), &Limits::default()), "backup");
+        // A listing killed mid-line: the cut-off line is the sandbox's end too.
+        f.push(Output { status: 137, stdout: b"ROOT d\nE f 644 3 1".to_vec(), stderr: vec![] });
+        gone(&f);
+        let opts = crate::workbench::ListOpts { max_depth: 1, limit: 10 };
+        not_running(crate::workbench::list(&f, id, "/tmp", opts, &mut |_| Ok(())).map(drop), "files");
+        assert_eq!(f.remaining(), 0);
+        // The sandbox runs: the command's own death by signal keeps its code,
+        // after docker said `running` each time it was asked.
+        f.push(Output::fail(137, ""));
+        for _ in 0..STILL_RUNS_ASKS {
+            f.push(Output::ok("running 0"));
+        }
+        assert_eq!(exec(&f, id, &o, &cmd).unwrap(), 137);
+        // A helper's own word is not second-guessed: no look-up.
+        f.push(Output::fail(helper_exit::NO_SUCH_PATH, ""));
+        assert_eq!(backup(&f, id, std::io::sink(), &Limits::default()).unwrap_err().kind(), "no_such_path");
+        assert_eq!(f.remaining(), 0);
+    }
 
     /// A refusal inside an io::Error is a transfer error; a failed system
     /// call stays one. Both say the context and the same text.

@@ -84,7 +84,15 @@ fn read_listing(
     let mut root = None;
     let mut ended = false;
     let base = path.rsplit('/').next().unwrap_or("").as_bytes();
-    while lines::read_line(&mut r, &mut buf).map_err(|m| bad(m.0))?.is_some() {
+    // A last line cut off is `UnexpectedEof` (as in `watch`): the helper
+    // killed mid-line, by its sandbox's end when that has ended (`streamed`).
+    let read = |r: &mut BufReader<_>, buf: &mut Vec<u8>| {
+        lines::read_line(r, buf).map_err(|m| match m.0 == lines::CUT_OFF {
+            true => refused(std::io::ErrorKind::UnexpectedEof, format!("refusing the helper's listing: {}", m.0)),
+            false => bad(m.0),
+        })
+    };
+    while read(&mut r, &mut buf)?.is_some() {
         if ended {
             return Err(bad("a line after the end".into()));
         }
@@ -152,7 +160,7 @@ pub fn list(
             return Ok(sum); // `sbx files ... | head`: the helper was stopped
         }
     }
-    streamed(id, &argv, r, || format!("listing {id}:{path}"))?;
+    streamed(exec, id, &argv, r, || format!("listing {id}:{path}"))?;
     Ok(sum)
 }
 

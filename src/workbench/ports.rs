@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use crate::docker::DockerExec;
 use crate::error::Result;
 
-use super::helper::{check_helper, helper_argv};
+use super::helper::{check_helper, helper_argv, or_ended};
 
 pub fn wait_port(exec: &dyn DockerExec, id: &str, port: u16, timeout: std::time::Duration) -> Result<bool> {
     let argv = helper_argv(id, false, &["wait-port", &port.to_string(), &timeout.as_millis().to_string()]);
@@ -14,7 +14,7 @@ pub fn wait_port(exec: &dyn DockerExec, id: &str, port: u16, timeout: std::time:
     match out.status {
         0 => Ok(true),
         1 if out.stderr_str().is_empty() => Ok(false),
-        _ => check_helper(id, &argv, &out).map(|()| false),
+        _ => check_helper(id, &argv, &out).map(|()| false).map_err(|e| or_ended(exec, id, e)),
     }
 }
 

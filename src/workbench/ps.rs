@@ -8,7 +8,7 @@ use crate::docker::{Attach, DockerExec};
 use crate::error::{Error, Explained, Invalid, Result, SandboxError};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 
-use super::helper::{helper, helper_argv, helper_exit, helper_failure, sandbox_error};
+use super::helper::{ended, helper, helper_argv, helper_exit, helper_failure, sandbox_error, still_runs};
 
 pub fn new_handle() -> String {
     format!("p{:08x}", rand::random::<u32>())
@@ -146,13 +146,22 @@ pub fn logs(exec: &dyn DockerExec, id: &str, handle: Option<&str>, follow: bool,
             helper_argv(id, false, &args)
         }
     };
-    let (code, stderr) = exec.run_attached(&argv, Attach { stdin: false, capture_stderr: true })?;
+    let (code, stderr) = match exec.run_attached(&argv, Attach { stdin: false, capture_stderr: true }) {
+        // The sandbox's own output ends with the sandbox: cut by the
+        // runner's watch (docker/real/watch.rs) where docker did not end it.
+        Err(crate::docker::DockerError::Ended { .. }) if handle.is_none() => return Ok(0),
+        other => other?,
+    };
     if code != 0 {
         if let Some(e) = sandbox_error(id, &stderr) {
             return Err(e);
         }
         if handle.is_some() && code == helper_exit::NO_PROCESS {
             return Err(helper_failure(id, &argv, code, &stderr));
+        }
+        // A follow killed or cut off: by its sandbox's end?
+        if handle.is_some() && follow && !still_runs(exec, id)? {
+            return Err(ended(id));
         }
     }
     // Held back as if docker's, but it was the sandbox's own output.

@@ -9,11 +9,11 @@
 
 use std::io::BufReader;
 
-use crate::docker::{argv, DockerExec};
+use crate::docker::DockerExec;
 use crate::error::Result;
 use crate::host::interrupt::Watch;
 
-use super::helper::{helper_argv, helper_failure, sandbox_error, transfer_failure};
+use super::helper::{helper_argv, helper_failure, sandbox_error, still_runs, transfer_failure};
 use super::lines::{self, WatchLine};
 use super::transfer::wire::refused;
 
@@ -64,7 +64,11 @@ pub fn watch(
         signals.finish();
         (read, stopper.join().unwrap_or(None))
     });
-    let (status, stderr) = wait()?;
+    let (status, stderr) = match wait() {
+        // Cut by the watch on its sandbox (docker/real/watch.rs).
+        Err(crate::docker::DockerError::Ended { .. }) if signal.is_none() => return Ok(WatchEnd::SandboxEnded),
+        other => other?,
+    };
     if let Some(sig) = signal {
         return Ok(WatchEnd::Signal(sig));
     }
@@ -73,7 +77,7 @@ pub fn watch(
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(WatchEnd::Closed),
         // The helper was killed mid-line: by its sandbox's end (a destroy
         // while it floods events; seen in full CI runs), else a failure.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !running(exec, id)? => {
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !still_runs(exec, id)? => {
             return Ok(WatchEnd::SandboxEnded)
         }
         Err(e) => return Err(transfer_failure(format!("watching {id}:{path}"), e)),
@@ -86,7 +90,7 @@ pub fn watch(
         // the helper did. Asked before docker's words are: a destroy ends
         // the exec with "No such container" or "is not running" on stderr,
         // which is this end, not a failure (seen under a loaded engine).
-        if !running(exec, id)? {
+        if !still_runs(exec, id)? {
             return Ok(WatchEnd::SandboxEnded);
         }
     }
@@ -94,23 +98,6 @@ pub fn watch(
         return Err(e);
     }
     Err(helper_failure(id, &argv, if status == 0 { 1 } else { status }, &stderr))
-}
-
-/// Whether sandbox `id` still runs, as docker says, after its helper's
-/// stream ended abnormally. Asked up to 5 times over 1 s: `docker rm -f`
-/// kills the helper (exit 137) a moment before the container stops
-/// reading as running (a full CI run saw "running" right after the kill).
-fn running(exec: &dyn DockerExec, id: &str) -> Result<bool> {
-    for i in 0..5 {
-        if i > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(250));
-        }
-        let out = exec.run(&argv::state(id))?;
-        if out.status != 0 || !out.stdout_str().starts_with("running") {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 /// Read lines until the helper's stdout ends. Ok((ready, gone)); a last
@@ -184,7 +171,7 @@ mod tests {
 
     /// Docker says the sandbox runs each time sbx asks.
     fn still_running(f: &FakeDocker) {
-        for _ in 0..5 {
+        for _ in 0..crate::workbench::helper::STILL_RUNS_ASKS {
             f.push(Output::ok("running 0"));
         }
     }
@@ -192,6 +179,10 @@ mod tests {
     #[test]
     fn the_end_of_the_sandbox_ends_the_watch() {
         let f = FakeDocker::new();
+        // Cut by the runner's watch on its sandbox (runsc: the exec hung): no look-up.
+        f.push_ended("READY\n", ID);
+        assert_eq!(run(&f, false).0.unwrap(), WatchEnd::SandboxEnded);
+        assert_eq!(f.remaining(), 0);
         f.push(Output { status: 137, stdout: b"READY\n".to_vec(), stderr: vec![] });
         f.push(Output::ok("exited 137"));
         assert_eq!(run(&f, false).0.unwrap(), WatchEnd::SandboxEnded);

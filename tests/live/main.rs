@@ -45,6 +45,7 @@ mod runtime;
 mod runtime_attack;
 mod runtime_checks;
 mod stop_pause;
+mod stream_ends;
 mod transfer;
 mod trust;
 mod workbench;

@@ -107,6 +107,12 @@ fn egress_log_prints_parsed_records_only_and_policy_suggests_allows() {
     assert_eq!(json.len(), 3);
     assert_eq!(json[0].host, "pypi.org");
 
+    // Its gate gone under `-f` (the runner cut `docker logs`): the log is over, exit 0.
+    rig.gated(true);
+    rig.fake.push_ended("", &gate::container(ID));
+    let r = rig.sbx(&["egress", "log", "-f", ID]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
     rig.gated(true);
     rig.fake.push(Output::ok(&log));
     let r = rig.sbx(&["egress", "policy", ID]);

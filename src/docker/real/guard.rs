@@ -1,7 +1,6 @@
 //! The deadline of a streamed call that has one (a pull; a helper's
 //! listing: no answer for too long), and Ctrl-C (see [`Guard`]).
 
-use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -65,26 +64,12 @@ impl Guard {
         Guard { done: Some(done), thread: Some(thread), state, what, limit }
     }
 
-    /// Wait for the call and reap it; Err(timeout) when its deadline killed
-    /// it (a stop only kills it: the caller checks for the signal itself).
-    pub fn reap(mut self, child: &mut Child) -> std::io::Result<Result<std::process::ExitStatus, DockerError>> {
-        use nix::sys::wait::{waitid, Id, WaitPidFlag};
-        // As `StartWatch::reap`: not reaped until `exited` is set, so the
-        // guard never signals a recycled pid.
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {}
-        let timed_out = {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.exited = true;
-            st.timed_out
-        };
-        let status = child.wait()?;
-        self.finish();
-        Ok(if timed_out {
-            Err(DockerError::Timeout { command: self.what.clone(), after: self.limit })
-        } else {
-            Ok(status)
-        })
+    /// The call has exited (not yet reaped): from now on its pid is not
+    /// signalled; Some(timeout) when its deadline killed it.
+    pub(super) fn exited(&self) -> Option<DockerError> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.exited = true;
+        st.timed_out.then(|| DockerError::Timeout { command: self.what.clone(), after: self.limit })
     }
 
     fn finish(&mut self) {

@@ -29,17 +29,22 @@ fn an_engine_that_never_answers_is_cut_off_at_the_deadline() {
     assert!(started.elapsed() < Duration::from_secs(10), "returned at the deadline, not when sleep ended");
 }
 
-/// A stand-in CLI: `exec -- ID SECS` and `logs -- ID SECS` run SECS;
+/// A stand-in CLI: `exec [OPTS] -- ID SECS` and `logs [OPTS] -- ID SECS`
+/// run SECS (a helper call, 30);
 /// `container inspect ... -- ID` answers at once, except for `c-hung`,
-/// where it hangs like every call on a deadlocked engine. Logs its verbs.
+/// where it hangs like every call on a deadlocked engine; `wait -- ID`
+/// returns after 0.3 s for `c-ends` (its container stops), never for the
+/// others (in the test's time). Logs its verbs.
 fn stand_in(dir: &std::path::Path) -> RealDocker {
     std::fs::create_dir_all(dir).unwrap();
     let script = format!(
         "#!/bin/sh\necho \"$1\" >> '{log}'\n\
          case \"$1\" in\n\
-         exec|logs) exec sleep \"$4\" ;;\n\
+         exec|logs) while [ \"$1\" != -- ]; do shift; done\n\
+           [ \"$3\" = /run/sbx/helper ] && exec sleep 30; exec sleep \"$3\" ;;\n\
          pull) echo '0123456789ab: Pulling fs layer'; exec sleep 30 ;;\n\
          container) [ \"$6\" = c-hung ] && exec sleep 30; echo running ;;\n\
+         wait) [ \"$3\" = c-ends ] && {{ sleep 0.3; echo 137; exit 0; }}; exec sleep 30 ;;\n\
          esac\n",
         log = dir.join("calls").display()
     );
@@ -112,9 +117,63 @@ fn a_stream_on_a_working_engine_runs_as_long_as_it_likes_and_a_short_one_costs_n
     let started = std::time::Instant::now();
     assert_eq!(d.run_attached(&argv(&["exec", "--", "c-ok", "2"]), attach).unwrap().0, 0);
     assert!(started.elapsed() >= Duration::from_secs(2));
-    assert_eq!(calls(), "exec\nexec\ncontainer\n", "one look-up; the engine answered, the stream went on");
+    assert_eq!(
+        calls(),
+        "exec\nexec\ncontainer\nwait\n",
+        "one look-up; the engine answered, the stream went on, its sandbox watched"
+    );
     let r = d.run_stream(&argv(&["logs", "--", "c-ok", "2"]), None, &mut |r| drain(r)).unwrap();
     assert_eq!(r.status, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `docker exec` stream whose container stops or goes is cut once
+/// `docker wait` says so (plus END_GRACE), in every mode: under gVisor on
+/// engine 20.10 the exec itself need not return (connect, exec, transfers hung).
+#[test]
+fn an_exec_stream_whose_sandbox_ends_is_cut_and_says_so() {
+    use super::watch::END_GRACE;
+    let dir = std::env::temp_dir().join(format!("sbx-endwatch-{}", rand::random::<u64>()));
+    let d = stand_in(&dir);
+    let calls = || std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
+    let ended = |r: Result<(), DockerError>, what: &str, started: std::time::Instant| {
+        match r {
+            Err(DockerError::Ended { container }) => assert_eq!(container, "c-ends", "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        let took = started.elapsed();
+        assert!(took >= START_GRACE + END_GRACE && took < Duration::from_secs(10), "{what}: {took:?}");
+    };
+    let attach = Attach { stdin: false, capture_stderr: true };
+    let t = std::time::Instant::now();
+    ended(d.run_attached(&argv(&["exec", "--", "c-ends", "30"]), attach).map(drop), "attached", t);
+    let t = std::time::Instant::now();
+    ended(d.run(&argv(&["exec", "--", "c-ends", "30"])).map(drop), "captured", t);
+    let t = std::time::Instant::now();
+    ended(d.run_stream(&argv(&["exec", "--", "c-ends", "30"]), None, &mut |r| drain(r)).map(drop), "streamed", t);
+    let t = std::time::Instant::now();
+    let p = d.open_pipe(&argv(&["exec", "--", "c-ends", "30"])).unwrap();
+    let (mut out, wait) = (p.stdout, p.wait);
+    drain(&mut out).unwrap();
+    ended(wait().map(drop), "piped", t);
+    assert_eq!(calls(), "exec\ncontainer\nwait\n".repeat(4), "each: its start probed, then its sandbox watched");
+    // A stream with an idle deadline (a helper's listing) has its start
+    // bounded by that, and is watched all the same.
+    std::fs::remove_file(dir.join("calls")).unwrap();
+    let listing = argv(&["exec", "--", "c-ends", "/run/sbx/helper", "list", "/", "1", "9"]);
+    let d = stand_in(&dir).with_deadlines(Deadlines::default());
+    let t = std::time::Instant::now();
+    ended(d.run_stream(&listing, None, &mut |r| drain(r)).map(drop), "listing", t);
+    assert_eq!(calls(), "exec\nwait\n");
+    // `docker logs` ends by itself (not watched); with -f it is watched
+    // (under runsc it hung after a destroy).
+    std::fs::remove_file(dir.join("calls")).unwrap();
+    let d = stand_in(&dir);
+    let r = d.run_stream(&argv(&["logs", "--", "c-ends", "2"]), None, &mut |r| drain(r)).unwrap();
+    assert_eq!((r.status, calls()), (0, "logs\ncontainer\n".to_string()));
+    let t = std::time::Instant::now();
+    let attach = Attach { stdin: false, capture_stderr: true };
+    ended(d.run_attached(&argv(&["logs", "--follow", "--", "c-ends", "30"]), attach).map(drop), "logs -f", t);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -129,7 +188,10 @@ fn start_probes_name_the_stream_s_container() {
     assert!(start_probe(&argv(&["events"])).is_none());
     let d = RealDocker::new(None);
     let mut child = Command::new("true").spawn().unwrap();
-    assert!(d.watch_start(&argv(&["ps", "--", "x"]), &child, true).is_none(), "prompt calls have their own deadline");
+    assert!(
+        d.watch_start(&argv(&["ps", "--", "x"]), &child, true, true).is_none(),
+        "prompt calls have their own deadline"
+    );
     child.wait().unwrap();
 }
 
