@@ -106,19 +106,7 @@ pub fn write(data: &Path, id: &str, policy: &Policy) -> Result<PathBuf> {
 /// `policy` as a tar of one root-owned 0644 `policy.json`: what `docker cp`
 /// extracts into a remote gate's /policy volume (issue 16).
 pub fn tar(policy: &Policy) -> Vec<u8> {
-    let json = policy.to_json();
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_mode(0o644);
-    h.set_uid(0);
-    h.set_gid(0);
-    h.set_mtime(0);
-    h.set_size(json.len() as u64);
-    h.set_cksum();
-    let mut b = tar::Builder::new(Vec::new());
-    // Appending to a Vec cannot fail.
-    b.append_data(&mut h, FILE, json.as_bytes()).expect("tar into memory");
-    b.into_inner().expect("tar into memory")
+    super::tarball::root_file(FILE, 0o644, policy.to_json().as_bytes())
 }
 
 /// Sandbox `id`'s policy as the gate reads it.

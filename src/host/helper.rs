@@ -180,18 +180,7 @@ pub fn mode(readable: bool) -> u32 {
 /// The helper as a tar of one root-owned file named `helper` (what `docker
 /// cp` extracts into a remote engine's helper volume, issue 16).
 pub fn tar(readable: bool) -> Vec<u8> {
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_mode(mode(readable));
-    h.set_uid(0);
-    h.set_gid(0);
-    h.set_mtime(0);
-    h.set_size(BYTES.len() as u64);
-    h.set_cksum();
-    let mut b = tar::Builder::new(Vec::new());
-    // Appending to a Vec cannot fail.
-    b.append_data(&mut h, FILE, BYTES).expect("tar into memory");
-    b.into_inner().expect("tar into memory")
+    super::tarball::root_file(FILE, mode(readable), BYTES)
 }
 
 /// Whether `entry` (read from a remote engine's `docker cp`) is exactly

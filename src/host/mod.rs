@@ -22,3 +22,4 @@ pub mod seccomp;
 pub mod self_image;
 pub mod socket;
 pub mod state;
+pub mod tarball;
