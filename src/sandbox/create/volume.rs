@@ -19,6 +19,17 @@ pub(super) struct Persisted {
 }
 
 impl Driver {
+    /// The name of `session`'s volume, refused while a container (a running
+    /// sandbox) has it: two sandboxes never share a session's /state.
+    fn volume_not_in_use(&self, session: &str) -> Result<String> {
+        let volume = persist::volume_name(session);
+        let out = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&volume)))?;
+        if let Some(user) = parse::rows::<VolumeUser>(&out.stdout_str()).into_iter().next() {
+            return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
+        }
+        Ok(volume)
+    }
+
     /// The session's volume, made on first use, and proof no running sandbox
     /// has it; `--clone` fills it before the volume is created.
     pub(super) fn prepare_volume(
@@ -31,11 +42,7 @@ impl Driver {
         warnings: &mut Vec<String>,
     ) -> Result<Persisted> {
         let lock = persist::lock(&state.dir, session)?;
-        let volume = persist::volume_name(session);
-        let out = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&volume)))?;
-        if let Some(user) = parse::rows::<VolumeUser>(&out.stdout_str()).into_iter().next() {
-            return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
-        }
+        let volume = self.volume_not_in_use(session)?;
         let dir = persist::host_dir(&state.dir, session);
         let fresh = persist::prepare_dir(&dir, user.uid, user.gid)?;
         let owner = state::owner_token(key, &volume);
@@ -89,11 +96,7 @@ impl Driver {
         warnings: &mut Vec<String>,
     ) -> Result<Persisted> {
         let lock = persist::remote_lock(&state.dir, session)?;
-        let volume = persist::volume_name(session);
-        let out = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&volume)))?;
-        if let Some(user) = parse::rows::<VolumeUser>(&out.stdout_str()).into_iter().next() {
-            return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
-        }
+        self.volume_not_in_use(session)?;
         let scratch = persist::remote_dir(&state.dir);
         let (volume, cloned) = self.prepare_remote_state(key, session, user, image, clone.map(|c| (c, &*scratch)))?;
         if let (Some(c), Some(persist::Cloned::Kept)) = (clone, cloned) {
