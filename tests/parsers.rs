@@ -184,7 +184,7 @@ mod egress {
     }
 
     fn enforce(rules: &[&str]) -> Policy {
-        let mut p = Policy { mode: Mode::Enforce, rules: Vec::new() };
+        let mut p = Policy { mode: Mode::Enforce, ..Policy::default() };
         p.allow(&rules.iter().map(|r| AllowRule::parse(r, false).unwrap()).collect::<Vec<_>>());
         p
     }
@@ -255,7 +255,15 @@ mod egress {
             // (network, host bits) for 0/8, 127/8, 169.254/16, 10/8, 172.16/12, 192.168/16.
             let (base, bits) = [(0u32, 24), (127 << 24, 24), (0xa9fe_0000, 16), (10 << 24, 24), (0xac10_0000, 20), (0xc0a8_0000, 16)][net];
             let v4 = Ipv4Addr::from(base | (low & ((1u32 << bits) - 1)));
-            let observe = Policy { mode: Mode::Observe, rules: Vec::new() };
+            let observe = Policy { mode: Mode::Observe, ..Policy::default() };
+            let n = u128::from(u32::from(v4));
+            // NAT64, 6to4 and Teredo (client, inverted) carry it too.
+            let nat64 = IpAddr::V6(Ipv6Addr::from((0x64_ff9bu128 << 96) | n));
+            let six_to_four = IpAddr::V6(Ipv6Addr::from((0x2002u128 << 112) | (n << 80) | u128::from(low)));
+            let teredo = IpAddr::V6(Ipv6Addr::from((0x2001u128 << 112) | (0x0808_0808u128 << 64) | (n ^ 0xffff_ffff)));
+            for addr in [nat64, six_to_four, teredo] {
+                prop_assert!(!allows(&observe.check_addr(addr, port)), "{}", addr);
+            }
             for addr in [IpAddr::V4(v4), IpAddr::V6(v4.to_ipv6_mapped())] {
                 prop_assert!(!allows(&observe.check_addr(addr, port)), "{}", addr);
                 prop_assert!(!allows(&enforce(&["pypi.org"]).decide_name(&addr.to_string(), port)), "{}", addr);

@@ -24,6 +24,7 @@ fn allow(port: u16) -> Policy {
             AllowRule::Host { name: "files.example".into(), port },
             AllowRule::Cidr { addr: lo, prefix: 8, port },
         ],
+        host_addrs: Vec::new(),
     }
 }
 

@@ -253,7 +253,7 @@ mod tests {
     fn write_read_remove() {
         let data = std::env::temp_dir().join(format!("sbx-egress-{}-{}", std::process::id(), rand::random::<u32>()));
         let id = "sbx-0123456789ab";
-        let mut p = Policy { mode: Mode::Enforce, rules: vec![] };
+        let mut p = Policy { mode: Mode::Enforce, ..Policy::default() };
         p.allow(&[AllowRule::parse("pypi.org", false).unwrap()]);
         let d = write(&data, id, &p).unwrap();
         assert_eq!(read(&data, id).unwrap(), p);
@@ -277,7 +277,7 @@ mod tests {
     fn concurrent_updates_lose_nothing() {
         let data = std::env::temp_dir().join(format!("sbx-egress-{}-{}", std::process::id(), rand::random::<u32>()));
         let id = "sbx-0123456789ab";
-        write(&data, id, &Policy { mode: Mode::Enforce, rules: vec![] }).unwrap();
+        write(&data, id, &Policy { mode: Mode::Enforce, ..Policy::default() }).unwrap();
         let n = 16;
         std::thread::scope(|s| {
             for i in 0..n {
@@ -315,7 +315,7 @@ mod tests {
     fn remove_waits_for_a_change_in_flight() {
         let data = std::env::temp_dir().join(format!("sbx-egress-{}-{}", std::process::id(), rand::random::<u32>()));
         let id = "sbx-0123456789ab";
-        write(&data, id, &Policy { mode: Mode::Enforce, rules: vec![] }).unwrap();
+        write(&data, id, &Policy { mode: Mode::Enforce, ..Policy::default() }).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::scope(|s| {
             let changing = s.spawn(|| {

@@ -179,7 +179,7 @@ async fn a_huge_or_hostile_server_name_still_makes_a_log_line_the_host_reads() {
 fn a_name_with_many_refused_addresses_makes_a_bounded_reason() {
     // A name the sandbox picks (observe mode) may resolve to 64 private
     // addresses; before, each one's reason was joined into the log line.
-    let policy = Policy { mode: Mode::Observe, rules: Vec::new() };
+    let policy = Policy { mode: Mode::Observe, ..Policy::default() };
     let reasons: Vec<String> = (0..64u8)
         .map(|i| match policy.check_addr(IpAddr::from([10, 0, 0, i]), 443) {
             crate::spec::egress::Verdict::Deny { reason } => reason,
@@ -230,4 +230,36 @@ async fn what_follows_an_allowed_request_never_reaches_another_host() {
     assert!(!seen.contains("evil"), "{seen}");
     assert_eq!(seen.matches("GET ").count(), 1, "{seen}");
     assert_eq!(rig.queries.load(Ordering::SeqCst), 2, "files.example's A and AAAA, nothing for evil.example");
+}
+
+/// The Docker host's own address (here 127.0.0.1 stands in for it) is
+/// refused under a wider CIDR rule, as a literal CONNECT and as what an
+/// allowed name resolves to; a rule naming exactly it reaches it; each
+/// refusal is logged with its reason.
+#[tokio::test]
+async fn the_host_s_own_address_is_reached_only_through_a_rule_naming_exactly_it() {
+    let (port, received) = echo().await;
+    let mut policy = allow(port);
+    policy.set_host_addrs([IpAddr::from([127, 0, 0, 1])]);
+    let rig = rig(policy.clone()).await;
+    assert_eq!(try_connect(&rig, &format!("127.0.0.1:{port}")).await, "403");
+    assert_eq!(try_connect(&rig, &format!("files.example:{port}")).await, "403");
+    assert_eq!(rig.queries.load(Ordering::SeqCst), 2, "the name was allowed and resolved (A, AAAA)");
+    assert_eq!(received.load(Ordering::SeqCst), 0);
+    for host in ["127.0.0.1", "files.example"] {
+        let line = rig.log(host).await;
+        assert_eq!((line.decision.as_str(), line.addr.as_deref()), ("deny", Some("127.0.0.1")), "{line:?}");
+        let reason = line.reason.clone().unwrap_or_default();
+        assert!(reason.contains("127.0.0.1 is the Docker host's own address"), "{reason}");
+        assert!(reason.contains(&format!("--allow 127.0.0.1/32:{port}")), "{reason}");
+        assert_loggable(&line);
+    }
+    policy.allow(&[crate::spec::egress::AllowRule::parse(&format!("127.0.0.1/32:{port}"), true).unwrap()]);
+    rig.set_policy(&policy.to_json());
+    tokio::time::sleep(super::super::POLICY_POLL * 3).await;
+    let mut s = rig.tunnel(&format!("files.example:{port}")).await;
+    s.write_all(b"ping").await.unwrap();
+    let mut back = [0; 4];
+    s.read_exact(&mut back).await.unwrap();
+    assert_eq!(&back, b"ping");
 }

@@ -42,7 +42,7 @@ impl EgressSpec {
             }
             return Ok(None);
         }
-        let mut policy = Policy { mode, rules: Vec::new() };
+        let mut policy = Policy { mode, ..Policy::default() };
         policy.allow(&rules);
         Ok(Some(EgressSpec {
             policy,

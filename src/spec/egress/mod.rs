@@ -60,6 +60,12 @@ pub enum Mode {
 pub struct Policy {
     pub mode: Mode,
     pub rules: Vec<AllowRule>,
+    /// The Docker host's own addresses, gathered by sbx on the host when
+    /// the gate is made (the gate, in its own namespace, cannot see them):
+    /// traffic from the egress bridge to one enters the host's INPUT chain,
+    /// past any cloud firewall, so only a rule naming exactly it reaches one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_addrs: Vec<IpAddr>,
 }
 
 /// What a sandbox's egress is, validated (`SandboxSpec::egress`).

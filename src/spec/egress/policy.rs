@@ -56,24 +56,49 @@ impl Policy {
     }
 
     /// The decision on an address the gate is about to connect to (resolved
-    /// from an allowed name, or a literal): loopback, link-local, private,
-    /// CGNAT, unspecified, multicast and broadcast space, and IPv4-mapped or
-    /// NAT64 forms of them, are refused unless a CIDR rule covers the address
-    /// and port. A public address is allowed with the rule `PUBLIC`.
+    /// from an allowed name, or a literal). A rule naming exactly the address
+    /// (`/32`, `/128`) allows it. Else the Docker host's own addresses are
+    /// refused (a wider CIDR never covers one: `10.213.7.0/24` holds the
+    /// bridge's gateway, the host); then a CIDR rule covering the address
+    /// and port allows it, and without one the special-purpose classes
+    /// (`addr`) are refused. The IPv4 address an IPv6 form carries (mapped,
+    /// NAT64, 6to4, Teredo) is judged the same way. A public address is
+    /// allowed with the rule `PUBLIC`.
     pub fn check_addr(&self, ip: IpAddr, port: u16) -> Verdict {
         let ip = addr::canonical(ip);
         if port == 0 {
             return deny("port 0 is no port".into());
         }
-        if let Some(r) = self.rules.iter().find(|r| r.allows_addr(ip, port)) {
+        let width = addr::width(ip);
+        let exact = |r: &&AllowRule| matches!(r, AllowRule::Cidr { prefix, .. } if *prefix == width);
+        if let Some(r) = self.rules.iter().filter(exact).find(|r| r.allows_addr(ip, port)) {
             return allow(r.to_string());
         }
-        match addr::refused_class(ip) {
-            Some(class) => {
-                deny(format!("{ip} is {class}; only a CIDR rule allows it (--allow {})", literal_rule(ip, port)))
-            }
-            None => allow(PUBLIC.into()),
+        if self.host_addrs.contains(&ip) {
+            return deny(format!(
+                "{ip} is the Docker host's own address (reached from the egress bridge, it is the host itself, \
+                 past any cloud firewall); only a rule naming exactly it allows it (--allow {})",
+                literal_rule(ip, port)
+            ));
         }
+        let own = match self.rules.iter().find(|r| r.allows_addr(ip, port)) {
+            Some(r) => allow(r.to_string()),
+            None => match addr::refused_class(ip) {
+                Some(class) => {
+                    return deny(format!(
+                        "{ip} is {class}; only a CIDR rule allows it (--allow {})",
+                        literal_rule(ip, port)
+                    ))
+                }
+                None => allow(PUBLIC.into()),
+            },
+        };
+        for (what, inner) in addr::embedded(ip) {
+            if let Verdict::Deny { reason } = self.check_addr(IpAddr::V4(inner), port) {
+                return deny(format!("{ip} is {what} {inner}: {reason}"));
+            }
+        }
+        own
     }
 
     /// Adds the rules not already there; the list stays sorted and unique,
@@ -120,7 +145,18 @@ impl Policy {
         }
         policy.rules.sort();
         policy.rules.dedup();
+        let hosts = std::mem::take(&mut policy.host_addrs);
+        policy.set_host_addrs(hosts);
         Ok(policy)
+    }
+
+    /// The Docker host's own addresses, as `check_addr` compares them
+    /// (mapped IPv6 as IPv4), sorted and unique.
+    pub fn set_host_addrs(&mut self, addrs: impl IntoIterator<Item = IpAddr>) {
+        let mut addrs: Vec<IpAddr> = addrs.into_iter().map(addr::canonical).collect();
+        addrs.sort();
+        addrs.dedup();
+        self.host_addrs = addrs;
     }
 }
 

@@ -11,7 +11,7 @@ fn ip(s: &str) -> IpAddr {
 }
 
 fn policy(mode: Mode, rules: &[&str]) -> Policy {
-    let mut p = Policy { mode, rules: Vec::new() };
+    let mut p = Policy { mode, ..Policy::default() };
     p.allow(&rules.iter().map(|r| rule(r)).collect::<Vec<_>>());
     p
 }
@@ -375,3 +375,5 @@ fn the_policy_file_round_trips_and_is_checked_on_read() {
     assert!(Policy::from_json(&huge).unwrap_err().contains("bytes"));
     assert_eq!(Policy::from_json(r#"{"mode":"enforce","rules":[]}"#).unwrap(), Policy::default());
 }
+
+mod addresses;
