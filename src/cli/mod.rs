@@ -190,6 +190,9 @@ pub enum Command {
     /// Internal: the egress gate a sandbox's gate container runs.
     #[command(name = "__gate", hide = true)]
     Gate(crate::gate::GateArgs),
+    /// Internal: this machine's addresses, one a line (run on a remote engine's host network).
+    #[command(name = "__host-addrs", hide = true)]
+    HostAddrs,
 }
 
 #[derive(Debug, Args)]

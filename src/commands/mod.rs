@@ -124,6 +124,9 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::AuditProbe(a) => done(crate::checks::audit::status_probe::serve(&a.container, &a.pid)),
         Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),
         Command::Gate(a) => done(crate::gate::run(a).map_err(|e| Error::io("egress gate", e))),
+        Command::HostAddrs => {
+            done(crate::host::host_addrs::print().map_err(|e| Error::io("listing the host's addresses", e)))
+        }
     }
 }
 

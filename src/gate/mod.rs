@@ -215,25 +215,10 @@ fn log_stdout(line: &LogLine) {
 /// link-local ones are skipped (they need a scope, and Docker's names never
 /// resolve to them).
 fn own_addresses() -> std::io::Result<Vec<IpAddr>> {
-    use nix::net::if_::InterfaceFlags;
-    let mut found = Vec::new();
-    for ifa in nix::ifaddrs::getifaddrs().map_err(std::io::Error::from)? {
-        if ifa.flags.contains(InterfaceFlags::IFF_LOOPBACK) {
-            continue;
-        }
-        let Some(addr) = ifa.address else { continue };
-        let ip = if let Some(v4) = addr.as_sockaddr_in() {
-            IpAddr::V4(v4.ip())
-        } else if let Some(v6) = addr.as_sockaddr_in6() {
-            IpAddr::V6(v6.ip())
-        } else {
-            continue;
-        };
-        let link_local = matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
-        if !ip.is_loopback() && !link_local && !found.contains(&ip) {
-            found.push(ip);
-        }
-    }
+    let found: Vec<IpAddr> = crate::host::host_addrs::interfaces()?
+        .into_iter()
+        .filter(|ip| !matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80))
+        .collect();
     if found.is_empty() {
         return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "the gate has no network address to listen on"));
     }

@@ -12,6 +12,7 @@ pub mod egress;
 pub mod engine;
 pub mod gvisor;
 pub mod helper;
+pub mod host_addrs;
 pub mod interrupt;
 pub mod journal;
 pub mod mounts;

@@ -109,7 +109,14 @@ impl Driver {
         self.gated(id)?;
         let data = &self.state()?.state.dir;
         if !self.engine()?.is_remote() {
-            return crate::host::egress::update(data, id, change);
+            // This machine's addresses again (a bridge made since create is
+            // one more): cheap, and a change is when the gate rereads.
+            let now = crate::host::host_addrs::interfaces().unwrap_or_default();
+            return crate::host::egress::update(data, id, |p| {
+                let known = std::mem::take(&mut p.host_addrs);
+                p.set_host_addrs(known.into_iter().chain(now));
+                change(p)
+            });
         }
         // A remote gate reads its own volume (issue 16): the new policy is
         // copied in first, and recorded here only once it is there.

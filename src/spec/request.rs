@@ -104,7 +104,8 @@ pub struct CreateRequest {
     pub channel: crate::model::channel::Choice,
     /// Let the sandbox reach HOST (port 443 unless given) through its egress gate, a proxy
     /// sbx runs beside it; `*.example.com` matches subdomains only, CIDR:PORT literal
-    /// addresses. Repeatable. The sandbox gets HTTP(S)_PROXY/ALL_PROXY; nothing else leaves.
+    /// addresses (the Docker host's own only by a /32 or /128 naming it). Repeatable.
+    /// The sandbox gets HTTP(S)_PROXY/ALL_PROXY; nothing else leaves.
     #[arg(long = "allow", value_name = "HOST[:PORT]")]
     pub allow: Vec<String>,
     /// `enforce` the --allow list, or `observe`: allow every name, log it, and let
@@ -118,8 +119,8 @@ pub struct CreateRequest {
     /// once per host with inter-container traffic off].
     #[arg(long, value_name = "NAME")]
     pub egress_network: Option<String>,
-    /// Let a CIDR --allow rule name loopback or link-local addresses (the host, the
-    /// cloud metadata service).
+    /// Let a CIDR --allow rule name loopback, link-local or multicast addresses (the
+    /// gate itself, the cloud metadata service, Azure's host endpoint).
     #[arg(long)]
     pub allow_unsafe_cidr: bool,
     /// The engine's OCI runtime to run the sandbox under: `runsc` (gVisor) gives it a

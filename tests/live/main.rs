@@ -19,6 +19,7 @@ mod create;
 mod docs;
 mod egress;
 mod egress_attack;
+mod egress_host;
 mod egress_lifecycle;
 mod egress_network;
 mod engine_faults;

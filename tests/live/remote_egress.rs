@@ -112,3 +112,32 @@ fn log_until_with(w: &World, id: &str, env: &[(String, String)]) -> String {
     });
     last
 }
+
+/// A remote engine's gate refuses that engine host's own address too: sbx
+/// learns it by running its own image once on the host's network there
+/// (`/sbx __host-addrs`), and keeps the answer per endpoint in the data dir.
+#[test]
+fn a_remote_gate_refuses_the_engine_host_s_own_address() {
+    let remote = Remote::start();
+    let w = World::new();
+    let svc = HostService::start();
+    let net = Network::with_prefix(false, "inet-");
+    let shim = Shim::logging(&w);
+    let env = with(remote.env(), &[("SBX_DOCKER", shim.path().to_str().unwrap())]);
+    let label = w.case_label();
+    let args =
+        ["create", "--image", tools_image(), "--label", &label, "--egress", "observe", "--egress-network", &net.name];
+    let out = sbx(&w, &args, &env);
+    assert_success(&out, "create --egress observe over ssh");
+    let sb = w.adopt(stdout(&out).trim());
+    let got = svc.fetch_from(&sb, &svc.ip);
+    assert_eq!(got.connect, 403, "the remote gate reached its host's own address {}: {got:?}", svc.ip);
+    assert_eq!(svc.hits(), 0, "a connection reached the host's service");
+    let runs: Vec<_> = shim.argvs().into_iter().filter(|a| a.iter().any(|x| x == "__host-addrs")).collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs[0].windows(2).any(|p| p == ["--network", "host"]), "{:?}", runs[0]);
+    let cache = std::fs::read_to_string(w.state_dir.join("engine-addrs.json")).unwrap();
+    assert!(cache.contains(&format!("\"{}\"", svc.ip)), "{cache}");
+    let argvs = shim.argvs();
+    assert_eq!(local_paths(&argvs), Vec::<String>::new(), "paths of this machine sent to a remote engine: {argvs:?}");
+}

@@ -132,6 +132,19 @@ pub fn gates() -> Vec<OsString> {
     os(&["ps", "-a", "--no-trunc", "--filter", &format!("label={}", record::GATE_OF), "--format", &format])
 }
 
+/// `docker run --rm --network host` of sbx's image printing the engine
+/// host's addresses (`host::host_addrs`), for a remote engine's gate: in the
+/// host's network namespace, as 65534 without capabilities, read-only, with
+/// small limits; it only lists interfaces.
+pub fn host_addrs_run(image: &str, seccomp: &Path) -> Vec<OsString> {
+    let mut a = os(&["run", "--rm"]);
+    super::run::harden(&mut a, seccomp, "1m", "1");
+    a.extend(os(&["--network", "host", "--user", "65534:65534", "--read-only"]));
+    a.extend(os(&["--memory", "64m", "--memory-swap", "64m", "--pids-limit", "16"]));
+    a.extend(os(&["--entrypoint", "/sbx", "--", image, "__host-addrs"]));
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::strs;
@@ -232,6 +245,47 @@ mod tests {
             v[skip..].iter().filter(|a| !a.starts_with("type=")).cloned().collect()
         };
         assert_eq!(strip(&local, 2), strip(&remote, 1));
+    }
+
+    #[test]
+    fn the_host_addresses_run_is_hardened_on_the_host_network() {
+        assert_eq!(
+            strs(host_addrs_run("sha256:abc", Path::new("/var/lib/sbx/seccomp/p.json"))),
+            [
+                "run",
+                "--rm",
+                "--restart",
+                "no",
+                "--cap-drop",
+                "ALL",
+                "--security-opt",
+                "no-new-privileges",
+                "--security-opt",
+                "seccomp=/var/lib/sbx/seccomp/p.json",
+                "--log-driver",
+                "json-file",
+                "--log-opt",
+                "max-size=1m",
+                "--log-opt",
+                "max-file=1",
+                "--network",
+                "host",
+                "--user",
+                "65534:65534",
+                "--read-only",
+                "--memory",
+                "64m",
+                "--memory-swap",
+                "64m",
+                "--pids-limit",
+                "16",
+                "--entrypoint",
+                "/sbx",
+                "--",
+                "sha256:abc",
+                "__host-addrs",
+            ]
+        );
     }
 
     #[test]

@@ -27,7 +27,9 @@ mod volume;
 pub use crate::model::paths::{SANDBOX_SOCKET, SANDBOX_SOCKET_DIR};
 pub use events::{events, exit_state};
 pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts};
-pub use gate::{egress_network_create, egress_networks, gate_create, gate_run, gates, GatePlan, PolicySource};
+pub use gate::{
+    egress_network_create, egress_networks, gate_create, gate_run, gates, host_addrs_run, GatePlan, PolicySource,
+};
 pub use image::{
     context_host, context_show, engine_time, image_label_values, image_labels, image_user, images_labelled, import,
     info_os, ps_quiet, pull, remove_images, repo_digests, runtimes, security_options, version,

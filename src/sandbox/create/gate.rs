@@ -13,12 +13,15 @@ use crate::docker::{argv, parse, run_ok, status_error, Background, DockerError};
 use crate::error::{EgressError, Error, Result};
 use crate::model::gate;
 use crate::model::record::{PrivateRoute, RouteNetwork};
-use crate::spec::egress::EgressSpec;
+use crate::spec::egress::{EgressSpec, Policy};
 use crate::spec::EGRESS_KIND;
 
 /// What the gate needs that create resolves before the sandbox exists.
 pub(super) struct GateReady {
     pub(super) image: String,
+    /// The policy the gate starts with: create's, with the Docker host's
+    /// own addresses (`host::host_addrs`).
+    pub(super) policy: Policy,
     /// sbx's own seccomp profile (the gate never takes `--seccomp-profile`).
     pub(super) seccomp: std::path::PathBuf,
     /// Where `self_image` remembers the image's content hash.
@@ -68,8 +71,8 @@ impl RouteNets {
 }
 
 impl Driver {
-    /// sbx's image (imported on first use) and the egress network (sbx's
-    /// own made on first use; an operator's must exist).
+    /// sbx's image (imported on first use), the egress network (sbx's own
+    /// made on first use; an operator's must exist) and the host's addresses.
     pub(super) fn prepare_gate(&self, e: &EgressSpec, data: &Path) -> Result<GateReady> {
         // Marks this host as one that uses egress, so gc looks for its leftovers.
         let root = crate::host::egress::root(data);
@@ -88,7 +91,36 @@ impl Driver {
             }
             self.make_egress_network(name)?;
         }
-        Ok(GateReady { image, seccomp: crate::host::seccomp::install(data)?, cache })
+        let seccomp = crate::host::seccomp::install(data)?;
+        let mut ready = GateReady { image, policy: e.policy.clone(), seccomp, cache };
+        // After the egress network exists: its bridge's gateway is one of them.
+        let hosts = self.host_addrs(data, &ready)?;
+        ready.policy.set_host_addrs(hosts);
+        Ok(ready)
+    }
+
+    /// The Docker host's own addresses (`host::host_addrs`): this machine's
+    /// interfaces for a local engine (no docker call); for a remote one,
+    /// what sbx's image prints on the engine host's network, cached per
+    /// endpoint for `host_addrs::TTL`.
+    fn host_addrs(&self, data: &Path, ready: &GateReady) -> Result<Vec<std::net::IpAddr>> {
+        use crate::host::host_addrs;
+        let engine = self.engine()?;
+        if !engine.is_remote() {
+            return host_addrs::interfaces().map_err(|e| Error::io("listing this machine's addresses", e));
+        }
+        let now = std::time::SystemTime::now();
+        if let Some(addrs) = host_addrs::cached(data, &engine.endpoint, now) {
+            return Ok(addrs);
+        }
+        let list = |image: &str| -> Result<String> {
+            Ok(run_ok(&*self.exec, &argv::host_addrs_run(image, &ready.seccomp))?.stdout_str())
+        };
+        let failed = |reason: String| EgressError::HostAddrs { endpoint: engine.endpoint.clone(), reason };
+        let text = self.again_if_image_gone(list(&ready.image), ready, list).map_err(|e| failed(e.to_string()))?;
+        let addrs = host_addrs::parse(&text).map_err(failed)?;
+        host_addrs::remember(data, &engine.endpoint, &addrs, now);
+        Ok(addrs)
     }
 
     /// sbx's own egress network; another create may have made it meanwhile.
@@ -117,7 +149,7 @@ impl Driver {
             Ok(run_ok(&*self.exec, &argv)?.stdout_str().trim().to_string())
         };
         let cid = self.again_if_image_gone(create(&args.ready.image), args.ready, create)?;
-        self.publish_policy(args.id, &cid, &args.e.policy)?;
+        self.publish_policy(args.id, &cid, &args.ready.policy)?;
         let job = self.exec.spawn(&argv::start(&cid))?;
         Ok(GateJob { job, args })
     }

@@ -254,10 +254,10 @@ impl Driver {
             Kind::Exec => socket::make_marker_dir(&root, &id),
         }?;
         undo.made(dir.clone(), &routes.private);
-        let policy_dir = match &spec.egress {
-            Some(e) => {
+        let policy_dir = match &gate {
+            Some(ready) => {
                 undo.gate();
-                Some(crate::host::egress::write(&state.dir, &id, &e.policy)?)
+                Some(crate::host::egress::write(&state.dir, &id, &ready.policy)?)
             }
             None => None,
         };

@@ -76,6 +76,7 @@ mod create;
 mod destroy;
 mod egress;
 mod gc;
+mod host_addrs;
 mod lifecycle;
 mod lookup;
 mod pool;

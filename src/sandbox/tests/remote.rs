@@ -250,6 +250,7 @@ fn a_remote_gate_is_created_again_when_another_sbx_build_dropped_its_image() {
     rig.fake.push(Output::ok(&format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key())));
     rig.fake.push(Output::ok("sha256:5b\n")); // sbx's own image
     rig.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
+    super::host_addrs::engine_addrs_known(&rig);
     rig.fake.push(Output::ok("")); // the internal network
     rig.fake.push(Output::fail(1, "Error response from daemon: No such image: sha256:5b\n"));
     rig.fake.push(Output::ok("")).push(Output::ok("")); // not found by its hash, twice
@@ -283,6 +284,7 @@ fn a_remote_gate_gets_its_policy_through_docker_cp_never_a_bind() {
     rig.fake.push(Output::ok(&format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key())));
     rig.fake.push(Output::ok("sha256:5b\n")); // sbx's own image
     rig.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
+    rig.fake.push(Output::ok("192.0.2.2\nfd00::2\n")); // the engine host's addresses
     rig.fake.push(Output::ok("")); // the internal network
     rig.fake.push(Output::ok(&format!("{GATE}\n"))); // docker create of the gate
     rig.fake.push(Output::ok("")); // the policy copied in
@@ -298,6 +300,7 @@ fn a_remote_gate_gets_its_policy_through_docker_cp_never_a_bind() {
             "volume",
             "images",
             "network inspect",
+            "run",
             "network create",
             "create",
             "cp",
@@ -310,16 +313,17 @@ fn a_remote_gate_gets_its_policy_through_docker_cp_never_a_bind() {
         ]
     );
     let calls = rig.fake.calls();
-    assert_eq!(calls[5][..3], ["create", "--name", &gate::container(ID)]);
-    assert!(calls[5].contains(&"type=volume,dst=/policy,volume-nocopy".to_string()), "{:?}", calls[5]);
-    assert_eq!(calls[6], ["cp", "-", &format!("{GATE}:/policy")]);
-    assert_eq!(calls[7], ["start", "--", GATE]);
+    assert_eq!(calls[6][..3], ["create", "--name", &gate::container(ID)]);
+    assert!(calls[6].contains(&"type=volume,dst=/policy,volume-nocopy".to_string()), "{:?}", calls[6]);
+    assert_eq!(calls[7], ["cp", "-", &format!("{GATE}:/policy")]);
+    assert_eq!(calls[8], ["start", "--", GATE]);
     let here = [rig.root.display().to_string(), rig.state.display().to_string()];
     for a in calls.iter().flatten().filter(|a| !a.starts_with("seccomp=")) {
         assert!(!here.iter().any(|h| a.contains(h.as_str())), "{a} names a path of this machine");
     }
     let inputs = rig.fake.inputs();
     let policy = crate::host::egress::read(&rig.state, ID).unwrap();
+    assert_eq!(policy.host_addrs, ["192.0.2.2", "fd00::2"].map(|a| a.parse::<std::net::IpAddr>().unwrap()));
     assert_eq!(inputs.last().unwrap().1, crate::host::egress::tar(&policy));
     let mut entries = tar::Archive::new(&inputs.last().unwrap().1[..]);
     let entry = entries.entries().unwrap().next().unwrap().unwrap();

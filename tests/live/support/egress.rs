@@ -102,3 +102,85 @@ pub fn assert_no_egress_left(w: &World, id: &str) {
     let dir = w.state_dir.join("egress").join(id);
     assert!(!dir.exists(), "the policy dir {} was left behind", dir.display());
 }
+
+/// A service on the Docker host's own address (the one non-loopback,
+/// non-bridge IPv4 address `ip -j addr` lists first), as one bound to
+/// 0.0.0.0 would be: it answers every connection with a plain HTTP 200
+/// and counts them. The traffic never leaves this machine.
+pub struct HostService {
+    pub ip: String,
+    /// The prefix length of the host's network (`ip` gives it).
+    pub prefix: u8,
+    pub port: u16,
+    pub hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+pub const HOST_BODY: &[u8] = b"host-only\n";
+
+impl HostService {
+    pub fn start() -> Self {
+        let (ip, prefix) = host_address();
+        let l = std::net::TcpListener::bind((ip.as_str(), 0)).expect("bind on the host's own address");
+        let port = l.local_addr().unwrap().port();
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = hits.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { continue };
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                    let mut buf = [0; 4096];
+                    let _ = s.read(&mut buf);
+                    let head = format!("HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n", HOST_BODY.len());
+                    let _ = s.write_all(head.as_bytes()).and_then(|()| s.write_all(HOST_BODY));
+                });
+            }
+        });
+        HostService { ip, prefix, port, hits }
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The host's network as a CIDR rule on the service's port
+    /// (`192.0.2.0/24:PORT` here): it covers the host's address.
+    pub fn network_rule(&self) -> String {
+        let ip: std::net::Ipv4Addr = self.ip.parse().unwrap();
+        let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+        format!("{}/{}:{}", std::net::Ipv4Addr::from(u32::from(ip) & mask), self.prefix, self.port)
+    }
+
+    /// `curl -p http://IP:PORT/` in `sb`: a CONNECT to the host's address.
+    pub fn fetch_from(&self, sb: &Sandbox, host: &str) -> Fetched {
+        fetch(sb, &format!("http://{host}:{}/", self.port), &["-p"])
+    }
+}
+
+/// This machine's own IPv4 address and prefix length, from `ip -j addr`:
+/// the first global one on an interface that is not loopback, a Docker
+/// bridge or a veth.
+pub fn host_address() -> (String, u8) {
+    let out = std::process::Command::new("ip").args(["-j", "-4", "addr", "show", "scope", "global"]).output();
+    let out = out.expect("spawn ip (apt-get install iproute2)");
+    let links: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("ip -j prints JSON");
+    for link in &links {
+        let name = link["ifname"].as_str().unwrap_or_default();
+        let flags = link["flags"].as_array().cloned().unwrap_or_default();
+        if name == "docker0"
+            || name.starts_with("br-")
+            || name.starts_with("veth")
+            || flags.iter().any(|f| f == "LOOPBACK")
+        {
+            continue;
+        }
+        for a in link["addr_info"].as_array().into_iter().flatten() {
+            if let (Some(ip), Some(len)) = (a["local"].as_str(), a["prefixlen"].as_u64()) {
+                return (ip.to_string(), len as u8);
+            }
+        }
+    }
+    panic!("this machine has no global IPv4 address outside Docker's bridges: {links:?}");
+}

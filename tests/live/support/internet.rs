@@ -53,6 +53,12 @@ pub struct Internet {
 impl Internet {
     /// Start the stand-ins on a new (non-internal) bridge network.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// [`Internet::start`], the resolver stand-in also answering `NAME=IP`
+    /// for each of `zone` (a name whose owner points it anywhere).
+    pub fn start_with(zone: &[String]) -> Self {
         let net = Network::with_prefix(false, "inet-");
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("internet-"));
         let www = dir.join("www");
@@ -93,7 +99,10 @@ impl Internet {
             format!("{TLS2}={}", inet.tls_ip),
             format!("{REBIND}={}", inet.dns_ip),
             format!("{LOOP}=127.0.0.1"),
-        ];
+        ]
+        .into_iter()
+        .chain(zone.iter().cloned())
+        .collect::<Vec<_>>();
         let mut args = vec!["exec", "-d", &dns_name, "/bin/fixture", "dns-serve", "53"];
         args.extend(zone.iter().map(String::as_str));
         args.extend(["--count", "/tmp/queries"]);
