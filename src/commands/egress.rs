@@ -193,8 +193,16 @@ fn cells(l: &LogLine) -> [String; 8] {
         l.bytes_up.to_string(),
         l.bytes_down.to_string(),
         l.duration_ms.to_string(),
-        l.rule.clone().or_else(|| l.reason.clone()).unwrap_or_else(|| "-".into()),
+        why(l),
     ]
+}
+
+/// An allowed connection's rule; a refused one's reason, even when a rule
+/// allowed its name first (the address was refused, or a change cut it).
+fn why(l: &LogLine) -> String {
+    let (rule, reason) = (l.rule.clone(), l.reason.clone());
+    let shown = if l.decision == "deny" { reason.or(rule) } else { rule.or(reason) };
+    shown.unwrap_or_else(|| "-".into())
 }
 
 /// One aligned row, every cell made safe for a terminal first (the host
@@ -233,6 +241,27 @@ fn cut_host(c: &str, width: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refusal_shows_its_reason_even_after_a_rule_allowed_its_name() {
+        let line = |decision: &str, rule: Option<&str>, reason: Option<&str>| crate::spec::egress::LogLine {
+            time: "2026-01-01T00:00:00.000Z".into(),
+            sandbox: "sbx-0123456789ab".into(),
+            host: "192.0.2.2".into(),
+            port: 80,
+            addr: Some("192.0.2.2".into()),
+            decision: decision.into(),
+            rule: rule.map(Into::into),
+            reason: reason.map(Into::into),
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 1,
+        };
+        let refused = line("deny", Some("observe"), Some("192.0.2.2 is the Docker host's own address"));
+        assert_eq!(super::why(&refused), "192.0.2.2 is the Docker host's own address");
+        assert_eq!(super::why(&line("allow", Some("observe"), None)), "observe");
+        assert_eq!(super::why(&line("deny", None, None)), "-");
+    }
+
     #[test]
     fn a_long_host_is_cut_keeping_its_port() {
         let long = format!("{}.example:8443", "a".repeat(60));
