@@ -203,7 +203,7 @@ pub struct EgressRulesArgs {
     /// HOST[:PORT] (port 443 unless given), `*.SUFFIX[:PORT]` or CIDR:PORT, as `create --allow` takes them.
     #[arg(required = true, value_name = "RULE")]
     pub rules: Vec<String>,
-    /// Let a CIDR rule name loopback or link-local addresses.
+    /// Let a CIDR rule name loopback, link-local or multicast addresses, or Azure's host endpoint.
     #[arg(long)]
     pub allow_unsafe_cidr: bool,
 }

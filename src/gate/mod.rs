@@ -2,9 +2,11 @@
 //! sandbox's gate container. An HTTP proxy (CONNECT and plain-HTTP
 //! absolute-URI requests) that lets the sandbox reach exactly what its
 //! policy allows: names judged before any DNS query, every resolved address
-//! judged again (no loopback, link-local, private ranges unless a CIDR rule
-//! says so), a TLS hello held to the CONNECT host, one decision-log line per
-//! connection on stdout, and the policy file followed live.
+//! judged again (no loopback, link-local, private or other special-purpose
+//! ranges unless a CIDR rule says so; none of the Docker host's own
+//! addresses, which the policy lists, unless a rule names exactly one), a
+//! TLS hello held to the CONNECT host, one decision-log line per connection
+//! on stdout, and the policy file followed live.
 //!
 //! Resources, for the container's limits: at most [`MAX_CONNECTIONS`]
 //! connections at once (beyond: 503), each holding two sockets plus two
