@@ -301,7 +301,9 @@ impl State {
     /// changes. (The older `images/` cache held the user alone, without the
     /// label verdict, so it is not read.)
     pub fn image_user(&self, image: &str) -> Option<crate::docker::parse::ImageConfig> {
-        serde_json::from_str(&self.get("image-config", &image_key(image)?)?).ok()
+        let c: crate::docker::parse::ImageConfig =
+            serde_json::from_str(&self.get("image-config", &image_key(image)?)?).ok()?;
+        (c.version == crate::docker::parse::ImageConfig::VERSION).then_some(c)
     }
 
     pub fn set_image_user(&self, image: &str, config: &crate::docker::parse::ImageConfig) {

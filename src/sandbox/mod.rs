@@ -126,6 +126,33 @@ impl Driver {
         &self.exe
     }
 
+    /// sbx's own image on this engine: the id this data dir's own `docker
+    /// import` returned, with no docker call once recorded (see
+    /// `host::self_image`; never found by a label or a tag).
+    pub fn self_image(&self) -> Result<String> {
+        let dir = &self.state()?.state.dir;
+        let endpoint = &self.engine()?.endpoint;
+        crate::host::self_image::ensure(&*self.exec, &self.exe, crate::host::self_image::Place { dir, endpoint })
+    }
+
+    /// What every user of sbx's image does with `first`, the result of a
+    /// `create`/`run` of `image`: when docker said the image is gone, import
+    /// it again and `retry` with the new id, once (`self_image::again_if_gone`).
+    pub fn self_image_again<T>(
+        &self,
+        first: Result<T>,
+        image: &str,
+        retry: impl FnOnce(&str) -> Result<T>,
+    ) -> Result<T> {
+        if !matches!(&first, Err(e) if crate::host::self_image::is_gone(e)) {
+            return first;
+        }
+        let dir = &self.state()?.state.dir;
+        let endpoint = &self.engine()?.endpoint;
+        let place = crate::host::self_image::Place { dir, endpoint };
+        crate::host::self_image::again_if_gone(first, &*self.exec, &self.exe, place, image, retry)
+    }
+
     /// The executable the egress gate's image is made from (tests use a small file).
     pub fn with_exe(mut self, exe: PathBuf) -> Self {
         self.exe = exe;

@@ -171,7 +171,9 @@ pub fn parse_session(s: &str) -> Result<String, Invalid> {
         && s.len() <= 128
         && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
+    if ok && s.eq_ignore_ascii_case(crate::model::record::PROBE_SESSION) {
+        Err(Invalid::new("session key", s, "it is sbx doctor's own (its probe sandbox's session)"))
+    } else if ok {
         Ok(s.to_string())
     } else {
         Err(Invalid::new(
@@ -213,8 +215,8 @@ pub fn parse_label(s: &str) -> Result<(String, String), Invalid> {
     if !key_ok {
         return Err(Invalid::new("--label", s, "the key must be letters, digits, '.', '_', '-', '/'"));
     }
-    if k == "sbx" || k.starts_with("sbx.") {
-        return Err(Invalid::new("--label", s, "keys under sbx. are sbx's own record"));
+    if crate::model::record::is_reserved_label(k) {
+        return Err(Invalid::new("--label", s, "keys `sbx`, `sbx.*`, `sbx-probe.*` and `exitCode` are sbx's own"));
     }
     if v.contains(['\n', '\0']) {
         return Err(Invalid::new("--label", s, "the value contains a newline or NUL"));

@@ -31,14 +31,17 @@ fn env_and_labels() {
         assert!(parse_env(bad).unwrap_err().reason.contains(why), "{bad}");
     }
     assert!(parse_label("ci.job=42").is_ok());
-    assert!(parse_label("sbx.tier=2").unwrap_err().reason.contains("sbx's own"));
+    for bad in ["sbx.tier=2", "SBX.Tier=2", "sbx-probe.hash=x", "exitCode=0", "sbx=1"] {
+        assert!(parse_label(bad).unwrap_err().reason.contains("sbx's own"), "{bad}");
+    }
+    assert!(parse_label("sbx-test.fixture=1").is_ok(), "a key sbx never reads");
     assert!(parse_label("a=b\nc").is_err());
 }
 
 #[test]
 fn sessions_ids_durations_cpus() {
     assert!(parse_session("agent-7.run_1").is_ok());
-    for bad in ["", "-x", "a b", "a/b", "a\nb", &"x".repeat(129), "ünï"] {
+    for bad in ["", "-x", "a b", "a/b", "a\nb", &"x".repeat(129), "ünï", "sbx-doctor", "SBX-Doctor"] {
         assert!(parse_session(bad).is_err(), "{bad:?}");
     }
     let id = new_id();

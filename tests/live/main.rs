@@ -44,6 +44,7 @@ mod remote_start;
 mod runtime;
 mod runtime_attack;
 mod runtime_checks;
+mod self_image;
 mod stop_pause;
 mod stream_ends;
 mod transfer;
