@@ -68,7 +68,7 @@ impl ImageError {
                 "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox, and no VOLUME or --rw/--ro path that is a symlink to /run); nothing was left behind".into()
             }
             ImageError::HasSbxLabel { label, .. } => format!(
-                "rebuild the image without the {label:?} label (keys `sbx`, `sbx.*`, `sbx-probe.*` and `exitCode`, in any case, are sbx's own), then pass its new digest"
+                "rebuild the image without the {label:?} label (keys `sbx`, `sbx.*` and `sbx-probe.*`, in any case, are sbx's own), then pass its new digest"
             ),
             ImageError::PullFailed { image, why, .. } => match why {
                 PullFailure::NotFound => format!("check the repository and digest (`docker manifest inspect {image}`, or the digest `docker push` printed); nothing was created"),

@@ -14,6 +14,7 @@ pub mod gvisor;
 pub mod helper;
 pub mod interrupt;
 pub mod journal;
+pub mod lockfile;
 pub mod mounts;
 pub mod persist;
 pub mod pool;

@@ -131,7 +131,7 @@ pub fn again_if_gone<T>(
 /// dir recorded for other builds on that engine (docker refuses one in use,
 /// which stays recorded for a later try).
 fn import(exec: &dyn DockerExec, exe: &Path, place: Place, gone: Option<&str>) -> Result<String> {
-    let _lock = lock(place.dir)?;
+    let _lock = crate::host::lockfile::exclusive(&place.dir.join(LOCK))?;
     let engine = engine_id(exec)?;
     let key = exe_key(exe).unwrap_or_default();
     let mut records = Records::read(place.dir);
@@ -196,19 +196,6 @@ fn engine_id(exec: &dyn DockerExec) -> Result<String> {
             reason: format!("expected the engine's ID, got {:?}", out.stdout_str().trim()),
         })
     })
-}
-
-fn lock(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>> {
-    let path = dir.join(LOCK);
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| Error::io(format!("locking {}", path.display()), e.into()))
 }
 
 /// Test support: record `id` as build `exe`'s image on engine `engine`

@@ -70,9 +70,10 @@ pub const PROBE_SESSION: &str = "sbx-doctor";
 /// labelled itself `sbx-probe.hash` was taken for sbx's own.
 pub const RESERVED_PREFIXES: &[&str] = &["sbx.", "sbx-probe."];
 
-/// Whole keys sbx reads: `exitCode` is the attribute of docker's `die`
-/// event, which a label of the same name overwrites.
-pub const RESERVED_KEYS: &[&str] = &["sbx", "sbx-probe", "exitcode"];
+/// Whole keys in the same namespaces. (`exitCode`, which overwrites the
+/// attribute of docker's `die` event, is not refused: `sbx events` reads a
+/// die's code from the engine's record instead.)
+pub const RESERVED_KEYS: &[&str] = &["sbx", "sbx-probe"];
 
 /// Whether `key` is one sbx reads (case-insensitively: refusing `SBX.x`
 /// too costs nothing, and docker's keys are case-sensitive).

@@ -216,7 +216,7 @@ pub fn parse_label(s: &str) -> Result<(String, String), Invalid> {
         return Err(Invalid::new("--label", s, "the key must be letters, digits, '.', '_', '-', '/'"));
     }
     if crate::model::record::is_reserved_label(k) {
-        return Err(Invalid::new("--label", s, "keys `sbx`, `sbx.*`, `sbx-probe.*` and `exitCode` are sbx's own"));
+        return Err(Invalid::new("--label", s, "keys `sbx`, `sbx.*` and `sbx-probe.*` are sbx's own"));
     }
     if v.contains(['\n', '\0']) {
         return Err(Invalid::new("--label", s, "the value contains a newline or NUL"));

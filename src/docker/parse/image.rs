@@ -52,7 +52,7 @@ mod tests {
         assert_eq!(c.sbx_label.as_deref(), Some("sbx.private"));
         assert_eq!(image_config(r#"[null,{"SBX.Volume":"x"}]"#).unwrap().sbx_label.as_deref(), Some("SBX.Volume"));
         assert_eq!(image_config(r#"[null,{"sbx-test.fixture":"x"}]"#).unwrap().sbx_label, None);
-        for key in ["sbx-probe.hash", "SBX-Probe.Hash", "exitCode", "sbx"] {
+        for key in ["sbx-probe.hash", "SBX-Probe.Hash", "sbx"] {
             let c = image_config(&format!("[null,{{{key:?}:\"x\"}}]")).unwrap();
             assert_eq!(c.sbx_label.as_deref(), Some(key));
         }
