@@ -17,7 +17,9 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::error::{SandboxError, SessionError};
 
+mod du;
 mod scratch;
+pub use du::du;
 pub use scratch::{scratch_name, stale_scratch};
 
 pub fn volume_name(session: &str) -> String {
@@ -88,18 +90,6 @@ pub struct VolumeInfo {
     pub bytes: u64,
     /// Running sandboxes using it (at most one).
     pub in_use_by: Vec<String>,
-}
-
-/// Total size of the regular files under `dir`, never following links.
-pub fn du(dir: &Path) -> u64 {
-    let Ok(md) = std::fs::symlink_metadata(dir) else { return 0 };
-    if md.is_dir() {
-        std::fs::read_dir(dir).map(|d| d.flatten().map(|e| du(&e.path())).sum()).unwrap_or(0)
-    } else if md.is_file() {
-        md.len()
-    } else {
-        0
-    }
 }
 
 /// Give a tree to the sandbox user (as root; a no-op otherwise), links
