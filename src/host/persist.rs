@@ -92,6 +92,19 @@ pub struct VolumeInfo {
     pub in_use_by: Vec<String>,
 }
 
+/// Whether a session's directory holds anything: true unless it is absent,
+/// not a directory (a link sbx never made) or an empty directory. Read by
+/// descriptor, never through a link; when it cannot be read, assumed to hold
+/// data, since the caller would otherwise delete it.
+pub fn holds_data(dir: &Path) -> bool {
+    use nix::errno::Errno;
+    match crate::host::socket::open_dir_at(None, dir, nix::fcntl::OFlag::O_NOFOLLOW) {
+        Ok(fd) => crate::host::socket::dir_names(&fd).map_or(true, |n| !n.is_empty()),
+        Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => false,
+        Err(_) => true,
+    }
+}
+
 /// Give a tree to the sandbox user (as root; a no-op otherwise), links
 /// themselves rather than what they point at.
 pub fn chown_tree(path: &Path, uid: u32, gid: u32) {
