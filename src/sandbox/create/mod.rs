@@ -38,9 +38,10 @@ use rollback::Rollback;
 #[derive(Debug, Clone)]
 pub struct Created {
     pub record: Record,
-    /// The sandbox's directory on the host (its socket's, when direct):
-    /// the TTL watchdog ends when it is gone.
-    pub socket_dir: PathBuf,
+    /// What the TTL watchdog watches, ending when it is gone
+    /// (`Driver::watched`): the sandbox's socket directory on the host, or
+    /// a remote sandbox's expiry in the data dir.
+    pub watched: PathBuf,
     /// What the routes reach beyond their targets (empty at tier 2), each
     /// with the command that closes it.
     pub gaps: Vec<Gap>,
@@ -248,11 +249,16 @@ impl Driver {
         if let Some(e) = expires {
             state.set_expiry(&id, e)?;
         }
-        let dir = match channel {
-            Kind::Direct => socket::make_dir(&root, &id, user.uid, user.gid),
+        let dir = match (remote, channel) {
+            // Nothing sbx makes for a remote sandbox belongs on this
+            // machine's file system (its socket is inside it; its state is
+            // in the data dir, where gc and the watchdog find it). Never
+            // made: removing it (rollback, destroy, gc) finds it gone.
+            (true, _) => root.join(&id),
+            (false, Kind::Direct) => socket::make_dir(&root, &id, user.uid, user.gid)?,
             // Not mounted: it marks the sandbox for gc and the watchdog.
-            Kind::Exec => socket::make_marker_dir(&root, &id),
-        }?;
+            (false, Kind::Exec) => socket::make_marker_dir(&root, &id)?,
+        };
         undo.made(dir.clone(), &routes.private);
         let policy_dir = match &spec.egress {
             Some(e) => {
@@ -338,7 +344,8 @@ impl Driver {
         if let (Some(info), Some(e)) = (record.egress.as_mut(), &spec.egress) {
             info.allow = Some(e.policy.rules.iter().map(ToString::to_string).collect());
         }
-        Ok(Created { record, socket_dir: root.join(&id), gaps, warnings })
+        let watched = if remote { state.expiry_file(&id) } else { root.join(&id) };
+        Ok(Created { record, watched, gaps, warnings })
     }
 
     fn image_user(&self, image: &str, out: Output) -> Result<parse::ImageConfig> {

@@ -256,7 +256,7 @@ fn created_json_is_byte_for_byte_the_cli_output() {
     };
     let c = Created {
         record,
-        socket_dir: PathBuf::from(format!("/run/u/{ID}")),
+        watched: PathBuf::from(format!("/run/u/{ID}")),
         gaps: vec![crate::model::boundary::Gap {
             routes: vec!["inference".into(), "tools".into()],
             network: "sbx-proxy".into(),
@@ -292,5 +292,5 @@ fn created_reports_what_create_decided() {
     assert!(expires.ends_with('Z') && expires.contains('.'), "milliseconds, as before: {expires}");
     let run = &rig.fake.calls()[2];
     assert!(run.contains(&format!("sbx.expires={expires}")), "the label and the output agree");
-    assert_eq!(c.socket_dir, rig.sock_dir());
+    assert_eq!(c.watched, rig.sock_dir());
 }

@@ -99,6 +99,13 @@ fn a_remote_create_relays_the_channel_and_fills_the_helper_volume_once() {
         assert!(!here.iter().any(|h| a.contains(h.as_str())), "{a} names a path of this machine");
     }
     assert_eq!(calls[9], ["cp", "deadbeef:/run", "-"]);
+    // Nothing of it on this machine's file system but its state in the
+    // data dir: no directory under the socket root (a marker was), and
+    // the TTL watchdog watches its expiry there.
+    let under_root: Vec<_> =
+        std::fs::read_dir(&rig.root).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    assert_eq!(under_root, Vec::<std::path::PathBuf>::new(), "a remote create made a socket directory here");
+    assert_eq!(c.watched, rig.state().expiry_file(ID));
     let fill = rig.fake.inputs();
     assert_eq!(fill.len(), 1, "one fill");
     assert_eq!(fill[0].1, crate::host::helper::tar(false));
