@@ -15,7 +15,12 @@ pub fn exec(a: ExecArgs, ctx: &Context) -> Result<u8> {
             return Err(Invalid::new("--workdir", w, "it must be an absolute path").into());
         }
     }
-    let user = a.user.as_deref().map(UserSpec::parse).transpose()?.map(|u| format!("{}:{}", u.uid, u.gid));
+    // A command in the sandbox is the sandbox: never as the caller's ids either.
+    let user = match a.user.as_deref().map(UserSpec::parse).transpose()? {
+        Some(u) => Some(u.not_reserved(&ctx.driver.reserved_ids()?)?),
+        None => None,
+    };
+    let user = user.map(|u| format!("{}:{}", u.uid, u.gid));
     if a.detach && (a.interactive || a.tty) {
         return Err(Invalid::new("exec", "-d", "a background process has no terminal or stdin: drop -i/-t").into());
     }

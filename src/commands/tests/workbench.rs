@@ -277,6 +277,11 @@ fn exec_refuses_bad_input_before_any_docker_call() {
         let e = rig.refused(args);
         assert!(e.starts_with("sbx: error: invalid "), "{args:?}: {e}");
     }
+    // The caller's uid, or the docker socket's group (the rig's: 4321, 4999).
+    for user in ["4321", "1000:4999"] {
+        let e = rig.refused(&["exec", "-u", user, ID, "--", "true"]);
+        assert!(e.contains("a sandbox running as the user who runs sbx"), "{user}: {e}");
+    }
 }
 
 #[test]
