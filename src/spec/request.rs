@@ -188,6 +188,17 @@ impl SandboxSpec {
         }
         let env = req.env.iter().map(|e| parse_env(e)).collect::<Result<_, _>>()?;
         let user = req.user.as_deref().map(UserSpec::parse).transpose()?;
+        // Root's links in a writable host mount would be root's own, the one
+        // owner `sbx cp` follows a link of (see `workbench::transfer::host`).
+        if user.is_some_and(|u| u.uid == 0) && (!mounts.iter().all(|m| m.readonly) || state_dir.is_some()) {
+            return Err(Invalid::new(
+                "--user",
+                req.user.clone().unwrap_or_default(),
+                "a sandbox running as root makes what it writes in a --rw or --state-dir mount root's, \
+                 links included, and root's links are the ones sbx cp follows on the host",
+            )
+            .hint("mount the directory --ro, or run the sandbox as another uid (--user UID)"));
+        }
         let socket_wait = match &req.socket_wait {
             Some(w) => parse_duration("--socket-wait", w)?,
             None => DEFAULT_SOCKET_WAIT,
