@@ -284,6 +284,26 @@ fn exec_refuses_bad_input_before_any_docker_call() {
     }
 }
 
+/// Root's links in a writable host mount are the ones `sbx cp` follows, so
+/// `exec -u 0` there is refused as `create --user 0 --rw` is.
+#[test]
+fn exec_as_root_is_refused_where_the_sandbox_has_a_writable_host_mount() {
+    let rig = Rig::new();
+    rig.owns();
+    let mut v: serde_json::Value = serde_json::from_str(&rig.record_line(&[])).unwrap();
+    v["Id"] = CID.into();
+    v["Mounts"] = serde_json::json!([
+        {"Type": "bind", "Source": "/tmp/sock", "Destination": "/run/sandbox", "RW": true},
+        {"Type": "bind", "Source": "/srv/data", "Destination": "/data", "RW": false},
+        {"Type": "bind", "Source": "/home/u/project", "Destination": "/work", "RW": true},
+    ]);
+    rig.fake.push(Output::ok(&v.to_string()));
+    let r = rig.sbx(&["exec", "-u", "0", ID, "--", "ln", "-s", "/etc", "/work/build"]);
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{}", r.stderr);
+    assert!(r.stderr.contains("/home/u/project mounted writable at /work"), "{}", r.stderr);
+    assert_eq!(rig.fake.calls().len(), 2, "no exec");
+}
+
 #[test]
 fn cp_names_the_sandbox_in_its_errors_and_refuses_bad_input() {
     let rig = Rig::new();
