@@ -244,7 +244,65 @@ fn canonical_host(host: &str) -> Result<PathBuf, String> {
     if host.starts_with('-') {
         return Err("the host path starts with '-'".into());
     }
-    Path::new(host).canonicalize().map_err(|e| format!("host path {host:?} cannot be used: {e} (it must exist)"))
+    let canonical = Path::new(host)
+        .canonicalize()
+        .map_err(|e| format!("host path {host:?} cannot be used: {e} (it must exist)"))?;
+    if let Some((link, uid)) = untrusted_link(Path::new(host)) {
+        return Err(format!(
+            "{} on the way is a symlink owned by uid {uid}, not by root (a sandbox can make one in a --rw \
+             mount, and the mount would follow it); name the real path: {}",
+            link.display(),
+            canonical.display()
+        ));
+    }
+    Ok(canonical)
+}
+
+/// The first symlink on the way to `path` that root does not own, with its
+/// owner: the rule `sbx cp` follows links by (see `workbench::transfer::host`),
+/// here for a mount source, which docker resolves as canonicalize does.
+fn untrusted_link(path: &Path) -> Option<(PathBuf, u32)> {
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    use std::os::unix::fs::MetadataExt;
+    // Names to walk; None is `..`.
+    let parts = |p: &Path| -> Vec<Option<OsString>> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(Some(n.to_os_string())),
+                Component::ParentDir => Some(None),
+                _ => None,
+            })
+            .collect()
+    };
+    let absolute = std::env::current_dir().ok()?.join(path);
+    let mut cur = PathBuf::from("/");
+    let mut todo: VecDeque<Option<OsString>> = parts(&absolute).into();
+    let mut links = 0;
+    while let Some(c) = todo.pop_front() {
+        let Some(name) = c else {
+            cur.pop();
+            continue;
+        };
+        let next = cur.join(name);
+        let md = std::fs::symlink_metadata(&next).ok()?;
+        if !md.file_type().is_symlink() {
+            cur = next;
+            continue;
+        }
+        links += 1;
+        if md.uid() != 0 {
+            return Some((next, md.uid()));
+        }
+        let target = std::fs::read_link(&next).ok().filter(|_| links <= 40)?;
+        if target.is_absolute() {
+            cur = PathBuf::from("/");
+        }
+        for p in parts(&target).into_iter().rev() {
+            todo.push_front(p);
+        }
+    }
+    None
 }
 
 fn check_not_docker_socket(host: &Path, docker_sockets: &[PathBuf]) -> Result<(), String> {

@@ -136,6 +136,11 @@ fn cp_never_writes_through_a_link_planted_in_a_rw_mount() {
     let target = project.path("ssh");
     let ln = w.sbx(&["exec", &id, "--", "/bin/fixture", "ln", target.to_str().unwrap(), "/work/build"]);
     assert_success(&ln, "the sandbox plants /work/build -> the caller's ~/.ssh");
+    // Nor does the next sandbox get the keys mounted through it.
+    let through = format!("{}:/keys", project.path("project/build").display());
+    let out = w.sbx(&["create", "--image", &img.0, "--label", &label, "--ro", &through]);
+    assert_exit(&out, 2, "--ro through the sandbox's link");
+    assert!(stderr(&out).contains("symlink owned by uid"), "{}", stderr(&out));
     // Root's links would be followed: no root command where a host mount is writable.
     let root_ln = w.sbx(&["exec", "-u", "0", &id, "--", "/bin/fixture", "ln", "/", "/work/rootlink"]);
     assert_exit(&root_ln, 2, "exec -u 0 with a --rw mount");

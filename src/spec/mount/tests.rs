@@ -150,6 +150,31 @@ fn refuses_kernel_interfaces_and_socket_dirs_as_sources() {
     MountSpec::parse(&format!("{}:/s", d.display()), true, &[]).unwrap();
 }
 
+/// A source reached through a link a sandbox could have made (any owner
+/// but root) is refused, as `sbx cp` refuses to follow one: with `--rw
+/// P:/work` the sandbox makes `P/build -> ~/.ssh`, and `--ro P/build`
+/// would mount the operator's keys into the next sandbox.
+#[test]
+fn a_source_through_a_link_not_roots_is_refused() {
+    let d = tmpdir("links");
+    std::fs::create_dir_all(d.join("real/sub")).unwrap();
+    std::os::unix::fs::symlink(d.join("real"), d.join("roots")).unwrap();
+    MountSpec::parse(&format!("{}:/x", d.join("roots/sub").display()), true, &[]).unwrap();
+    MountSpec::parse(&format!("{}:/x", d.join("roots/../real").display()), true, &[]).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::symlink("real", d.join("theirs")).unwrap();
+        std::os::unix::fs::lchown(d.join("theirs"), Some(65534), Some(65534)).unwrap();
+        for src in ["theirs", "theirs/sub", "roots/../theirs/sub"] {
+            let e = MountSpec::parse(&format!("{}:/x", d.join(src).display()), false, &[]).unwrap_err();
+            assert!(e.reason.contains("symlink owned by uid 65534, not by root"), "{src}: {}", e.reason);
+            assert!(e.reason.contains(&d.join("real").display().to_string()), "{}", e.reason);
+        }
+        let e = MountSpec::state_dir(&d.join("theirs").display().to_string(), &[]).unwrap_err();
+        assert!(e.reason.contains("uid 65534"), "{}", e.reason);
+    }
+    assert_eq!(untrusted_link(Path::new("/proc/self/..")), None, "/proc/self is the kernel's (root's)");
+}
+
 /// A bind-mount alias of /proc is a /proc no path names: judged by the
 /// filesystem mounted there (mountinfo), also when the source holds it.
 #[test]
