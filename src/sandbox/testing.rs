@@ -24,6 +24,19 @@ pub const MOUNTINFO: &str = "\
 612 600 8:1 /var/lib/sbx/helper/v-k /run/sbx ro,relatime - ext4 /dev/sda1 rw
 ";
 
+/// The user the rig's sbx runs as: uid [`CALLER`] in groups [`CALLER`] and
+/// [`DOCKER_GID`], the docker socket's (fixed, so no test depends on who runs it).
+pub const CALLER: u32 = 4321;
+pub const DOCKER_GID: u32 = 4999;
+
+pub fn reserved() -> crate::model::ids::Reserved {
+    let mut r = crate::model::ids::Reserved::default();
+    r.uid(CALLER, "yours (the user running sbx)");
+    r.gid(CALLER, "one of your groups (the user running sbx)");
+    r.gid(DOCKER_GID, "the group of the docker socket /var/run/docker.sock (who may drive the engine)");
+    r
+}
+
 pub struct Rig {
     pub fake: FakeDocker,
     /// The socket root: one directory per sandbox.
@@ -58,6 +71,7 @@ impl Rig {
             .with_ids(Arc::new(|| ID.to_string()))
             .with_proc(proc)
             .with_exe(exe)
+            .with_reserved(Arc::new(|_| reserved()))
     }
 
     /// The small stand-in for sbx's executable (written once: its identity

@@ -21,6 +21,30 @@ fn users() {
     assert_eq!(UserSpec::from_image(""), None);
 }
 
+/// Root's links in a writable mount are the ones `sbx cp` follows: a root
+/// sandbox gets read-only host mounts only.
+#[test]
+fn root_gets_no_writable_host_mount() {
+    let d = std::env::current_dir().unwrap().canonicalize().unwrap().display().to_string();
+    let root = |r: CreateRequest| SandboxSpec::from_request(&CreateRequest { user: Some("0".into()), ..r }, None);
+    for r in [
+        CreateRequest { rw: vec![format!("{d}:/w")], ..req() },
+        CreateRequest { ro: vec![format!("{d}:/r")], rw: vec![format!("{d}:/w")], ..req() },
+        CreateRequest { state_dir: Some(d.clone()), ..req() },
+    ] {
+        let e = root(r).unwrap_err();
+        assert!(e.what == "--user" && e.reason.contains("sbx cp follows"), "{e:?}");
+    }
+    assert!(root(CreateRequest { ro: vec![format!("{d}:/r")], ..req() }).is_ok());
+    let e = SandboxSpec::from_request(
+        &CreateRequest { user: Some("0:5".into()), rw: vec![format!("{d}:/w")], ..req() },
+        None,
+    );
+    assert!(e.is_err(), "any gid");
+    let u = CreateRequest { user: Some("1000:0".into()), rw: vec![format!("{d}:/w")], ..req() };
+    assert!(SandboxSpec::from_request(&u, None).is_ok(), "group 0 makes links of uid 1000");
+}
+
 #[test]
 fn env_and_labels() {
     assert_eq!(parse_env("A_1=x=y").unwrap(), ("A_1".into(), "x=y".into()));

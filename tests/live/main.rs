@@ -26,6 +26,7 @@ mod events;
 mod files_watch;
 mod hardening;
 mod hostile_image;
+mod invoker_ids;
 mod lifecycle;
 mod nonroot;
 mod persist;

@@ -312,6 +312,31 @@ fn exec_refuses_bad_input_before_any_docker_call() {
         let e = rig.refused(args);
         assert!(e.starts_with("sbx: error: invalid "), "{args:?}: {e}");
     }
+    // The caller's uid, or the docker socket's group (the rig's: 4321, 4999).
+    for user in ["4321", "1000:4999"] {
+        let e = rig.refused(&["exec", "-u", user, ID, "--", "true"]);
+        assert!(e.contains("a sandbox running as the user who runs sbx"), "{user}: {e}");
+    }
+}
+
+/// Root's links in a writable host mount are the ones `sbx cp` follows, so
+/// `exec -u 0` there is refused as `create --user 0 --rw` is.
+#[test]
+fn exec_as_root_is_refused_where_the_sandbox_has_a_writable_host_mount() {
+    let rig = Rig::new();
+    rig.owns();
+    let mut v: serde_json::Value = serde_json::from_str(&rig.record_line(&[])).unwrap();
+    v["Id"] = CID.into();
+    v["Mounts"] = serde_json::json!([
+        {"Type": "bind", "Source": "/tmp/sock", "Destination": "/run/sandbox", "RW": true},
+        {"Type": "bind", "Source": "/srv/data", "Destination": "/data", "RW": false},
+        {"Type": "bind", "Source": "/home/u/project", "Destination": "/work", "RW": true},
+    ]);
+    rig.fake.push(Output::ok(&v.to_string()));
+    let r = rig.sbx(&["exec", "-u", "0", ID, "--", "ln", "-s", "/etc", "/work/build"]);
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{}", r.stderr);
+    assert!(r.stderr.contains("/home/u/project mounted writable at /work"), "{}", r.stderr);
+    assert_eq!(rig.fake.calls().len(), 2, "no exec");
 }
 
 #[test]
