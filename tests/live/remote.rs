@@ -413,11 +413,13 @@ fn ttl_and_gc_reach_the_remote_engine() {
     let reaped = create("2s");
     assert_eq!(w.socket_dirs(), Vec::<String>::new(), "a remote create made a socket directory here");
     kill_watchdog_until_expired(&w, &reaped);
-    let watched = create("12s");
+    // Long enough that a loaded engine's create and gc over ssh end before
+    // it expires (at 12 s, gc beside other remote suites took it too).
+    let watched = create("30s");
     let out = sbx(&w, &["gc"], &env);
     assert_success(&out, "gc over ssh");
     assert_eq!(w.containers().len(), 1, "gc left the expired sandbox {reaped} (or took the live one)");
-    let gone = until(std::time::Duration::from_secs(30), || w.containers().is_empty());
+    let gone = until(std::time::Duration::from_secs(60), || w.containers().is_empty());
     assert!(gone.is_some(), "the watchdog never destroyed {watched} on the remote engine");
     assert_eq!(w.socket_dirs(), Vec::<String>::new());
 }
