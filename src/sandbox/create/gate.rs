@@ -24,8 +24,6 @@ pub(super) struct GateReady {
     pub(super) policy: Policy,
     /// sbx's own seccomp profile (the gate never takes `--seccomp-profile`).
     pub(super) seccomp: std::path::PathBuf,
-    /// Where `self_image` remembers the image's content hash.
-    cache: std::path::PathBuf,
 }
 
 /// What the gate's `docker run`/`create` is made of, but its image.
@@ -77,8 +75,7 @@ impl Driver {
         // Marks this host as one that uses egress, so gc looks for its leftovers.
         let root = crate::host::egress::root(data);
         std::fs::create_dir_all(&root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
-        let cache = data.join("self-image");
-        let image = crate::host::self_image::ensure_cached(&*self.exec, &self.exe, Some(&cache))?;
+        let image = self.self_image()?;
         let name = argv::egress_network(e);
         let args = argv::network_inspect(&[name]);
         let out = self.exec.run(&args)?;
@@ -92,7 +89,7 @@ impl Driver {
             self.make_egress_network(name)?;
         }
         let seccomp = crate::host::seccomp::install(data)?;
-        let mut ready = GateReady { image, policy: e.policy.clone(), seccomp, cache };
+        let mut ready = GateReady { image, policy: e.policy.clone(), seccomp };
         // After the egress network exists: its bridge's gateway is one of them.
         let hosts = self.host_addrs(data, &ready)?;
         ready.policy.set_host_addrs(hosts);
@@ -163,7 +160,7 @@ impl Driver {
         ready: &GateReady,
         retry: impl FnOnce(&str) -> Result<String>,
     ) -> Result<String> {
-        crate::host::self_image::again_if_gone(first, &*self.exec, &self.exe, Some(&ready.cache), retry)
+        self.self_image_again(first, &ready.image, retry)
     }
 
     /// Copy `policy` into sandbox `id`'s remote gate's /policy volume

@@ -29,7 +29,7 @@ fn ips(list: &[&str]) -> Vec<IpAddr> {
 fn a_local_gate_s_policy_holds_this_machine_s_addresses_without_a_docker_call() {
     let rig = Rig::new();
     rig.image("");
-    rig.fake.push(Output::ok("sha256:5b\n"));
+    rig.self_image_recorded("sha256:5b");
     rig.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
     rig.fake.push(Output::ok("")); // the internal network
     rig.fake.push(Output::ok("9a7e\n")); // the gate's run
@@ -53,7 +53,7 @@ fn remote_rig() -> Rig {
     std::fs::create_dir_all(rig.state.join("helper")).unwrap();
     std::fs::write(rig.state.join("helper/remote-verified"), format!("{ENDPOINT} {}\n", volume_name())).unwrap();
     rig.fake.push(Output::ok(&format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key())));
-    rig.fake.push(Output::ok("sha256:5b\n")); // sbx's own image
+    rig.self_image_recorded_at(ENDPOINT, "sha256:5b"); // sbx's own image
     rig.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
     rig
 }
@@ -74,7 +74,7 @@ fn a_remote_engine_s_addresses_are_asked_once_then_cached() {
     remote_gate_starts(&rig);
     remote(&rig).create(&spec(&["--allow", "pypi.org"])).unwrap();
     let calls = rig.fake.calls();
-    let run = &calls[4];
+    let run = &calls[3];
     assert_eq!(run[..2], ["run", "--rm"]);
     assert!(run.windows(2).any(|w| w == ["--network", "host"]), "{run:?}");
     assert_eq!(run[run.len() - 2..], ["sha256:5b", "__host-addrs"]);
@@ -105,7 +105,7 @@ fn a_remote_answer_that_is_no_address_list_fails_the_create_first() {
         let e = remote(&rig).create(&spec(&["--allow", "pypi.org"])).unwrap_err();
         assert!(matches!(&e, Error::Egress(EgressError::HostAddrs { .. })), "{e}");
         assert!(e.to_string().contains("sbx could not learn the addresses of the engine's host (ssh://me@far)"), "{e}");
-        assert_eq!(rig.fake.verbs(), ["image inspect", "volume", "images", "network inspect", "run"]);
+        assert_eq!(rig.fake.verbs(), ["image inspect", "volume", "network inspect", "run"]);
         assert_eq!(host_addrs::cached(&rig.state, ENDPOINT, SystemTime::now()), None);
     }
 }
