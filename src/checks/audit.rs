@@ -2,7 +2,7 @@
 //! Docker Benchmark (section 5, and 4.1 for the user) that apply to it,
 //! numbered as docker-bench-security 1.6 numbers them, plus sbx's own rules
 //! (`sbx.*`: its seccomp profile, the log cap, no `sbx.` label from the
-//! image, no network but its routes), from `docker inspect`, the image's
+//! image, no network but its routes, no healthcheck), from `docker inspect`, the image's
 //! labels, and what its process actually has, as the kernel reports it in
 //! /proc/PID/status. Under gVisor that process is gVisor's Sentry, not the
 //! workload: `runtime` says what audit is looking at, and the rules that
@@ -284,6 +284,8 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     rule("sbx.labels", "no sbx.* label from the image", ok, why);
     let (ok, why) = only_route_networks(c);
     rule("sbx.networks", "on no network but its routes", ok, why);
+    let (ok, why) = no_healthcheck(&c["Config"]["Healthcheck"]);
+    rule("sbx.health", "no healthcheck run by the engine", ok, why);
     let (ok, why, _) = runtime::rule(&facts.runtime, &view);
     rule("sbx.runtime", "kernel isolation", ok, why);
     rules
@@ -320,6 +322,15 @@ fn log_capped(lc: &serde_json::Value) -> (bool, String) {
         _ => false,
     };
     (ok, format!("driver {driver:?}, max-size {:?}, max-file {:?}", opt("max-size"), opt("max-file")))
+}
+
+/// A healthcheck runs in dockerd, containerd and runc, outside the
+/// container's --cpus: one with a 1 ms interval (from the image's
+/// HEALTHCHECK) cost 113% of a host CPU for an idle sandbox.
+fn no_healthcheck(h: &serde_json::Value) -> (bool, String) {
+    let test = strs(&h["Test"]);
+    let ok = h.is_null() || test.is_empty() || test[0] == "NONE";
+    (ok, format!("Healthcheck {}", if h.is_null() { "none".into() } else { format!("{test:?}") }))
 }
 
 /// Every network the container is on must be one of its declared routes

@@ -90,7 +90,7 @@ fn every_sandbox_create_makes_passes_the_audit() {
         let out = w.sbx(&["audit", &sb.id]);
         assert_success(&out, &format!("audit of a sandbox made with {args:?}"));
         let text = stdout(&out);
-        assert_eq!(text.lines().filter(|l| l.starts_with("PASS")).count(), 29, "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("PASS")).count(), 30, "{text}");
         let report: serde_json::Value = serde_json::from_slice(&w.sbx(&["audit", "--json", &sb.id]).stdout).unwrap();
         assert_eq!(report["passed"], true);
         assert!(report["rules"]

@@ -4,7 +4,11 @@ pub(super) fn good() -> serde_json::Value {
     let profile: serde_json::Value = serde_json::from_str(crate::host::seccomp::PROFILE).unwrap();
     serde_json::json!({
         "AppArmorProfile": "docker-default",
-        "Config": {"User": "65534:65534", "Labels": {"sbx.routes": "{\"inference\":\"sbx-proxy\"}"}},
+        "Config": {
+            "User": "65534:65534",
+            "Labels": {"sbx.routes": "{\"inference\":\"sbx-proxy\"}"},
+            "Healthcheck": {"Test": ["NONE"], "Interval": 1000000}
+        },
         "Mounts": [{"Source": "/run/sbx/sandboxes/sbx-1", "Destination": "/run/sandbox", "Propagation": "rprivate"}],
         "NetworkSettings": {"Networks": {"sbx-proxy": {}}},
         "HostConfig": {
@@ -40,7 +44,10 @@ fn failing(c: &serde_json::Value, p: Option<&ProcStatus>) -> Vec<&'static str> {
 fn a_hardened_sandbox_passes_every_rule() {
     let rules = audit(&good(), Some(&proc_ok()), &facts());
     assert!(rules.iter().all(|r| r.pass), "{rules:#?}");
-    assert_eq!(rules.len(), 29);
+    assert_eq!(rules.len(), 30);
+    let mut bare = good();
+    bare["Config"].as_object_mut().unwrap().remove("Healthcheck");
+    assert!(failing(&bare, Some(&proc_ok())).is_empty(), "no healthcheck at all");
     let mut none = good();
     none["Config"]["Labels"]["sbx.routes"] = "{}".into();
     none["HostConfig"]["NetworkMode"] = "none".into();
@@ -86,6 +93,11 @@ fn each_weakness_fails_its_rule() {
             c["HostConfig"]["LogConfig"] = serde_json::json!({"Type": "journald", "Config": {"max-size": "10m"}})
         }),
         ("sbx.networks", |c| c["NetworkSettings"]["Networks"]["bridge"] = serde_json::json!({})),
+        // The image's HEALTHCHECK, run by the engine outside --cpus.
+        ("sbx.health", |c| {
+            c["Config"]["Healthcheck"] = serde_json::json!({"Test": ["CMD", "/x"], "Interval": 1000000})
+        }),
+        ("sbx.health", |c| c["Config"]["Healthcheck"] = serde_json::json!({"Test": ["CMD-SHELL", "true"]})),
     ];
     for (id, weaken) in cases {
         let mut c = good();

@@ -73,6 +73,7 @@ fn gate_args(p: &GatePlan, head: &[&str]) -> Vec<OsString> {
     push("--user", "65534:65534".into());
     push("--memory", gate::MEMORY.into());
     push("--memory-swap", gate::MEMORY.into());
+    push("--cpus", gate::CPUS.into());
     push("--pids-limit", gate::PIDS.to_string());
     push("--ulimit", gate::NOFILE.into());
     push("--ulimit", "core=0:0".into());
@@ -165,6 +166,7 @@ mod tests {
                 "sbx.owner=tok",
                 "--restart",
                 "no",
+                "--no-healthcheck",
                 "--cap-drop",
                 "ALL",
                 "--security-opt",
@@ -183,6 +185,8 @@ mod tests {
                 "128m",
                 "--memory-swap",
                 "128m",
+                "--cpus",
+                "0.5",
                 "--pids-limit",
                 "64",
                 "--ulimit",

@@ -61,6 +61,7 @@ fn run_argv_no_routes() {
         vec![
             "--restart",
             "no",
+            "--no-healthcheck",
             "--cap-drop",
             "ALL",
             "--security-opt",
