@@ -19,10 +19,7 @@ fn create_without_routes_is_three_calls() {
     );
     // The helper's directory is mounted AT /run/sbx (a mount point), read-only.
     assert!(calls[1].iter().any(|a| a.starts_with("type=bind,src=") && a.ends_with(",dst=/run/sbx,readonly")));
-    assert_eq!(
-        calls[0],
-        ["image", "inspect", "--format", "[{{json .Config.User}},{{json .Config.Labels}}]", "--", IMG]
-    );
+    assert_eq!(calls[0], ["image", "inspect", "--format", crate::docker::parse::IMAGE_FORMAT, "--", IMG]);
     assert_eq!((c.record.id.as_str(), c.record.tier, c.record.user.as_str()), (ID, 2, "65534:65534"));
     assert_eq!(c.record.socket, rig.sock_dir().join("sandbox.sock").display().to_string());
     assert!(c.warnings.is_empty());
@@ -186,7 +183,7 @@ fn the_image_user_is_cached_by_digest() {
 fn an_image_with_an_sbx_label_is_refused_before_anything_is_made() {
     // Issue 9 finding 5: `LABEL sbx.private=...` would become the sandbox's record.
     let rig = Rig::new();
-    rig.fake.push(Output::ok(r#"["1000",{"sbx.private":"{\"sbx-rtsvc\":\"rtsvc\"}","a":"b"}]"#));
+    rig.fake.push(Output::ok(r#"["1000",{"sbx.private":"{\"sbx-rtsvc\":\"rtsvc\"}","a":"b"},null,""]"#));
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     match &err {
         Error::Image(ImageError::HasSbxLabel { label, .. }) => assert_eq!(label, "sbx.private"),
@@ -200,6 +197,74 @@ fn an_image_with_an_sbx_label_is_refused_before_anything_is_made() {
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     assert!(matches!(err, Error::Image(ImageError::HasSbxLabel { .. })), "{err:?}");
     assert_eq!(rig.fake.verbs(), ["image inspect"]);
+}
+
+/// An image VOLUME was an anonymous volume: host disk without bound under a
+/// read-only root. It becomes sbx's tmpfs, read from the inspect create
+/// already makes (no docker call more), and a `--rw` at that path wins.
+#[test]
+fn image_volumes_become_tmpfs_from_the_inspect_create_already_makes() {
+    let rig = Rig::new();
+    let dir = std::env::temp_dir().canonicalize().unwrap().join(format!("sbx-image-volumes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    rig.fake.push(Output::ok("[\"1000\",null,{\"/data\":{},\"/work\":{},\"/cache/\":{}},\"/app\"]\n"));
+    rig.starts_and_binds();
+    let rw = vec![format!("{}:/work", dir.display())];
+    rig.driver().create(&spec(CreateRequest { rw, ..Default::default() })).unwrap();
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect"]);
+    let run = &rig.fake.calls()[1];
+    let tmpfs: Vec<&str> = run.windows(2).filter(|w| w[0] == "--tmpfs").map(|w| w[1].as_str()).collect();
+    let own = "rw,exec,nosuid,nodev,size=512m,mode=0755,uid=1000,gid=1000";
+    assert!(tmpfs.contains(&format!("/data:{own}").as_str()) && tmpfs.contains(&format!("/cache:{own}").as_str()));
+    assert!(!tmpfs.iter().any(|t| t.starts_with("/work")), "the --rw wins: {tmpfs:?}");
+    assert!(run.contains(&"--no-healthcheck".to_string()), "{run:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The image's VOLUME list is hostile: one sbx will not mount, or too many,
+/// is refused (exit 2) before anything exists, and the verdict is not cached
+/// as a pass.
+#[test]
+fn an_image_with_a_volume_sbx_will_not_mount_is_refused_before_anything_is_made() {
+    let many: Vec<String> = (0..33).map(|i| format!("\"/v{i}\":{{}}")).collect();
+    for (volumes, workdir, why) in [
+        ("{\"/proc\":{}}".to_string(), "", "VOLUME \"/proc\": it is or lies inside /proc"),
+        ("{\"/a:size=9g\":{}}".into(), "", "':'"),
+        (format!("{{{}}}", many.join(",")), "", "33 VOLUMEs"),
+        ("null".into(), "/state/a/b", "WORKDIR \"/state/a/b\": it lies inside sbx's mount at /state"),
+    ] {
+        let rig = Rig::new();
+        rig.fake.push(Output::ok(&format!("[\"1000\",null,{volumes},{workdir:?}]\n")));
+        let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+        match &err {
+            Error::Image(ImageError::ConfigRefused { reason, .. }) => assert!(reason.contains(why), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((err.exit_code(), err.kind()), (2, "image_config_refused"));
+        assert!(err.hint().unwrap().contains("nothing was created"));
+        assert_eq!(rig.fake.verbs(), ["image inspect"], "nothing made");
+        assert!(!rig.sock_dir().exists());
+        // Cached by digest, and refused again from the cache.
+        let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+        assert!(matches!(err, Error::Image(ImageError::ConfigRefused { .. })), "{err:?}");
+        assert_eq!(rig.fake.verbs(), ["image inspect"]);
+    }
+}
+
+/// A verdict cached by an sbx that did not read VOLUMEs says nothing of
+/// them: it is not used, the image is asked again.
+#[test]
+fn an_image_verdict_cached_without_volumes_is_asked_again() {
+    let rig = Rig::new();
+    let dir = rig.state().dir.join("image-config");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = format!("i-{}", IMG.rsplit_once("sha256:").unwrap().1);
+    std::fs::write(dir.join(key), r#"{"user":"1000","sbx_label":null}"#).unwrap();
+    rig.fake.push(Output::ok("[\"1000\",null,{\"/data\":{}},\"\"]\n"));
+    rig.starts_and_binds();
+    rig.driver().create(&spec(CreateRequest::default())).unwrap();
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect"]);
+    assert!(rig.fake.calls()[1].iter().any(|a| a.starts_with("/data:")), "{:?}", rig.fake.calls()[1]);
 }
 
 #[test]
