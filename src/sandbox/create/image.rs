@@ -66,7 +66,15 @@ fn within(path: &str, dir: &str) -> bool {
 /// The image's VOLUMEs that get sbx's bounded tmpfs (clean, sorted, each
 /// once). One at a path sbx already mounts is that mount's (a `--rw` or
 /// /state wins); anything else sbx will not mount is refused with why.
-pub fn volume_tmpfs(volumes: &[String], spec: &SandboxSpec) -> Result<Vec<String>, String> {
+///
+/// `remote`: the engine is not this machine. runc follows the image's
+/// symlinks when it places a mount and docker mounts deeper paths later, so
+/// a VOLUME `/x/y/z -> /run` lands over /run/sbx; here the mountinfo check
+/// after start refuses that, but a remote engine's /proc is out of reach and
+/// `docker cp` of a created container does not show a tmpfs. There only a
+/// top-level VOLUME (`/NAME`, mounted before sbx's /run/... whatever it links
+/// to) is taken.
+pub fn volume_tmpfs(volumes: &[String], spec: &SandboxSpec, remote: bool) -> Result<Vec<String>, String> {
     if volumes.len() > MAX_VOLUMES {
         return Err(format!("{} VOLUMEs (sbx mounts at most {MAX_VOLUMES}, each a tmpfs)", volumes.len()));
     }
@@ -90,6 +98,9 @@ pub fn volume_tmpfs(volumes: &[String], spec: &SandboxSpec) -> Result<Vec<String
         }
         if let Some((m, _)) = mounts.iter().find(|(m, inside)| !inside && within(&path, m)) {
             return Err(why(format!("it lies inside sbx's mount at {m}, where the engine would make it as root")));
+        }
+        if remote && path.matches('/').count() > 1 {
+            return Err(why("on a remote engine sbx takes only a top-level VOLUME (/NAME): where a deeper one lands cannot be checked there".into()));
         }
         out.push(path);
     }
@@ -131,12 +142,15 @@ mod tests {
     #[test]
     fn each_image_volume_gets_a_tmpfs_unless_sbx_mounts_there() {
         let s = spec(&["/work"]);
-        let got =
-            volume_tmpfs(&vols(&["/data", "/var/lib/db/", "//data", "/tmp", "/state", "/work", "/tmp/cache"]), &s);
+        let got = volume_tmpfs(
+            &vols(&["/data", "/var/lib/db/", "//data", "/tmp", "/state", "/work", "/tmp/cache"]),
+            &s,
+            false,
+        );
         assert_eq!(got.unwrap(), ["/data", "/tmp/cache", "/var/lib/db"]);
-        assert_eq!(volume_tmpfs(&[], &s).unwrap(), Vec::<String>::new());
+        assert_eq!(volume_tmpfs(&[], &s, false).unwrap(), Vec::<String>::new());
         // An ancestor of sbx's mounts is fine: docker mounts by depth, sbx's land on top.
-        assert_eq!(volume_tmpfs(&vols(&["/run"]), &s).unwrap(), ["/run"]);
+        assert_eq!(volume_tmpfs(&vols(&["/run"]), &s, false).unwrap(), ["/run"]);
     }
 
     #[test]
@@ -160,14 +174,27 @@ mod tests {
             ("/a b", "' '"),
             ("/a\n", "'\\n'"),
         ] {
-            let err = volume_tmpfs(&vols(&["/ok", v]), &s).unwrap_err();
+            let err = volume_tmpfs(&vols(&["/ok", v]), &s, false).unwrap_err();
             assert!(err.contains(why) && err.contains(&format!("{v:?}")), "{v:?}: {err}");
         }
         let long = format!("/{}", "a".repeat(300));
-        assert!(volume_tmpfs(&[long], &s).unwrap_err().contains("longer than 256"));
+        assert!(volume_tmpfs(&[long], &s, false).unwrap_err().contains("longer than 256"));
         let many: Vec<String> = (0..=MAX_VOLUMES).map(|i| format!("/v{i}")).collect();
-        assert!(volume_tmpfs(&many[..MAX_VOLUMES], &s).is_ok());
-        assert_eq!(volume_tmpfs(&many, &s).unwrap_err(), "33 VOLUMEs (sbx mounts at most 32, each a tmpfs)");
+        assert!(volume_tmpfs(&many[..MAX_VOLUMES], &s, false).is_ok());
+        assert_eq!(volume_tmpfs(&many, &s, false).unwrap_err(), "33 VOLUMEs (sbx mounts at most 32, each a tmpfs)");
+    }
+
+    /// A remote engine's sandbox has no mountinfo check: a VOLUME deeper than
+    /// the top level could land over /run/sbx through the image's symlinks.
+    #[test]
+    fn a_remote_engine_takes_only_top_level_volumes() {
+        let s = spec(&[]);
+        assert_eq!(volume_tmpfs(&vols(&["/data", "/tmp", "/state"]), &s, true).unwrap(), ["/data"]);
+        for deep in ["/x/y/z", "/x/y", "/var/lib/db"] {
+            let err = volume_tmpfs(&vols(&[deep]), &s, true).unwrap_err();
+            assert!(err.contains("only a top-level VOLUME"), "{deep}: {err}");
+            assert!(volume_tmpfs(&vols(&[deep]), &s, false).is_ok(), "{deep}: local");
+        }
     }
 
     #[test]

@@ -171,7 +171,7 @@ impl Driver {
             return Err(Error::Image(ImageError::HasSbxLabel { image: img.to_string(), label }));
         }
         let refused = |reason| Error::Image(ImageError::ConfigRefused { image: img.to_string(), reason });
-        let image_volumes = image::volume_tmpfs(&image_config.volumes, spec).map_err(refused)?;
+        let image_volumes = image::volume_tmpfs(&image_config.volumes, spec, remote).map_err(refused)?;
         image::check_working_dir(&image_config.working_dir, spec).map_err(refused)?;
         let image_user = image_config.user;
         let user = choose_user(spec.user, &image_user, &mut warnings);
