@@ -213,6 +213,7 @@ impl Bench {
             seccomp: &self.seccomp,
             hosts: &[],
             family: if runtime == "runsc" { Family::Gvisor } else { Family::Runc },
+            image_volumes: &[],
         };
         sbx::docker::argv::container(&plan, detach_run).into_iter().map(|s| s.into_string().unwrap()).collect()
     }

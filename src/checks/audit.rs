@@ -2,7 +2,8 @@
 //! Docker Benchmark (section 5, and 4.1 for the user) that apply to it,
 //! numbered as docker-bench-security 1.6 numbers them, plus sbx's own rules
 //! (`sbx.*`: its seccomp profile, the log cap, no `sbx.` label from the
-//! image, no network but its routes), from `docker inspect`, the image's
+//! image, no network but its routes, no healthcheck, no volume but its
+//! own), from `docker inspect`, the image's
 //! labels, and what its process actually has, as the kernel reports it in
 //! /proc/PID/status. Under gVisor that process is gVisor's Sentry, not the
 //! workload: `runtime` says what audit is looking at, and the rules that
@@ -285,6 +286,10 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     rule("sbx.labels", "no label from the image that sbx reads", ok, why);
     let (ok, why) = only_route_networks(c);
     rule("sbx.networks", "on no network but its routes", ok, why);
+    let (ok, why) = no_healthcheck(&c["Config"]["Healthcheck"]);
+    rule("sbx.health", "no healthcheck run by the engine", ok, why);
+    let (ok, why) = no_anonymous_volume(c);
+    rule("sbx.volumes", "no volume but sbx's own", ok, why);
     let (ok, why, _) = runtime::rule(&facts.runtime, &view);
     rule("sbx.runtime", "kernel isolation", ok, why);
     rules
@@ -321,6 +326,40 @@ fn log_capped(lc: &serde_json::Value) -> (bool, String) {
         _ => false,
     };
     (ok, format!("driver {driver:?}, max-size {:?}, max-file {:?}", opt("max-size"), opt("max-file")))
+}
+
+/// A healthcheck runs in dockerd, containerd and runc, outside the
+/// container's --cpus: one with a 1 ms interval (from the image's
+/// HEALTHCHECK) cost 113% of a host CPU for an idle sandbox.
+fn no_healthcheck(h: &serde_json::Value) -> (bool, String) {
+    let test = strs(&h["Test"]);
+    let ok = h.is_null() || test.is_empty() || test[0] == "NONE";
+    (ok, format!("Healthcheck {}", if h.is_null() { "none".into() } else { format!("{test:?}") }))
+}
+
+/// Volumes are host disk without bound: each image VOLUME got an anonymous
+/// one under the engine's data root (701 MiB written to `VOLUME /data` by a
+/// read-only sandbox). Only sbx's own are fine: the session's at /state
+/// (`sbx.volume`) and, on a remote engine, the read-only helper at /run/sbx.
+fn no_anonymous_volume(c: &serde_json::Value) -> (bool, String) {
+    let session = c["Config"]["Labels"][crate::model::record::VOLUME].as_str().filter(|s| !s.is_empty());
+    let others: Vec<String> = c["Mounts"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|m| m["Type"] == "volume")
+                .filter_map(|m| {
+                    let (name, dst) = (m["Name"].as_str().unwrap_or_default(), m["Destination"].as_str());
+                    let own = (Some(name) == session && dst == Some("/state"))
+                        || (name.starts_with("sbx-helper-")
+                            && dst == Some(crate::model::paths::HELPER_DIR)
+                            && m["RW"] == false);
+                    (!own).then(|| format!("{name}:{}", dst.unwrap_or_default()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (others.is_empty(), format!("volumes not sbx's: {others:?}"))
 }
 
 /// Every network the container is on must be one of its declared routes

@@ -91,7 +91,7 @@ impl Rig {
 
     /// `image inspect` (user `user`), `run`, the sandbox binds its socket and runs.
     fn creates(&self, user: &str) {
-        self.fake.push(Output::ok(&format!("[{user:?},{{}}]\n")));
+        self.fake.push(Output::ok(&format!("[{user:?},{{}},null,\"\"]\n")));
         self.starts_and_binds();
     }
 }
@@ -152,7 +152,7 @@ fn create_errors_in_text_and_json() {
 #[test]
 fn the_drivers_cleanup_warnings_reach_the_commands_printer() {
     let rig = Rig::new();
-    rig.fake.push(Output::ok("[\"\",{}]\n"));
+    rig.fake.push(Output::ok("[\"\",{},null,\"\"]\n"));
     rig.fake.push(Output::fail(125, "docker: Error response from daemon: OCI runtime create failed"));
     rig.fake.push(Output::fail(1, "Error response from daemon: engine busy"));
     let r = rig.sbx(&["--json", "create", "--image", IMG]);

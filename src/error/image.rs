@@ -1,5 +1,5 @@
 //! Images: one sbx will not run, cannot find, or could not pull (with
-//! their `--json` kind and hint; every one exits 1).
+//! their `--json` kind and hint; each exits 1 but a refused config, 2).
 
 use crate::docker::parse::PullFailure;
 
@@ -23,6 +23,9 @@ pub enum ImageError {
     Redirected { image: String, path: String, found: String },
     #[error("image {image} carries the label {label:?}, a key sbx reads; a sandbox would inherit it as part of sbx's record")]
     HasSbxLabel { image: String, label: String },
+    /// A VOLUME or WORKDIR sbx will not mount or make (see `create::image`).
+    #[error("image {image} declares {reason}; sbx refuses it")]
+    ConfigRefused { image: String, reason: String },
     /// `docker pull` of a pinned image failed; `reason` is docker's first line.
     #[error("could not pull image {image}: {}", pull_why(*why, reason))]
     PullFailed { image: String, why: PullFailure, reason: String },
@@ -51,6 +54,7 @@ impl ImageError {
             ImageError::Missing { .. } => "image_missing",
             ImageError::Redirected { .. } => "image_redirects",
             ImageError::HasSbxLabel { .. } => "image_has_sbx_label",
+            ImageError::ConfigRefused { .. } => "image_config_refused",
             ImageError::PullFailed { .. } => "pull_failed",
             ImageError::PullTimedOut { .. } => "pull_timeout",
             ImageError::PullUnverified { .. } => "pull_unverified",
@@ -70,6 +74,7 @@ impl ImageError {
             ImageError::HasSbxLabel { label, .. } => format!(
                 "rebuild the image without the {label:?} label (keys `sbx`, `sbx.*` and `sbx-probe.*`, in any case, are sbx's own), then pass its new digest"
             ),
+            ImageError::ConfigRefused { .. } => "rebuild the image without that VOLUME or WORKDIR (or move it to a plain absolute path outside /proc, /sys, /dev and sbx's own mounts), then pass its new digest; nothing was created".into(),
             ImageError::PullFailed { image, why, .. } => match why {
                 PullFailure::NotFound => format!("check the repository and digest (`docker manifest inspect {image}`, or the digest `docker push` printed); nothing was created"),
                 PullFailure::Denied => format!("log in to the registry (`docker login {}`) or check the repository name, then retry; nothing was created", registry(image)),

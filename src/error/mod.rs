@@ -8,7 +8,8 @@
 //! |------|----------------------------------------------------------------|
 //! | 0    | success                                                        |
 //! | 1    | the operation failed (docker error, boot crash, timeout, ...)  |
-//! | 2    | invalid input, caught before any docker call                   |
+//! | 2    | invalid input, caught before any docker call (or an image      |
+//! |      | whose VOLUME or WORKDIR sbx refuses, before anything is made)  |
 //! | 126  | `exec`: the command is not executable                          |
 //! | 127  | `exec`: no such command                                        |
 //! | 130  | interrupted by SIGINT (after cleaning up)                      |
@@ -117,7 +118,7 @@ impl Error {
 
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Invalid(_) => EXIT_INVALID,
+            Error::Invalid(_) | Error::Image(ImageError::ConfigRefused { .. }) => EXIT_INVALID,
             Error::Explained(e) => e.exit_code(),
             Error::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
             Error::Docker(_)

@@ -13,9 +13,11 @@ pub const DEFAULT_NETWORK: &str = "sbx-egress-net";
 /// Where the policy directory is mounted in the gate (read-only).
 pub const POLICY_DIR: &str = "/policy";
 pub const POLICY_FILE: &str = "/policy/policy.json";
-/// The gate's limits: memory, processes, and open files (the connection
-/// target of 500 concurrent connections takes two descriptors each).
+/// The gate's limits: memory, CPU (its work runs outside the sandbox's
+/// --cpus; CIS 5.12), processes, and open files (the connection target of
+/// 500 concurrent connections takes two descriptors each).
 pub const MEMORY: &str = "128m";
+pub const CPUS: &str = "0.5";
 pub const PIDS: u32 = 64;
 pub const NOFILE: &str = "nofile=4096:4096";
 /// The decision log's bound on the host (docker's json-file rotation): a

@@ -20,6 +20,8 @@ use super::*;
 pub struct CreateRequest {
     /// Image pinned by digest: repo[:tag]@sha256:<64 hex> or sha256:<64 hex>.
     /// Refused if it carries a label starting with `sbx.`.
+    /// Its HEALTHCHECK never runs; each VOLUME is a 512 MiB tmpfs (a VOLUME
+    /// or WORKDIR in /proc, /sys, /dev or below sbx's mounts is refused, exit 2).
     // Not required with --pool; a default never satisfies clap's `required`.
     #[arg(long, value_name = "IMAGE", required_unless_present = "pool", default_value = "", hide_default_value = true)]
     pub image: String,

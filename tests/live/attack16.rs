@@ -99,7 +99,8 @@ fn a_sandbox_cannot_hide_its_main_process_from_audit_by_its_name() {
 }
 
 /// A hostile image knows where sbx's filler used to mount the backing
-/// volume (`/v`) and declares `VOLUME /v/upper` over it, with files: the
+/// volume (`/v`) and declares a VOLUME there, with files (`/v/upper` was
+/// the attack; a remote sandbox now takes only top-level VOLUMEs): the
 /// fill of upper/ (the session's /state root, the sandbox user's) went
 /// into that anonymous volume, and the backing volume's upper/ was the
 /// empty root-owned 0755 mount point docker made, so the sandbox user
@@ -111,9 +112,7 @@ fn an_image_volume_over_the_fill_directory_does_not_divert_the_fill() {
     let remote = Remote::start();
     let w = World::new();
     let env = remote.env();
-    let tree = ImageTree::new(&["v/upper/workspace", "v/helper"])
-        .for_case(&w)
-        .changes(&["VOLUME [\"/v/upper\", \"/v/work\", \"/v/lower\"]"]);
+    let tree = ImageTree::new(&["v/upper/workspace", "v/helper"]).for_case(&w).changes(&["VOLUME [\"/v\"]"]);
     std::fs::write(tree.root().join("v/upper/workspace/from-image"), b"image\n").unwrap();
     let img = tree.import();
     let session = format!("{}-a16v", w.case);

@@ -90,7 +90,7 @@ fn every_sandbox_create_makes_passes_the_audit() {
         let out = w.sbx(&["audit", &sb.id]);
         assert_success(&out, &format!("audit of a sandbox made with {args:?}"));
         let text = stdout(&out);
-        assert_eq!(text.lines().filter(|l| l.starts_with("PASS")).count(), 29, "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("PASS")).count(), 31, "{text}");
         let report: serde_json::Value = serde_json::from_slice(&w.sbx(&["audit", "--json", &sb.id]).stdout).unwrap();
         assert_eq!(report["passed"], true);
         assert!(report["rules"]
@@ -304,17 +304,26 @@ fn audit_fails_an_image_s_sbx_labels_and_networks_nobody_declared() {
 fn audit_fails_a_container_made_with_plain_docker_and_copied_labels() {
     let w = World::new();
     let sb = w.create(&[]);
+    let failed = audit_made_by_hand(&w, sb, &[], &[&w.image, "sleep"]);
+    // sbx.log holds here only because this engine has a daemon-wide cap
+    // (the unit tests cover an uncapped driver).
+    assert_eq!(failed, ["5.12", "sbx.seccomp"]);
+}
+
+/// `sb` destroyed and made again with plain docker under its id and labels
+/// (the owner token is the real one, so sbx treats it as its own sandbox),
+/// with everything sbx did before finding 14 by hand plus `extra`, running
+/// `image_and_command`: the rules audit fails it on.
+fn audit_made_by_hand(w: &World, sb: Sandbox, extra: &[&str], image_and_command: &[&str]) -> Vec<String> {
     let labels: std::collections::BTreeMap<String, String> =
         serde_json::from_str(&sb.inspect("{{json .Config.Labels}}")).unwrap();
     let id = sb.id.clone();
     drop(sb);
-    // Everything sbx did before finding 14, by hand; the owner token is the
-    // real one, so sbx treats it as its own sandbox.
     let mut args: Vec<String> = ["create", "--name", &id].iter().map(|s| s.to_string()).collect();
     for (k, v) in &labels {
         args.extend(["--label".into(), format!("{k}={v}")]);
     }
-    for a in [
+    let by_hand = [
         "--restart=no",
         "--cap-drop=ALL",
         "--security-opt=no-new-privileges",
@@ -326,17 +335,72 @@ fn audit_fails_a_container_made_with_plain_docker_and_copied_labels() {
         "--memory-swap=64m",
         "--network=none",
         "--read-only",
-        &w.image,
-        "sleep",
-    ] {
-        args.push(a.to_string());
-    }
+    ];
+    args.extend(by_hand.iter().chain(extra).chain(image_and_command).map(|a| a.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     docker_ok(&refs);
     docker_ok(&["start", &id]);
-    let failed = failed_rules(&w, &id);
+    let failed = failed_rules(w, &id);
     docker_ok(&["rm", "-f", "-v", &id]);
-    // sbx.log holds here only because this engine has a daemon-wide cap
-    // (the unit tests cover an uncapped driver).
-    assert_eq!(failed, ["5.12", "sbx.seccomp"]);
+    failed
+}
+
+/// The image's HEALTHCHECK ran in dockerd, containerd and runc, outside the
+/// sandbox's --cpus (1 ms interval: an idle sandbox cost 113% of a host
+/// CPU), and each VOLUME was an anonymous volume, writable host disk without
+/// bound (701 MiB as uid 65534 to `VOLUME /data`); `audit` passed both.
+/// sbx's sandbox of that image runs no healthcheck and gets a bounded tmpfs
+/// at /data; a container made by hand from it fails the two audit rules.
+#[test]
+fn an_image_s_healthcheck_never_runs_and_its_volume_is_a_bounded_tmpfs() {
+    let w = World::new();
+    let img =
+        attack_image(&w, &["HEALTHCHECK --interval=1s CMD [\"/bin/fixture\", \"exists\", \"/\"]", "VOLUME /data"]);
+    let volumes = || -> std::collections::BTreeSet<String> {
+        docker_ok(&["volume", "ls", "-q"]).lines().map(str::to_string).collect()
+    };
+    let before = volumes();
+    let sb = create_from(&w, &img.0, &[]);
+    assert_eq!(sb.inspect("{{json .State.Health}}"), "null", "no healthcheck runs");
+    assert_eq!(sb.inspect("{{json .Config.Healthcheck.Test}}"), r#"["NONE"]"#);
+    assert_eq!(sb.inspect("{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}} {{end}}{{end}}"), "", "no volume");
+    let tmpfs = sb.inspect("{{json .HostConfig.Tmpfs}}");
+    assert!(tmpfs.contains(r#""/data":"rw,exec,nosuid,nodev,size=512m,mode=0755,uid=65534,gid=65534""#), "{tmpfs}");
+    // The bound holds: past 512 MiB the write fails with ENOSPC.
+    let out = docker(&["exec", &sb.id, "/bin/fixture", "fill", "/data/big", "600"]);
+    let said = stdout(&out);
+    assert!(said.contains("No space left on device"), "{said}{}", stderr(&out));
+    let n: u64 = said.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
+    assert!(n <= 512 << 20, "{said}");
+    let users = |v: &String| docker_ok(&["ps", "-a", "-q", "--no-trunc", "--filter", &format!("volume={v}")]);
+    let cid = sb.inspect("{{.Id}}");
+    let gained: Vec<String> = volumes().difference(&before).filter(|v| users(v).contains(&cid)).cloned().collect();
+    assert!(gained.is_empty(), "volumes of the sandbox's: {gained:?}");
+    assert_eq!(failed_rules(&w, &sb.id), Vec::<String>::new(), "sbx's own sandbox of the image passes");
+
+    // By hand, with sbx's labels: docker's defaults for the image.
+    let failed = audit_made_by_hand(&w, sb, &["--cpus=1"], &[&img.0, "/bin/fixture", "sleep"]);
+    assert_eq!(failed, ["sbx.seccomp", "sbx.health", "sbx.volumes"]);
+}
+
+/// The image's VOLUME list is hostile input: a path sbx will not mount is
+/// refused (exit 2) before anything exists, in sbx's words.
+#[test]
+fn an_image_volume_sbx_will_not_mount_is_refused_with_nothing_made() {
+    let w = World::new();
+    for (change, why) in [
+        ("VOLUME /proc", "VOLUME \"/proc\": it is or lies inside /proc"),
+        ("VOLUME /state/db", "VOLUME \"/state/db\": it lies inside sbx's mount at /state"),
+        ("WORKDIR /state/a/b", "WORKDIR \"/state/a/b\": it lies inside sbx's mount at /state"),
+    ] {
+        let img = attack_image(&w, &[change]);
+        let label = w.case_label();
+        let out = w.sbx(&["create", "--image", &img.0, "--label", &label]);
+        if out.status.success() {
+            let _ = w.adopt(stdout(&out).trim());
+        }
+        assert_exit(&out, 2, &format!("create from an image with {change}"));
+        assert!(stderr(&out).contains(why), "{change}: {}", stderr(&out));
+        w.assert_nothing_left();
+    }
 }

@@ -43,21 +43,11 @@ fn under_runsc_images_that_redirect_sbx_mounts_are_refused() {
     // (/run itself a symlink needs no check: gVisor cannot make /run/sbx-bg
     // there, and `docker run` fails.)
     // (tag, entrypoint, image changes, socket wait, shape)
-    let cases: [(&str, &str, &[&str], &str, &Shape); 2] = [
-        ("takeover", r#"ENTRYPOINT ["/bin/attack", "takeover", "/tmp/a"]"#, &[], "20s", &|r: &Path| {
+    let cases: [(&str, &str, &[&str], &str, &Shape); 1] =
+        [("takeover", r#"ENTRYPOINT ["/bin/attack", "takeover", "/tmp/a"]"#, &[], "20s", &|r: &Path| {
             std::fs::create_dir_all(r.join("run")).unwrap();
             std::os::unix::fs::symlink("/tmp/a/sbx", r.join("run/sbx")).unwrap();
-        }),
-        // A VOLUME whose path links to /run covers /run/sbx with the image's own helper.
-        // The volume is root's: nothing binds there; the image's helper is there before anything runs.
-        ("volume", r#"ENTRYPOINT ["/bin/fixture", "sleep"]"#, &[r#"VOLUME ["/x/y/z"]"#], "0", &|r: &Path| {
-            std::fs::create_dir_all(r.join("run/sbx")).unwrap();
-            std::fs::create_dir_all(r.join("run/sandbox")).unwrap();
-            std::fs::copy(attacker(), r.join("run/sbx/helper")).unwrap();
-            std::fs::create_dir_all(r.join("x/y")).unwrap();
-            std::os::unix::fs::symlink("/run", r.join("x/y/z")).unwrap();
-        }),
-    ];
+        })];
     let label = w.case_label();
     for (tag, start, changes, wait, shape) in cases {
         let img = image(&w, start, changes, shape);
@@ -73,6 +63,30 @@ fn under_runsc_images_that_redirect_sbx_mounts_are_refused() {
         assert_exit(&out, 1, &format!("{tag}: create under runsc"));
         let err = stderr(&out);
         assert!(err.contains(&format!("image {} redirects /run/sbx", img.0)), "{tag}: {err}");
+        w.assert_nothing_left();
+    }
+    // A VOLUME whose path links to /run: as docker's anonymous volume it
+    // carried the image's /run (its own helper) over /run/sbx. It is an
+    // empty tmpfs of sbx's now, which gVisor places at the path itself: the
+    // helper `sbx ps` runs is sbx's.
+    let volume = image(&w, r#"ENTRYPOINT ["/bin/fixture", "sleep"]"#, &[r#"VOLUME ["/x/y/z"]"#], |r: &Path| {
+        std::fs::create_dir_all(r.join("run/sbx")).unwrap();
+        std::fs::create_dir_all(r.join("run/sandbox")).unwrap();
+        std::fs::copy(attacker(), r.join("run/sbx/helper")).unwrap();
+        std::fs::create_dir_all(r.join("x/y")).unwrap();
+        std::os::unix::fs::symlink("/run", r.join("x/y/z")).unwrap();
+    });
+    let out = w.sbx(&["create", "--runtime", "runsc", "--image", &volume.0, "--label", &label, "--socket-wait", "0"]);
+    if out.status.success() {
+        let sb = w.adopt(stdout(&out).trim());
+        assert_success(&w.sbx(&["ps", &sb.id]), "sbx ps");
+        let ran = docker(&["exec", &sb.id, "/bin/fixture", "exists", "/tmp/hijacked"]).status.success();
+        assert!(!ran, "volume: `sbx ps` ran the image's helper");
+        let write = docker(&["exec", &sb.id, "/bin/fixture", "write", "/run/sbx/helper"]);
+        assert!(!write.status.success(), "volume: the sandbox can write /run/sbx: {}", stdout(&write));
+    } else {
+        assert_exit(&out, 1, "volume: create under runsc");
+        assert!(stderr(&out).contains(&format!("image {} redirects /run/sbx", volume.0)), "{}", stderr(&out));
         w.assert_nothing_left();
     }
     // Control: the same construction without symlinks is ready under runsc.

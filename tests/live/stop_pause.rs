@@ -286,25 +286,27 @@ fn start_refuses_what_the_sandbox_planted_at_its_socket_path() {
 }
 
 /// Where the mounts land is checked again at start: while it ran, the
-/// sandbox moved a directory of its image's VOLUME (writable, and kept
-/// across a restart) aside and put a symlink to /run in its place, so
-/// runc now follows it and the operator's `--rw` under that volume lands
-/// on /run/sbx, over sbx's helper.
+/// sandbox moved a directory of a writable mount kept across a restart (an
+/// operator's `--rw`; an image VOLUME is sbx's tmpfs, emptied at each start)
+/// aside and put a symlink to /run in its place, so runc now follows it and
+/// the operator's second `--rw` under the first lands on /run/sbx, over
+/// sbx's helper.
 #[test]
 fn start_refuses_a_mount_the_sandbox_redirected_while_it_ran() {
     use std::os::unix::fs::PermissionsExt;
     let w = World::new();
-    let tree = ImageTree::new(&["v/a"]).for_case(&w).changes(&["VOLUME [\"/v\"]"]);
-    for d in ["v", "v/a"] {
-        std::fs::set_permissions(tree.root().join(d), std::fs::Permissions::from_mode(0o777)).unwrap();
-    }
-    let img = tree.import();
-    let host = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("redirect-{}", w.case));
+    let img = ImageTree::new(&["v"]).for_case(&w).import();
+    let base = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("redirect-{}", w.case));
+    let (outer, host) = (base.join("outer"), base.join("inner"));
+    std::fs::create_dir_all(outer.join("a")).unwrap();
     std::fs::create_dir_all(&host).unwrap();
-    let rw = format!("{}:/v/a/sbx", host.display());
+    for d in [outer.clone(), outer.join("a")] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let (rw_outer, rw) = (format!("{}:/v", outer.display()), format!("{}:/v/a/sbx", host.display()));
     let label = w.case_label();
-    let out = w.sbx(&["create", "--image", &img.0, "--label", &label, "--rw", &rw]);
-    assert_success(&out, "create with --rw under the image's VOLUME");
+    let out = w.sbx(&["create", "--image", &img.0, "--label", &label, "--rw", &rw_outer, "--rw", &rw]);
+    assert_success(&out, "create with a --rw under another");
     let sb = w.adopt(stdout(&out).trim());
     assert_success(&sb.exec(&["mv", "/v/a", "/v/b"]), "move the mount's parent aside");
     assert_success(&sb.exec(&["ln", "/run", "/v/a"]), "link /run in its place");
@@ -316,7 +318,7 @@ fn start_refuses_a_mount_the_sandbox_redirected_while_it_ran() {
     assert!(err.contains("redirects /run/sbx") && err.contains("stopped again"), "{err}");
     assert_eq!(state(&w, &sb.id), "stopped");
     drop(sb);
-    let _ = std::fs::remove_dir_all(&host);
+    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// Readiness after start fails closed: stopped again (its /state may be

@@ -4,8 +4,16 @@ pub(super) fn good() -> serde_json::Value {
     let profile: serde_json::Value = serde_json::from_str(crate::host::seccomp::PROFILE).unwrap();
     serde_json::json!({
         "AppArmorProfile": "docker-default",
-        "Config": {"User": "65534:65534", "Labels": {"sbx.routes": "{\"inference\":\"sbx-proxy\"}"}},
-        "Mounts": [{"Source": "/run/sbx/sandboxes/sbx-1", "Destination": "/run/sandbox", "Propagation": "rprivate"}],
+        "Config": {
+            "User": "65534:65534",
+            "Labels": {"sbx.routes": "{\"inference\":\"sbx-proxy\"}", "sbx.volume": "sbx-state-s"},
+            "Healthcheck": {"Test": ["NONE"], "Interval": 1000000}
+        },
+        "Mounts": [
+            {"Type": "bind", "Source": "/run/sbx/sandboxes/sbx-1", "Destination": "/run/sandbox", "Propagation": "rprivate"},
+            {"Type": "volume", "Name": "sbx-state-s", "Source": "/v/sbx-state-s/_data", "Destination": "/state", "RW": true},
+            {"Type": "volume", "Name": "sbx-helper-0f", "Source": "/v/sbx-helper-0f/_data", "Destination": "/run/sbx", "RW": false}
+        ],
         "NetworkSettings": {"Networks": {"sbx-proxy": {}}},
         "HostConfig": {
             "CapDrop": ["ALL"], "CapAdd": null, "Privileged": false, "PortBindings": {}, "NetworkMode": "sbx-proxy",
@@ -40,7 +48,11 @@ fn failing(c: &serde_json::Value, p: Option<&ProcStatus>) -> Vec<&'static str> {
 fn a_hardened_sandbox_passes_every_rule() {
     let rules = audit(&good(), Some(&proc_ok()), &facts());
     assert!(rules.iter().all(|r| r.pass), "{rules:#?}");
-    assert_eq!(rules.len(), 29);
+    assert_eq!(rules.len(), 31);
+    let mut bare = good();
+    bare["Config"].as_object_mut().unwrap().remove("Healthcheck");
+    bare["Mounts"] = serde_json::json!([]);
+    assert!(failing(&bare, Some(&proc_ok())).is_empty(), "no healthcheck and no volume at all");
     let mut none = good();
     none["Config"]["Labels"]["sbx.routes"] = "{}".into();
     none["HostConfig"]["NetworkMode"] = "none".into();
@@ -86,6 +98,20 @@ fn each_weakness_fails_its_rule() {
             c["HostConfig"]["LogConfig"] = serde_json::json!({"Type": "journald", "Config": {"max-size": "10m"}})
         }),
         ("sbx.networks", |c| c["NetworkSettings"]["Networks"]["bridge"] = serde_json::json!({})),
+        // The image's HEALTHCHECK, run by the engine outside --cpus.
+        ("sbx.health", |c| {
+            c["Config"]["Healthcheck"] = serde_json::json!({"Test": ["CMD", "/x"], "Interval": 1000000})
+        }),
+        ("sbx.health", |c| c["Config"]["Healthcheck"] = serde_json::json!({"Test": ["CMD-SHELL", "true"]})),
+        // An image VOLUME's anonymous volume: host disk without bound.
+        ("sbx.volumes", |c| {
+            let anon =
+                serde_json::json!({"Type": "volume", "Name": "4f1d".repeat(16), "Destination": "/data", "RW": true});
+            c["Mounts"].as_array_mut().unwrap().push(anon)
+        }),
+        ("sbx.volumes", |c| c["Mounts"][1]["Destination"] = "/data".into()),
+        ("sbx.volumes", |c| c["Config"]["Labels"]["sbx.volume"] = "sbx-state-other".into()),
+        ("sbx.volumes", |c| c["Mounts"][2]["RW"] = true.into()),
     ];
     for (id, weaken) in cases {
         let mut c = good();

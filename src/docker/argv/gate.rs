@@ -73,6 +73,7 @@ fn gate_args(p: &GatePlan, head: &[&str]) -> Vec<OsString> {
     push("--user", "65534:65534".into());
     push("--memory", gate::MEMORY.into());
     push("--memory-swap", gate::MEMORY.into());
+    push("--cpus", gate::CPUS.into());
     push("--pids-limit", gate::PIDS.to_string());
     push("--ulimit", gate::NOFILE.into());
     push("--ulimit", "core=0:0".into());
@@ -140,7 +141,7 @@ pub fn host_addrs_run(image: &str, seccomp: &Path) -> Vec<OsString> {
     let mut a = os(&["run", "--rm"]);
     super::run::harden(&mut a, seccomp, "1m", "1");
     a.extend(os(&["--network", "host", "--user", "65534:65534", "--read-only"]));
-    a.extend(os(&["--memory", "64m", "--memory-swap", "64m", "--pids-limit", "16"]));
+    a.extend(os(&["--cpus", "0.5", "--memory", "64m", "--memory-swap", "64m", "--pids-limit", "16"]));
     a.extend(os(&["--entrypoint", "/sbx", "--", image, "__host-addrs"]));
     a
 }
@@ -178,6 +179,7 @@ mod tests {
                 "sbx.owner=tok",
                 "--restart",
                 "no",
+                "--no-healthcheck",
                 "--cap-drop",
                 "ALL",
                 "--security-opt",
@@ -196,6 +198,8 @@ mod tests {
                 "128m",
                 "--memory-swap",
                 "128m",
+                "--cpus",
+                "0.5",
                 "--pids-limit",
                 "64",
                 "--ulimit",
@@ -256,6 +260,7 @@ mod tests {
                 "--rm",
                 "--restart",
                 "no",
+                "--no-healthcheck",
                 "--cap-drop",
                 "ALL",
                 "--security-opt",
@@ -273,6 +278,8 @@ mod tests {
                 "--user",
                 "65534:65534",
                 "--read-only",
+                "--cpus",
+                "0.5",
                 "--memory",
                 "64m",
                 "--memory-swap",

@@ -27,6 +27,36 @@ pub struct ProbePlan<'a> {
     pub image: &'a str,
 }
 
+/// The limits of a short-lived helper container (audit's probe, a volume
+/// filler): cpu, memory (no swap on top) and processes, as every container
+/// sbx runs has (CIS 5.11, 5.12, 5.29).
+#[derive(Debug, Clone, Copy)]
+pub struct HelperLimits {
+    pub cpus: &'static str,
+    pub memory: &'static str,
+    pub pids: &'static str,
+}
+
+pub const LIMITS: HelperLimits = HelperLimits { cpus: "0.5", memory: "32m", pids: "16" };
+
+impl HelperLimits {
+    /// The flags, with `--no-healthcheck`: the image's HEALTHCHECK would run
+    /// in the engine, outside these limits.
+    pub fn args(&self) -> Vec<OsString> {
+        os(&[
+            "--cpus",
+            self.cpus,
+            "--memory",
+            self.memory,
+            "--memory-swap",
+            self.memory,
+            "--pids-limit",
+            self.pids,
+            "--no-healthcheck",
+        ])
+    }
+}
+
 /// `docker run --rm` of the probe: in the sandbox's pid namespace, on no
 /// network, under runc (a probe under gVisor would see its own kernel's
 /// processes), read-only, as root (uid 0: a sandbox's non-root user can
@@ -51,12 +81,11 @@ pub fn audit_probe(p: &ProbePlan) -> Vec<OsString> {
     push("--cap-drop", "ALL".into());
     push("--cap-add", "SYS_PTRACE".into());
     push("--security-opt", "no-new-privileges".into());
-    push("--memory", "32m".into());
-    push("--pids-limit", "16".into());
     push("--log-driver", "none".into());
     push("--pull", "never".into());
     push("--entrypoint", "/sbx".into());
     a.push("--read-only".into());
+    a.extend(LIMITS.args());
     a.push("--".into());
     a.push(p.image.into());
     a.extend(os(&["__audit-probe", p.container, &p.pid.max(0).to_string()]));
@@ -98,6 +127,9 @@ mod tests {
         assert!(pair("--security-opt", "no-new-privileges") && a.contains(&"--read-only".into()), "{a:?}");
         assert!(pair("--label", "sbx.audit-of=sbx-0123456789ab") && pair("--label", "sbx.owner=tok"), "{a:?}");
         assert!(a.contains(&"--rm".into()) && pair("--pull", "never"), "{a:?}");
+        // Limited as every container sbx runs, and no healthcheck from the image.
+        assert!(pair("--cpus", "0.5") && pair("--memory", "32m") && pair("--memory-swap", "32m"), "{a:?}");
+        assert!(pair("--pids-limit", "16") && a.contains(&"--no-healthcheck".into()), "{a:?}");
         // Nothing of this machine: no mount, no file, no path but the image's own /sbx.
         for bad in ["-v", "--volume", "--mount", "--env-file", "--cidfile", "--privileged"] {
             assert!(!a.iter().any(|x| x == bad), "{bad} in {a:?}");

@@ -52,7 +52,7 @@ impl FillerId {
 /// mid-fill (`sandbox::gc::filler`).
 pub fn filler(image: &str, volume: &str, id: &FillerId, leaf: &str) -> Vec<OsString> {
     let dir = id.dir();
-    os(&[
+    let mut a = os(&[
         "create",
         "--name",
         &id.name,
@@ -66,10 +66,12 @@ pub fn filler(image: &str, volume: &str, id: &FillerId, leaf: &str) -> Vec<OsStr
         &format!("type=volume,src={volume},dst={dir},volume-nocopy"),
         "--pull",
         "never",
-        "--",
-        image,
-        &format!("{dir}/{leaf}"),
-    ])
+    ]);
+    // Never started, but limited as every container sbx makes, and given
+    // no healthcheck of the (hostile) image's.
+    a.extend(super::probe::LIMITS.args());
+    a.extend(os(&["--", image, &format!("{dir}/{leaf}")]));
+    a
 }
 
 /// The helper volume's [`filler`]: every sandbox on the engine mounts that
@@ -124,6 +126,10 @@ mod tests {
         assert!(argv.windows(2).any(|w| w == ["--label", "sbx.helper.filler=1 b 2 3"]), "{argv:?}");
         assert!(argv.windows(2).any(|w| w == ["--label", "sbx.owner=tok"]), "{argv:?}");
         assert!(argv.windows(2).any(|w| w == ["--name", "sbx-fill-1"]), "{argv:?}");
+        for (k, v) in [("--cpus", "0.5"), ("--memory", "32m"), ("--memory-swap", "32m"), ("--pids-limit", "16")] {
+            assert!(argv.windows(2).any(|w| w == [k, v]), "{k} {v} in {argv:?}");
+        }
+        assert!(argv.contains(&"--no-healthcheck".to_string()), "{argv:?}");
         // The image's VOLUMEs gave it anonymous volumes: they go with it.
         let rm: Vec<String> = remove_filler("f1").iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(rm, ["rm", "-f", "-v", "--", "f1"]);

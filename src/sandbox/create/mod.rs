@@ -3,6 +3,7 @@
 //! [`rollback::Rollback`].
 
 mod gate;
+mod image;
 mod pull;
 mod remote;
 mod rollback;
@@ -175,6 +176,9 @@ impl Driver {
         if let Some(label) = image_config.sbx_label {
             return Err(Error::Image(ImageError::HasSbxLabel { image: img.to_string(), label }));
         }
+        let refused = |reason| Error::Image(ImageError::ConfigRefused { image: img.to_string(), reason });
+        let image_volumes = image::volume_tmpfs(&image_config.volumes, spec, remote).map_err(refused)?;
+        image::check_working_dir(&image_config.working_dir, spec).map_err(refused)?;
         let image_user = image_config.user;
         let user = choose_user(flag_user, &image_user, &reserved, &mut warnings)?;
         let gaps = assess(&id, &spec.routes, &routes.networks, &routes.info);
@@ -309,6 +313,7 @@ impl Driver {
             channel,
             hosts: &hosts,
             family: runtime.family(),
+            image_volumes: &image_volumes,
         };
         // The container's token covers every sbx label it gets (finding 5).
         let sealed = state::record_token(key, &id, &unsealed.labels().into_iter().collect());

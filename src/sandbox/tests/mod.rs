@@ -38,7 +38,7 @@ impl Rig {
     }
 
     fn image(&self, user: &str) {
-        self.fake.push(Output::ok(&format!("[{user:?},{{\"org.opencontainers.image.title\":\"x\"}}]\n")));
+        self.fake.push(Output::ok(&format!("[{user:?},{{\"org.opencontainers.image.title\":\"x\"}},null,\"\"]\n")));
     }
 
     fn removed(&self) {
@@ -73,6 +73,7 @@ fn many(rig: &Rig, n: usize) -> Vec<String> {
 }
 
 mod create;
+mod create_image;
 mod destroy;
 mod egress;
 mod gc;

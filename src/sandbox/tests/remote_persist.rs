@@ -99,7 +99,8 @@ fn a_first_remote_persist_makes_a_nosuid_overlay_over_a_backing_volume_naming_no
             let mut want = strs(&["create", "--name", name, "--network", "none", "--label"]);
             want.extend([f[6].clone(), "--label".into(), owner]);
             let mount = format!("type=volume,src=sbx-data-s,dst=/{name},volume-nocopy");
-            want.extend(strs(&["--mount", &mount, "--pull", "never"]));
+            want.extend(strs(&["--mount", &mount, "--pull", "never", "--cpus", "0.5", "--memory", "32m"]));
+            want.extend(strs(&["--memory-swap", "32m", "--pids-limit", "16", "--no-healthcheck"]));
             want.extend(strs(&["--", IMG, &format!("/{name}/none")]));
             assert!(name.starts_with("sbx-fill-"), "{f:?}");
             assert_eq!(value.split(' ').nth(2), Some(std::process::id().to_string().as_str()), "made by this process");

@@ -18,7 +18,8 @@ fn remote(rig: &Rig) -> Driver {
 /// Sandbox ID as inspect shows it: hardened as sbx makes it, in `state`.
 fn inspect(rig: &Rig, running: bool, paused: bool) -> String {
     let mut v = super::super::tests::good();
-    let labels = serde_json::json!({"sbx.managed": "1", "sbx.id": ID, "sbx.routes": "{\"inference\":\"sbx-proxy\"}"});
+    let labels = serde_json::json!({"sbx.managed": "1", "sbx.id": ID, "sbx.routes": "{\"inference\":\"sbx-proxy\"}",
+        "sbx.volume": "sbx-state-s"});
     v["Config"]["Labels"] = rig.seal(labels);
     v["Name"] = format!("/{ID}").into();
     v["Id"] = CID.into();

@@ -34,6 +34,7 @@ fn plan(s: &SandboxSpec) -> RunPlan<'_> {
         seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
         hosts: &[],
         family: crate::model::runtime::Family::Runc,
+        image_volumes: &[],
     }
 }
 
@@ -61,6 +62,7 @@ fn run_argv_no_routes() {
         vec![
             "--restart",
             "no",
+            "--no-healthcheck",
             "--cap-drop",
             "ALL",
             "--security-opt",
@@ -158,6 +160,24 @@ fn a_session_volume_takes_nothing_from_the_image() {
     let s = spec(CreateRequest { persist: true, session: Some("s".into()), ..Default::default() });
     let got = strs(container(&RunPlan { volume: Some("sbx-state-s"), ..plan(&s) }, true));
     assert!(got.contains(&"type=volume,src=sbx-state-s,dst=/state,volume-nocopy".to_string()), "{got:?}");
+}
+
+/// Docker's own handling of an image VOLUME is an anonymous volume: host
+/// disk without bound. Each gets a bounded tmpfs of sbx's instead.
+#[test]
+fn image_volumes_get_a_bounded_tmpfs_owned_by_the_sandbox_user() {
+    let s = spec(CreateRequest::default());
+    let vols = ["/data".to_string(), "/var/lib/db".into()];
+    let got = strs(container(&RunPlan { image_volumes: &vols, uid: 1000, gid: 1000, ..plan(&s) }, true));
+    let tmpfs: Vec<&str> = got.windows(2).filter(|w| w[0] == "--tmpfs").map(|w| w[1].as_str()).collect();
+    assert_eq!(
+        tmpfs[2..],
+        [
+            "/data:rw,exec,nosuid,nodev,size=512m,mode=0755,uid=1000,gid=1000",
+            "/var/lib/db:rw,exec,nosuid,nodev,size=512m,mode=0755,uid=1000,gid=1000"
+        ],
+        "{got:?}"
+    );
 }
 
 #[test]
