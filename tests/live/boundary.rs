@@ -42,7 +42,10 @@ fn shared_route_leaks_are_reported_and_private_routes_close_them() {
     let _ga = w.adopt(&a_id);
     assert_eq!(a["tier"], 1);
     let props: Vec<&str> = a["gaps"].as_array().unwrap().iter().map(|g| g["property"].as_str().unwrap()).collect();
-    assert_eq!(props, ["host", "shared"], "{a}");
+    assert_eq!(props, ["host", "shared", "ports"], "{a}");
+    let ports = a["gaps"].as_array().unwrap().iter().find(|g| g["property"] == "ports").unwrap();
+    let says = format!("every port of the service answers through {}, not only {}:8080", shared.name, svc.name);
+    assert!(ports["detail"].as_str().unwrap().contains(&says), "{a}");
     // Under --json the warning is in the result, not repeated in prose.
     let warnings = a["warnings"].to_string();
     assert!(warnings.contains("is shared") && warnings.contains("--private-routes"), "{a}");
@@ -54,6 +57,8 @@ fn shared_route_leaks_are_reported_and_private_routes_close_them() {
         "control: sandboxes on a shared network reach each other",
     );
     assert!(!host_addresses(&shared.name).trim().is_empty(), "control: a plain internal bridge has a host address");
+    // What the ports gap says: a port no route names answers too.
+    assert_success(&b.exec(&["dial", &svc.addr_port(9090)]), "a shared network reaches every port of the service");
 
     // Private routes: tier 2, the service is reached, the other sandbox is not.
     let out = w.try_create(&[
