@@ -190,6 +190,9 @@ pub enum Command {
     /// Internal: the egress gate a sandbox's gate container runs.
     #[command(name = "__gate", hide = true)]
     Gate(crate::gate::GateArgs),
+    /// Internal: the relay a private route's forwarder container runs.
+    #[command(name = "__forward", hide = true)]
+    Forward(crate::gate::forward::ForwardArgs),
 }
 
 #[derive(Debug, Args)]

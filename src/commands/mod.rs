@@ -124,6 +124,7 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::AuditProbe(a) => done(crate::checks::audit::status_probe::serve(&a.container, &a.pid)),
         Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),
         Command::Gate(a) => done(crate::gate::run(a).map_err(|e| Error::io("egress gate", e))),
+        Command::Forward(a) => done(crate::gate::forward::run(a).map_err(|e| Error::io("route forwarder", e))),
     }
 }
 

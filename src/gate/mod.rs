@@ -15,6 +15,7 @@
 
 mod conn;
 mod dns;
+pub mod forward;
 mod head;
 mod splice;
 mod tls;
@@ -214,7 +215,7 @@ fn log_stdout(line: &LogLine) {
 /// The container's own addresses now: every interface but loopback; IPv6
 /// link-local ones are skipped (they need a scope, and Docker's names never
 /// resolve to them).
-fn own_addresses() -> std::io::Result<Vec<IpAddr>> {
+pub(crate) fn own_addresses() -> std::io::Result<Vec<IpAddr>> {
     use nix::net::if_::InterfaceFlags;
     let mut found = Vec::new();
     for ifa in nix::ifaddrs::getifaddrs().map_err(std::io::Error::from)? {

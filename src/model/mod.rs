@@ -7,6 +7,7 @@ pub mod boundary;
 pub mod channel;
 pub mod engine;
 pub mod event;
+pub mod forward;
 pub mod gate;
 pub mod invalid;
 pub mod paths;

@@ -152,6 +152,11 @@ impl SandboxSpec {
                 return Err(Invalid::new("route", r, format!("the kind {:?} is given twice", route.kind))
                     .hint("give each route a distinct KIND"));
             }
+            // The forwarder relays exactly the route's port: it must have one.
+            if req.private_routes && route.port_or_default().is_none() {
+                return Err(Invalid::new("route", r, "with --private-routes a route names the one port sbx relays")
+                    .hint("give the port: KIND:HOST:PORT, or an http(s):// URL"));
+            }
             routes.push(route);
         }
         let sockets = docker_socket_paths(docker_host);
@@ -322,6 +327,17 @@ mod tests {
     fn refuses_duplicate_kinds() {
         let r = CreateRequest { routes: vec!["a:x:1".into(), "a:y:2".into()], ..req() };
         assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("twice"));
+    }
+
+    #[test]
+    fn a_private_route_names_its_port() {
+        let r = |route: &str| CreateRequest { routes: vec![route.into()], private_routes: true, ..req() };
+        let err = SandboxSpec::from_request(&r("a:proxy"), None).unwrap_err();
+        assert!(err.reason.contains("the one port sbx relays"), "{}", err.reason);
+        assert!(SandboxSpec::from_request(&r("a:proxy:8080"), None).is_ok());
+        assert!(SandboxSpec::from_request(&r("a:https://proxy/v1"), None).is_ok());
+        let shared = CreateRequest { private_routes: false, ..r("a:proxy") };
+        assert!(SandboxSpec::from_request(&shared, None).is_ok());
     }
 
     #[test]

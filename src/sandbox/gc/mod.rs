@@ -42,6 +42,9 @@ pub struct GcReport {
     /// Egress gates (container names) whose sandbox is gone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gates: Vec<String>,
+    /// Private routes' forwarders (container names) whose sandbox is gone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forwarders: Vec<String>,
     /// Egress policy directories whose sandbox is gone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub policy_dirs: Vec<String>,
@@ -154,6 +157,7 @@ impl Driver {
             volume_state: Vec::new(),
             clone_scratch: Vec::new(),
             gates: Vec::new(),
+            forwarders: Vec::new(),
             policy_dirs: Vec::new(),
             egress_logs: Vec::new(),
             egress_networks: Vec::new(),
@@ -196,6 +200,7 @@ impl Driver {
             self.gc_fillers(key, dry_run, &mut report)?;
         }
         if dry_run {
+            self.gc_forwarders(&keep, true, &mut report)?;
             self.gc_egress(&keep, &mine, true, &mut report)?;
             return Ok(report);
         }
@@ -277,6 +282,13 @@ impl Driver {
         self.pool_forget_gone(state, &standing, &removed, &mine);
         // Gates of sandboxes still there (a failed removal) stay with them.
         keep.extend(left);
+        if let Err(e) = self.gc_forwarders(&keep, false, &mut report) {
+            report.failed.push(GcFailure {
+                item: format!("route forwarders {}", report.forwarders.join(" ")),
+                error: e.to_string(),
+            });
+            report.forwarders.clear();
+        }
         if let Err(e) = self.gc_egress(&keep, &mine, false, &mut report) {
             report.failed.push(GcFailure { item: "egress gates".into(), error: e.to_string() });
         }

@@ -2,48 +2,95 @@
 
 use super::*;
 use crate::error::{RouteError, SandboxError};
+use crate::model::forward;
 use crate::model::record::PrivateRoute;
 
+const FWD_CID: &str = "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0";
+
+impl Rig {
+    /// The private route networks of `ID-inference` made, the service attached upstream.
+    fn private_made(&self) {
+        self.fake.push(Output::ok("sha256:5b\n")); // sbx's image is there already
+        self.fake.push(Output::ok("netid\n"));
+        self.fake.push(Output::ok("upid\n"));
+        self.fake.push(Output::ok(""));
+    }
+
+    /// `argv::forwarders` lists this sandbox's forwarder of `ID-inference`, owned by this host.
+    fn forwarder_listed(&self) {
+        let row = serde_json::json!([forward::container(&format!("{ID}-inference")), ID, self.token(ID), FWD_CID]);
+        self.fake.push(Output::ok(&format!("{row}\n")));
+    }
+}
+
+/// Docker filters no ports on a network, so the service is never on the
+/// sandbox's: the sandbox's network holds it and a forwarder of sbx's own
+/// answering under the route's name and relaying only the routes' ports,
+/// over a second network where the service is.
 #[test]
-fn private_routes_make_a_network_per_sandbox_and_reach_tier_2() {
+fn private_routes_put_a_forwarder_between_the_sandbox_and_the_service() {
     let rig = Rig::new();
     rig.image("");
     rig.fake.push(Output::ok(&service_line("proxy")));
-    rig.fake.push(Output::ok("netid\n"));
-    rig.fake.push(Output::ok(""));
+    rig.private_made();
+    rig.fake.push(Output::ok(&format!("{FWD_CID}\n"))); // the forwarder's run, in the background
     rig.starts_and_binds();
+    rig.fake.push(Output::ok("")); // the forwarder joins the upstream network
     let s = spec(CreateRequest { private_routes: true, ..routes(&["inference:proxy:8080", "more:proxy:9"]) });
     let c = rig.driver().create(&s).unwrap();
     assert_eq!(
         rig.fake.verbs(),
-        ["image inspect", "container inspect", "network create", "network connect", "run", "container inspect"]
+        [
+            "image inspect",
+            "container inspect",
+            "images",
+            "network create",
+            "network create",
+            "network connect",
+            "run",
+            "run",
+            "container inspect",
+            "network connect"
+        ]
     );
     let calls = rig.fake.calls();
     let net = format!("{ID}-inference");
+    let (up, fwd) = (forward::upstream(&net), forward::container(&net));
     assert_eq!(calls[1][5..], ["proxy"]);
-    assert_eq!(
-        calls[2],
-        [
-            "network",
-            "create",
-            "--internal",
-            "--opt",
-            "com.docker.network.bridge.inhibit_ipv4=true",
-            "--label",
-            &format!("sbx.private-for={ID}"),
-            "--label",
-            "sbx.service=proxy",
-            "--label",
-            &format!("sbx.owner={}", rig.token(ID)),
-            "--",
-            &net,
+    let made = |name: &str, service: &str| {
+        vec![
+            "network".to_string(),
+            "create".into(),
+            "--internal".into(),
+            "--opt".into(),
+            "com.docker.network.bridge.inhibit_ipv4=true".into(),
+            "--label".into(),
+            format!("sbx.private-for={ID}"),
+            "--label".into(),
+            format!("sbx.service={service}"),
+            "--label".into(),
+            format!("sbx.owner={}", rig.token(ID)),
+            "--".into(),
+            name.into(),
         ]
+    };
+    assert_eq!(calls[3], made(&net, &fwd));
+    assert_eq!(calls[4], made(&up, "proxy"));
+    assert_eq!(calls[5], ["network", "connect", "--alias", "sbx-upstream", "--", &up, "proxy"]);
+    let f = &calls[6];
+    assert_eq!(f[..4], ["run", "-d", "--name", &fwd]);
+    assert!(f.windows(2).any(|w| w == ["--network", &net]) && f.windows(2).any(|w| w == ["--network-alias", "proxy"]));
+    assert!(
+        f.ends_with(&["__forward", "--upstream", "sbx-upstream", "--port", "8080", "--port", "9"].map(String::from))
     );
-    assert_eq!(calls[3], ["network", "connect", "--alias", "proxy", "--", &net, "proxy"]);
-    assert!(calls[4].windows(2).any(|w| w[0] == "--network" && w[1] == net));
-    assert!(calls[4].contains(&format!("sbx.private={{\"{net}\":\"proxy\"}}")));
-    assert_eq!((c.record.tier, c.gaps.len()), (2, 0));
+    assert!(f.contains(&format!("sbx.owner={}", rig.token(ID))) && f.contains(&format!("sbx.forward-of={ID}")));
+    let sb = &calls[7];
+    assert!(sb.windows(2).any(|w| w == ["--network", &net]));
+    assert!(sb.contains(&format!("sbx.private={{\"{net}\":\"{fwd}\",\"{up}\":\"proxy\"}}")), "{sb:?}");
+    assert_eq!(calls[9], ["network", "connect", "--", &up, &fwd]);
+    assert_eq!((c.record.tier, c.gaps.len()), (2, 0), "{:?}", c.gaps);
     assert_eq!(c.record.routes.values().collect::<Vec<_>>(), [&net, &net]);
+    assert!(rig.state.join(forward::MARK).exists(), "gc looks for forwarders on this host");
 }
 
 #[test]
@@ -56,31 +103,29 @@ fn private_routes_need_running_services_and_are_torn_down_on_failure() {
     assert!(matches!(err, Error::Route(RouteError::ServiceMissing { ref hosts }) if hosts == &["proxy"]), "{err:?}");
     assert_eq!(rig.fake.verbs(), ["image inspect", "container inspect"]);
 
+    // The sandbox's run fails: the forwarder, the sandbox, the networks go.
     let rig = Rig::new();
     rig.image("");
     rig.fake.push(Output::ok(&service_line("proxy")));
-    rig.fake.push(Output::ok("netid\n"));
-    rig.fake.push(Output::ok(""));
+    rig.private_made();
+    rig.fake.push(Output::ok(&format!("{FWD_CID}\n")));
     rig.fake.push(Output::fail(125, "docker: Error response from daemon: boom"));
+    rig.fake.push(Output::ok("")); // the forwarder's run is waited for whatever the sandbox's did
+    rig.forwarder_listed();
+    rig.fake.push(Output::ok(""));
     rig.removed();
-    rig.fake.push(Output::ok(""));
-    rig.fake.push(Output::ok(""));
+    for _ in 0..3 {
+        rig.fake.push(Output::ok(""));
+    }
     assert!(rig.driver().create(&s).is_err());
     let net = format!("{ID}-inference");
     assert_eq!(
-        rig.fake.verbs(),
-        [
-            "image inspect",
-            "container inspect",
-            "network create",
-            "network connect",
-            "run",
-            "rm",
-            "network disconnect",
-            "network rm"
-        ]
+        rig.fake.verbs()[6..],
+        ["run", "run", "network connect", "ps", "rm", "rm", "network disconnect", "network disconnect", "network rm"]
     );
-    assert_eq!(rig.fake.calls()[7], ["network", "rm", "--", &net]);
+    let calls = rig.fake.calls();
+    assert_eq!(calls[10], ["rm", "-f", "-v", "--", FWD_CID], "the forwarder first, by its id");
+    assert_eq!(calls[14], ["network", "rm", "--", &net, &forward::upstream(&net)]);
     assert!(!rig.sock_dir().exists());
 }
 
