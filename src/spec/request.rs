@@ -85,8 +85,9 @@ pub struct CreateRequest {
     /// repeatable. A failing one fails the create and removes the sandbox.
     #[arg(long, value_name = "CMD")]
     pub setup: Vec<String>,
-    /// Give each route its own internal network, with no host address and only the
-    /// route's service (the container named HOST, never a sandbox) on it: tier 2.
+    /// Give each route its own internal network, with no host address, where HOST is
+    /// sbx's forwarder relaying only the route's PORT to the service (the container
+    /// named HOST, never a sandbox): tier 2. Each route must name its port.
     /// Removed with the sandbox.
     #[arg(long)]
     pub private_routes: bool,

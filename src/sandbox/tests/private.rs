@@ -201,3 +201,85 @@ fn revoke_disconnects_and_reports_shared_networks() {
     rig.fake.push(Output::fail(1, &format!("Error: No such container: {ID}")));
     assert!(matches!(rig.driver().revoke(ID, "docs"), Err(Error::Sandbox(SandboxError::NotFound { .. }))));
 }
+
+/// A sandbox whose route `inference` goes through its forwarder.
+fn forwarded_line(rig: &Rig, networks: &[&str]) -> String {
+    let net = format!("{ID}-inference");
+    let labels = serde_json::json!({
+        "sbx.managed": "1",
+        "sbx.id": ID,
+        "sbx.routes": format!("{{\"inference\":\"{net}\"}}"),
+        "sbx.private": format!("{{\"{net}\":\"{}\",\"{}\":\"proxy\"}}", forward::container(&net), forward::upstream(&net)),
+        "sbx.socket": rig.sock_dir().join("sandbox.sock").display().to_string(),
+    });
+    rig.container_line(ID, labels, networks)
+}
+
+#[test]
+fn revoke_removes_the_forwarder_before_anything_else_then_both_networks() {
+    let rig = Rig::new();
+    let net = format!("{ID}-inference");
+    rig.fake.push(Output::ok(&forwarded_line(&rig, &[&net])));
+    rig.forwarder_listed();
+    rig.fake.push(Output::ok("")); // rm the forwarder
+    for _ in 0..4 {
+        rig.fake.push(Output::ok("")); // disconnects of the sandbox, forwarder, service; network rm
+    }
+    let r = rig.driver().revoke(ID, "inference").unwrap();
+    assert_eq!((r.network.as_str(), r.already), (net.as_str(), false));
+    assert_eq!(
+        rig.fake.verbs(),
+        [
+            "container inspect",
+            "ps",
+            "rm",
+            "network disconnect",
+            "network disconnect",
+            "network disconnect",
+            "network rm"
+        ]
+    );
+    let calls = rig.fake.calls();
+    assert_eq!(calls[2], ["rm", "-f", "-v", "--", FWD_CID], "its relayed connections end with it, first");
+    assert_eq!(calls[3], ["network", "disconnect", "--force", "--", &net, ID]);
+    assert_eq!(calls[6], ["network", "rm", "--", &net, &forward::upstream(&net)]);
+}
+
+#[test]
+fn destroy_and_gc_remove_forwarders_owned_by_this_host_only() {
+    let rig = Rig::new();
+    let net = format!("{ID}-inference");
+    rig.fake.push(Output::ok(&forwarded_line(&rig, &[&net])));
+    rig.removed();
+    // Another host's forwarder of the same id (its own key) is listed too, and stays.
+    let foreign = serde_json::json!([forward::container(&net), ID, "not-this-hosts-token", "0b0b"]);
+    let mine = serde_json::json!([forward::container(&net), ID, rig.token(ID), FWD_CID]);
+    rig.fake.push(Output::ok(&format!("{foreign}\n{mine}\n")));
+    rig.fake.push(Output::ok("")); // rm the forwarder
+    for _ in 0..3 {
+        rig.fake.push(Output::ok(""));
+    }
+    let d = rig.driver().destroy(&[ID.to_string()]).unwrap();
+    assert_eq!(d.removed, [ID]);
+    assert_eq!(
+        rig.fake.verbs(),
+        ["container inspect", "rm", "ps", "rm", "network disconnect", "network disconnect", "network rm"]
+    );
+    assert_eq!(rig.fake.calls()[3], ["rm", "-f", "-v", "--", FWD_CID]);
+
+    // gc: only where forwarders were made, and only those whose sandbox is gone.
+    let rig = Rig::new();
+    rig.fake.push(Output::ok("")); // private networks
+    rig.fake.push(Output::ok("")); // docker ps: no sandbox
+    let r = rig.driver().gc(false).unwrap();
+    assert!(r.forwarders.is_empty() && rig.fake.verbs() == ["network ls", "ps"], "{:?}", rig.fake.verbs());
+    std::fs::write(rig.state.join(forward::MARK), b"").unwrap();
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(""));
+    rig.forwarder_listed();
+    rig.fake.push(Output::ok("")); // rm
+    let r = rig.driver().gc(false).unwrap();
+    assert_eq!(r.forwarders, [forward::container(&net)]);
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    assert_eq!(rig.fake.calls().last().unwrap(), &["rm", "-f", "-v", "--", FWD_CID]);
+}
