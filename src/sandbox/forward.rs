@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 
-use super::gc::GcReport;
 use super::Driver;
 use crate::docker::parse::{self, Gate};
 use crate::docker::{argv, run_ok};
@@ -56,18 +55,19 @@ impl Driver {
     }
 
     /// gc's part: the forwarders whose sandbox is gone (not in `keep`: the
-    /// sandboxes that stay and the creates in flight). Only on a host that
-    /// has made one (its data dir has the mark).
-    pub(super) fn gc_forwarders(&self, keep: &BTreeSet<String>, dry_run: bool, report: &mut GcReport) -> Result<()> {
+    /// sandboxes that stay and the creates in flight), removed unless
+    /// `dry_run`; their names. Only on a host that has made one (its data
+    /// dir has the mark). Before the private networks: docker refuses to
+    /// remove a network a container is still on.
+    pub(super) fn gc_forwarders(&self, keep: &BTreeSet<String>, dry_run: bool) -> Result<Vec<String>> {
         if !self.state()?.state.dir.join(forward::MARK).exists() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let going: Vec<Gate> = self.owned_forwarders()?.into_iter().filter(|f| !keep.contains(&f.sandbox)).collect();
-        report.forwarders = going.iter().map(|f| f.name.clone()).collect();
-        if dry_run || going.is_empty() {
-            return Ok(());
+        let names = going.iter().map(|f| f.name.clone()).collect();
+        if !dry_run && !going.is_empty() {
+            self.remove_tolerant(&going.into_iter().map(|f| f.container).collect::<Vec<_>>())?;
         }
-        let cids: Vec<String> = going.into_iter().map(|f| f.container).collect();
-        self.remove_tolerant(&cids)
+        Ok(names)
     }
 }

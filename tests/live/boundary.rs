@@ -218,6 +218,19 @@ fn destroy_leaves_no_forwarder_behind() {
     let left = docker_ok(&["ps", "-aq", "--filter", &format!("label=sbx.forward-of={id}")]);
     assert!(left.is_empty(), "a forwarder outlived its sandbox: {left}");
     w.assert_nothing_left();
+
+    // A sandbox removed behind sbx's back: gc reaps its forwarder and networks.
+    let sb = w.create(&["--private-routes", "--route", &format!("a:{}:8080", svc.name)]);
+    let fwd = format!("{}-a.fwd", sb.id);
+    docker_ok(&["rm", "-f", &sb.id]);
+    let out = w.sbx(&["gc", "--json"]);
+    assert_success(&out, "gc");
+    let r = json(&out);
+    assert_eq!(r["forwarders"], serde_json::json!([fwd]), "{r}");
+    assert!(docker(&["inspect", &fwd]).status.code() != Some(0), "gc left the forwarder");
+    for n in [format!("{}-a", sb.id), format!("{}-a.up", sb.id)] {
+        assert!(docker(&["network", "inspect", &n]).status.code() != Some(0), "gc left {n}");
+    }
 }
 
 #[test]

@@ -200,7 +200,7 @@ impl Driver {
             self.gc_fillers(key, dry_run, &mut report)?;
         }
         if dry_run {
-            self.gc_forwarders(&keep, true, &mut report)?;
+            report.forwarders = self.gc_forwarders(&keep, true)?;
             self.gc_egress(&keep, &mine, true, &mut report)?;
             return Ok(report);
         }
@@ -253,6 +253,15 @@ impl Driver {
                 fail(format!("containers {}", untried.join(" ")), &NOT_TRIED);
             }
         }
+        // Forwarders before their networks; those of sandboxes still there stay.
+        let standing: BTreeSet<String> = keep.iter().chain(left.iter()).cloned().collect();
+        let forwarders = match self.gc_forwarders(&standing, false) {
+            Ok(names) => names,
+            Err(e) => {
+                fail("route forwarders".into(), &e);
+                Vec::new()
+            }
+        };
         if hung && !plan.networks.is_empty() {
             // Each network call would only wait out its own deadline too.
             fail(format!("private route networks {}", report.networks.join(" ")), &NOT_TRIED);
@@ -280,15 +289,9 @@ impl Driver {
         let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
         let removed: Vec<String> = report.containers.iter().map(|c| c.id.clone()).collect();
         self.pool_forget_gone(state, &standing, &removed, &mine);
+        report.forwarders = forwarders;
         // Gates of sandboxes still there (a failed removal) stay with them.
         keep.extend(left);
-        if let Err(e) = self.gc_forwarders(&keep, false, &mut report) {
-            report.failed.push(GcFailure {
-                item: format!("route forwarders {}", report.forwarders.join(" ")),
-                error: e.to_string(),
-            });
-            report.forwarders.clear();
-        }
         if let Err(e) = self.gc_egress(&keep, &mine, false, &mut report) {
             report.failed.push(GcFailure { item: "egress gates".into(), error: e.to_string() });
         }

@@ -274,12 +274,18 @@ fn destroy_and_gc_remove_forwarders_owned_by_this_host_only() {
     let r = rig.driver().gc(false).unwrap();
     assert!(r.forwarders.is_empty() && rig.fake.verbs() == ["network ls", "ps"], "{:?}", rig.fake.verbs());
     std::fs::write(rig.state.join(forward::MARK), b"").unwrap();
-    rig.fake.push(Output::ok(""));
-    rig.fake.push(Output::ok(""));
+    let (fwd, up, tok) = (forward::container(&net), forward::upstream(&net), rig.token(ID));
+    let rows = [serde_json::json!([net, ID, fwd, tok]), serde_json::json!([up, ID, "proxy", tok])];
+    rig.fake.push(Output::ok(&format!("{}\n{}\n", rows[0], rows[1]))); // its private networks
+    rig.fake.push(Output::ok("")); // docker ps: its sandbox is gone
     rig.forwarder_listed();
-    rig.fake.push(Output::ok("")); // rm
+    for _ in 0..4 {
+        rig.fake.push(Output::ok("")); // rm, two disconnects, network rm
+    }
     let r = rig.driver().gc(false).unwrap();
-    assert_eq!(r.forwarders, [forward::container(&net)]);
+    assert_eq!(r.forwarders, [fwd]);
     assert!(r.failed.is_empty(), "{:?}", r.failed);
-    assert_eq!(rig.fake.calls().last().unwrap(), &["rm", "-f", "-v", "--", FWD_CID]);
+    // Docker refuses to remove a network a container is still on: the forwarder goes first.
+    assert_eq!(rig.fake.verbs()[4..], ["ps", "rm", "network disconnect", "network disconnect", "network rm"]);
+    assert_eq!(rig.fake.calls()[5], ["rm", "-f", "-v", "--", FWD_CID]);
 }
