@@ -98,6 +98,9 @@ pub struct Facts {
     /// Why the process's status was not read, when it was not (a stopped
     /// sandbox has no process): the rules that read it say so.
     pub unread: String,
+    /// Each private route network that has sbx's forwarder, with the names
+    /// of the containers docker says are on it (`argv::network_members`).
+    pub forwarded: Vec<(String, Vec<String>)>,
 }
 
 /// Judge one container. Numbers follow the CIS Docker Benchmark as
@@ -284,6 +287,11 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     rule("sbx.labels", "no sbx.* label from the image", ok, why);
     let (ok, why) = only_route_networks(c);
     rule("sbx.networks", "on no network but its routes", ok, why);
+    if !facts.forwarded.is_empty() {
+        let (ok, why) =
+            only_forwarders(c["Name"].as_str().unwrap_or_default().trim_start_matches('/'), &facts.forwarded);
+        rule("sbx.forwarders", "private routes reach only sbx's forwarder", ok, why);
+    }
     let (ok, why, _) = runtime::rule(&facts.runtime, &view);
     rule("sbx.runtime", "kernel isolation", ok, why);
     rules
@@ -336,6 +344,18 @@ fn only_route_networks(c: &serde_json::Value) -> (bool, String) {
     let extra: Vec<&String> =
         on.iter().filter(|n| !(declared.contains(n) || declared.is_empty() && *n == "none")).collect();
     (extra.is_empty(), format!("on {on:?}; declared routes {declared:?}; not declared: {extra:?}"))
+}
+
+/// A private route network holds the sandbox and its forwarder, nothing
+/// else (the service is on the forwarder's upstream network only).
+fn only_forwarders(id: &str, forwarded: &[(String, Vec<String>)]) -> (bool, String) {
+    let mut extra = Vec::new();
+    for (net, members) in forwarded {
+        let fwd = crate::model::forward::container(net);
+        extra.extend(members.iter().filter(|m| **m != id && **m != fwd).map(|m| format!("{m} on {net}")));
+    }
+    let nets: Vec<&String> = forwarded.iter().map(|(n, _)| n).collect();
+    (extra.is_empty(), format!("{nets:?} hold the sandbox and its forwarder; others: {extra:?}"))
 }
 
 #[cfg(test)]

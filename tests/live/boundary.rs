@@ -164,7 +164,15 @@ fn a_private_route_reaches_only_its_port_through_sbxs_forwarder() {
     ]);
     assert!(hardening.starts_with("true [ALL] 65534:65534 [no-new-privileges seccomp="), "{hardening}");
     assert!(hardening.ends_with(&format!("500000000 67108864 16 {id}")), "{hardening}");
-    assert_success(&w.sbx(&["audit", &id]), "audit of a forwarded route");
+    let audit = w.sbx(&["audit", &id]);
+    assert_success(&audit, "audit of a forwarded route");
+    assert!(stdout(&audit).contains("sbx.forwarders"), "{}", stdout(&audit));
+    // The service put on the sandbox's network behind sbx's back: audit says so.
+    docker_ok(&["network", "connect", &private, &svc.name]);
+    let audit = w.sbx(&["audit", &id]);
+    assert_exit(&audit, 1, "audit with the service on the sandbox's network");
+    assert!(stdout(&audit).contains(&format!("{} on {private}", svc.name)), "{}", stdout(&audit));
+    docker_ok(&["network", "disconnect", &private, &svc.name]);
 
     // An idle relayed connection ends when the route is revoked, not at its next use.
     let mut child = Command::new("docker")

@@ -36,8 +36,8 @@ pub use image::{
 };
 pub use lifecycle::{inspect, list, pause, remove, running_pid, start, state, stop, unpause, wait_exit, LOG_TAIL};
 pub use network::{
-    network_connect, network_connect_alias, network_disconnect, network_inspect, network_remove, private_network,
-    private_networks,
+    network_connect, network_connect_alias, network_disconnect, network_inspect, network_members, network_remove,
+    private_network, private_networks,
 };
 pub use probe::{audit_probe, audit_probes, ProbePlan};
 pub use run::{container, egress_network, mode_name, RunPlan};
