@@ -20,6 +20,7 @@ pub use remote::{process_status, PROBE_LIFETIME};
 pub use runtime::RuntimeFacts;
 use runtime::View;
 
+use crate::model::record::is_reserved_label;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -279,12 +280,12 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     let (ok, why) = match &facts.image_labels {
         Ok(labels) => {
             let keys: Vec<&String> =
-                labels.as_object().map(|m| m.keys().filter(|k| k.starts_with("sbx.")).collect()).unwrap_or_default();
-            (keys.is_empty(), format!("image labels under sbx.*: {keys:?}"))
+                labels.as_object().map(|m| m.keys().filter(|k| is_reserved_label(k)).collect()).unwrap_or_default();
+            (keys.is_empty(), format!("image labels sbx reads: {keys:?}"))
         }
         Err(e) => (false, format!("could not read the image's labels: {e}")),
     };
-    rule("sbx.labels", "no sbx.* label from the image", ok, why);
+    rule("sbx.labels", "no label from the image that sbx reads", ok, why);
     let (ok, why) = only_route_networks(c);
     rule("sbx.networks", "on no network but its routes", ok, why);
     if !facts.forwarded.is_empty() {

@@ -22,7 +22,8 @@ pub struct ExecArgs {
     /// Working directory (absolute).
     #[arg(short = 'w', long = "workdir", value_name = "DIR")]
     pub workdir: Option<String>,
-    /// Numeric UID[:GID] to run as [default: the sandbox's user].
+    /// Numeric UID[:GID] to run as, never yours or the docker socket's group [default: the
+    /// sandbox's user].
     #[arg(short = 'u', long = "user", value_name = "UID[:GID]")]
     pub user: Option<String>,
     /// Start in the background and print a process handle (see `sbx ps`, `kill`, `logs`).

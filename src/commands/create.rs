@@ -26,11 +26,7 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
     (ctx.catch_signals)();
     let created = ctx.driver.create(&spec)?;
     if created.record.expires_at.is_some() {
-        if let Err(e) = super::watchdog::spawn(
-            &created.record.id,
-            &created.socket_dir.join(crate::host::socket::SOCKET_NAME),
-            &ctx.dirs,
-        ) {
+        if let Err(e) = super::watchdog::spawn(&created.record.id, &created.watched, &ctx.dirs) {
             // The sandbox stands; `sbx gc` still reaps it once expired.
             ctx.out.warn(
                 "ttl_watchdog",

@@ -15,13 +15,21 @@ pub fn exec(a: ExecArgs, ctx: &Context) -> Result<u8> {
             return Err(Invalid::new("--workdir", w, "it must be an absolute path").into());
         }
     }
-    let user = a.user.as_deref().map(UserSpec::parse).transpose()?.map(|u| format!("{}:{}", u.uid, u.gid));
+    // A command in the sandbox is the sandbox: never as the caller's ids either.
+    let user = match a.user.as_deref().map(UserSpec::parse).transpose()? {
+        Some(u) => Some(u.not_reserved(&ctx.driver.reserved_ids()?)?),
+        None => None,
+    };
+    let user = user.map(|u| format!("{}:{}", u.uid, u.gid));
     if a.detach && (a.interactive || a.tty) {
         return Err(Invalid::new("exec", "-d", "a background process has no terminal or stdin: drop -i/-t").into());
     }
     let opts = ExecOpts { interactive: a.interactive, tty: a.tty, env: envs, workdir: a.workdir, user };
     let driver = &ctx.driver;
     let target = driver.owned(&id)?;
+    if opts.user.as_deref().is_some_and(|u| u.starts_with("0:")) {
+        refuse_root_with_writable_mount(&driver.inspect_one(&id)?.full)?;
+    }
     let named = |e| super::named(e, &target, &id);
     if a.detach {
         let (handle, _pid) =
@@ -34,6 +42,31 @@ pub fn exec(a: ExecArgs, ctx: &Context) -> Result<u8> {
     let watch = (ctx.watch_signals)().map_err(|e| crate::error::Error::io("watching for signals", e))?;
     let code = workbench::exec_watched(driver.docker(), &target, &opts, &a.command, &watch).map_err(named)?;
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// `exec -u 0` where the sandbox has a writable host mount: what root makes
+/// there, links included, is root's, the one owner `sbx cp` follows a link
+/// of (as `create --user 0 --rw` is refused). /run/sandbox is sbx's own.
+fn refuse_root_with_writable_mount(inspect: &serde_json::Value) -> Result<()> {
+    let mounts = inspect["Mounts"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let writable = mounts.iter().find(|m| {
+        m["Type"] == "bind" && m["RW"] == true && m["Destination"] != crate::model::paths::SANDBOX_SOCKET_DIR
+    });
+    match writable {
+        Some(m) => Err(Invalid::new(
+            "--user",
+            "0",
+            format!(
+                "the sandbox has the host directory {} mounted writable at {}: what root makes there, links included, \
+                 is root's, and root's links are the ones sbx cp follows on the host",
+                m["Source"].as_str().unwrap_or_default(),
+                m["Destination"].as_str().unwrap_or_default()
+            ),
+        )
+        .hint("run the command as the sandbox's user (drop -u) or another non-root uid")
+        .into()),
+        None => Ok(()),
+    }
 }
 
 pub fn shell(id: &str, ctx: &Context) -> Result<u8> {

@@ -32,6 +32,10 @@ pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
     for p in &report.volume_state {
         text.push_str(&format!("{verb} orphaned session state {p}\n"));
     }
+    let remade = if dry_run { "would make again" } else { "made again" };
+    for v in &report.restored_volumes {
+        text.push_str(&format!("{remade} session volume {v} (it was gone; the session's data is kept)\n"));
+    }
     for p in &report.clone_scratch {
         text.push_str(&format!("{verb} clone left by a killed create {p}\n"));
     }

@@ -26,8 +26,8 @@ pub fn start(a: &StartArgs, ctx: &Context) -> Result<()> {
     // Ctrl-C while it boots: the driver stops it again before sbx exits.
     (ctx.catch_signals)();
     let done = ctx.driver.start(&id, wait.unwrap_or(DEFAULT_SOCKET_WAIT))?;
-    if let Some(socket) = &done.unwatched {
-        super::watchdog::spawn(&id, socket, &ctx.dirs)?;
+    if let Some(watched) = &done.unwatched {
+        super::watchdog::spawn(&id, watched, &ctx.dirs)?;
     }
     report(done, "", ctx)
 }

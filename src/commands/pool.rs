@@ -271,7 +271,7 @@ pub fn claim(req: CreateRequest, ctx: &Context) -> Result<()> {
         return super::create::exec(cold, ctx);
     };
     if c.expires {
-        if let Err(e) = super::watchdog::spawn(&c.id, &c.socket_dir.join(crate::host::socket::SOCKET_NAME), &ctx.dirs) {
+        if let Err(e) = super::watchdog::spawn(&c.id, &c.watched, &ctx.dirs) {
             ctx.out.warn(
                 "ttl_watchdog",
                 &format!("could not start the TTL watchdog ({e}); run `sbx gc` from cron to enforce TTLs"),

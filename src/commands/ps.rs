@@ -3,6 +3,7 @@
 use super::Context;
 use crate::cli::KillArgs;
 use crate::error::Result;
+use crate::model::text::{for_terminal, inert_name};
 use crate::spec::parse_id;
 use crate::workbench;
 
@@ -10,23 +11,38 @@ pub fn ps(id: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
     let driver = &ctx.driver;
     let target = driver.owned(&id)?;
-    let list = workbench::ps(driver.docker(), &target).map_err(|e| super::named(e, &target, &id))?;
-    if ctx.json() {
-        return ctx.out.json_line(&list);
+    let found = workbench::ps(driver.docker(), &target).map_err(|e| super::named(e, &target, &id))?;
+    if found.foreign > 0 {
+        ctx.out.warn(
+            "foreign_records",
+            &format!(
+                "left out {} record(s) in {id}'s /run/sbx-bg that `sbx exec -d` did not make (not a handle of its shape)",
+                found.foreign
+            ),
+        );
     }
+    if ctx.json() {
+        return ctx.out.json_line(&found.processes);
+    }
+    ctx.out.data(&table(&found.processes))
+}
+
+/// The table `ps` prints. Every cell from the sandbox is shown inert (the
+/// handle is sbx's shape already; the command is the sandbox's bytes, one
+/// row per record: a newline in it continues under `  | `, never as a row).
+pub fn table(list: &[workbench::BgProcess]) -> String {
     let mut text = String::from("HANDLE     PID     STATUS          COMMAND\n");
-    for p in &list {
-        let status = p.status();
+    for p in list {
         let pid = p.pid.map(|p| p.to_string()).unwrap_or("-".into());
         text.push_str(&format!(
             "{:<10} {:<7} {:<15} {}\n",
-            p.handle,
+            inert_name(p.handle.as_bytes()),
             pid,
-            status,
-            crate::model::text::for_terminal(&p.command.join(" "))
+            p.status(),
+            for_terminal(&p.command.join(" "))
         ));
     }
-    ctx.out.data(&text)
+    text
 }
 
 pub fn kill(a: &KillArgs, ctx: &Context) -> Result<()> {

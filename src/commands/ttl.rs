@@ -8,8 +8,8 @@ pub fn exec(id: &str, duration: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
     let ttl = parse_ttl(duration)?;
     let (at, unwatched) = ctx.driver.set_ttl(&id, ttl)?;
-    if let Some(socket) = unwatched {
-        super::watchdog::spawn(&id, &socket, &ctx.dirs)?;
+    if let Some(watched) = unwatched {
+        super::watchdog::spawn(&id, &watched, &ctx.dirs)?;
     }
     let expires_at = humantime::format_rfc3339_millis(at).to_string();
     if ctx.json() {

@@ -16,10 +16,11 @@ pub fn exec(id: &str, dir: &Path, ctx: &Context) -> Result<()> {
 
 /// Start the watchdog in its own session with no terminal and no inherited
 /// pipes, so `id=$(sbx create --ttl ...)` returns at once and a closing
-/// shell's SIGHUP does not reach it.
-pub fn spawn(id: &str, socket: &Path, dirs: &Dirs) -> Result<()> {
+/// shell's SIGHUP does not reach it. `dir`: it ends when that is gone (a
+/// local sandbox's socket directory, a remote one's expiry in the data
+/// dir: see `Driver::watched`).
+pub fn spawn(id: &str, dir: &Path, dirs: &Dirs) -> Result<()> {
     let exe = std::env::current_exe().map_err(|e| Error::io("finding the sbx executable", e))?;
-    let dir = socket.parent().unwrap_or(socket);
     let mut cmd = Command::new(exe);
     if let Some(d) = &dirs.socket_dir {
         cmd.arg("--socket-dir").arg(d);

@@ -21,7 +21,7 @@ pub enum ImageError {
     /// image makes runc mount elsewhere, where the sandbox can replace it).
     #[error("image {image} redirects {path} (a symlink in the image?): {found}; sbx refuses it")]
     Redirected { image: String, path: String, found: String },
-    #[error("image {image} carries the label {label:?} in sbx's namespace; a sandbox would inherit it as part of sbx's record")]
+    #[error("image {image} carries the label {label:?}, a key sbx reads; a sandbox would inherit it as part of sbx's record")]
     HasSbxLabel { image: String, label: String },
     /// `docker pull` of a pinned image failed; `reason` is docker's first line.
     #[error("could not pull image {image}: {}", pull_why(*why, reason))]
@@ -68,7 +68,7 @@ impl ImageError {
                 "use an image whose /run is a plain directory (no symlinks at /run, /run/sbx or /run/sandbox, and no VOLUME or --rw/--ro path that is a symlink to /run); nothing was left behind".into()
             }
             ImageError::HasSbxLabel { label, .. } => format!(
-                "rebuild the image without the {label:?} label (labels starting with `sbx.` are sbx's own), then pass its new digest"
+                "rebuild the image without the {label:?} label (keys `sbx`, `sbx.*` and `sbx-probe.*`, in any case, are sbx's own), then pass its new digest"
             ),
             ImageError::PullFailed { image, why, .. } => match why {
                 PullFailure::NotFound => format!("check the repository and digest (`docker manifest inspect {image}`, or the digest `docker push` printed); nothing was created"),

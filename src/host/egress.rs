@@ -51,15 +51,7 @@ pub fn update_then<T>(
     publish: impl FnOnce(&Policy) -> Result<()>,
 ) -> Result<(Policy, T)> {
     let path = lock_path(data, id);
-    let f = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    let _lock = Flock::lock(f, FlockArg::LockExclusive)
-        .map_err(|(_, e)| Error::io(format!("locking {}", path.display()), e.into()))?;
+    let _lock = crate::host::lockfile::exclusive(&path)?;
     let mut policy = match read(data, id) {
         Ok(p) => p,
         Err(e) => {

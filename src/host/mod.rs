@@ -3,7 +3,8 @@
 //! persistent session volumes' host dirs, the helper binary sbx mounts, the
 //! seccomp profile file, sbx's own image (`self_image`: doctor's probe and the
 //! egress gate), how sbx reaches a sandbox's socket (`channel`:
-//! direct or relayed), gVisor's gofer (`gvisor`), the byte relay and signal handling. Everything a
+//! direct or relayed), gVisor's gofer (`gvisor`), the byte relay and signal handling, the ids no sandbox may run as
+//! (`invoker`). Everything a
 //! sandbox can touch from inside is opened by descriptor and checked here
 //! before sbx acts on it.
 
@@ -13,7 +14,9 @@ pub mod engine;
 pub mod gvisor;
 pub mod helper;
 pub mod interrupt;
+pub mod invoker;
 pub mod journal;
+pub mod lockfile;
 pub mod mounts;
 pub mod persist;
 pub mod pool;

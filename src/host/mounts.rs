@@ -98,27 +98,12 @@ fn parse_mountinfo(text: &str) -> Vec<MountPoint> {
             let mut f = l.split(' ');
             let point = f.nth(4)?;
             let opts = f.next()?;
-            Some(MountPoint { path: unescape(point), read_only: opts.split(',').any(|o| o == "ro") })
+            Some(MountPoint {
+                path: crate::model::text::unescape_mount_point(point),
+                read_only: opts.split(',').any(|o| o == "ro"),
+            })
         })
         .collect()
-}
-
-/// The kernel writes space, tab, newline and backslash in mount points as
-/// `\ooo` octal escapes.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

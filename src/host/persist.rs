@@ -17,7 +17,9 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::error::{SandboxError, SessionError};
 
+mod du;
 mod scratch;
+pub use du::du;
 pub use scratch::{scratch_name, stale_scratch};
 
 pub fn volume_name(session: &str) -> String {
@@ -90,15 +92,16 @@ pub struct VolumeInfo {
     pub in_use_by: Vec<String>,
 }
 
-/// Total size of the regular files under `dir`, never following links.
-pub fn du(dir: &Path) -> u64 {
-    let Ok(md) = std::fs::symlink_metadata(dir) else { return 0 };
-    if md.is_dir() {
-        std::fs::read_dir(dir).map(|d| d.flatten().map(|e| du(&e.path())).sum()).unwrap_or(0)
-    } else if md.is_file() {
-        md.len()
-    } else {
-        0
+/// Whether a session's directory holds anything: true unless it is absent,
+/// not a directory (a link sbx never made) or an empty directory. Read by
+/// descriptor, never through a link; when it cannot be read, assumed to hold
+/// data, since the caller would otherwise delete it.
+pub fn holds_data(dir: &Path) -> bool {
+    use nix::errno::Errno;
+    match crate::host::socket::open_dir_at(None, dir, nix::fcntl::OFlag::O_NOFOLLOW) {
+        Ok(fd) => crate::host::socket::dir_names(&fd).map_or(true, |n| !n.is_empty()),
+        Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => false,
+        Err(_) => true,
     }
 }
 

@@ -235,6 +235,13 @@ impl State {
         self.put("expires", id, &format!("{}\n", humantime::format_rfc3339_millis(at)))
     }
 
+    /// The file [`Self::set_expiry`] writes: a remote sandbox's TTL watchdog
+    /// ends when it goes (destroy and gc forget it), since nothing of a
+    /// remote sandbox is on this machine's file system but its state here.
+    pub fn expiry_file(&self, id: &str) -> PathBuf {
+        self.file("expires", id)
+    }
+
     pub fn expiry(&self, id: &str) -> Option<SystemTime> {
         humantime::parse_rfc3339(self.get("expires", id)?.trim()).ok()
     }
@@ -301,7 +308,9 @@ impl State {
     /// changes. (The older `images/` cache held the user alone, without the
     /// label verdict, so it is not read.)
     pub fn image_user(&self, image: &str) -> Option<crate::docker::parse::ImageConfig> {
-        serde_json::from_str(&self.get("image-config", &image_key(image)?)?).ok()
+        let c: crate::docker::parse::ImageConfig =
+            serde_json::from_str(&self.get("image-config", &image_key(image)?)?).ok()?;
+        (c.version == crate::docker::parse::ImageConfig::VERSION).then_some(c)
     }
 
     pub fn set_image_user(&self, image: &str, config: &crate::docker::parse::ImageConfig) {

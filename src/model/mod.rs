@@ -1,5 +1,6 @@
 //! What sbx knows about a sandbox, independent of how it learned it: the
-//! record and its label keys, the ownership tokens, the channel kind, the
+//! record and its label keys, the ownership tokens, the ids no sandbox may
+//! run as, the channel kind, the
 //! fixed paths inside a sandbox and the shape of refused input. A leaf: it
 //! imports nothing else of the crate.
 
@@ -9,6 +10,7 @@ pub mod engine;
 pub mod event;
 pub mod forward;
 pub mod gate;
+pub mod ids;
 pub mod invalid;
 pub mod paths;
 pub mod record;

@@ -62,10 +62,28 @@ pub const AUDIT_PROBES_MARK: &str = "audit-probes";
 /// removes an operator's `--egress-network`.
 pub const EGRESS_NET: &str = "sbx.egress-net";
 
-/// The session of `sbx doctor`'s probe sandbox: with the probe image's
-/// label (`host::self_image::LABEL`), what tells `sbx events` it is no
-/// sandbox of the operator's.
+/// The session of `sbx doctor`'s probe sandbox: what tells `sbx events` it
+/// is no sandbox of the operator's (no `--session` may name it, and the
+/// owner token covers it).
 pub const PROBE_SESSION: &str = "sbx-doctor";
+
+/// Label keys sbx reads, as prefixes: its record (`sbx.*`) and what older
+/// builds marked their own image with (`sbx-probe.*`). An image carrying
+/// one is refused: containers inherit image labels, and an image that
+/// labelled itself `sbx-probe.hash` was taken for sbx's own.
+pub const RESERVED_PREFIXES: &[&str] = &["sbx.", "sbx-probe."];
+
+/// Whole keys in the same namespaces. (`exitCode`, which overwrites the
+/// attribute of docker's `die` event, is not refused: `sbx events` reads a
+/// die's code from the engine's record instead.)
+pub const RESERVED_KEYS: &[&str] = &["sbx", "sbx-probe"];
+
+/// Whether `key` is one sbx reads (case-insensitively: refusing `SBX.x`
+/// too costs nothing, and docker's keys are case-sensitive).
+pub fn is_reserved_label(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    RESERVED_KEYS.contains(&k.as_str()) || RESERVED_PREFIXES.iter().any(|p| k.starts_with(p))
+}
 
 /// Every label sbx writes, so `docker ps` can be asked for exactly these.
 pub const ALL: &[&str] = &[

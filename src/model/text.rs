@@ -1,4 +1,5 @@
-//! Text a sandbox wrote, made safe to print as part of sbx's own messages.
+//! Text a sandbox wrote, made safe to print as part of sbx's own messages;
+//! mount points as the kernel escapes them in mountinfo.
 
 /// Text that may carry what a sandbox or its image wrote (log tails, a
 /// command's stderr, file names), made safe to print as part of sbx's own
@@ -56,6 +57,24 @@ pub fn inert_name(b: &[u8]) -> String {
         rest = &rest[valid.len() + bad..];
     }
     out
+}
+
+/// The kernel writes space, tab, newline and backslash in mount points as
+/// `\ooo` octal escapes.
+pub fn unescape_mount_point(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

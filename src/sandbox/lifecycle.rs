@@ -30,7 +30,7 @@ pub struct Changed {
     /// It was in that state already; nothing was done but the mark.
     pub already: bool,
     /// `start` of a sandbox with a TTL whose watchdog is gone (a reboot):
-    /// the socket path to start a new watchdog for.
+    /// what a new watchdog watches (`Driver::watched`).
     #[serde(skip)]
     pub unwatched: Option<PathBuf>,
 }
@@ -129,8 +129,11 @@ impl Driver {
         let watched = state.watchdog(id).is_some_and(|w| w.is_alive());
         let expires = raw.expiry(state.expiry(id)).is_some();
         let mut done = Changed::new(id, "running", false);
-        // A remote sandbox's label names its socket inside; its watchdog watches the marker here.
-        let watch = remote.map(|r| r.marker_socket).unwrap_or(socket_path);
+        // A remote sandbox's label names its socket inside; its watchdog watches its expiry here.
+        let watch = match remote {
+            Some(r) => r.watched,
+            None => socket_path.parent().unwrap_or(&socket_path).to_path_buf(),
+        };
         done.unwatched = (expires && !watched).then_some(watch);
         Ok(done)
     }

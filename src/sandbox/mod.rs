@@ -45,12 +45,15 @@ use crate::host::engine::EngineChoice;
 use crate::host::socket::RootChoice;
 use crate::host::state::{ProcId, State, StateChoice};
 use crate::model::engine::Engine;
+use crate::model::ids::Reserved;
 use crate::model::record::Record;
 use crate::spec;
 
 /// Returns the signal number once one is pending (see `interrupt`).
 pub type InterruptCheck = Arc<dyn Fn() -> Option<i32> + Send + Sync>;
 pub type IdSource = Arc<dyn Fn() -> String + Send + Sync>;
+/// The ids no sandbox on an engine may run as (`host::invoker::reserved`).
+pub type ReservedIds = Arc<dyn Fn(&Engine) -> Reserved + Send + Sync>;
 
 /// The state directory and the key that proves what this host made.
 pub struct HostState {
@@ -74,6 +77,7 @@ pub struct Driver {
     /// What names the engine, resolved on first use (issue 16).
     engine_choice: EngineChoice,
     engine: OnceLock<Engine>,
+    reserved: ReservedIds,
 }
 
 impl Driver {
@@ -91,6 +95,7 @@ impl Driver {
             // Tests get the default local engine (no config file is read).
             engine_choice: EngineChoice::default(),
             engine: OnceLock::new(),
+            reserved: Arc::new(crate::host::invoker::reserved),
         }
     }
 
@@ -125,6 +130,33 @@ impl Driver {
     /// The sbx executable packed into sbx's own image (the egress gate, audit's probe).
     pub fn exe(&self) -> &std::path::Path {
         &self.exe
+    }
+
+    /// sbx's own image on this engine: the id this data dir's own `docker
+    /// import` returned, with no docker call once recorded (see
+    /// `host::self_image`; never found by a label or a tag).
+    pub fn self_image(&self) -> Result<String> {
+        let dir = &self.state()?.state.dir;
+        let endpoint = &self.engine()?.endpoint;
+        crate::host::self_image::ensure(&*self.exec, &self.exe, crate::host::self_image::Place { dir, endpoint })
+    }
+
+    /// What every user of sbx's image does with `first`, the result of a
+    /// `create`/`run` of `image`: when docker said the image is gone, import
+    /// it again and `retry` with the new id, once (`self_image::again_if_gone`).
+    pub fn self_image_again<T>(
+        &self,
+        first: Result<T>,
+        image: &str,
+        retry: impl FnOnce(&str) -> Result<T>,
+    ) -> Result<T> {
+        if !matches!(&first, Err(e) if crate::host::self_image::is_gone(e)) {
+            return first;
+        }
+        let dir = &self.state()?.state.dir;
+        let endpoint = &self.engine()?.endpoint;
+        let place = crate::host::self_image::Place { dir, endpoint };
+        crate::host::self_image::again_if_gone(first, &*self.exec, &self.exe, place, image, retry)
     }
 
     /// The executable the egress gate's image is made from (tests use a small file).
@@ -170,6 +202,18 @@ impl Driver {
     pub fn with_interrupts(mut self, check: InterruptCheck) -> Self {
         self.interrupted = check;
         self
+    }
+
+    /// Who the user running sbx is, for tests (see [`Driver::reserved_ids`]).
+    pub fn with_reserved(mut self, reserved: ReservedIds) -> Self {
+        self.reserved = reserved;
+        self
+    }
+
+    /// The uids and gids no sandbox on this engine may run as: the caller's
+    /// and the docker socket's (see `model::ids`).
+    pub fn reserved_ids(&self) -> Result<Reserved> {
+        Ok((self.reserved)(self.engine()?))
     }
 
     pub fn with_ids(mut self, ids: IdSource) -> Self {

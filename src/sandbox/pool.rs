@@ -26,7 +26,8 @@ pub struct Claimed {
     pub id: String,
     /// `create --json`'s object, with this claim's session and expiry.
     pub created: crate::host::pool::CreatedJson,
-    pub socket_dir: PathBuf,
+    /// What its TTL watchdog watches (`Driver::watched`).
+    pub watched: PathBuf,
     pub expires: bool,
     pub by: ProcId,
 }
@@ -119,8 +120,8 @@ impl Driver {
                 state.set_expiry(&id, at)?;
                 created.expires_at = Some(humantime::format_rfc3339_millis(at).to_string());
             }
-            let socket_dir = self.roots.resolve()?.join(&id);
-            return Ok(Some(Claimed { id, created, socket_dir, expires: ttl.is_some(), by: me }));
+            let watched = self.watched(state, &id)?;
+            return Ok(Some(Claimed { id, created, watched, expires: ttl.is_some(), by: me }));
         }
         Ok(None)
     }

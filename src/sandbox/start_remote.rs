@@ -13,22 +13,21 @@ use super::Driver;
 use crate::docker::parse::RawContainer;
 use crate::error::{Error, HostError, Result};
 use crate::host::channel::Kind;
-use crate::host::socket;
 use crate::model::{paths, record};
 
 /// What a remote start checked and where its marker is.
 pub(super) struct RemoteStart {
     /// The helper volume holds the readable copy (gVisor).
     pub readable: bool,
-    /// `<socket root>/<id>/sandbox.sock`: the watchdog watches its directory.
-    pub marker_socket: PathBuf,
+    /// What its TTL watchdog watches (its expiry here: `Driver::watched`).
+    pub watched: PathBuf,
 }
 
 impl Driver {
     /// Before `docker start` of a stopped sandbox on a remote engine: it
     /// must be one made there (relayed channel, helper volume of this sbx's
-    /// helper), its marker here is made again if gone (a reboot emptied
-    /// /run) and attributed to this engine, and its /run must still be what
+    /// helper), attributed to this engine (nothing of it is made on this
+    /// machine's file system), and its /run must still be what
     /// create checked (the volumes are mounted for `docker cp` of a stopped
     /// container as at start; nothing of the sandbox runs meanwhile).
     pub(super) fn prepare_remote_start(&self, id: &str, raw: &RawContainer, channel: Kind) -> Result<RemoteStart> {
@@ -45,16 +44,11 @@ impl Driver {
         }
         let readable = self.helper_volume_of(id, raw)?;
         let state = &self.state()?.state;
-        let root = self.roots.resolve()?;
         state.set_engine(id, &engine.endpoint)?;
-        let dir = root.join(id);
-        if !dir.is_dir() {
-            socket::make_marker_dir(&root, id)?;
-        }
         self.check_interrupt()?;
         let image = raw.labels.get(record::IMAGE).cloned().unwrap_or_default();
         self.check_remote_layout(id, &image, readable)?;
-        Ok(RemoteStart { readable, marker_socket: dir.join(socket::SOCKET_NAME) })
+        Ok(RemoteStart { readable, watched: state.expiry_file(id) })
     }
 
     /// Whether the volume at /run/sbx (docker's record of the mounts) is

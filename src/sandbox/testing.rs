@@ -24,6 +24,19 @@ pub const MOUNTINFO: &str = "\
 612 600 8:1 /var/lib/sbx/helper/v-k /run/sbx ro,relatime - ext4 /dev/sda1 rw
 ";
 
+/// The user the rig's sbx runs as: uid [`CALLER`] in groups [`CALLER`] and
+/// [`DOCKER_GID`], the docker socket's (fixed, so no test depends on who runs it).
+pub const CALLER: u32 = 4321;
+pub const DOCKER_GID: u32 = 4999;
+
+pub fn reserved() -> crate::model::ids::Reserved {
+    let mut r = crate::model::ids::Reserved::default();
+    r.uid(CALLER, "yours (the user running sbx)");
+    r.gid(CALLER, "one of your groups (the user running sbx)");
+    r.gid(DOCKER_GID, "the group of the docker socket /var/run/docker.sock (who may drive the engine)");
+    r
+}
+
 pub struct Rig {
     pub fake: FakeDocker,
     /// The socket root: one directory per sandbox.
@@ -53,12 +66,34 @@ impl Rig {
         std::fs::create_dir_all(proc.join("4242")).unwrap();
         std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO).unwrap();
         // A small stand-in for sbx's executable, packed into the egress gate's image.
-        let exe = self.root.with_extension("exe");
-        std::fs::write(&exe, b"sbx").unwrap();
+        let exe = self.exe();
         Driver::new(Arc::new(self.fake.clone()), roots, states)
             .with_ids(Arc::new(|| ID.to_string()))
             .with_proc(proc)
             .with_exe(exe)
+            .with_reserved(Arc::new(|_| reserved()))
+    }
+
+    /// The small stand-in for sbx's executable (written once: its identity
+    /// is what sbx's own image is recorded under).
+    pub fn exe(&self) -> PathBuf {
+        let exe = self.root.with_extension("exe");
+        if !exe.exists() {
+            std::fs::write(&exe, b"sbx").unwrap();
+        }
+        exe
+    }
+
+    /// sbx's own image recorded as imported on the default engine as `id`,
+    /// so the driver runs it with no docker call.
+    pub fn self_image_recorded(&self, id: &str) {
+        self.self_image_recorded_at(crate::model::engine::DEFAULT_ENDPOINT, id);
+    }
+
+    /// [`Rig::self_image_recorded`] for the engine at `endpoint`.
+    pub fn self_image_recorded_at(&self, endpoint: &str, id: &str) {
+        let place = crate::host::self_image::Place { dir: &self.state, endpoint };
+        crate::host::self_image::record_for_test(place, &self.exe(), "ENGINE:ONE", id);
     }
 
     pub fn state(&self) -> State {

@@ -11,7 +11,8 @@ use crate::model::record;
 impl Driver {
     /// The TTL watchdog's loop: sleeps until the expiry (re-read every
     /// second, so `sbx ttl` moves it), then destroys the sandbox. Ends early
-    /// when the sandbox is destroyed by anyone else.
+    /// when the sandbox is destroyed by anyone else (`socket_dir`, or a
+    /// remote sandbox's expiry file, is gone: see [`Self::watched`]).
     pub fn watch(&self, id: &str, socket_dir: &Path) -> Result<()> {
         let state = &self.state()?.state;
         if let Some(me) = ProcId::current() {
@@ -37,8 +38,20 @@ impl Driver {
         }
     }
 
+    /// What sandbox `id`'s TTL watchdog watches, ending when it is gone: a
+    /// local sandbox's socket directory; for one on a remote engine, its
+    /// expiry file in the data dir (destroy and gc forget it), since
+    /// nothing sbx makes for a remote sandbox belongs on this machine's
+    /// file system (a marker directory under the socket root was).
+    pub fn watched(&self, state: &crate::host::state::State, id: &str) -> Result<PathBuf> {
+        Ok(match self.engine()?.is_remote() {
+            true => state.expiry_file(id),
+            false => self.roots.resolve()?.join(id),
+        })
+    }
+
     /// Move a sandbox's expiry to `ttl` from now. Returns the new expiry,
-    /// and the socket path when a watchdog must be started (none is alive).
+    /// and what a watchdog watches when one must be started (none is alive).
     pub fn set_ttl(&self, id: &str, ttl: Duration) -> Result<(SystemTime, Option<PathBuf>)> {
         let raw = self.inspect_one(id)?;
         let state = &self.state()?.state;
@@ -47,19 +60,12 @@ impl Driver {
         state.set_engine(id, &self.engine()?.endpoint)?;
         state.set_expiry(id, at)?;
         let watched = state.watchdog(id).is_some_and(|w| w.is_alive());
-        // A relayed remote sandbox's label names its socket inside it; the
-        // watchdog watches its marker here (made again if a reboot emptied
-        // /run, or the watchdog would end at once).
-        let socket = match raw.labels.get(record::SOCKET).map(String::as_str) {
-            Some(crate::model::paths::SANDBOX_SOCKET) => {
-                let root = self.roots.resolve()?;
-                if !root.join(id).is_dir() {
-                    crate::host::socket::make_marker_dir(&root, id)?;
-                }
-                Some(root.join(id).join(crate::host::socket::SOCKET_NAME))
-            }
-            s => s.map(PathBuf::from),
+        // A relayed remote sandbox's label names its socket inside it; its
+        // watchdog watches its expiry here.
+        let dir = match raw.labels.get(record::SOCKET).map(String::as_str) {
+            Some(crate::model::paths::SANDBOX_SOCKET) => Some(state.expiry_file(id)),
+            s => s.map(|s| Path::new(s).parent().unwrap_or(Path::new(s)).to_path_buf()),
         };
-        Ok((at, if watched { None } else { socket }))
+        Ok((at, if watched { None } else { dir }))
     }
 }

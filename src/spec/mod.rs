@@ -20,6 +20,7 @@ pub use remote::refuse_host_paths;
 pub use request::{parse_runtime, CreateRequest};
 pub use route::{is_loopback, network_for, validate_kind, Route, EGRESS_KIND};
 
+use crate::model::ids::Reserved;
 use crate::model::invalid::Invalid;
 
 /// Default pids limit: enough for a language runtime and a build, low enough
@@ -128,6 +129,11 @@ pub fn parse_setup(s: &str) -> Result<Vec<String>, Invalid> {
     }
 }
 
+/// What to do when a user is refused as reserved (see `model::ids`).
+pub const RESERVED_HINT: &str =
+    "pass --user UID:GID with ids that are neither yours, nor your groups', nor the docker \
+    socket's (e.g. --user 65534:65534); to let it write a --rw mount, give that uid access (setfacl -m u:UID:rwX DIR)";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UserSpec {
     pub uid: u32,
@@ -158,6 +164,20 @@ impl UserSpec {
         Ok(UserSpec { uid, gid })
     }
 
+    /// `--user` (of `create`, or `exec -u`): exit 2 when it names a reserved
+    /// id. Root is not reserved: `--user 0` is asked for by name (and warned of).
+    pub fn not_reserved(self, reserved: &Reserved) -> Result<Self, Invalid> {
+        match reserved.refuses(self.uid, self.gid) {
+            None => Ok(self),
+            Some(why) => Err(Invalid::new(
+                "--user",
+                format!("{}:{}", self.uid, self.gid),
+                format!("{why}: a sandbox running as the user who runs sbx, or with that user's or the docker socket's group, owns their files in every mount and shares their kernel limits"),
+            )
+            .hint(RESERVED_HINT)),
+        }
+    }
+
     /// The image's `Config.User`, if it is a numeric non-root user.
     pub fn from_image(user: &str) -> Option<Self> {
         let u = UserSpec::parse(user).ok()?;
@@ -171,7 +191,9 @@ pub fn parse_session(s: &str) -> Result<String, Invalid> {
         && s.len() <= 128
         && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
+    if ok && s.eq_ignore_ascii_case(crate::model::record::PROBE_SESSION) {
+        Err(Invalid::new("session key", s, "it is sbx doctor's own (its probe sandbox's session)"))
+    } else if ok {
         Ok(s.to_string())
     } else {
         Err(Invalid::new(
@@ -213,8 +235,8 @@ pub fn parse_label(s: &str) -> Result<(String, String), Invalid> {
     if !key_ok {
         return Err(Invalid::new("--label", s, "the key must be letters, digits, '.', '_', '-', '/'"));
     }
-    if k == "sbx" || k.starts_with("sbx.") {
-        return Err(Invalid::new("--label", s, "keys under sbx. are sbx's own record"));
+    if crate::model::record::is_reserved_label(k) {
+        return Err(Invalid::new("--label", s, "keys `sbx`, `sbx.*` and `sbx-probe.*` are sbx's own"));
     }
     if v.contains(['\n', '\0']) {
         return Err(Invalid::new("--label", s, "the value contains a newline or NUL"));

@@ -30,6 +30,106 @@ const RESERVED_TARGETS: &[&str] = &["/tmp", "/state", crate::model::paths::HELPE
 /// volume). Below /tmp is fine: the mount point is made in sbx's tmpfs.
 const RESERVED_TREES: &[&str] = &["/state"];
 
+/// Host trees that are the kernel's own interfaces: `--ro /proc:/hostproc`
+/// handed the sandbox every same-uid process's root and environ. Refused
+/// as sources that are, are inside or hold one (a canonical path, so a
+/// symlink to /proc, `/proc/self/..` and `/./proc` count as /proc).
+const KERNEL_SOURCES: &[&str] = &["/proc", "/sys", "/dev"];
+/// Where the engine, containerd and the system keep their sockets and
+/// state: refused as sources that are, are inside or hold one (a socket
+/// there is the engine's or the system bus's; a unix socket connects
+/// through a read-only mount too). /run/user holds each user's session bus
+/// and a rootless engine's socket; /var/lib/docker every container's files.
+const SOCKET_SOURCES: &[&str] = &[
+    "/run/containerd",
+    "/run/docker",
+    "/run/dbus",
+    "/run/systemd",
+    "/run/user",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+];
+/// Filesystem types of the kernel's interfaces, wherever they are mounted:
+/// `mount --bind /proc /mnt/p` makes /mnt/p a /proc that no path names.
+const KERNEL_FS: &[&str] = &[
+    "proc",
+    "sysfs",
+    "devtmpfs",
+    "devpts",
+    "cgroup",
+    "cgroup2",
+    "securityfs",
+    "debugfs",
+    "tracefs",
+    "bpf",
+    "configfs",
+    "pstore",
+    "efivarfs",
+    "fusectl",
+    "binfmt_misc",
+    "mqueue",
+    "nsfs",
+    "selinuxfs",
+];
+
+/// The mount points of the kernel filesystems in a mountinfo file
+/// (`/proc/self/mountinfo`: the engine binds in the same mount namespace).
+pub fn kernel_mount_points(mountinfo: &str) -> Vec<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|l| {
+            let point = l.split(' ').nth(4)?;
+            let fstype = l.split_once(" - ")?.1.split(' ').next()?;
+            KERNEL_FS.contains(&fstype).then(|| PathBuf::from(crate::model::text::unescape_mount_point(point)))
+        })
+        .collect()
+}
+
+/// This process's kernel mount points; none when /proc cannot be read (the
+/// paths above are still refused).
+fn kernel_mounts() -> Vec<PathBuf> {
+    std::fs::read_to_string("/proc/self/mountinfo").map(|t| kernel_mount_points(&t)).unwrap_or_default()
+}
+
+/// Refuse a canonical host source that hands the sandbox a kernel
+/// interface or a host socket: in a kernel tree or on a kernel filesystem
+/// (or holding one: docker's binds are recursive), in or holding a socket
+/// directory of the engine or the system, or itself a socket or a device.
+fn check_host_source(host: &Path, kernel_mounts: &[PathBuf]) -> Result<(), String> {
+    let overlaps = |p: &Path| host.starts_with(p) || p.starts_with(host);
+    let how = |p: &Path| if host.starts_with(p) { "is or lies in" } else { "holds" };
+    for k in KERNEL_SOURCES.iter().map(Path::new).chain(kernel_mounts.iter().map(PathBuf::as_path)) {
+        if overlaps(k) {
+            return Err(format!(
+                "it {} {}, the host kernel's interface (other processes' memory maps, environments, devices): \
+                 never a sandbox's",
+                how(k),
+                k.display()
+            ));
+        }
+    }
+    for d in SOCKET_SOURCES.iter().map(Path::new) {
+        if overlaps(d) {
+            return Err(format!(
+                "it {} {}, where the engine or the system keeps its sockets: one of them hands the sandbox the host",
+                how(d),
+                d.display()
+            ));
+        }
+    }
+    use std::os::unix::fs::FileTypeExt;
+    let t =
+        std::fs::metadata(host).map_err(|e| format!("host path {} cannot be used: {e}", host.display()))?.file_type();
+    let what = if t.is_socket() {
+        "a unix socket (a host service's door: containerd, dbus, an agent)"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        return Ok(());
+    };
+    Err(format!("it is {what}; mount a directory or a file"))
+}
+
 /// Docker's own socket, wherever this host keeps it.
 pub fn docker_socket_paths(docker_host: Option<&str>) -> Vec<PathBuf> {
     let mut v = vec![PathBuf::from("/var/run/docker.sock"), PathBuf::from("/run/docker.sock")];
@@ -65,6 +165,7 @@ impl MountSpec {
         }
         let host_path = canonical_host(host).map_err(|r| Invalid::new(what, spec, r))?;
         check_not_docker_socket(&host_path, docker_sockets).map_err(|r| Invalid::new(what, spec, r))?;
+        check_host_source(&host_path, &kernel_mounts()).map_err(|r| Invalid::new(what, spec, r))?;
         let sandbox = sandbox_target(sandbox).map_err(bad)?;
         Ok(MountSpec { host: host_path, sandbox, readonly })
     }
@@ -79,6 +180,7 @@ impl MountSpec {
             return Err(Invalid::new("--state-dir", dir, "it is not a directory"));
         }
         check_not_docker_socket(&host, docker_sockets).map_err(|r| Invalid::new("--state-dir", dir, r))?;
+        check_host_source(&host, &kernel_mounts()).map_err(|r| Invalid::new("--state-dir", dir, r))?;
         Ok(MountSpec { host, sandbox: "/state".into(), readonly: false })
     }
 
@@ -142,7 +244,65 @@ fn canonical_host(host: &str) -> Result<PathBuf, String> {
     if host.starts_with('-') {
         return Err("the host path starts with '-'".into());
     }
-    Path::new(host).canonicalize().map_err(|e| format!("host path {host:?} cannot be used: {e} (it must exist)"))
+    let canonical = Path::new(host)
+        .canonicalize()
+        .map_err(|e| format!("host path {host:?} cannot be used: {e} (it must exist)"))?;
+    if let Some((link, uid)) = untrusted_link(Path::new(host)) {
+        return Err(format!(
+            "{} on the way is a symlink owned by uid {uid}, not by root (a sandbox can make one in a --rw \
+             mount, and the mount would follow it); name the real path: {}",
+            link.display(),
+            canonical.display()
+        ));
+    }
+    Ok(canonical)
+}
+
+/// The first symlink on the way to `path` that root does not own, with its
+/// owner: the rule `sbx cp` follows links by (see `workbench::transfer::host`),
+/// here for a mount source, which docker resolves as canonicalize does.
+fn untrusted_link(path: &Path) -> Option<(PathBuf, u32)> {
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    use std::os::unix::fs::MetadataExt;
+    // Names to walk; None is `..`.
+    let parts = |p: &Path| -> Vec<Option<OsString>> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(Some(n.to_os_string())),
+                Component::ParentDir => Some(None),
+                _ => None,
+            })
+            .collect()
+    };
+    let absolute = std::env::current_dir().ok()?.join(path);
+    let mut cur = PathBuf::from("/");
+    let mut todo: VecDeque<Option<OsString>> = parts(&absolute).into();
+    let mut links = 0;
+    while let Some(c) = todo.pop_front() {
+        let Some(name) = c else {
+            cur.pop();
+            continue;
+        };
+        let next = cur.join(name);
+        let md = std::fs::symlink_metadata(&next).ok()?;
+        if !md.file_type().is_symlink() {
+            cur = next;
+            continue;
+        }
+        links += 1;
+        if md.uid() != 0 {
+            return Some((next, md.uid()));
+        }
+        let target = std::fs::read_link(&next).ok().filter(|_| links <= 40)?;
+        if target.is_absolute() {
+            cur = PathBuf::from("/");
+        }
+        for p in parts(&target).into_iter().rev() {
+            todo.push_front(p);
+        }
+    }
+    None
 }
 
 fn check_not_docker_socket(host: &Path, docker_sockets: &[PathBuf]) -> Result<(), String> {
@@ -192,127 +352,4 @@ fn sandbox_target(path: &str) -> Result<String, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A scratch directory removed when the test ends, pass or fail (issue
-    /// 10 item 9: these were left behind in /tmp, root-owned, on every run).
-    struct TmpDir(PathBuf);
-
-    impl std::ops::Deref for TmpDir {
-        type Target = PathBuf;
-        fn deref(&self) -> &PathBuf {
-            &self.0
-        }
-    }
-
-    impl Drop for TmpDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn tmpdir(tag: &str) -> TmpDir {
-        let d = std::env::temp_dir().join(format!("sbx-mount-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        TmpDir(d.canonicalize().unwrap())
-    }
-
-    #[test]
-    fn scratch_directories_are_removed() {
-        let d = tmpdir("gone");
-        std::fs::write(d.join("f"), b"x").unwrap();
-        let p = d.to_path_buf();
-        drop(d);
-        assert!(!p.exists(), "{} left behind", p.display());
-    }
-
-    #[test]
-    fn parses_host_and_target() {
-        let d = tmpdir("ok");
-        let m = MountSpec::parse(&format!("{}:/data", d.display()), true, &[]).unwrap();
-        assert_eq!(m.host, *d);
-        assert_eq!(m.sandbox, "/data");
-        assert_eq!(m.mount_arg(), format!("type=bind,src={},dst=/data,readonly", d.display()));
-        let m = MountSpec::parse(&d.display().to_string(), false, &[]).unwrap();
-        assert_eq!(m.sandbox, d.display().to_string());
-        assert!(!m.mount_arg().contains("readonly"));
-    }
-
-    #[test]
-    fn refuses_sbx_own_directories_and_what_holds_or_is_inside_them() {
-        let d = tmpdir("own");
-        for sub in ["data/stopped", "run/sbx-0123456789ab", "run/data", "project"] {
-            std::fs::create_dir_all(d.join(sub)).unwrap();
-        }
-        let (data, run) = (d.join("data"), d.join("run"));
-        let m = |p: &str| MountSpec::parse(&format!("{}:/x", d.join(p).display()), false, &[]).unwrap();
-        for fine in ["project", "run/data"] {
-            check_not_sbx_dirs(&[m(fine)], None, &data, &run).unwrap();
-        }
-        for (mount, how) in [
-            ("data", "it is sbx's own data"),
-            ("", "it holds"),
-            ("data/stopped", "it is inside"),
-            ("run/sbx-0123456789ab", "it is inside sbx's own socket"),
-        ] {
-            let e = check_not_sbx_dirs(&[m(mount)], None, &data, &run).unwrap_err();
-            assert!(e.reason.starts_with(how), "{mount}: {}", e.reason);
-        }
-        let e = check_not_sbx_dirs(&[], Some(&m("run")), &data, &run).unwrap_err();
-        assert_eq!(e.what, "--state-dir");
-        assert!(e.reason.contains("socket directory"), "{}", e.reason);
-    }
-
-    #[test]
-    fn refuses_hostile_specs() {
-        let d = tmpdir("bad");
-        let ds = d.display();
-        let cases = [
-            (format!("{ds}:/data,readonly=false"), "inject"),
-            (format!("{ds},ro"), "inject"),
-            (format!("{ds}:/a\"b"), "inject"),
-            (format!("{ds}:relative"), "not absolute"),
-            (format!("{ds}:/a/../proc"), "'..'"),
-            (format!("{ds}:/"), "over /"),
-            (format!("{ds}:/proc"), "over /proc"),
-            (format!("{ds}:/proc/sys"), "over /proc"),
-            (format!("{ds}:/sys"), "over /sys"),
-            (format!("{ds}:/dev/"), "over /dev"),
-            (format!("{ds}:/run"), "over /run"),
-            (format!("{ds}:/run/sandbox"), "over /run/sandbox"),
-            (format!("{ds}:/run/sandbox/x"), "over /run/sandbox"),
-            (format!("{ds}:/var/run"), "over /var/run"),
-            (format!("{ds}:/tmp"), "sbx's own tmpfs"),
-            (format!("{ds}:/state/workspace"), "sbx's own tmpfs"),
-            (format!("{ds}:/run/sbx-bg"), "sbx's own tmpfs"),
-            (format!("{ds}:/run/sbx"), "over /run/sbx"),
-            (format!("{ds}:/run/sbx/helper"), "over /run/sbx"),
-            (format!("{ds}:/var/run/sbx/helper"), "over /run/sbx"),
-            (format!("{ds}:/var/run/sandbox/sandbox.sock"), "over /run/sandbox"),
-            (format!("{ds}:/var/run/"), "over /var/run"),
-            (format!("{ds}:/a:/b"), "more than one"),
-            ("/definitely/not/here:/data".to_string(), "must exist"),
-            ("-x:/data".to_string(), "starts with '-'"),
-            (":/data".to_string(), "empty"),
-        ];
-        for (spec, why) in cases {
-            let err = MountSpec::parse(&spec, true, &[]).unwrap_err();
-            assert!(err.reason.contains(why), "{spec:?}: {}", err.reason);
-        }
-    }
-
-    #[test]
-    fn refuses_the_docker_socket_and_its_parents() {
-        let d = tmpdir("sock");
-        let sock = d.join("docker.sock");
-        std::fs::write(&sock, b"").unwrap();
-        let socks = vec![sock.clone()];
-        for spec in [sock.display().to_string(), d.display().to_string(), "/".to_string()] {
-            let err = MountSpec::parse(&format!("{spec}:/x"), true, &socks).unwrap_err();
-            assert!(err.reason.contains("docker socket"), "{spec}: {}", err.reason);
-        }
-        let err = MountSpec::state_dir(&d.display().to_string(), &socks).unwrap_err();
-        assert!(err.reason.contains("docker socket"));
-    }
-}
+mod tests;

@@ -37,7 +37,8 @@ pub struct CreateRequest {
     /// Route KIND:TARGET (e.g. inference:proxy:8080): joins network sbx-<host>. Repeatable.
     #[arg(long = "route", value_name = "KIND:TARGET")]
     pub routes: Vec<String>,
-    /// Bind-mount HOST read-only at SANDBOX (default: the same path). Repeatable.
+    /// Bind-mount HOST read-only at SANDBOX (default: the same path); not /proc, /sys, /dev,
+    /// engine socket directories, a socket or a device. Repeatable.
     #[arg(long, value_name = "HOST[:SANDBOX]")]
     pub ro: Vec<String>,
     /// Bind-mount HOST read-write at SANDBOX (default: the same path). Repeatable.
@@ -62,7 +63,8 @@ pub struct CreateRequest {
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,
     /// Numeric UID[:GID] [default: the image's numeric non-root user, else 65534:65534].
-    /// Group 0 only when given here (UID:0), with a warning; never from the image.
+    /// Group 0 only when given here (UID:0), with a warning; never from the image. Never
+    /// your uid, your groups or the docker socket's group (an image's become 65534).
     #[arg(long, value_name = "UID[:GID]")]
     pub user: Option<String>,
     /// How long to wait for the sandbox to bind its socket; 0 returns once it runs [default: 90s].
@@ -194,6 +196,17 @@ impl SandboxSpec {
         }
         let env = req.env.iter().map(|e| parse_env(e)).collect::<Result<_, _>>()?;
         let user = req.user.as_deref().map(UserSpec::parse).transpose()?;
+        // Root's links in a writable host mount would be root's own, the one
+        // owner `sbx cp` follows a link of (see `workbench::transfer::host`).
+        if user.is_some_and(|u| u.uid == 0) && (!mounts.iter().all(|m| m.readonly) || state_dir.is_some()) {
+            return Err(Invalid::new(
+                "--user",
+                req.user.clone().unwrap_or_default(),
+                "a sandbox running as root makes what it writes in a --rw or --state-dir mount root's, \
+                 links included, and root's links are the ones sbx cp follows on the host",
+            )
+            .hint("mount the directory --ro, or run the sandbox as another uid (--user UID)"));
+        }
         let socket_wait = match &req.socket_wait {
             Some(w) => parse_duration("--socket-wait", w)?,
             None => DEFAULT_SOCKET_WAIT,

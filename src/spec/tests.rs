@@ -21,6 +21,30 @@ fn users() {
     assert_eq!(UserSpec::from_image(""), None);
 }
 
+/// Root's links in a writable mount are the ones `sbx cp` follows: a root
+/// sandbox gets read-only host mounts only.
+#[test]
+fn root_gets_no_writable_host_mount() {
+    let d = std::env::current_dir().unwrap().canonicalize().unwrap().display().to_string();
+    let root = |r: CreateRequest| SandboxSpec::from_request(&CreateRequest { user: Some("0".into()), ..r }, None);
+    for r in [
+        CreateRequest { rw: vec![format!("{d}:/w")], ..req() },
+        CreateRequest { ro: vec![format!("{d}:/r")], rw: vec![format!("{d}:/w")], ..req() },
+        CreateRequest { state_dir: Some(d.clone()), ..req() },
+    ] {
+        let e = root(r).unwrap_err();
+        assert!(e.what == "--user" && e.reason.contains("sbx cp follows"), "{e:?}");
+    }
+    assert!(root(CreateRequest { ro: vec![format!("{d}:/r")], ..req() }).is_ok());
+    let e = SandboxSpec::from_request(
+        &CreateRequest { user: Some("0:5".into()), rw: vec![format!("{d}:/w")], ..req() },
+        None,
+    );
+    assert!(e.is_err(), "any gid");
+    let u = CreateRequest { user: Some("1000:0".into()), rw: vec![format!("{d}:/w")], ..req() };
+    assert!(SandboxSpec::from_request(&u, None).is_ok(), "group 0 makes links of uid 1000");
+}
+
 #[test]
 fn env_and_labels() {
     assert_eq!(parse_env("A_1=x=y").unwrap(), ("A_1".into(), "x=y".into()));
@@ -31,14 +55,17 @@ fn env_and_labels() {
         assert!(parse_env(bad).unwrap_err().reason.contains(why), "{bad}");
     }
     assert!(parse_label("ci.job=42").is_ok());
-    assert!(parse_label("sbx.tier=2").unwrap_err().reason.contains("sbx's own"));
+    for bad in ["sbx.tier=2", "SBX.Tier=2", "sbx-probe.hash=x", "sbx=1"] {
+        assert!(parse_label(bad).unwrap_err().reason.contains("sbx's own"), "{bad}");
+    }
+    assert!(parse_label("sbx-test.fixture=1").is_ok(), "a key sbx never reads");
     assert!(parse_label("a=b\nc").is_err());
 }
 
 #[test]
 fn sessions_ids_durations_cpus() {
     assert!(parse_session("agent-7.run_1").is_ok());
-    for bad in ["", "-x", "a b", "a/b", "a\nb", &"x".repeat(129), "ünï"] {
+    for bad in ["", "-x", "a b", "a/b", "a\nb", &"x".repeat(129), "ünï", "sbx-doctor", "SBX-Doctor"] {
         assert!(parse_session(bad).is_err(), "{bad:?}");
     }
     let id = new_id();

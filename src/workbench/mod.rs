@@ -28,6 +28,8 @@ pub use files::{backup, cp, parse_cp_side, restore, CpSide, WORKSPACE};
 pub use helper::helper_exit;
 pub use listing::{list, mkdir, sandbox_path, ListOpts};
 pub use ports::{relay_argv, wait_port};
-pub use ps::{exec_detached, kill, logs, new_handle, parse_signal, ps, signal_name, validate_handle, BgProcess};
+pub use ps::{
+    exec_detached, is_handle, kill, logs, new_handle, parse_signal, ps, signal_name, validate_handle, BgProcess, PsList,
+};
 pub use stats::{stats, stats_present, Stats};
 pub use watch::{watch, WatchEnd};

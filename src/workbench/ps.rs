@@ -71,16 +71,34 @@ impl BgProcess {
     }
 }
 
-pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<Vec<BgProcess>> {
+/// What `ps` found: the background processes, and how many records it
+/// dropped because their handle is not one sbx makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PsList {
+    pub processes: Vec<BgProcess>,
+    pub foreign: usize,
+}
+
+/// The background processes the helper lists from the sandbox's
+/// `/run/sbx-bg`, where every directory name is the sandbox's to choose: a
+/// record whose handle is not of the shape [`new_handle`] makes (one named
+/// with escape sequences and newlines set the terminal's title, erased a
+/// line and printed a forged row) is no process `exec -d` started, and is
+/// dropped, in `--json` too.
+pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<PsList> {
     let out = helper(exec, id, &["ps"])?;
-    out.stdout_str()
+    let all: Vec<BgProcess> = out
+        .stdout_str()
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             serde_json::from_str(l)
                 .map_err(|source| Error::Sandbox(SandboxError::HelperOutput { what: "ps", line: l.into(), source }))
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    let total = all.len();
+    let processes: Vec<BgProcess> = all.into_iter().filter(|p| is_handle(&p.handle)).collect();
+    Ok(PsList { foreign: total - processes.len(), processes })
 }
 
 /// Signal names and numbers `kill` accepts.
@@ -118,9 +136,13 @@ const SIGNALS: &[(&str, i32)] = &[
     ("WINCH", 28),
 ];
 
+/// Whether `h` has the shape of a handle [`new_handle`] makes: `p` and 8 hex digits.
+pub fn is_handle(h: &str) -> bool {
+    h.len() == 9 && h.starts_with('p') && h[1..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 pub fn validate_handle(h: &str) -> std::result::Result<(), Invalid> {
-    let ok = h.len() == 9 && h.starts_with('p') && h[1..].bytes().all(|b| b.is_ascii_hexdigit());
-    if ok {
+    if is_handle(h) {
         Ok(())
     } else {
         Err(Invalid::new("process handle", h, "handles look like p0123abcd, as `sbx exec -d` printed them")
@@ -204,7 +226,7 @@ mod tests {
         f.push(Output::ok(
             "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":true,\"exit_code\":null}\n",
         ));
-        let list = ps(&f, "sbx-0123456789ab").unwrap();
+        let list = ps(&f, "sbx-0123456789ab").unwrap().processes;
         assert_eq!(list[0].pid, Some(42));
         assert!(list[0].running);
         // Issue 10 item 9: ended by TERM is not "exit 143".
@@ -212,7 +234,7 @@ mod tests {
             "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":false,\"exit_code\":null,\"signal\":15}\n\
              {\"handle\":\"p0000abce\",\"pid\":43,\"command\":[\"x\"],\"running\":false,\"exit_code\":3,\"signal\":null}\n",
         ));
-        let list = ps(&f, "sbx-0123456789ab").unwrap();
+        let list = ps(&f, "sbx-0123456789ab").unwrap().processes;
         assert_eq!((list[0].signal, list[0].exit_code, list[0].status()), (Some(15), None, "killed by TERM".into()));
         assert_eq!(list[1].status(), "exit 3");
         f.push(Output::fail(

@@ -113,11 +113,18 @@ fn mounts_state_dir_and_user() {
     let state = w.socket_root.join("state");
     std::fs::create_dir_all(&host).unwrap();
     std::fs::create_dir_all(&state).unwrap();
-    // Not root: the directories are already the caller's, and so is the uid.
+    // Not root: a sandbox is never the caller's uid, so another uid gets
+    // the directories' write permission instead of their ownership.
     let root = nix::unistd::geteuid().is_root();
-    let uid = if root { 1000 } else { nix::unistd::geteuid().as_raw() };
-    for d in [&host, &state].into_iter().filter(|_| root) {
-        nix::unistd::chown(d, Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(uid))).unwrap();
+    let me = nix::unistd::geteuid().as_raw();
+    let uid = if me == 1000 { 1001 } else { 1000 };
+    for d in [&host, &state] {
+        if root {
+            nix::unistd::chown(d, Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(uid)))
+                .unwrap();
+        } else {
+            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        }
     }
     let ro = format!("{}:/data", host.display());
     let rw = format!("{}:/work", host.display());
@@ -131,7 +138,7 @@ fn mounts_state_dir_and_user() {
     assert!(host.join("x").exists() && state.join("y").exists());
     // Root gives the socket directory away; otherwise it is the caller's marker directory.
     let md = std::fs::metadata(w.socket_root.join(&sb.id)).unwrap();
-    assert_eq!(std::os::unix::fs::MetadataExt::uid(&md), uid);
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&md), if root { uid } else { me });
     drop(sb);
     std::fs::remove_dir_all(&host).unwrap();
     std::fs::remove_dir_all(&state).unwrap();

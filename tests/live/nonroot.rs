@@ -19,7 +19,7 @@ use crate::support::*;
 const USER: &str = "sbxtest-user";
 
 /// (uid, gid) of the non-root docker user the tests run sbx as.
-fn user() -> (u32, u32) {
+pub(crate) fn user() -> (u32, u32) {
     static USER_IDS: OnceLock<(u32, u32)> = OnceLock::new();
     *USER_IDS.get_or_init(|| {
         let me = nix::unistd::geteuid();
@@ -49,15 +49,15 @@ fn user() -> (u32, u32) {
 }
 
 /// A world of the non-root user's own: its socket root and data dir.
-struct UserWorld {
+pub(crate) struct UserWorld {
     case: String,
-    socket_root: PathBuf,
+    pub(crate) socket_root: PathBuf,
     data_dir: PathBuf,
     image: String,
 }
 
 impl UserWorld {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let image = fixture_image();
         let (uid, gid) = user();
         let case = unique("u");
@@ -71,12 +71,12 @@ impl UserWorld {
         UserWorld { case, socket_root, data_dir, image }
     }
 
-    fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!("{TEST_LABEL}.case={}", self.case)
     }
 
     /// sbx, run as the non-root docker user.
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let (uid, gid) = user();
         let mut cmd = if nix::unistd::geteuid().is_root() {
             let mut c = Command::new("setpriv");
@@ -92,11 +92,11 @@ impl UserWorld {
         cmd
     }
 
-    fn sbx(&self, args: &[&str]) -> Output {
+    pub(crate) fn sbx(&self, args: &[&str]) -> Output {
         self.command(args).output().expect("spawn sbx as the docker user")
     }
 
-    fn create(&self, args: &[&str]) -> Output {
+    pub(crate) fn create(&self, args: &[&str]) -> Output {
         let label = self.label();
         let mut full = vec!["create", "--image", &self.image, "--label", &label];
         full.extend_from_slice(args);

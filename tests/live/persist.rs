@@ -269,31 +269,52 @@ fn volumes_rm_removes_volume_dir_and_lock_and_is_refused_while_in_use() {
     assert!(std::fs::symlink_metadata(&dir).is_err() && outside.join("precious").exists());
 }
 
-/// Issue 10: gc reports and removes session state whose volume is gone
-/// (here removed behind sbx's back), and leaves a live session's alone.
+/// gc and session state whose volume is gone. A session's work outlives
+/// its docker volume object: `docker volume rm` (or `docker volume prune`,
+/// which on 20.10 removes every unused volume and leaves a bind's data on
+/// disk) then the README's cron `sbx gc` deleted it. gc makes the volume
+/// again instead and the next sandbox of the session finds the work; only
+/// an empty directory (a create killed before `docker volume create`) and
+/// its lock file go. A live session's state is never touched.
 #[test]
-fn gc_removes_session_state_left_without_its_volume() {
+fn gc_keeps_a_sessions_work_whose_volume_is_gone_and_removes_empty_state() {
     let w = World::new();
-    let (gone, kept) = (format!("{}-g", w.case), format!("{}-k", w.case));
+    let (gone, kept, empty) = (format!("{}-g", w.case), format!("{}-k", w.case), format!("{}-e", w.case));
     for s in [&gone, &kept] {
         let sb = w.create(&["--session", s, "--persist"]);
         assert_success(&w.sbx(&["exec", &sb.id, "--", "/bin/fixture", "write", "/state/keep"]), "write");
         assert_success(&w.sbx(&["destroy", &sb.id]), "destroy keeps the volume");
     }
     let vols = w.state_dir.join("volumes");
+    std::fs::create_dir(vols.join(&empty)).unwrap();
+    std::fs::write(vols.join(format!("{empty}.lock")), b"").unwrap();
     // The session dir stays bind-mounted nosuid,nodev until purge; the
     // engine removes the volume itself without knowing.
-    assert_success(&docker(&["volume", "rm", &format!("sbx-state-{gone}")]), "docker volume rm behind sbx's back");
+    let volume = format!("sbx-state-{gone}");
+    assert_success(&docker(&["volume", "rm", &volume]), "docker volume rm behind sbx's back");
     let out = w.sbx(&["gc", "--dry-run"]);
     assert_success(&out, "gc --dry-run");
-    assert!(stdout(&out).contains(&format!("would remove orphaned session state {}", vols.join(&gone).display())));
-    assert!(vols.join(&gone).join("keep").exists(), "dry run removed something");
+    assert!(stdout(&out).contains(&format!("would make again session volume {volume}")), "{}", stdout(&out));
+    assert!(stdout(&out).contains(&format!("would remove orphaned session state {}", vols.join(&empty).display())));
+    assert!(!stdout(&out).contains(&format!("session state {}", vols.join(&gone).display())), "{}", stdout(&out));
+    assert!(!docker(&["volume", "inspect", &volume]).status.success(), "dry run made the volume");
     let out = w.sbx(&["--json", "gc"]);
     assert_success(&out, "gc");
     let report = json(&out);
+    assert!(vols.join(&gone).join("keep").exists(), "gc deleted a session's work: {report}");
+    assert_eq!(report["restored_volumes"], serde_json::json!([volume]), "{report}");
     let paths: Vec<&str> = report["volume_state"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
     assert_eq!(paths.len(), 2, "{report}");
-    assert!(!vols.join(&gone).exists() && !vols.join(format!("{gone}.lock")).exists(), "{report}");
+    assert!(!vols.join(&empty).exists() && !vols.join(format!("{empty}.lock")).exists(), "{report}");
+    assert_success(&docker(&["volume", "inspect", &volume]), "gc made the volume again");
+    let vl: serde_json::Value = serde_json::from_slice(&w.sbx(&["volumes", "--json"]).stdout).unwrap();
+    assert!(vl.as_array().unwrap().iter().any(|v| v["name"] == volume.as_str()), "volumes lists it again: {vl}");
+    // The next gc has nothing to do with it; the next sandbox finds the work.
+    let again = json(&w.sbx(&["--json", "gc"]));
+    assert!(again.get("restored_volumes").is_none() && again["volume_state"] == serde_json::json!([]), "{again}");
+    let sb = w.create(&["--session", &gone, "--persist"]);
+    assert_success(&sb.exec(&["exists", "/state/keep"]), "the next sandbox of the session finds its work");
+    assert_success(&w.sbx(&["destroy", "--purge", &sb.id]), "purge");
     assert!(vols.join(&kept).join("keep").exists(), "a live session's state was touched");
     assert_success(&w.sbx(&["volumes", "rm", &kept]), "volumes rm");
     w.assert_nothing_left();

@@ -324,6 +324,10 @@ fn a_sandbox_lives_its_whole_life_on_a_remote_engine() {
     assert_eq!((v["channel"].as_str(), v["socket"].as_str()), (Some("exec"), Some("/run/sandbox/sandbox.sock")), "{v}");
     let mounts = sb.inspect("{{range .Mounts}}{{.Type}} {{.Name}} {{.Destination}} {{.RW}};{{end}}");
     assert!(mounts.contains(" /run/sbx false;") && mounts.contains("volume sbx-helper-"), "{mounts}");
+    // Nothing sbx makes for a remote sandbox belongs on this machine's file
+    // system: no directory under the socket root (an empty one was made,
+    // and removed at destroy).
+    assert_eq!(w.socket_dirs(), Vec::<String>::new(), "a remote create made a socket directory here");
 
     // A second create reuses the helper volume the first one verified: one
     // `docker volume inspect`, no filler.
@@ -407,12 +411,15 @@ fn ttl_and_gc_reach_the_remote_engine() {
         stdout(&out).trim().to_string()
     };
     let reaped = create("2s");
+    assert_eq!(w.socket_dirs(), Vec::<String>::new(), "a remote create made a socket directory here");
     kill_watchdog_until_expired(&w, &reaped);
-    let watched = create("12s");
+    // Long enough that a loaded engine's create and gc over ssh end before
+    // it expires (at 12 s, gc beside other remote suites took it too).
+    let watched = create("30s");
     let out = sbx(&w, &["gc"], &env);
     assert_success(&out, "gc over ssh");
     assert_eq!(w.containers().len(), 1, "gc left the expired sandbox {reaped} (or took the live one)");
-    let gone = until(std::time::Duration::from_secs(30), || w.containers().is_empty());
+    let gone = until(std::time::Duration::from_secs(60), || w.containers().is_empty());
     assert!(gone.is_some(), "the watchdog never destroyed {watched} on the remote engine");
     assert_eq!(w.socket_dirs(), Vec::<String>::new());
 }

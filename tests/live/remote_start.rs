@@ -64,7 +64,10 @@ fn a_remote_sandbox_stops_starts_pauses_and_resumes_over_ssh() {
     assert!(stderr(&out).contains("\"paused\"") && stderr(&out).contains("sbx resume"), "{}", stderr(&out));
     assert_success(&sbx(&w, &["resume", &sb.id], &env), "resume over ssh");
     line_by_line(connect(&w, &env, &sb.id), &["after"], str::to_string);
-    assert!(w.socket_root.join(&sb.id).is_dir(), "the marker (the watchdog's) went");
+    assert_eq!(w.socket_dirs(), Vec::<String>::new(), "a remote start made a socket directory here");
+    let pidfile = w.state_dir.join("watchdog").join(&sb.id);
+    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    assert!(alive(pid), "the TTL watchdog (watching its TTL here) ended");
 
     let out = sbx(&w, &["create", "--image", &w.image, "--label", &label, "--socket-wait", "0", "--", "sleep"], &env);
     assert_success(&out, "create of a program that never binds");
@@ -156,9 +159,10 @@ fn alive(pid: i32) -> bool {
 }
 
 /// gc and destroy against this machine's engine leave the files of a
-/// sandbox on a remote engine alone (its marker, so its TTL watchdog, and
-/// its TTL); gc against the remote engine reaps them once the sandbox was
-/// removed there behind sbx's back.
+/// sandbox on a remote engine alone (its TTL, so its TTL watchdog); gc
+/// against the remote engine reaps them once the sandbox was removed there
+/// behind sbx's back, and the watchdog ends. Nothing of it is ever under
+/// the socket root here.
 #[test]
 fn gc_acts_only_on_the_files_of_its_own_engine_s_sandboxes() {
     let remote = Remote::start();
@@ -168,7 +172,6 @@ fn gc_acts_only_on_the_files_of_its_own_engine_s_sandboxes() {
     let out = sbx(&w, &["create", "--image", &w.image, "--label", &label, "--ttl", "1h"], &env);
     assert_success(&out, "create --ttl over ssh");
     let sb = w.adopt(stdout(&out).trim());
-    let marker = w.socket_root.join(&sb.id);
     let expires = w.state_dir.join("expires").join(&sb.id);
     let pidfile = w.state_dir.join("watchdog").join(&sb.id);
     until(Duration::from_secs(10), || pidfile.exists()).expect("the watchdog never recorded itself");
@@ -179,19 +182,19 @@ fn gc_acts_only_on_the_files_of_its_own_engine_s_sandboxes() {
     let here = Elsewhere::new(&w);
     let out = sbx(&w, &["--json", "gc"], &here.env());
     assert_success(&out, "gc on this machine's engine");
-    assert!(marker.is_dir(), "a local gc reaped a remote sandbox's marker: {}", stdout(&out));
+    assert_eq!(w.socket_dirs(), Vec::<String>::new(), "a remote create made a socket directory here");
     std::thread::sleep(Duration::from_millis(1500));
     assert!(alive(pid), "its watchdog ended");
     assert_eq!(std::fs::read_to_string(&expires).ok(), Some(ttl), "its TTL was forgotten");
     let out = sbx(&w, &["destroy", &sb.id], &here.env());
     assert_success(&out, "destroy on this machine's engine (already gone there)");
-    assert!(marker.is_dir() && expires.exists(), "a local destroy forgot a remote sandbox");
+    assert!(expires.exists(), "a local destroy forgot a remote sandbox");
 
     docker_ok(&["rm", "-f", &sb.id]);
     let out = sbx(&w, &["--json", "gc"], &env);
     assert_success(&out, "gc over ssh");
-    assert!(!marker.exists() && !expires.exists(), "the remote gc left the marker: {}", stdout(&out));
-    until(Duration::from_secs(5), || !alive(pid)).expect("the watchdog outlived the marker");
+    assert!(!expires.exists(), "the remote gc left the TTL: {}", stdout(&out));
+    until(Duration::from_secs(5), || !alive(pid)).expect("the watchdog outlived the TTL");
     assert_eq!(w.socket_dirs(), Vec::<String>::new());
 }
 

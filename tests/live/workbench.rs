@@ -276,3 +276,43 @@ fn stats_of_missing_and_live_sandboxes_reports_only_the_missing() {
         assert!(!err.contains(&live.id), "the live sandbox is not missing: {err}");
     }
 }
+
+/// `sbx ps` printed the handle (a directory name in the sandbox's
+/// `/run/sbx-bg`, the sandbox's to choose) raw: a name set the terminal's
+/// title, erased a line, printed a forged row and concealed the rest. Only
+/// records with a handle of the shape `exec -d` makes are listed (table and
+/// `--json`), and nothing in the table is a control byte.
+#[test]
+fn ps_shows_no_record_the_sandbox_forged_in_its_process_list() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let out = w.sbx(&["exec", "-d", &sb.id, "--", "/bin/fixture", "sleep"]);
+    assert_success(&out, "exec -d");
+    let handle = stdout(&out).trim().to_string();
+    let forged = "p0000dead  1       running         innocent --quiet";
+    let names = [
+        "\u{1b}]0;owned\u{7}title".to_string(),
+        "\u{1b}[2K\u{1b}[1A\rerase".to_string(),
+        format!("x\n{forged}\n"),
+        format!("p0000beef\u{1b}[8m{forged}"),
+        "p0000cafe\n".to_string(),
+        "P0000CAFE0".to_string(),
+    ];
+    for n in &names {
+        assert_success(&sb.exec(&["mkdir", &format!("/run/sbx-bg/{n}")]), "mkdir a hostile name in /run/sbx-bg");
+        assert_success(&sb.exec(&["write", &format!("/run/sbx-bg/{n}/cmd")]), "its command");
+    }
+    let out = w.sbx(&["ps", &sb.id]);
+    assert_success(&out, "sbx ps");
+    let table = stdout(&out);
+    let bad: Vec<u8> = table.bytes().filter(|b| (*b < 0x20 && *b != b'\n') || *b == 0x7f).collect();
+    assert!(bad.is_empty(), "control bytes {bad:?} in {table:?}");
+    assert!(!table.contains("innocent") && !table.contains("title") && !table.contains("erase"), "{table:?}");
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{table:?}");
+    assert!(rows[0].starts_with(&format!("{handle} ")) && rows[0].ends_with("/bin/fixture sleep"), "{table:?}");
+    assert!(stderr(&out).contains("left out 6 record(s)"), "{}", stderr(&out));
+    let list = json(&w.sbx(&["--json", "ps", &sb.id]));
+    let handles: Vec<&str> = list.as_array().unwrap().iter().map(|p| p["handle"].as_str().unwrap()).collect();
+    assert_eq!(handles, [handle.as_str()], "{list}");
+}

@@ -37,7 +37,6 @@ pub fn process_status(driver: &Driver, id: &str, raw: &RawContainer) -> Result<(
     // probe left by a killed sbx stays until an audit writes it).
     let _ = std::fs::write(state.dir.join(crate::model::record::AUDIT_PROBES_MARK), b"");
     let pid = full["State"]["Pid"].as_i64().unwrap_or(0);
-    let cache = state.dir.join("self-image");
     let probe = |image: &str| -> Result<crate::docker::Output> {
         let name = format!("sbx-audit-{}-{:08x}", id.trim_start_matches("sbx-"), rand::random::<u32>());
         let owner = crate::host::state::owner_token(key, &name);
@@ -54,10 +53,9 @@ pub fn process_status(driver: &Driver, id: &str, raw: &RawContainer) -> Result<(
             }
         }
     };
-    let image = crate::host::self_image::ensure_cached(driver.docker(), driver.exe(), Some(&cache))?;
+    let image = driver.self_image()?;
     // Another sbx build on this engine may have dropped sbx's image meanwhile.
-    let probed =
-        crate::host::self_image::again_if_gone(probe(&image), driver.docker(), driver.exe(), Some(&cache), probe);
+    let probed = driver.self_image_again(probe(&image), &image, probe);
     let out = match probed {
         // The sandbox stopped between the inspect and the probe.
         Err(Error::Docker(DockerError::Status { stderr, .. })) if stderr.contains("non running container") => {

@@ -16,9 +16,9 @@ use crate::model::runtime::Registered;
 use crate::spec::{ImageRef, Route, SandboxSpec};
 
 impl Doctor<'_> {
-    /// The probe image, made from this executable and cached by content.
+    /// The probe image: sbx's own (see `Driver::self_image`).
     fn probe_image(&self) -> Result<String> {
-        crate::host::self_image::ensure(self.exec, self.exe)
+        self.driver.self_image()
     }
 
     pub(super) fn probe(&self, routes: &[Route], runtime: &Registered, checks: &mut Vec<Check>) {
@@ -102,10 +102,9 @@ impl Doctor<'_> {
         let started = std::time::Instant::now();
         // Another sbx build on this engine may have dropped sbx's image
         // between the import and the create.
-        let created =
-            crate::host::self_image::again_if_gone(self.driver.create(&spec), self.exec, self.exe, None, |i| {
-                self.driver.create(&SandboxSpec { image: ImageRef::parse(i)?, ..spec.clone() })
-            });
+        let created = self.driver.self_image_again(self.driver.create(&spec), spec.image.as_str(), |i| {
+            self.driver.create(&SandboxSpec { image: ImageRef::parse(i)?, ..spec.clone() })
+        });
         let created = match created {
             Ok(c) => c,
             Err(e) => {

@@ -40,6 +40,41 @@ fn ps_prints_a_table_or_json_lines() {
     assert_eq!((&v[1]["signal"], &v[1]["exit_code"]), (&15.into(), &serde_json::Value::Null));
 }
 
+/// The handle is a directory name in the sandbox's /run/sbx-bg: one that is
+/// not of sbx's shape (here a terminal title, a line erased and a forged
+/// row) is no process `exec -d` started, left out of the table and JSON.
+#[test]
+fn ps_leaves_out_records_whose_handle_sbx_did_not_make() {
+    let hostile = format!(
+        "{PS}{{\"handle\":\"\\u001b]0;owned\\u0007\\u001b[2K\\r\\np0000dead  1       running         innocent\",\
+         \"pid\":7,\"command\":[\"x\"],\"running\":true,\"exit_code\":null}}\n\
+         {{\"handle\":\"p0000beef\\n\",\"pid\":8,\"command\":[\"y\"],\"running\":true,\"exit_code\":null}}\n"
+    );
+    let rig = Rig::new();
+    rig.owns();
+    rig.fake.push(Output::ok(&hostile));
+    let r = rig.sbx(&["ps", ID]);
+    assert_eq!(r.code, 0);
+    assert_eq!(
+        r.stdout,
+        "HANDLE     PID     STATUS          COMMAND\n\
+         p0000abcd  42      running         srv --port 80\n\
+         p0000abce  43      killed by TERM  x\n"
+    );
+    assert_eq!(
+        r.stderr,
+        "sbx: warning: left out 2 record(s) in sbx-00000000000f's /run/sbx-bg that `sbx exec -d` did not make \
+         (not a handle of its shape)\n"
+    );
+    rig.owns();
+    rig.fake.push(Output::ok(&hostile));
+    let r = rig.sbx(&["--json", "ps", ID]);
+    let v = json(&r.stdout);
+    let handles: Vec<&str> = v.as_array().unwrap().iter().map(|p| p["handle"].as_str().unwrap()).collect();
+    assert_eq!(handles, ["p0000abcd", "p0000abce"]);
+    assert_eq!(json(&r.stderr)["warning"]["kind"], "foreign_records", "{}", r.stderr);
+}
+
 #[test]
 fn ps_errors_name_the_sandbox_and_bad_ids_are_refused() {
     let rig = Rig::new();
@@ -277,6 +312,31 @@ fn exec_refuses_bad_input_before_any_docker_call() {
         let e = rig.refused(args);
         assert!(e.starts_with("sbx: error: invalid "), "{args:?}: {e}");
     }
+    // The caller's uid, or the docker socket's group (the rig's: 4321, 4999).
+    for user in ["4321", "1000:4999"] {
+        let e = rig.refused(&["exec", "-u", user, ID, "--", "true"]);
+        assert!(e.contains("a sandbox running as the user who runs sbx"), "{user}: {e}");
+    }
+}
+
+/// Root's links in a writable host mount are the ones `sbx cp` follows, so
+/// `exec -u 0` there is refused as `create --user 0 --rw` is.
+#[test]
+fn exec_as_root_is_refused_where_the_sandbox_has_a_writable_host_mount() {
+    let rig = Rig::new();
+    rig.owns();
+    let mut v: serde_json::Value = serde_json::from_str(&rig.record_line(&[])).unwrap();
+    v["Id"] = CID.into();
+    v["Mounts"] = serde_json::json!([
+        {"Type": "bind", "Source": "/tmp/sock", "Destination": "/run/sandbox", "RW": true},
+        {"Type": "bind", "Source": "/srv/data", "Destination": "/data", "RW": false},
+        {"Type": "bind", "Source": "/home/u/project", "Destination": "/work", "RW": true},
+    ]);
+    rig.fake.push(Output::ok(&v.to_string()));
+    let r = rig.sbx(&["exec", "-u", "0", ID, "--", "ln", "-s", "/etc", "/work/build"]);
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{}", r.stderr);
+    assert!(r.stderr.contains("/home/u/project mounted writable at /work"), "{}", r.stderr);
+    assert_eq!(rig.fake.calls().len(), 2, "no exec");
 }
 
 #[test]

@@ -30,9 +30,8 @@ pub fn event_format() -> String {
         .chain(&["name"])
         .map(|k| format!("{k:?}:{{{{json (index .Actor.Attributes {k:?})}}}}"))
         .collect();
-    for k in ["exitCode", crate::docker::parse::PROBE_IMAGE_LABEL] {
-        attrs.push(format!("{k:?}:{{{{json (truncate (index .Actor.Attributes {k:?}) {IMAGE_VALUE})}}}}"));
-    }
+    let k = "exitCode";
+    attrs.push(format!("{k:?}:{{{{json (truncate (index .Actor.Attributes {k:?}) {IMAGE_VALUE})}}}}"));
     format!(
         "{{\"Type\":{{{{json .Type}}}},\"Action\":{{{{json .Action}}}},\"Actor\":{{\"ID\":{{{{json .Actor.ID}}}},\"Attributes\":{{{}}}}},\"timeNano\":{{{{json .TimeNano}}}}}}",
         attrs.join(",")

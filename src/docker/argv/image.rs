@@ -61,22 +61,19 @@ pub fn info_os() -> Vec<OsString> {
     os(&["info", "--format", "{{json .OperatingSystem}}"])
 }
 
-pub fn images_labelled(label: &str) -> Vec<OsString> {
-    os(&["images", "-q", "--no-trunc", "--filter", &format!("label={label}")])
+/// The engine's own ID (see `parse::engine_id`): what sbx's record of its
+/// own image is kept under.
+pub fn engine_id() -> Vec<OsString> {
+    os(&["info", "--format", "{{json .ID}}"])
 }
 
-/// Each image's id and the value of its label `key`, one per line.
-pub fn image_label_values<S: AsRef<str>>(key: &str, ids: &[S]) -> Vec<OsString> {
-    let format = format!("{{{{.Id}}}} {{{{index .Config.Labels {key:?}}}}}");
-    with_tail(&["image", "inspect", "--format", &format, "--"], ids)
+/// `docker import` of sbx's own image from a tar on stdin. No label: the
+/// id it prints is what sbx runs (see `host::self_image`).
+pub fn import() -> Vec<OsString> {
+    os(&["import", "--change", "ENTRYPOINT [\"/sbx\", \"__probe\"]", "-"])
 }
 
-/// `docker import` of a tar on stdin; `label` marks it so it is found again.
-pub fn import(label: &str) -> Vec<OsString> {
-    os(&["import", "--change", "ENTRYPOINT [\"/sbx\", \"__probe\"]", "--change", &format!("LABEL {label}"), "-"])
-}
-
-/// `docker rmi -- ID...`: doctor drops probe images of other sbx builds
+/// `docker rmi -- ID...`: sbx drops its own images of other builds
 /// (an image still in use is refused by docker and stays).
 pub fn remove_images<S: AsRef<str>>(ids: &[S]) -> Vec<OsString> {
     with_tail(&["rmi", "--"], ids)

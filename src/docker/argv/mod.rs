@@ -31,8 +31,8 @@ pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts}
 pub use forward::{forward_run, forwarders, ForwardPlan};
 pub use gate::{egress_network_create, egress_networks, gate_create, gate_run, gates, GatePlan, PolicySource};
 pub use image::{
-    context_host, context_show, engine_time, image_label_values, image_labels, image_user, images_labelled, import,
-    info_os, ps_quiet, pull, remove_images, repo_digests, runtimes, security_options, version,
+    context_host, context_show, engine_id, engine_time, image_labels, image_user, import, info_os, ps_quiet, pull,
+    remove_images, repo_digests, runtimes, security_options, version,
 };
 pub use lifecycle::{inspect, list, pause, remove, running_pid, start, state, stop, unpause, wait_exit, LOG_TAIL};
 pub use network::{

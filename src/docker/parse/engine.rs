@@ -75,9 +75,22 @@ pub fn runtimes(stdout: &str) -> Option<crate::model::runtime::Runtimes> {
     )
 }
 
-/// `docker images -q --no-trunc` (see `argv::images_labelled`): the image ids, one a line.
-pub fn image_ids(stdout: &str) -> Vec<String> {
-    stdout.lines().map(str::trim).filter(|l| l.starts_with("sha256:")).map(str::to_string).collect()
+/// What `docker import` prints: the new image's id, `sha256:` and 64 hex
+/// digits; None for anything else.
+pub fn imported_id(stdout: &str) -> Option<String> {
+    let id = stdout.trim();
+    let hex = id.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))).then(|| id.to_string())
+}
+
+/// `docker info --format '{{json .ID}}'`: the engine's ID (20.10: twelve
+/// colon-separated groups; later engines: a UUID). None unless it is a
+/// short string of letters, digits, ':' and '-' (it names a record key).
+pub fn engine_id(stdout: &str) -> Option<String> {
+    let id: String = serde_json::from_str(stdout.trim()).ok()?;
+    let ok =
+        !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'-');
+    ok.then_some(id)
 }
 
 /// A time as docker prints it, with its offset: `docker ps`'s
@@ -173,14 +186,21 @@ mod tests {
     }
 
     #[test]
+    fn engine_and_imported_ids_from_captured_output() {
+        let id = "WDZ6:6QS5:LLWP:Z2RN:VJ3J:SRJA:XG4K:XW3H:UOQ4:D5FV:BUSX:TPNU";
+        assert_eq!(engine_id(&format!("\"{id}\"\n")).as_deref(), Some(id));
+        assert_eq!(engine_id("\"\"\n"), None);
+        assert_eq!(engine_id("\"../x\"\n"), None);
+        let img = format!("sha256:{}", "0a".repeat(32));
+        assert_eq!(imported_id(&format!("{img}\n")), Some(img));
+        assert_eq!(imported_id("sha256:0a\n"), None);
+        assert_eq!(imported_id(&format!("sha256:{}\n", "G".repeat(64))), None);
+    }
+
+    #[test]
     fn info_and_image_ids_from_captured_output() {
         assert_eq!(operating_system("\"Debian GNU/Linux 12 (bookworm)\"\n"), "Debian GNU/Linux 12 (bookworm)");
         assert_eq!(operating_system(""), "");
-        let a = format!("sha256:{}", "a".repeat(64));
-        let b = format!("sha256:{}", "b".repeat(64));
-        assert_eq!(image_ids(&format!("{a}\n{b}\n")), [a.clone(), b]);
-        assert_eq!(image_ids(""), Vec::<String>::new());
-        assert_eq!(image_ids("WARNING: something\n"), Vec::<String>::new());
     }
 
     #[test]

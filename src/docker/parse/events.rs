@@ -25,10 +25,6 @@ use crate::model::record;
 /// labels) is skipped whole, and said so.
 pub const MAX_EVENT_LINE: usize = 1024 * 1024;
 
-/// The label of sbx's own image (`host::self_image::LABEL`), which doctor's
-/// probe runs; containers inherit it.
-pub const PROBE_IMAGE_LABEL: &str = "sbx-probe.hash";
-
 /// The docker actions sbx asks for (`--filter event=...`): the others
 /// (exec_*, attach, top, ...) are never sandbox lifecycle.
 pub const ACTIONS: &[&str] = &["create", "start", "stop", "pause", "unpause", "die", "oom", "destroy"];
@@ -143,9 +139,9 @@ impl EventMapper {
             return None;
         }
         // Doctor's probe: a real sandbox for a moment, but not the operator's.
-        let probe = e.attributes.get(record::SESSION).is_some_and(|s| s == record::PROBE_SESSION)
-            && e.attributes.contains_key(PROBE_IMAGE_LABEL);
-        if probe {
+        // Its session is one no `--session` may name, and the token covers
+        // it: an image's label can no longer hide a sandbox from events.
+        if e.attributes.get(record::SESSION).is_some_and(|s| s == record::PROBE_SESSION) {
             return None;
         }
         let c = &e.container;

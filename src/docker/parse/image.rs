@@ -17,17 +17,25 @@ pub const IMAGE_FORMAT: &str = "[{{json .Config.User}},{{json .Config.Labels}}]"
 /// so an image must never supply one of sbx's).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ImageConfig {
+    /// [`ImageConfig::VERSION`] when cached: an answer cached by a build
+    /// that judged less is asked for again.
+    #[serde(default)]
+    pub version: u32,
     pub user: String,
     pub sbx_label: Option<String>,
+}
+
+impl ImageConfig {
+    /// Raised whenever what is judged from an image's config changes.
+    pub const VERSION: u32 = 2;
 }
 
 /// Parse a line printed with `IMAGE_FORMAT`; `None` when it is not one.
 pub fn image_config(stdout: &str) -> Option<ImageConfig> {
     let (user, labels): (Option<String>, Option<BTreeMap<String, String>>) =
         serde_json::from_str(stdout.trim()).ok()?;
-    // Case-insensitively: refusing `SBX.x` too costs nothing.
-    let sbx_label = labels.unwrap_or_default().into_keys().find(|k| k.to_ascii_lowercase().starts_with("sbx."));
-    Some(ImageConfig { user: user.unwrap_or_default(), sbx_label })
+    let sbx_label = labels.unwrap_or_default().into_keys().find(|k| crate::model::record::is_reserved_label(k));
+    Some(ImageConfig { version: ImageConfig::VERSION, user: user.unwrap_or_default(), sbx_label })
 }
 
 #[cfg(test)]
@@ -44,6 +52,10 @@ mod tests {
         assert_eq!(c.sbx_label.as_deref(), Some("sbx.private"));
         assert_eq!(image_config(r#"[null,{"SBX.Volume":"x"}]"#).unwrap().sbx_label.as_deref(), Some("SBX.Volume"));
         assert_eq!(image_config(r#"[null,{"sbx-test.fixture":"x"}]"#).unwrap().sbx_label, None);
+        for key in ["sbx-probe.hash", "SBX-Probe.Hash", "sbx"] {
+            let c = image_config(&format!("[null,{{{key:?}:\"x\"}}]")).unwrap();
+            assert_eq!(c.sbx_label.as_deref(), Some(key));
+        }
         assert_eq!(image_config("\"1000\""), None, "not the expected shape");
     }
 }

@@ -20,12 +20,10 @@ mod volume;
 
 pub use container::{main_state, parse_inspect, parse_ps, ps_template, stopped, MainState, RawContainer};
 pub use engine::{
-    context_host, current_context, docker_time, engine_time, engine_version, image_ids, operating_system, runtimes,
-    EngineVersion,
+    context_host, current_context, docker_time, engine_id, engine_time, engine_version, imported_id, operating_system,
+    runtimes, EngineVersion,
 };
-pub use events::{
-    container_state, parse_event, DockerEvent, EventMapper, ExitState, ACTIONS, MAX_EVENT_LINE, PROBE_IMAGE_LABEL,
-};
+pub use events::{container_state, parse_event, DockerEvent, EventMapper, ExitState, ACTIONS, MAX_EVENT_LINE};
 pub use exec::exec_status;
 pub use image::{image_config, image_user, ImageConfig, IMAGE_FORMAT};
 pub use network::{networks, Gate, NetInfo, NetworkReport, PrivateNetwork, NETWORK_FORMAT};
@@ -33,7 +31,7 @@ pub use pull::{pull_failure, repo_digests, PullFailure, PullProgress};
 pub use stats::{names_missing, size, stats, Stats};
 pub use stderr::{
     image_missing_at_run, is_trailer, missing_containers, network_rm_failed, no_such_container, no_such_image,
-    no_such_network, no_such_volume, not_connected, removal_in_progress, removal_races,
+    no_such_network, no_such_volume, not_connected, removal_in_progress, removal_races, rmi_kept,
 };
 pub use volume::{SessionVolume, VolumeUser};
 

@@ -68,9 +68,30 @@ pub fn image_missing_at_run(stderr: &str) -> bool {
     stderr.contains("Unable to find image") || no_such_image(stderr)
 }
 
+/// Whether a failed `docker rmi` kept image `id`: its stderr names it (in
+/// full or by its 12-digit short id, as 20.10's "conflict: unable to
+/// delete ... image is being used" does) other than as "No such image".
+/// One it does not name was removed.
+pub fn rmi_kept(stderr: &str, id: &str) -> bool {
+    let short = id.strip_prefix("sha256:").unwrap_or(id).get(..12).unwrap_or(id);
+    stderr.lines().any(|l| l.contains(short) && !no_such_image(l))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_failed_rmi_kept() {
+        let (a, b) = (format!("sha256:{}", "a".repeat(64)), format!("sha256:{}", "b".repeat(64)));
+        let stderr = format!(
+            "Error response from daemon: conflict: unable to delete {} (cannot be forced) - image is being used by running container 0123456789ab\nError response from daemon: No such image: {b}\n",
+            &"a".repeat(12)
+        );
+        assert!(rmi_kept(&stderr, &a));
+        assert!(!rmi_kept(&stderr, &b));
+        assert!(!rmi_kept("", &a));
+    }
 
     #[test]
     fn image_and_container_errors() {

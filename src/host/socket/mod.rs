@@ -23,6 +23,9 @@ pub use connect::{
     allowed_owners, connect_checked, connect_within, may_connect, not_yours, open_checked, CONNECT_TIMEOUT,
 };
 pub use remove::remove_tree;
+/// Opening a directory relative to another's descriptor, and listing one, for
+/// other walks of trees the sandbox wrote (`persist::du`).
+pub(crate) use remove::{names as dir_names, open_dir as open_dir_at};
 pub use root::{check_path_len, is_bounded, make_dir, make_marker_dir, remove_dir, socket_path, RootChoice};
 pub use stale::{clear_stale, Stale};
 

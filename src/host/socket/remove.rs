@@ -43,7 +43,7 @@ fn gone_ok(r: nix::Result<()>) -> nix::Result<()> {
     }
 }
 
-fn open_dir(at: Option<&OwnedFd>, path: &Path, extra: OFlag) -> nix::Result<OwnedFd> {
+pub(crate) fn open_dir(at: Option<&OwnedFd>, path: &Path, extra: OFlag) -> nix::Result<OwnedFd> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | extra;
     let fd = openat(at.map(|f| f.as_raw_fd()), path, flags, Mode::empty())?;
     // SAFETY: `openat` just returned this descriptor and nothing else owns it.
@@ -51,7 +51,7 @@ fn open_dir(at: Option<&OwnedFd>, path: &Path, extra: OFlag) -> nix::Result<Owne
 }
 
 /// The names in a directory (one extra descriptor, only while listing).
-fn names(dir: &OwnedFd) -> nix::Result<Vec<std::ffi::OsString>> {
+pub(crate) fn names(dir: &OwnedFd) -> nix::Result<Vec<std::ffi::OsString>> {
     use std::os::unix::ffi::OsStrExt;
     let mut d = nix::dir::Dir::openat(
         Some(dir.as_raw_fd()),

@@ -40,7 +40,7 @@ impl Driver {
         std::fs::write(&mark, b"").map_err(|e| Error::io(format!("writing {}", mark.display()), e))?;
         let image = match image {
             Some(i) => i.to_string(),
-            None => crate::host::self_image::ensure_cached(&*self.exec, &self.exe, Some(&data.join("self-image")))?,
+            None => self.self_image()?,
         };
         Ok(Some(ForwardReady { image, seccomp: crate::host::seccomp::install(data)? }))
     }

@@ -21,8 +21,6 @@ pub(super) struct GateReady {
     pub(super) image: String,
     /// sbx's own seccomp profile (the gate never takes `--seccomp-profile`).
     pub(super) seccomp: std::path::PathBuf,
-    /// Where `self_image` remembers the image's content hash.
-    cache: std::path::PathBuf,
 }
 
 /// What the gate's `docker run`/`create` is made of, but its image.
@@ -74,8 +72,7 @@ impl Driver {
         // Marks this host as one that uses egress, so gc looks for its leftovers.
         let root = crate::host::egress::root(data);
         std::fs::create_dir_all(&root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
-        let cache = data.join("self-image");
-        let image = crate::host::self_image::ensure_cached(&*self.exec, &self.exe, Some(&cache))?;
+        let image = self.self_image()?;
         let name = argv::egress_network(e);
         let args = argv::network_inspect(&[name]);
         let out = self.exec.run(&args)?;
@@ -88,7 +85,7 @@ impl Driver {
             }
             self.make_egress_network(name)?;
         }
-        Ok(GateReady { image, seccomp: crate::host::seccomp::install(data)?, cache })
+        Ok(GateReady { image, seccomp: crate::host::seccomp::install(data)? })
     }
 
     /// sbx's own egress network; another create may have made it meanwhile.
@@ -131,7 +128,7 @@ impl Driver {
         ready: &GateReady,
         retry: impl FnOnce(&str) -> Result<String>,
     ) -> Result<String> {
-        crate::host::self_image::again_if_gone(first, &*self.exec, &self.exe, Some(&ready.cache), retry)
+        self.self_image_again(first, &ready.image, retry)
     }
 
     /// Copy `policy` into sandbox `id`'s remote gate's /policy volume

@@ -10,9 +10,11 @@ mod rollback;
 mod routes;
 mod runtime;
 mod start;
+mod user;
 mod volume;
 
 pub(super) use start::Boot;
+pub(super) use user::choose_user;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,7 +33,7 @@ use crate::host::state::{self, ProcId};
 use crate::model::boundary::{self, Gap};
 use crate::model::record::Record;
 use crate::sandbox::boundary::assess;
-use crate::spec::{PullPolicy, SandboxSpec, UserSpec, NOBODY};
+use crate::spec::{PullPolicy, SandboxSpec};
 use rollback::Rollback;
 
 /// What `create` made: the sandbox's record, read from the labels it was
@@ -39,9 +41,10 @@ use rollback::Rollback;
 #[derive(Debug, Clone)]
 pub struct Created {
     pub record: Record,
-    /// The sandbox's directory on the host (its socket's, when direct):
-    /// the TTL watchdog ends when it is gone.
-    pub socket_dir: PathBuf,
+    /// What the TTL watchdog watches, ending when it is gone
+    /// (`Driver::watched`): the sandbox's socket directory on the host, or
+    /// a remote sandbox's expiry in the data dir.
+    pub watched: PathBuf,
     /// What the routes reach beyond their targets (empty at tier 2), each
     /// with the command that closes it.
     pub gaps: Vec<Gap>,
@@ -130,6 +133,9 @@ impl Driver {
         socket::check_path_len(&sock)?;
         let HostState { state, key } = self.state()?;
         crate::spec::check_not_sbx_dirs(&spec.mounts, spec.state_dir.as_ref(), &state.dir, &root)?;
+        // Before any docker call: an explicit --user naming the caller's ids is refused.
+        let reserved = self.reserved_ids()?;
+        let flag_user = spec.user.map(|u| u.not_reserved(&reserved)).transpose()?;
         self.check_interrupt()?;
 
         let mut warnings = Vec::new();
@@ -171,7 +177,7 @@ impl Driver {
             return Err(Error::Image(ImageError::HasSbxLabel { image: img.to_string(), label }));
         }
         let image_user = image_config.user;
-        let user = choose_user(spec.user, &image_user, &mut warnings);
+        let user = choose_user(flag_user, &image_user, &reserved, &mut warnings)?;
         let gaps = assess(&id, &spec.routes, &routes.networks, &routes.info);
         if spec.strict_egress && !gaps.is_empty() {
             return Err(Error::Route(RouteError::NotContained { gaps }));
@@ -250,11 +256,16 @@ impl Driver {
         if let Some(e) = expires {
             state.set_expiry(&id, e)?;
         }
-        let dir = match channel {
-            Kind::Direct => socket::make_dir(&root, &id, user.uid, user.gid),
+        let dir = match (remote, channel) {
+            // Nothing sbx makes for a remote sandbox belongs on this
+            // machine's file system (its socket is inside it; its state is
+            // in the data dir, where gc and the watchdog find it). Never
+            // made: removing it (rollback, destroy, gc) finds it gone.
+            (true, _) => root.join(&id),
+            (false, Kind::Direct) => socket::make_dir(&root, &id, user.uid, user.gid)?,
             // Not mounted: it marks the sandbox for gc and the watchdog.
-            Kind::Exec => socket::make_marker_dir(&root, &id),
-        }?;
+            (false, Kind::Exec) => socket::make_marker_dir(&root, &id)?,
+        };
         undo.made(dir.clone(), &routes.private);
         let policy_dir = match &spec.egress {
             Some(e) => {
@@ -345,7 +356,8 @@ impl Driver {
         if let (Some(info), Some(e)) = (record.egress.as_mut(), &spec.egress) {
             info.allow = Some(e.policy.rules.iter().map(ToString::to_string).collect());
         }
-        Ok(Created { record, socket_dir: root.join(&id), gaps, warnings })
+        let watched = if remote { state.expiry_file(&id) } else { root.join(&id) };
+        Ok(Created { record, watched, gaps, warnings })
     }
 
     fn image_user(&self, image: &str, out: Output) -> Result<parse::ImageConfig> {
@@ -360,40 +372,4 @@ impl Driver {
             DockerError::Parse { command: crate::docker::render(&args), reason: "not [USER,LABELS]".into() }.into()
         })
     }
-}
-
-/// Never root unless asked for by `--user 0`; otherwise the image's numeric
-/// non-root user, otherwise nobody.
-/// gid 0 only when asked for by `--user X:0`, with a warning; the image's
-/// USER never yields it (issue 9 finding 10).
-pub(super) fn choose_user(flag: Option<UserSpec>, image_user: &str, warnings: &mut Vec<String>) -> UserSpec {
-    if let Some(u) = flag {
-        if u.uid == 0 {
-            warnings.push(
-                "running as root inside the sandbox (--user 0): a kernel or runtime escape would start as root".into(),
-            );
-        } else if u.gid == 0 {
-            warnings.push(format!(
-                "running with group 0 (root) inside the sandbox (--user {}:0): files of group root become writable to it",
-                u.uid
-            ));
-        }
-        return u;
-    }
-    if let Some(u) = UserSpec::from_image(image_user) {
-        if u.gid == 0 {
-            warnings.push(format!(
-                "the image's user {image_user:?} has group 0 (root); running as {0}:{0} instead (pass --user {0}:0 to keep group 0)",
-                u.uid
-            ));
-            return UserSpec { uid: u.uid, gid: u.uid };
-        }
-        return u;
-    }
-    if !image_user.is_empty() {
-        warnings.push(format!(
-            "the image's user {image_user:?} is not a numeric non-root user; running as {NOBODY}:{NOBODY} (pass --user UID[:GID] to choose)"
-        ));
-    }
-    UserSpec { uid: NOBODY, gid: NOBODY }
 }

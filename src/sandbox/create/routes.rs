@@ -111,7 +111,7 @@ impl Driver {
         // to this one's network. Refused whoever's key made it, and also a
         // container that only looks like a sandbox (sbx labels, sbx's names).
         for c in &found {
-            let why = if let Some(label) = c.labels.keys().find(|k| k.to_ascii_lowercase().starts_with("sbx.")) {
+            let why = if let Some(label) = c.labels.keys().find(|k| crate::model::record::is_reserved_label(k)) {
                 format!("is a container carrying the sbx label {label:?}")
             } else if spec::parse_id(&c.name).is_ok() {
                 format!("is named like a sandbox ({})", c.name)

@@ -31,9 +31,15 @@ pub struct GcReport {
     pub containers: Vec<crate::sandbox::gc::plan::Reap>,
     pub socket_dirs: Vec<String>,
     pub networks: Vec<String>,
-    /// Session state under the data dir whose volume is gone: the session
-    /// directory and its lock file (paths).
+    /// Session state under the data dir whose volume is gone and that holds
+    /// no data: an empty session directory and its lock file (paths).
     pub volume_state: Vec<String>,
+    /// Session volumes made again: their volume was gone (`docker volume
+    /// rm`, `docker volume prune`) but their directory holds a session's
+    /// work, which gc never deletes; the next `create --persist --session`
+    /// finds it, `sbx volumes rm` deletes it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub restored_volumes: Vec<String>,
     /// Clone scratch directories an sbx killed mid-`--clone` left (their
     /// cloning process is gone, or, named by an older sbx, a day untouched),
     /// in the data dir's `volumes/`.
@@ -155,6 +161,7 @@ impl Driver {
             socket_dirs: Vec::new(),
             networks: plan.networks.iter().map(|p| p.network.clone()).collect(),
             volume_state: Vec::new(),
+            restored_volumes: Vec::new(),
             clone_scratch: Vec::new(),
             gates: Vec::new(),
             forwarders: Vec::new(),
@@ -184,7 +191,14 @@ impl Driver {
         dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
         report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
         let orphaned = if local { self.orphan_volume_state(state, key)? } else { Vec::new() };
-        report.volume_state = orphaned.iter().flat_map(|(_, paths)| paths.iter().cloned()).collect();
+        // What a dry run says; a real one reports what it then did.
+        for (session, paths) in &orphaned {
+            if persist::holds_data(&persist::host_dir(&state.dir, session)) {
+                report.restored_volumes.push(persist::volume_name(session));
+            } else {
+                report.volume_state.extend(paths.iter().cloned());
+            }
+        }
         // This machine's, whichever engine: their cloning process is gone.
         let scratch: Vec<PathBuf> = [state.dir.join("volumes"), persist::remote_dir(&state.dir)]
             .iter()
@@ -215,15 +229,14 @@ impl Driver {
                 report.failed.push(GcFailure { item: format!("clone scratch {}", p.display()), error: e.to_string() });
             }
         }
-        for (session, _) in &orphaned {
-            match self.remove_orphan_volume_state(state, session) {
-                Ok(true) => {}
-                // A create of that session holds its lock now: not orphaned.
-                Ok(false) => {
-                    let dir = persist::host_dir(&state.dir, session).display().to_string();
-                    let lock = persist::lock_path(&state.dir, session).display().to_string();
-                    report.volume_state.retain(|p| *p != dir && *p != lock);
-                }
+        report.volume_state.clear();
+        report.restored_volumes.clear();
+        for (session, paths) in &orphaned {
+            match self.settle_orphan_volume_state(state, key, session) {
+                Ok(Orphan::Removed) => report.volume_state.extend(paths.iter().cloned()),
+                Ok(Orphan::Restored) => report.restored_volumes.push(persist::volume_name(session)),
+                // A create of that session holds its lock now, or made its volume: not orphaned.
+                Ok(Orphan::Live) => {}
                 Err(e) => {
                     report.failed.push(GcFailure { item: format!("session state {session}"), error: e.to_string() })
                 }
@@ -300,7 +313,7 @@ impl Driver {
 
     /// Sessions whose directory or lock file under the data dir has no
     /// volume any more (a create killed between the two, a volume removed
-    /// behind sbx's back), with the paths that would go. One `docker volume
+    /// behind sbx's back), with their paths. One `docker volume
     /// ls`, and only when the data dir holds session state at all.
     fn orphan_volume_state(&self, state: &State, key: &[u8]) -> Result<Vec<(String, Vec<String>)>> {
         let dir = state.dir.join("volumes");
@@ -327,19 +340,44 @@ impl Driver {
         Ok(sessions.into_iter().filter(|(s, _)| !volumes.contains(&persist::volume_name(s))).collect())
     }
 
-    /// Remove a session's orphaned state under its lock, taken without
-    /// waiting: Ok(false) when a create holds it. The volume is looked up
-    /// again under the lock, since a create may have finished since the list.
-    fn remove_orphan_volume_state(&self, state: &State, session: &str) -> Result<bool> {
-        let Some(_lock) = persist::try_lock(&state.dir, session)? else { return Ok(false) };
+    /// Settle a session's orphaned state under its lock, taken without
+    /// waiting. The volume is looked up again under the lock, since a create
+    /// may have finished since the list; only docker's "no such volume" says
+    /// it is gone. A directory that holds anything is the session's work:
+    /// its volume is made again (as create makes it), never the work
+    /// deleted because a docker object went (`docker volume prune` removes
+    /// every unused volume and leaves a bind's data on disk). Only an empty
+    /// directory (a create killed before `docker volume create`) and a lone
+    /// lock file go.
+    fn settle_orphan_volume_state(&self, state: &State, key: &[u8], session: &str) -> Result<Orphan> {
+        let Some(_lock) = persist::try_lock(&state.dir, session)? else { return Ok(Orphan::Live) };
         let name = persist::volume_name(session);
-        let out = self.exec.run(&crate::docker::argv::volume_inspect(&name))?;
+        let args = argv::volume_inspect(&name);
+        let out = self.exec.run(&args)?;
         if out.status == 0 {
-            return Ok(false);
+            return Ok(Orphan::Live);
+        }
+        if !parse::no_such_volume(&out.stderr_str()) {
+            return Err(status_error(&args, &out).into());
+        }
+        let dir = persist::host_dir(&state.dir, session);
+        if persist::holds_data(&dir) {
+            run_ok(&*self.exec, &argv::volume_create(&name, &dir, session, &state::owner_token(key, &name)))?;
+            return Ok(Orphan::Restored);
         }
         remove_session_state(state, session)?;
-        Ok(true)
+        Ok(Orphan::Removed)
     }
+}
+
+/// What gc did with a session's state whose volume looked gone.
+enum Orphan {
+    /// A create holds the session's lock, or the volume is there after all.
+    Live,
+    /// Nothing of the session's work was there: its empty directory and lock file went.
+    Removed,
+    /// Its directory holds the session's work: its volume was made again.
+    Restored,
 }
 
 /// Record that sandbox `id` expired and is being removed (`sbx events`).

@@ -3,6 +3,7 @@
 use super::*;
 use crate::error::{ImageError, RouteError};
 use crate::sandbox::create::choose_user;
+use crate::sandbox::testing::{reserved, CALLER, DOCKER_GID};
 use crate::spec::{UserSpec, NOBODY};
 
 #[test]
@@ -148,31 +149,107 @@ fn missing_image_and_missing_docker() {
 #[test]
 fn users_never_default_to_root() {
     let mut w = Vec::new();
-    assert_eq!(choose_user(None, "", &mut w), UserSpec { uid: NOBODY, gid: NOBODY });
+    assert_eq!(choose_user(None, "", &reserved(), &mut w).unwrap(), UserSpec { uid: NOBODY, gid: NOBODY });
     assert!(w.is_empty());
-    assert_eq!(choose_user(None, "root", &mut w), UserSpec { uid: NOBODY, gid: NOBODY });
-    assert_eq!(choose_user(None, "0:0", &mut w), UserSpec { uid: NOBODY, gid: NOBODY });
+    assert_eq!(choose_user(None, "root", &reserved(), &mut w).unwrap(), UserSpec { uid: NOBODY, gid: NOBODY });
+    assert_eq!(choose_user(None, "0:0", &reserved(), &mut w).unwrap(), UserSpec { uid: NOBODY, gid: NOBODY });
     assert_eq!(w.len(), 2);
-    assert_eq!(choose_user(None, "1000:100", &mut w), UserSpec { uid: 1000, gid: 100 });
+    assert_eq!(choose_user(None, "1000:100", &reserved(), &mut w).unwrap(), UserSpec { uid: 1000, gid: 100 });
     let mut w = Vec::new();
-    assert_eq!(choose_user(Some(UserSpec { uid: 0, gid: 0 }), "1000", &mut w), UserSpec { uid: 0, gid: 0 });
+    assert_eq!(
+        choose_user(Some(UserSpec { uid: 0, gid: 0 }), "1000", &reserved(), &mut w).unwrap(),
+        UserSpec { uid: 0, gid: 0 }
+    );
     assert!(w[0].contains("root"));
+}
+
+/// An image USER naming the caller's uid let a sandbox plant links sbx cp
+/// trusted as the caller's own (it replaced ~/.ssh/authorized_keys) and
+/// take the caller's inotify instances: such ids are replaced like uid 0,
+/// the docker socket's group and the caller's groups likewise.
+#[test]
+fn the_image_user_is_never_the_caller_nor_in_the_callers_or_dockers_group() {
+    let r = reserved();
+    let mut w = Vec::new();
+    assert_eq!(
+        choose_user(None, &format!("{CALLER}:{CALLER}"), &r, &mut w).unwrap(),
+        UserSpec { uid: NOBODY, gid: NOBODY }
+    );
+    assert!(w[0].contains(&format!("uid {CALLER} is yours")) && w[0].contains("--user"), "{w:?}");
+    let mut w = Vec::new();
+    assert_eq!(choose_user(None, &CALLER.to_string(), &r, &mut w).unwrap(), UserSpec { uid: NOBODY, gid: NOBODY });
+    let mut w = Vec::new();
+    assert_eq!(
+        choose_user(None, &format!("65534:{DOCKER_GID}"), &r, &mut w).unwrap(),
+        UserSpec { uid: 65534, gid: 65534 }
+    );
+    assert!(w[0].contains(&format!("gid {DOCKER_GID} is the group of the docker socket")), "{w:?}");
+    let mut w = Vec::new();
+    assert_eq!(choose_user(None, &format!("1000:{CALLER}"), &r, &mut w).unwrap(), UserSpec { uid: 1000, gid: 1000 });
+    assert!(w[0].contains("one of your groups"), "{w:?}");
+    // The uid as the group would be the docker group: nobody's group instead.
+    let mut w = Vec::new();
+    let u = choose_user(None, &format!("{DOCKER_GID}:{DOCKER_GID}"), &r, &mut w).unwrap();
+    assert_eq!(u, UserSpec { uid: DOCKER_GID, gid: NOBODY });
+    let mut w = Vec::new();
+    assert_eq!(
+        choose_user(None, &format!("{DOCKER_GID}:0"), &r, &mut w).unwrap(),
+        UserSpec { uid: DOCKER_GID, gid: NOBODY }
+    );
+    // sbx run as nobody: no safe default is left, so the create is refused.
+    let mut nobody = crate::model::ids::Reserved::default();
+    nobody.uid(NOBODY, "yours (the user running sbx)");
+    let e = choose_user(None, "", &nobody, &mut Vec::new()).unwrap_err();
+    assert!(e.reason.contains("uid 65534 is yours") && e.hint.unwrap().contains("--user"), "{}", e.reason);
+    // --user naming them is exit 2; root is asked for by name and stays allowed.
+    for (uid, gid) in [(CALLER, 1000), (1000, CALLER), (65534, DOCKER_GID)] {
+        let e = UserSpec { uid, gid }.not_reserved(&r).unwrap_err();
+        assert_eq!(e.what, "--user");
+        assert!(e.reason.contains("a sandbox running as the user who runs sbx"), "{}", e.reason);
+    }
+    assert!(UserSpec { uid: 0, gid: 0 }.not_reserved(&r).is_ok());
+    assert!(UserSpec { uid: 1000, gid: 1000 }.not_reserved(&r).is_ok());
+}
+
+#[test]
+fn create_refuses_a_user_flag_naming_the_caller_before_any_docker_call() {
+    let rig = Rig::new();
+    let err =
+        rig.driver().create(&spec(CreateRequest { user: Some(CALLER.to_string()), ..Default::default() })).unwrap_err();
+    assert!(matches!(&err, Error::Invalid(i) if i.what == "--user"), "{err:?}");
+    assert_eq!(err.exit_code(), 2);
+    assert!(rig.fake.calls().is_empty(), "{:?}", rig.fake.calls());
+}
+
+#[test]
+fn create_runs_an_image_naming_the_caller_as_nobody() {
+    let rig = Rig::new();
+    rig.image(&format!("{CALLER}:{DOCKER_GID}"));
+    rig.starts_and_binds();
+    let c = rig.driver().create(&spec(CreateRequest::default())).unwrap();
+    assert_eq!(c.record.user, "65534:65534");
+    assert!(rig.fake.calls()[1].windows(2).any(|w| w[0] == "--user" && w[1] == "65534:65534"));
+    assert!(!rig.fake.calls()[1].iter().any(|a| a == "--group-add"), "no supplementary group is ever added");
+    assert!(c.warnings.iter().any(|w| w.contains("is not used")), "{:?}", c.warnings);
 }
 
 #[test]
 fn group_0_only_when_asked_for_and_then_with_a_warning() {
     // Issue 9 finding 10: `USER 1000:0` ran as gid 0 with no warning.
     let mut w = Vec::new();
-    assert_eq!(choose_user(None, "1000:0", &mut w), UserSpec { uid: 1000, gid: 1000 });
+    assert_eq!(choose_user(None, "1000:0", &reserved(), &mut w).unwrap(), UserSpec { uid: 1000, gid: 1000 });
     assert!(w[0].contains("group 0") && w[0].contains("--user 1000:0"), "{w:?}");
     let mut w = Vec::new();
-    assert_eq!(choose_user(None, "1000", &mut w), UserSpec { uid: 1000, gid: 1000 });
+    assert_eq!(choose_user(None, "1000", &reserved(), &mut w).unwrap(), UserSpec { uid: 1000, gid: 1000 });
     assert!(w.is_empty());
     let mut w = Vec::new();
-    assert_eq!(choose_user(Some(UserSpec { uid: 65534, gid: 0 }), "", &mut w), UserSpec { uid: 65534, gid: 0 });
+    assert_eq!(
+        choose_user(Some(UserSpec { uid: 65534, gid: 0 }), "", &reserved(), &mut w).unwrap(),
+        UserSpec { uid: 65534, gid: 0 }
+    );
     assert!(w[0].contains("group 0 (root)") && w[0].contains("--user 65534:0"), "{w:?}");
     let mut w = Vec::new();
-    choose_user(Some(UserSpec { uid: 1000, gid: 1000 }), "1000:0", &mut w);
+    choose_user(Some(UserSpec { uid: 1000, gid: 1000 }), "1000:0", &reserved(), &mut w).unwrap();
     assert!(w.is_empty(), "--user wins over the image, silently");
 }
 
@@ -270,7 +347,7 @@ fn created_json_is_byte_for_byte_the_cli_output() {
     };
     let c = Created {
         record,
-        socket_dir: PathBuf::from(format!("/run/u/{ID}")),
+        watched: PathBuf::from(format!("/run/u/{ID}")),
         gaps: vec![crate::model::boundary::Gap {
             routes: vec!["inference".into(), "tools".into()],
             network: "sbx-proxy".into(),
@@ -307,5 +384,5 @@ fn created_reports_what_create_decided() {
     assert!(expires.ends_with('Z') && expires.contains('.'), "milliseconds, as before: {expires}");
     let run = &rig.fake.calls()[2];
     assert!(run.contains(&format!("sbx.expires={expires}")), "the label and the output agree");
-    assert_eq!(c.socket_dir, rig.sock_dir());
+    assert_eq!(c.watched, rig.sock_dir());
 }

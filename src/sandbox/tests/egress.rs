@@ -5,6 +5,8 @@ use super::*;
 use crate::error::EgressError;
 use crate::model::gate;
 
+/// sbx's image as a new import names it.
+const FIVE_C: &str = "sha256:5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c";
 const GATE_CID: &str = "9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e";
 
 fn allow(rules: &[&str]) -> CreateRequest {
@@ -14,7 +16,7 @@ fn allow(rules: &[&str]) -> CreateRequest {
 impl Rig {
     /// sbx's image is there already, and so is the egress network.
     fn gate_ready(&self) {
-        self.fake.push(Output::ok("sha256:5b\n"));
+        self.self_image_recorded("sha256:5b");
         self.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
     }
 
@@ -41,31 +43,23 @@ fn create_starts_the_gate_while_the_sandbox_starts() {
     let c = rig.driver().create(&spec(allow(&["pypi.org", "files.example:8080"]))).unwrap();
     assert_eq!(
         rig.fake.verbs(),
-        [
-            "image inspect",
-            "images",
-            "network inspect",
-            "network create",
-            "run",
-            "run",
-            "container inspect",
-            "network connect"
-        ]
+        ["image inspect", "network inspect", "network create", "run", "run", "container inspect", "network connect"]
     );
     let calls = rig.fake.calls();
-    assert_eq!(calls[2], ["network", "inspect", "--format", parse::NETWORK_FORMAT, "--", "sbx-egress-net"]);
-    assert_eq!(calls[3][..4], ["network", "create", "--internal", "--opt"]);
-    assert_eq!(calls[3].last().unwrap(), &gate::network(ID));
-    assert!(calls[3].contains(&format!("sbx.service={}", gate::container(ID))));
-    let g = &calls[4];
+    assert_eq!(calls[1], ["network", "inspect", "--format", parse::NETWORK_FORMAT, "--", "sbx-egress-net"]);
+    assert_eq!(calls[2][..4], ["network", "create", "--internal", "--opt"]);
+    assert_eq!(calls[2].last().unwrap(), &gate::network(ID));
+    assert!(calls[2].contains(&format!("sbx.service={}", gate::container(ID))));
+    let g = &calls[3];
+    assert!(g.contains(&"sha256:5b".to_string()), "the recorded image, run by its id: {g:?}");
     assert_eq!(g[..4], ["run", "-d", "--name", &gate::container(ID)]);
     assert!(g.contains(&format!("type=bind,src={},dst=/policy,readonly", rig.policy_dir().display())));
     assert!(g.windows(2).any(|w| w == ["--network", &gate::network(ID)]));
-    let s = &calls[5];
+    let s = &calls[4];
     assert!(s.windows(2).any(|w| w == ["--network", &gate::network(ID)]), "{s:?}");
     assert!(s.windows(2).any(|w| w == ["--dns", "127.0.0.1"]), "the sandbox resolves nothing outside");
     assert!(s.contains(&"HTTPS_PROXY=http://sbx-egress:3128".to_string()));
-    assert_eq!(calls[7], ["network", "connect", "--", "sbx-egress-net", &gate::container(ID)]);
+    assert_eq!(calls[6], ["network", "connect", "--", "sbx-egress-net", &gate::container(ID)]);
     // Tier 2: the sandbox reaches only its gate.
     assert_eq!(c.record.tier, 2);
     let e = c.record.egress.clone().unwrap();
@@ -78,12 +72,10 @@ fn create_starts_the_gate_while_the_sandbox_starts() {
 }
 
 impl Rig {
-    /// sbx's image imported again after another sbx build dropped it
-    /// (`self_image::ensure_cached`: not found by its hash, packed, imported
-    /// as `id`, no other build's image left).
+    /// sbx's image imported again after docker said the recorded one is
+    /// gone (`self_image::again_if_gone`: the engine's ID, then the import).
     fn image_imported_again(&self, id: &str) {
-        self.fake.push(Output::ok("")).push(Output::ok(""));
-        self.fake.push(Output::ok(&format!("{id}\n")));
+        self.fake.push(Output::ok("\"ENGINE:ONE\"\n"));
         self.fake.push(Output::ok(&format!("{id}\n")));
     }
 }
@@ -99,18 +91,18 @@ fn the_gate_runs_again_when_another_sbx_build_dropped_its_image() {
     rig.fake.push(Output::ok("")); // the internal network
     rig.fake.push(Output::fail(125, "docker: Error response from daemon: No such image: sha256:5b\n"));
     rig.starts_and_binds();
-    rig.image_imported_again("sha256:5c");
+    rig.image_imported_again(FIVE_C);
     rig.fake.push(Output::ok(&format!("{GATE_CID}\n"))); // the gate's run, again
     rig.fake.push(Output::ok("")); // the gate joins the egress network
     let c = rig.driver().create(&spec(allow(&["pypi.org"]))).unwrap();
     let verbs = rig.fake.verbs();
-    assert_eq!(verbs[verbs.len() - 6..], ["images", "images", "import", "images", "run", "network connect"]);
+    assert_eq!(verbs[verbs.len() - 4..], ["info", "import", "run", "network connect"]);
     let calls = rig.fake.calls();
-    let (first, again) = (&calls[4], &calls[calls.len() - 2]);
+    let (first, again) = (&calls[3], &calls[calls.len() - 2]);
     assert_eq!(again[..4], ["run", "-d", "--name", &gate::container(ID)]);
-    assert!(first.contains(&"sha256:5b".to_string()) && again.contains(&"sha256:5c".to_string()), "{again:?}");
+    assert!(first.contains(&"sha256:5b".to_string()) && again.contains(&FIVE_C.to_string()), "{again:?}");
     assert_eq!(
-        first.iter().map(|a| if a == "sha256:5b" { "sha256:5c" } else { a }).collect::<Vec<_>>(),
+        first.iter().map(|a| if a == "sha256:5b" { FIVE_C } else { a }).collect::<Vec<_>>(),
         *again,
         "the same gate"
     );
@@ -123,8 +115,8 @@ fn the_gate_runs_again_when_another_sbx_build_dropped_its_image() {
     rig.fake.push(Output::ok(""));
     rig.fake.push(Output::fail(125, "docker: Error response from daemon: No such image: sha256:5b\n"));
     rig.starts_and_binds();
-    rig.image_imported_again("sha256:5c");
-    rig.fake.push(Output::fail(125, "docker: Error response from daemon: No such image: sha256:5c\n"));
+    rig.image_imported_again(FIVE_C);
+    rig.fake.push(Output::fail(125, &format!("docker: Error response from daemon: No such image: {FIVE_C}\n")));
     // The rollback, as in `a_sandbox_that_dies_at_boot_takes_its_gate_with_it`.
     rig.fake.push(Output::ok(""));
     rig.gate_listed();
@@ -132,7 +124,7 @@ fn the_gate_runs_again_when_another_sbx_build_dropped_its_image() {
     rig.removed();
     rig.fake.push(Output::ok("")).push(Output::ok(""));
     let e = rig.driver().create(&spec(allow(&["pypi.org"]))).unwrap_err();
-    assert!(e.to_string().contains("No such image: sha256:5c"), "{e}");
+    assert!(e.to_string().contains(&format!("No such image: {FIVE_C}")), "{e}");
     let runs = rig.fake.verbs().iter().filter(|v| *v == "run").count();
     assert_eq!(runs, 3, "the gate twice, the sandbox once: {:?}", rig.fake.verbs());
     assert!(!rig.policy_dir().exists() && !rig.sock_dir().exists());
@@ -161,7 +153,7 @@ fn sbx_makes_its_egress_network_again_if_gc_took_it_before_the_gate_joined() {
 fn sbx_makes_its_egress_network_but_never_an_operators() {
     let rig = Rig::new();
     rig.image("");
-    rig.fake.push(Output::ok("sha256:5b\n"));
+    rig.self_image_recorded("sha256:5b");
     rig.fake.push(Output::fail(1, "Error response from daemon: network corp-out not found"));
     let s = spec(CreateRequest { egress_network: Some("corp-out".into()), ..allow(&["pypi.org"]) });
     let err = rig.driver().create(&s).unwrap_err();
@@ -171,7 +163,7 @@ fn sbx_makes_its_egress_network_but_never_an_operators() {
 
     let rig = Rig::new();
     rig.image("");
-    rig.fake.push(Output::ok("sha256:5b\n"));
+    rig.self_image_recorded("sha256:5b");
     rig.fake.push(Output::fail(1, "Error response from daemon: network sbx-egress-net not found"));
     rig.fake.push(Output::ok("net\n"));
     rig.fake.push(Output::fail(1, "boom")); // the internal network: the create fails and rolls back
@@ -185,10 +177,10 @@ fn sbx_makes_its_egress_network_but_never_an_operators() {
     assert_eq!(err.kind(), "docker_failed");
     let calls = rig.fake.calls();
     assert_eq!(
-        calls[3][..6],
+        calls[2][..6],
         ["network", "create", "--driver", "bridge", "--opt", "com.docker.network.bridge.enable_icc=false"]
     );
-    assert_eq!(calls[7], ["rm", "-f", "-v", "--", GATE_CID]);
+    assert_eq!(calls[6], ["rm", "-f", "-v", "--", GATE_CID]);
     assert!(!rig.policy_dir().exists(), "the rollback removes the policy directory");
     assert!(rig.state().creating().is_empty());
 }

@@ -102,16 +102,23 @@ fn gc_reaps_many_in_paced_batches_and_reports_each_failed_batch() {
 #[test]
 fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
     // Issue 10: a create killed between making the session directory and
-    // `docker volume create`, or a volume removed behind sbx's back.
+    // `docker volume create` leaves an empty one. A volume removed behind
+    // sbx's back (`docker volume rm`, `docker volume prune`) leaves the
+    // session's work: gc makes the volume again and never deletes it.
     let rig = Rig::new();
     std::fs::create_dir_all(&rig.root).unwrap();
     std::fs::create_dir_all(&rig.state).unwrap();
     let key = rig.state().key().unwrap();
     let vols = rig.state.join("volumes");
+    for p in ["broken", "empty"] {
+        std::fs::create_dir_all(vols.join(p)).unwrap();
+        std::fs::write(vols.join(format!("{p}.lock")), "").unwrap();
+    }
     for p in ["gone", "alive", "racing"] {
         std::fs::create_dir_all(vols.join(p).join("workspace")).unwrap();
         std::fs::write(vols.join(format!("{p}.lock")), "").unwrap();
     }
+    std::fs::write(vols.join("gone/workspace/work"), "hours of it").unwrap();
     std::fs::write(vols.join("lockonly.lock"), "").unwrap();
     // A remote engine's session lock (issue 16): its volumes are not on this engine, and it is no session state.
     drop(crate::host::persist::remote_lock(&rig.state, "far").unwrap());
@@ -121,29 +128,56 @@ fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
         rig.fake.push(Output::ok("")); // docker ps
         rig.fake.push(Output::ok(vol_ls));
     };
-    // Dry run: says what would go, removes nothing.
+    // Dry run: says what would go and what would be made again, touches nothing.
     gc_calls(&rig, &listed("sbx-state-alive"));
     let r = rig.driver().gc(true).unwrap();
     let dry: Vec<String> = r.volume_state.iter().map(|p| p.rsplit('/').next().unwrap().to_string()).collect();
-    assert_eq!(dry, ["gone", "gone.lock", "lockonly.lock", "racing", "racing.lock"]);
-    assert!(vols.join("gone").exists());
+    assert_eq!(dry, ["broken", "broken.lock", "empty", "empty.lock", "lockonly.lock"]);
+    assert_eq!(r.restored_volumes, ["sbx-state-gone", "sbx-state-racing"]);
+    assert!(vols.join("empty").exists() && vols.join("gone/workspace/work").exists());
     // "racing": its volume was created after the list (a create finished
-    // meanwhile): looked up again under the lock, it stays.
+    // meanwhile): looked up again under the lock, it stays. "broken": docker
+    // did not say the volume is gone, so nothing is judged.
     gc_calls(&rig, &listed("sbx-state-alive"));
+    rig.fake.push(Output::fail(1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."));
+    rig.fake.push(Output::fail(1, "Error: No such volume: sbx-state-empty"));
     rig.fake.push(Output::fail(1, "Error: No such volume: sbx-state-gone"));
+    rig.fake.push(Output::ok("sbx-state-gone\n"));
     rig.fake.push(Output::fail(1, "Error: No such volume: sbx-state-lockonly"));
     rig.fake.push(Output::ok("sbx-state-racing\n"));
     let r = rig.driver().gc(false).unwrap();
-    assert!(r.failed.is_empty(), "{:?}", r.failed);
-    assert!(!vols.join("gone").exists() && !vols.join("gone.lock").exists() && !vols.join("lockonly.lock").exists());
+    assert_eq!(r.failed.len(), 1, "{:?}", r.failed);
+    assert_eq!(r.failed[0].item, "session state broken");
+    assert!(vols.join("broken").exists() && vols.join("broken.lock").exists());
+    assert!(!vols.join("empty").exists() && !vols.join("empty.lock").exists() && !vols.join("lockonly.lock").exists());
+    assert_eq!(std::fs::read_to_string(vols.join("gone/workspace/work")).unwrap(), "hours of it");
+    assert!(vols.join("gone.lock").exists());
+    let gone = vols.join("gone");
+    let made = rig.fake.calls().into_iter().find(|c| c.get(..2) == Some(&["volume".to_string(), "create".to_string()]));
+    assert_eq!(
+        made.unwrap(),
+        crate::docker::argv::volume_create(
+            "sbx-state-gone",
+            &gone,
+            "gone",
+            &state::owner_token(&key, "sbx-state-gone")
+        )
+        .into_iter()
+        .map(|a| a.into_string().unwrap())
+        .collect::<Vec<_>>()
+    );
+    assert_eq!(r.restored_volumes, ["sbx-state-gone"]);
     assert!(vols.join("alive/workspace").exists() && vols.join("racing/workspace").exists());
     assert_eq!(r.volume_state.len(), 3, "{:?}", r.volume_state);
     assert!(vols.join(".remote/far.lock").exists(), "gc removed a remote session's lock");
     // A create holding a session's lock is never judged.
+    std::fs::remove_dir(vols.join("broken")).unwrap();
     let held = crate::host::persist::lock(&rig.state, "racing").unwrap();
-    gc_calls(&rig, &listed("sbx-state-alive"));
+    gc_calls(&rig, &(listed("sbx-state-alive") + &listed("sbx-state-gone")));
+    rig.fake.push(Output::fail(1, "Error: No such volume: sbx-state-broken"));
     let r = rig.driver().gc(false).unwrap();
-    assert!(r.volume_state.is_empty(), "{:?}", r.volume_state);
+    assert_eq!(r.volume_state.len(), 1, "{:?}", r.volume_state);
+    assert!(r.restored_volumes.is_empty(), "{:?}", r.restored_volumes);
     assert!(vols.join("racing/workspace").exists());
     drop(held);
 }

@@ -10,7 +10,7 @@ const FWD_CID: &str = "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f
 impl Rig {
     /// The private route networks of `ID-inference` made, the service attached upstream.
     fn private_made(&self) {
-        self.fake.push(Output::ok("sha256:5b\n")); // sbx's image is there already
+        self.self_image_recorded("sha256:5b"); // sbx's image is there already
         self.fake.push(Output::ok("netid\n"));
         self.fake.push(Output::ok("upid\n"));
         self.fake.push(Output::ok(""));
@@ -43,7 +43,6 @@ fn private_routes_put_a_forwarder_between_the_sandbox_and_the_service() {
         [
             "image inspect",
             "container inspect",
-            "images",
             "network create",
             "network create",
             "network connect",
@@ -74,20 +73,20 @@ fn private_routes_put_a_forwarder_between_the_sandbox_and_the_service() {
             name.into(),
         ]
     };
-    assert_eq!(calls[3], made(&net, &fwd));
-    assert_eq!(calls[4], made(&up, "proxy"));
-    assert_eq!(calls[5], ["network", "connect", "--alias", "sbx-upstream", "--", &up, "proxy"]);
-    let f = &calls[6];
+    assert_eq!(calls[2], made(&net, &fwd));
+    assert_eq!(calls[3], made(&up, "proxy"));
+    assert_eq!(calls[4], ["network", "connect", "--alias", "sbx-upstream", "--", &up, "proxy"]);
+    let f = &calls[5];
     assert_eq!(f[..4], ["run", "-d", "--name", &fwd]);
     assert!(f.windows(2).any(|w| w == ["--network", &net]) && f.windows(2).any(|w| w == ["--network-alias", "proxy"]));
     assert!(
         f.ends_with(&["__forward", "--upstream", "sbx-upstream", "--port", "8080", "--port", "9"].map(String::from))
     );
     assert!(f.contains(&format!("sbx.owner={}", rig.token(ID))) && f.contains(&format!("sbx.forward-of={ID}")));
-    let sb = &calls[7];
+    let sb = &calls[6];
     assert!(sb.windows(2).any(|w| w == ["--network", &net]));
     assert!(sb.contains(&format!("sbx.private={{\"{net}\":\"{fwd}\",\"{up}\":\"proxy\"}}")), "{sb:?}");
-    assert_eq!(calls[9], ["network", "connect", "--", &up, &fwd]);
+    assert_eq!(calls[8], ["network", "connect", "--", &up, &fwd]);
     assert_eq!((c.record.tier, c.gaps.len()), (2, 0), "{:?}", c.gaps);
     assert_eq!(c.record.routes.values().collect::<Vec<_>>(), [&net, &net]);
     assert!(rig.state.join(forward::MARK).exists(), "gc looks for forwarders on this host");
@@ -120,12 +119,12 @@ fn private_routes_need_running_services_and_are_torn_down_on_failure() {
     assert!(rig.driver().create(&s).is_err());
     let net = format!("{ID}-inference");
     assert_eq!(
-        rig.fake.verbs()[6..],
+        rig.fake.verbs()[5..],
         ["run", "run", "network connect", "ps", "rm", "rm", "network disconnect", "network disconnect", "network rm"]
     );
     let calls = rig.fake.calls();
-    assert_eq!(calls[10], ["rm", "-f", "-v", "--", FWD_CID], "the forwarder first, by its id");
-    assert_eq!(calls[14], ["network", "rm", "--", &net, &forward::upstream(&net)]);
+    assert_eq!(calls[9], ["rm", "-f", "-v", "--", FWD_CID], "the forwarder first, by its id");
+    assert_eq!(calls[13], ["network", "rm", "--", &net, &forward::upstream(&net)]);
     assert!(!rig.sock_dir().exists());
 }
 

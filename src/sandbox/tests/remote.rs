@@ -99,6 +99,13 @@ fn a_remote_create_relays_the_channel_and_fills_the_helper_volume_once() {
         assert!(!here.iter().any(|h| a.contains(h.as_str())), "{a} names a path of this machine");
     }
     assert_eq!(calls[9], ["cp", "deadbeef:/run", "-"]);
+    // Nothing of it on this machine's file system but its state in the
+    // data dir: no directory under the socket root (a marker was), and
+    // the TTL watchdog watches its expiry there.
+    let under_root: Vec<_> =
+        std::fs::read_dir(&rig.root).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    assert_eq!(under_root, Vec::<std::path::PathBuf>::new(), "a remote create made a socket directory here");
+    assert_eq!(c.watched, rig.state().expiry_file(ID));
     let fill = rig.fake.inputs();
     assert_eq!(fill.len(), 1, "one fill");
     assert_eq!(fill[0].1, crate::host::helper::tar(false));
@@ -243,17 +250,17 @@ fn a_direct_channel_needs_this_machine_to_be_the_engine_s() {
 #[test]
 fn a_remote_gate_is_created_again_when_another_sbx_build_dropped_its_image() {
     const GATE: &str = "9a7e9a7e";
+    const FIVE_C: &str = "sha256:5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c";
     let rig = Rig::new();
     rig.image("");
     std::fs::create_dir_all(rig.state.join("helper")).unwrap();
     std::fs::write(rig.state.join("helper/remote-verified"), format!("ssh://me@far {}\n", volume_name())).unwrap();
     rig.fake.push(Output::ok(&format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key())));
-    rig.fake.push(Output::ok("sha256:5b\n")); // sbx's own image
+    rig.self_image_recorded_at("ssh://me@far", "sha256:5b"); // sbx's own image
     rig.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
     rig.fake.push(Output::ok("")); // the internal network
     rig.fake.push(Output::fail(1, "Error response from daemon: No such image: sha256:5b\n"));
-    rig.fake.push(Output::ok("")).push(Output::ok("")); // not found by its hash, twice
-    rig.fake.push(Output::ok("sha256:5c\n")).push(Output::ok("sha256:5c\n")); // imported; no other build's
+    rig.fake.push(Output::ok("\"ENGINE:ONE\"\n")).push(Output::ok(&format!("{FIVE_C}\n"))); // imported again
     rig.fake.push(Output::ok(&format!("{GATE}\n"))); // docker create of the gate, again
     rig.fake.push(Output::ok("")); // the policy copied in
     rig.fake.push(Output::ok(&format!("{GATE}\n"))); // docker start of the gate
@@ -262,10 +269,10 @@ fn a_remote_gate_is_created_again_when_another_sbx_build_dropped_its_image() {
     let c = remote(&rig).create(&spec(&["--allow", "pypi.org"])).unwrap();
     assert_eq!(c.record.tier, 2);
     let calls = rig.fake.calls();
-    assert_eq!(rig.fake.verbs()[5..11], ["create", "images", "images", "import", "images", "create"]);
-    assert_eq!(calls[5].iter().map(|a| if a == "sha256:5b" { "sha256:5c" } else { a }).collect::<Vec<_>>(), calls[10]);
-    assert!(calls[10].contains(&"sha256:5c".to_string()), "{:?}", calls[10]);
-    assert_eq!(calls[11], ["cp", "-", &format!("{GATE}:/policy")]);
+    assert_eq!(rig.fake.verbs()[4..8], ["create", "info", "import", "create"]);
+    assert_eq!(calls[4].iter().map(|a| if a == "sha256:5b" { FIVE_C } else { a }).collect::<Vec<_>>(), calls[7]);
+    assert!(calls[7].contains(&FIVE_C.to_string()), "{:?}", calls[7]);
+    assert_eq!(calls[8], ["cp", "-", &format!("{GATE}:/policy")]);
 }
 
 /// `--allow` on a remote engine (issue 16): the gate cannot bind this
@@ -281,7 +288,7 @@ fn a_remote_gate_gets_its_policy_through_docker_cp_never_a_bind() {
     std::fs::create_dir_all(rig.state.join("helper")).unwrap();
     std::fs::write(rig.state.join("helper/remote-verified"), format!("ssh://me@far {}\n", volume_name())).unwrap();
     rig.fake.push(Output::ok(&format!("{{\"sbx.helper\":\"{}\"}}\n", crate::host::helper::key())));
-    rig.fake.push(Output::ok("sha256:5b\n")); // sbx's own image
+    rig.self_image_recorded_at("ssh://me@far", "sha256:5b"); // sbx's own image
     rig.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
     rig.fake.push(Output::ok("")); // the internal network
     rig.fake.push(Output::ok(&format!("{GATE}\n"))); // docker create of the gate
@@ -296,7 +303,6 @@ fn a_remote_gate_gets_its_policy_through_docker_cp_never_a_bind() {
         [
             "image inspect",
             "volume",
-            "images",
             "network inspect",
             "network create",
             "create",
@@ -310,10 +316,10 @@ fn a_remote_gate_gets_its_policy_through_docker_cp_never_a_bind() {
         ]
     );
     let calls = rig.fake.calls();
-    assert_eq!(calls[5][..3], ["create", "--name", &gate::container(ID)]);
-    assert!(calls[5].contains(&"type=volume,dst=/policy,volume-nocopy".to_string()), "{:?}", calls[5]);
-    assert_eq!(calls[6], ["cp", "-", &format!("{GATE}:/policy")]);
-    assert_eq!(calls[7], ["start", "--", GATE]);
+    assert_eq!(calls[4][..3], ["create", "--name", &gate::container(ID)]);
+    assert!(calls[4].contains(&"type=volume,dst=/policy,volume-nocopy".to_string()), "{:?}", calls[4]);
+    assert_eq!(calls[5], ["cp", "-", &format!("{GATE}:/policy")]);
+    assert_eq!(calls[6], ["start", "--", GATE]);
     let here = [rig.root.display().to_string(), rig.state.display().to_string()];
     for a in calls.iter().flatten().filter(|a| !a.starts_with("seccomp=")) {
         assert!(!here.iter().any(|h| a.contains(h.as_str())), "{a} names a path of this machine");

@@ -69,11 +69,12 @@ fn a_remote_start_checks_run_before_docker_start_then_waits_through_the_relay() 
         assert!(!here.iter().any(|h| a.contains(h.as_str())), "{a} names a path of this machine");
     }
     assert!(!rig.state().marked(ID, Mark::Stopped));
-    // Its marker here (gone, as after a reboot) is made again and attributed
-    // to this engine; the watchdog watches it, not the path inside.
-    assert!(rig.sock_dir().is_dir());
+    // Attributed to this engine; nothing of it is made under the socket
+    // root here: the watchdog watches its expiry in the data dir, not the
+    // path inside.
+    assert!(!rig.sock_dir().exists(), "a remote start made a directory on this machine");
     assert!(rig.state().belongs(ID, FAR));
-    assert_eq!(done.unwatched, Some(rig.sock_dir().join("sandbox.sock")));
+    assert_eq!(done.unwatched, Some(rig.state().expiry_file(ID)));
 }
 
 #[test]
@@ -242,14 +243,15 @@ fn remote_gc_ages_other_machines_fillers_by_the_engine_s_clock_not_their_label()
     assert!(r.failed[0].error.contains("engine time"), "{:?}", r.failed);
 }
 
-/// `sbx ttl` of a remote sandbox: the watchdog it starts watches the
-/// marker here (made again if gone), not the socket's path inside the
-/// sandbox, and the TTL is attributed to that engine.
+/// `sbx ttl` of a remote sandbox: the watchdog it starts watches its
+/// expiry in the data dir (nothing is made under the socket root here),
+/// not the socket's path inside the sandbox, and the TTL is attributed to
+/// that engine.
 #[test]
-fn ttl_of_a_remote_sandbox_watches_its_marker_here() {
+fn ttl_of_a_remote_sandbox_watches_its_expiry_here() {
     let rig = Rig::new();
     rig.fake.push(remote_sandbox(&rig, "running", &volume()));
     let (_, watch) = remote(&rig).set_ttl(ID, Duration::from_secs(3600)).unwrap();
-    assert_eq!(watch, Some(rig.sock_dir().join("sandbox.sock")));
-    assert!(rig.sock_dir().is_dir() && rig.state().belongs(ID, FAR) && rig.state().expiry(ID).is_some());
+    assert_eq!(watch, Some(rig.state().expiry_file(ID)));
+    assert!(!rig.sock_dir().exists() && rig.state().belongs(ID, FAR) && rig.state().expiry(ID).is_some());
 }

@@ -50,7 +50,7 @@ fn status(uid: &str) -> String {
 /// The inspect, sbx's own image found by its label, then the probe's answer.
 fn probed(rig: &Rig, answer: Output) {
     rig.fake.push(Output::ok(&inspect(rig, true, false)));
-    rig.fake.push(Output::ok(&format!("{SELF_IMAGE}\n")));
+    rig.self_image_recorded_at("ssh://me@far", SELF_IMAGE);
     rig.fake.push(answer);
 }
 
@@ -72,8 +72,8 @@ fn a_remote_audit_reads_the_process_through_a_probe_in_its_pid_namespace() {
     let report = of_sandbox(&remote(&rig), ID).unwrap();
     assert!(report.passed, "{report:#?}");
     assert_eq!(rule(&report, "4.1").detail, "User \"65534:65534\"; process uid 65534");
-    assert_eq!(rig.fake.verbs(), ["container inspect", "images", "run", "image inspect", "info"]);
-    let probe = &rig.fake.calls()[2];
+    assert_eq!(rig.fake.verbs(), ["container inspect", "run", "image inspect", "info"]);
+    let probe = &rig.fake.calls()[1];
     let pair = |k: &str, v: &str| probe.windows(2).any(|w| w[0] == k && w[1] == v);
     assert!(pair("--pid", &format!("container:{CID}")) && pair("--network", "none"), "{probe:?}");
     assert!(pair("--cap-drop", "ALL") && pair("--cap-add", "SYS_PTRACE") && pair("--user", "0:0"), "{probe:?}");
@@ -112,22 +112,20 @@ fn a_probe_that_fails_is_removed_by_name_and_its_failure_reported() {
     let e = of_sandbox(&remote(&rig), ID).unwrap_err();
     assert!(e.to_string().contains("engine busy"), "{e}");
     let calls = rig.fake.calls();
-    let name = calls[2].iter().skip_while(|a| *a != "--name").nth(1).unwrap().clone();
+    let name = calls[1].iter().skip_while(|a| *a != "--name").nth(1).unwrap().clone();
     assert!(name.starts_with("sbx-audit-00000000000f-"), "{name}");
-    assert_eq!(calls[3], ["rm", "-f", "-v", "--", &name]);
+    assert_eq!(calls[2], ["rm", "-f", "-v", "--", &name]);
 
     // sbx's image dropped meanwhile (another sbx build on the engine): found again, run once more.
     let rig = Rig::new();
     probed(&rig, Output::fail(125, "docker: Error response from daemon: No such image: sha256:5e1f."));
-    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok("")); // the failed probe removed
+    rig.fake.push(Output::ok("\"ENGINE:ONE\"\n"));
     rig.fake.push(Output::ok(&format!("{SELF_IMAGE}\n")));
     rig.fake.push(Output::ok(&status("65534")));
     rest(&rig);
     assert!(of_sandbox(&remote(&rig), ID).unwrap().passed);
-    assert_eq!(
-        rig.fake.verbs(),
-        ["container inspect", "images", "run", "rm", "images", "run", "image inspect", "info"]
-    );
+    assert_eq!(rig.fake.verbs(), ["container inspect", "run", "rm", "info", "import", "run", "image inspect", "info"]);
 
     // Stopped between the inspect and the probe: said so, not an error.
     let rig = Rig::new();
@@ -154,7 +152,7 @@ fn a_stopped_sandbox_gets_no_probe_and_a_paused_one_is_said_to_be() {
 
     let rig = Rig::new();
     rig.fake.push(Output::ok(&inspect(&rig, true, true)));
-    rig.fake.push(Output::ok(&format!("{SELF_IMAGE}\n")));
+    rig.self_image_recorded_at("ssh://me@far", SELF_IMAGE);
     rig.fake.push(Output::ok(&status("65534")));
     rest(&rig);
     let report = of_sandbox(&remote(&rig), ID).unwrap();

@@ -35,17 +35,20 @@ pub(super) fn invalid(msg: String) -> io::Error {
 
 /// Open the directory `path` names (an operator's path, above what is
 /// copied). Component by component with O_NOFOLLOW: a symlink on the way is
-/// followed only when root or this user owns it, and the last one not at
-/// all with `nofollow`. Finding 4 one level up: with `--rw HOST:/work` the
-/// sandbox made `/work/build` a symlink to a host directory, and `sbx cp
-/// ID:/tmp/f HOST/build/f` wrote there as root (`sbx cp HOST/build/secret
-/// ID:/tmp/` read from there); the kernel followed it when opening the path.
+/// followed only when root owns it, and the last one not at all with
+/// `nofollow`. Finding 4 one level up: with `--rw HOST:/work` the sandbox
+/// made `/work/build` a symlink to a host directory, and `sbx cp ID:/tmp/f
+/// HOST/build/f` wrote there as root (`sbx cp HOST/build/secret ID:/tmp/`
+/// read from there); the kernel followed it when opening the path. The
+/// caller's own links are not trusted either: a sandbox can be the caller's
+/// uid (an image `USER 1003` started by another user, or before `create`
+/// refused it: then `~/project/build -> ~/.ssh` replaced authorized_keys),
+/// never root's (`--user 0` is refused with a writable mount).
 pub(super) fn open_dir(path: &Path, nofollow: bool) -> io::Result<OwnedFd> {
     use std::collections::VecDeque;
     use std::ffi::OsString;
     use std::path::Component;
     let err = |e: Errno| io::Error::new(io::Error::from(e).kind(), format!("{}: {e}", path.display()));
-    let me = nix::unistd::geteuid().as_raw();
     let start = |abs: bool| {
         rustix::fs::open(if abs { "/" } else { "." }, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
     };
@@ -73,10 +76,10 @@ pub(super) fn open_dir(path: &Path, nofollow: bool) -> io::Result<OwnedFd> {
         if todo.is_empty() && nofollow {
             return Err(invalid(format!("{} is a symlink; name the directory itself", path.display())));
         }
-        if st.st_uid != 0 && st.st_uid != me {
+        if st.st_uid != 0 {
             return Err(invalid(format!(
-                "{}: {:?} on the way is a symlink owned by uid {}, not by you or root (a sandbox can make one \
-                 in a --rw mount); refusing to follow it, name the real directory",
+                "{}: {:?} on the way is a symlink owned by uid {}, not by root (a sandbox can make one \
+                 in a --rw mount); refusing to follow it, name the real directory (`realpath`)",
                 path.display(),
                 c,
                 st.st_uid
