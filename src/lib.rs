@@ -19,7 +19,7 @@
 //! | `error`     | one error enum per concern, exit codes, kinds and hints               | failure mode               |
 //! | `output`    | the printer: data on stdout, messages on stderr, `--json`             | message shape              |
 //! | `host`      | this machine: state dir, socket dirs, persist, helper, channel, interrupts | host-side resource     |
-//! | `gate`      | the egress gate program (`sbx __gate`) that runs in a sandbox's gate container | gate behaviour     |
+//! | `gate`      | the programs of sbx's own image: the egress gate (`sbx __gate`), a private route's forwarder (`sbx __forward`) | gate behaviour     |
 //! | `workbench` | working inside a sandbox: exec, ps, files and the transfer format, stats, ports | in-sandbox operation |
 //! | `sandbox`   | the lifecycle, one file per operation (create, destroy, revoke, gc, ttl, volumes) | lifecycle step   |
 //! | `checks`    | what sbx measures for the operator: audit rules, doctor, the probe    | check                      |

@@ -100,6 +100,9 @@ pub struct Facts {
     /// Why the process's status was not read, when it was not (a stopped
     /// sandbox has no process): the rules that read it say so.
     pub unread: String,
+    /// Each private route network that has sbx's forwarder, with the names
+    /// of the containers docker says are on it (`argv::network_members`).
+    pub forwarded: Vec<(String, Vec<String>)>,
 }
 
 /// Judge one container. Numbers follow the CIS Docker Benchmark as
@@ -290,6 +293,11 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     rule("sbx.health", "no healthcheck run by the engine", ok, why);
     let (ok, why) = no_anonymous_volume(c);
     rule("sbx.volumes", "no volume but sbx's own", ok, why);
+    if !facts.forwarded.is_empty() {
+        let (ok, why) =
+            only_forwarders(c["Name"].as_str().unwrap_or_default().trim_start_matches('/'), &facts.forwarded);
+        rule("sbx.forwarders", "private routes reach only sbx's forwarder", ok, why);
+    }
     let (ok, why, _) = runtime::rule(&facts.runtime, &view);
     rule("sbx.runtime", "kernel isolation", ok, why);
     rules
@@ -315,68 +323,8 @@ fn sbx_seccomp(sec: &[String]) -> (bool, String) {
     (false, what)
 }
 
-/// json-file or local (the drivers whose files docker itself rotates) with
-/// max-size and max-file set; `local` caps by default, json-file does not.
-fn log_capped(lc: &serde_json::Value) -> (bool, String) {
-    let driver = lc["Type"].as_str().unwrap_or_default();
-    let opt = |k: &str| lc["Config"][k].as_str().unwrap_or_default().to_string();
-    let ok = match driver {
-        "json-file" => !opt("max-size").is_empty() && opt("max-size") != "-1" && !opt("max-file").is_empty(),
-        "local" => opt("max-size") != "-1",
-        _ => false,
-    };
-    (ok, format!("driver {driver:?}, max-size {:?}, max-file {:?}", opt("max-size"), opt("max-file")))
-}
-
-/// A healthcheck runs in dockerd, containerd and runc, outside the
-/// container's --cpus: one with a 1 ms interval (from the image's
-/// HEALTHCHECK) cost 113% of a host CPU for an idle sandbox.
-fn no_healthcheck(h: &serde_json::Value) -> (bool, String) {
-    let test = strs(&h["Test"]);
-    let ok = h.is_null() || test.is_empty() || test[0] == "NONE";
-    (ok, format!("Healthcheck {}", if h.is_null() { "none".into() } else { format!("{test:?}") }))
-}
-
-/// Volumes are host disk without bound: each image VOLUME got an anonymous
-/// one under the engine's data root (701 MiB written to `VOLUME /data` by a
-/// read-only sandbox). Only sbx's own are fine: the session's at /state
-/// (`sbx.volume`) and, on a remote engine, the read-only helper at /run/sbx.
-fn no_anonymous_volume(c: &serde_json::Value) -> (bool, String) {
-    let session = c["Config"]["Labels"][crate::model::record::VOLUME].as_str().filter(|s| !s.is_empty());
-    let others: Vec<String> = c["Mounts"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter(|m| m["Type"] == "volume")
-                .filter_map(|m| {
-                    let (name, dst) = (m["Name"].as_str().unwrap_or_default(), m["Destination"].as_str());
-                    let own = (Some(name) == session && dst == Some("/state"))
-                        || (name.starts_with("sbx-helper-")
-                            && dst == Some(crate::model::paths::HELPER_DIR)
-                            && m["RW"] == false);
-                    (!own).then(|| format!("{name}:{}", dst.unwrap_or_default()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    (others.is_empty(), format!("volumes not sbx's: {others:?}"))
-}
-
-/// Every network the container is on must be one of its declared routes
-/// (`sbx.routes`, written by sbx at create); `none` only when it has none.
-/// Finding 3: someone may attach a sandbox to more, by hand.
-fn only_route_networks(c: &serde_json::Value) -> (bool, String) {
-    let declared: Vec<String> = c["Config"]["Labels"][crate::model::record::ROUTES]
-        .as_str()
-        .and_then(|r| serde_json::from_str::<std::collections::BTreeMap<String, String>>(r).ok())
-        .map(|m| m.into_values().collect())
-        .unwrap_or_default();
-    let on: Vec<String> =
-        c["NetworkSettings"]["Networks"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
-    let extra: Vec<&String> =
-        on.iter().filter(|n| !(declared.contains(n) || declared.is_empty() && *n == "none")).collect();
-    (extra.is_empty(), format!("on {on:?}; declared routes {declared:?}; not declared: {extra:?}"))
-}
-
+mod container_rules;
 #[cfg(test)]
 mod tests;
+
+use container_rules::{log_capped, no_anonymous_volume, no_healthcheck, only_forwarders, only_route_networks};

@@ -193,6 +193,9 @@ pub enum Command {
     /// Internal: this machine's addresses, one a line (run on a remote engine's host network).
     #[command(name = "__host-addrs", hide = true)]
     HostAddrs,
+    /// Internal: the relay a private route's forwarder container runs.
+    #[command(name = "__forward", hide = true)]
+    Forward(crate::gate::forward::ForwardArgs),
 }
 
 #[derive(Debug, Args)]

@@ -43,7 +43,7 @@ fn every_subcommand_has_examples_and_described_positionals() {
     }
     let top = Cli::command().render_help().to_string();
     assert!(!top.contains("__probe") && !top.contains("__watchdog") && !top.contains("__gate"), "{top}");
-    assert!(!top.contains("__audit-probe"), "{top}");
+    assert!(!top.contains("__audit-probe") && !top.contains("__forward"), "{top}");
 }
 
 /// `pool create` refuses the flags of one session (exit 2): its help does

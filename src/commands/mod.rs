@@ -127,6 +127,7 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::HostAddrs => {
             done(crate::host::host_addrs::print().map_err(|e| Error::io("listing the host's addresses", e)))
         }
+        Command::Forward(a) => done(crate::gate::forward::run(a).map_err(|e| Error::io("route forwarder", e))),
     }
 }
 

@@ -17,6 +17,7 @@
 
 mod conn;
 mod dns;
+pub mod forward;
 mod head;
 mod splice;
 mod tls;
@@ -216,7 +217,7 @@ fn log_stdout(line: &LogLine) {
 /// The container's own addresses now: every interface but loopback; IPv6
 /// link-local ones are skipped (they need a scope, and Docker's names never
 /// resolve to them).
-fn own_addresses() -> std::io::Result<Vec<IpAddr>> {
+pub(crate) fn own_addresses() -> std::io::Result<Vec<IpAddr>> {
     let found: Vec<IpAddr> = crate::host::host_addrs::interfaces()?
         .into_iter()
         .filter(|ip| !matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80))

@@ -8,6 +8,7 @@ pub mod boundary;
 pub mod channel;
 pub mod engine;
 pub mod event;
+pub mod forward;
 pub mod gate;
 pub mod ids;
 pub mod invalid;

@@ -48,6 +48,9 @@ pub const EGRESS: &str = "sbx.egress";
 pub const EGRESS_NETWORK: &str = "sbx.egress-network";
 /// On a gate container (never `sbx.managed`: it is not a sandbox): its sandbox.
 pub const GATE_OF: &str = "sbx.gate-of";
+/// On a private route's forwarder (never `sbx.managed`: it is not a
+/// sandbox): its sandbox. With `sbx.owner`, what finds it (`model::forward`).
+pub const FORWARD_OF: &str = "sbx.forward-of";
 /// On audit's status probe (never `sbx.managed`: it is not a sandbox):
 /// the sandbox it reads. With `sbx.owner` and `sbx.expires`, what gc reaps
 /// a probe left behind by (issue 16).

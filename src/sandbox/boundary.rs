@@ -46,12 +46,27 @@ pub fn assess(id: &str, routes: &[Route], networks: &[RouteNetwork], info: &BTre
                 recreate.clone(),
             );
         }
-        if n.private_for.as_deref() != Some(id) {
+        let private = n.private_for.as_deref() == Some(id);
+        if !private {
             gap(
                 "shared",
                 format!("{net} is shared: every other sandbox routed to it can reach this one and resolve its name"),
                 "create the sandbox with --private-routes (its own network, with only the route's service on it)"
                     .into(),
+            );
+        }
+        // Docker has no port filter on a network: on a network sbx does not
+        // relay (a shared one), whatever the service listens on answers.
+        let ported: Vec<String> =
+            rs.iter().filter_map(|r| r.port_or_default().map(|p| format!("{}:{p}", r.host))).collect();
+        if !private && !ported.is_empty() {
+            gap(
+                "ports",
+                format!(
+                    "every port of the service answers through {net}, not only {}: docker filters no ports",
+                    ported.join(", ")
+                ),
+                "create the sandbox with --private-routes (sbx relays only the route's port)".into(),
             );
         }
     }
@@ -88,30 +103,66 @@ mod tests {
     #[test]
     fn only_a_private_internal_hostless_network_is_contained() {
         assert!(run(&[("a", "sbx-p")], &[("sbx-p", info(true, true, Some(ID)))]).is_empty());
-        assert_eq!(run(&[("a", "sbx-p")], &[("sbx-p", info(true, true, None))]), [("sbx-p".into(), "shared")]);
+        assert_eq!(
+            run(&[("a", "sbx-p")], &[("sbx-p", info(true, true, None))]),
+            [("sbx-p".into(), "shared"), ("sbx-p".into(), "ports")]
+        );
         assert_eq!(
             run(&[("a", "sbx-p")], &[("sbx-p", info(true, true, Some("sbx-000000000000")))]),
-            [("sbx-p".into(), "shared")]
+            [("sbx-p".into(), "shared"), ("sbx-p".into(), "ports")]
         );
         assert_eq!(run(&[("a", "sbx-p")], &[("sbx-p", info(true, false, Some(ID)))]), [("sbx-p".into(), "host")]);
         assert_eq!(
             run(&[("a", "sbx-p")], &[("sbx-p", info(false, false, None))]),
-            [("sbx-p".into(), "egress"), ("sbx-p".into(), "host"), ("sbx-p".into(), "shared")]
+            [
+                ("sbx-p".into(), "egress"),
+                ("sbx-p".into(), "host"),
+                ("sbx-p".into(), "shared"),
+                ("sbx-p".into(), "ports")
+            ]
         );
         let mut overlay = info(true, true, Some(ID));
         overlay.driver = "overlay".into();
         assert_eq!(run(&[("a", "sbx-p")], &[("sbx-p", overlay)]), [("sbx-p".into(), "host")]);
     }
 
+    /// Docker filters no ports: a route to `svc:8080` on a shared network
+    /// reaches every port of the service, and the report says so; a URL
+    /// names its scheme's port, a bare host names the whole host.
+    #[test]
+    fn a_shared_network_reaches_every_port_of_the_service() {
+        let shared = BTreeMap::from([("sbx-svc".to_string(), info(true, true, None))]);
+        let net = |kind: &str| RouteNetwork { kind: kind.into(), network: "sbx-svc".into() };
+        for (route, says) in [("a:svc:8080", Some("svc:8080")), ("a:https://svc/v1", Some("svc:443")), ("a:svc", None)]
+        {
+            let g = assess(ID, &[Route::parse(route).unwrap()], &[net("a")], &shared);
+            let ports: Vec<&Gap> = g.iter().filter(|g| g.property == "ports").collect();
+            match says {
+                Some(p) => {
+                    assert_eq!(ports.len(), 1, "{route}: {g:?}");
+                    assert!(
+                        ports[0]
+                            .detail
+                            .contains(&format!("every port of the service answers through sbx-svc, not only {p}")),
+                        "{g:?}"
+                    );
+                    assert!(ports[0].fix.contains("--private-routes"), "{g:?}");
+                }
+                None => assert!(ports.is_empty(), "{route}: {g:?}"),
+            }
+        }
+    }
+
     #[test]
     fn routes_sharing_a_network_are_reported_once() {
         let gaps = run(&[("a", "sbx-p"), ("b", "sbx-p")], &[("sbx-p", info(true, false, None))]);
-        assert_eq!(gaps, [("sbx-p".into(), "host"), ("sbx-p".into(), "shared")]);
+        assert_eq!(gaps, [("sbx-p".into(), "host"), ("sbx-p".into(), "shared"), ("sbx-p".into(), "ports")]);
         let routes = vec![Route::parse("a:p:1").unwrap(), Route::parse("b:p:2").unwrap()];
         let net = |kind: &str| RouteNetwork { kind: kind.into(), network: "sbx-p".into() };
         let nets = vec![net("a"), net("b")];
         let g = assess(ID, &routes, &nets, &BTreeMap::from([("sbx-p".to_string(), info(true, true, None))]));
         assert_eq!(g[0].routes, ["a", "b"]);
+        assert!(g[1].detail.contains("every port of the service answers through sbx-p, not only p:1, p:2"), "{g:?}");
         assert_eq!(tier(&g), 1);
         assert_eq!(tier(&[]), 2);
     }

@@ -179,6 +179,15 @@ impl Driver {
             self.remove_gates(&ids, &known)?;
         }
         let private: Vec<PrivateRoute> = gone.iter().flat_map(|t| t.private.iter().cloned()).collect();
+        // Forwarders before their networks.
+        let forwarded: Vec<String> = gone
+            .iter()
+            .filter(|t| t.private.iter().any(crate::model::forward::is_forwarder))
+            .map(|t| t.id.clone())
+            .collect();
+        if !forwarded.is_empty() {
+            self.remove_forwarders(&forwarded, None)?;
+        }
         self.remove_private(&private)?;
         // A remote create's marker here is named by the sandbox's id: it
         // is that sandbox's, now gone, whichever engine sbx drives now.

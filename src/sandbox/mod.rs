@@ -13,6 +13,7 @@ mod create;
 mod destroy;
 mod egress;
 pub mod events;
+mod forward;
 pub mod gc;
 mod lifecycle;
 mod networks;

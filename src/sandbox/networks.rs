@@ -6,20 +6,23 @@ use super::{is_timeout, Driver};
 use crate::docker::parse::RawContainer;
 use crate::docker::{argv, parse, run_ok, status_error};
 use crate::error::{DockerError, Result};
+use crate::model::forward;
 use crate::model::record::{self, PrivateRoute};
 
 impl Driver {
     /// Make each private route network (internal, no host address, labelled
-    /// as this sandbox's) and attach its service under the route's host name.
+    /// as this sandbox's) and attach a route's service to its forwarder's
+    /// upstream network, under the name the forwarder dials.
     pub(super) fn make_private(&self, id: &str, owner: &str, private: &[PrivateRoute]) -> Result<()> {
-        for PrivateRoute { network: net, service: svc } in private {
+        for p @ PrivateRoute { network: net, service: svc } in private {
             self.check_interrupt()?;
             run_ok(&*self.exec, &argv::private_network(net, id, svc, owner))?;
-            // The egress gate joins its network when it starts, under its alias.
-            if *svc == crate::model::gate::container(id) {
+            // The egress gate and a forwarder join their networks when they
+            // start, under the alias the sandbox knows them by.
+            if *svc == crate::model::gate::container(id) || forward::is_forwarder(p) {
                 continue;
             }
-            run_ok(&*self.exec, &argv::network_connect_alias(net, svc, svc))?;
+            run_ok(&*self.exec, &argv::network_connect_alias(net, svc, forward::UPSTREAM_ALIAS))?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use super::Driver;
 use crate::docker::{argv, parse, status_error};
 use crate::error::{EgressError, Error, Result, RouteError};
 use crate::model::event::{Event, Kind};
-use crate::model::record;
+use crate::model::{forward, record};
 use crate::spec::EGRESS_KIND;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,6 +36,12 @@ impl Driver {
             }));
         };
         let cut: Vec<String> = declared.iter().filter(|(_, n)| **n == network).map(|(k, _)| k.clone()).collect();
+        // A private route's forwarder first: it goes, and every connection
+        // it relays ends with it, before the sandbox leaves the network.
+        let private_all = private_of(&raw);
+        if private_all.iter().any(|p| p.network == network && forward::is_forwarder(p)) {
+            self.remove_forwarders(&[id.to_string()], Some(&network))?;
+        }
         let mut already = !raw.networks.contains(&network);
         if !already {
             let args = argv::network_disconnect(&network, id);
@@ -48,7 +54,7 @@ impl Driver {
                 }
             }
         }
-        let private: Vec<_> = private_of(&raw).into_iter().filter(|p| p.network == network).collect();
+        let private: Vec<_> = forward::of_route(&private_all, &network).cloned().collect();
         self.remove_private(&private)?;
         if egress {
             // Its network is gone already; the gate and its policy go too.

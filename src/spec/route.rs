@@ -17,6 +17,16 @@ impl Route {
         network_for(&self.host)
     }
 
+    /// The port the route names: its own, else its URL scheme's (http 80,
+    /// https 443); None for a bare host, whose target is the whole host.
+    pub fn port_or_default(&self) -> Option<u16> {
+        self.port.or_else(|| match self.target.split_once("://")?.0.to_ascii_lowercase().as_str() {
+            "http" | "ws" => Some(80),
+            "https" | "wss" => Some(443),
+            _ => None,
+        })
+    }
+
     pub fn parse(s: &str) -> Result<Self, Invalid> {
         let bad = |reason: String| {
             Invalid::new("route", s, reason)

@@ -42,7 +42,10 @@ fn shared_route_leaks_are_reported_and_private_routes_close_them() {
     let _ga = w.adopt(&a_id);
     assert_eq!(a["tier"], 1);
     let props: Vec<&str> = a["gaps"].as_array().unwrap().iter().map(|g| g["property"].as_str().unwrap()).collect();
-    assert_eq!(props, ["host", "shared"], "{a}");
+    assert_eq!(props, ["host", "shared", "ports"], "{a}");
+    let ports = a["gaps"].as_array().unwrap().iter().find(|g| g["property"] == "ports").unwrap();
+    let says = format!("every port of the service answers through {}, not only {}:8080", shared.name, svc.name);
+    assert!(ports["detail"].as_str().unwrap().contains(&says), "{a}");
     // Under --json the warning is in the result, not repeated in prose.
     let warnings = a["warnings"].to_string();
     assert!(warnings.contains("is shared") && warnings.contains("--private-routes"), "{a}");
@@ -54,6 +57,8 @@ fn shared_route_leaks_are_reported_and_private_routes_close_them() {
         "control: sandboxes on a shared network reach each other",
     );
     assert!(!host_addresses(&shared.name).trim().is_empty(), "control: a plain internal bridge has a host address");
+    // What the ports gap says: a port no route names answers too.
+    assert_success(&b.exec(&["dial", &svc.addr_port(9090)]), "a shared network reaches every port of the service");
 
     // Private routes: tier 2, the service is reached, the other sandbox is not.
     let out = w.try_create(&[
@@ -77,8 +82,8 @@ fn shared_route_leaks_are_reported_and_private_routes_close_them() {
     assert_eq!(private_net, format!("{p_id}-inference"));
     assert!(host_addresses(&private_net).trim().is_empty(), "the private bridge holds no host address");
     let q = w.create(&["--private-routes", "--route", &route]);
-    let svc_ip = ip_on(&svc.name, &format!("{}-inference", q.id));
-    assert_success(&q.exec(&["dial", &format!("{svc_ip}:8080")]), "the route's service over the private network");
+    let by_name = format!("{}:8080", svc.name);
+    assert_success(&q.exec(&["dial", &by_name]), "the route's service over the private network");
     let p_ip = ip_on(&p_id, &private_net);
     assert_exit(&q.exec(&["dial", &format!("{p_ip}:9000")]), 1, "another sandbox's private network");
     assert_exit(&b.exec(&["dial", &format!("{p_ip}:9000")]), 1, "from the shared network into a private one");
@@ -92,7 +97,7 @@ fn shared_route_leaks_are_reported_and_private_routes_close_them() {
         docker(&["network", "inspect", &format!("{}-inference", q.id)]).status.code() != Some(0),
         "revoked private network removed"
     );
-    assert_exit(&q.exec(&["dial", &format!("{svc_ip}:8080")]), 1, "after revoke");
+    assert_exit(&q.exec(&["dial", &by_name]), 2, "after revoke, the name resolves no more");
     assert_success(&w.sbx(&["destroy", &q.id]), "destroy after its private route was revoked");
     assert_success(&w.sbx(&["destroy", &p_id]), "destroy");
     assert!(
@@ -102,6 +107,138 @@ fn shared_route_leaks_are_reported_and_private_routes_close_them() {
     let nets =
         docker_ok(&["inspect", "--format", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}", &svc.name]);
     assert_eq!(nets.trim(), shared.name, "the service is back on its own network only");
+}
+
+/// Docker filters no ports: with the service on the sandbox's network,
+/// `--route svc:HOST:8080 --private-routes` reached every port of it. The
+/// route now goes through sbx's forwarder, which answers under the route's
+/// name and relays only 8080; revoke ends a relayed connection at once.
+#[test]
+fn a_private_route_reaches_only_its_port_through_sbxs_forwarder() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let w = World::new();
+    let net = Network::new(true);
+    let svc = Service::start(&net, &w.image);
+    assert_success(
+        &docker(&["exec", &svc.name, "/bin/fixture", "dial", &svc.addr_port(9090)]),
+        "control: 9090 answers",
+    );
+    let out = w.try_create(&["--json", "--private-routes", "--route", &format!("svc:{}:8080", svc.name)]);
+    assert_success(&out, "create with a private route");
+    let c = json(&out);
+    let id = c["id"].as_str().unwrap().to_string();
+    let sb = w.adopt(&id);
+    assert_eq!((c["tier"].clone(), c["gaps"].clone()), (serde_json::json!(2), serde_json::json!([])), "{c}");
+    let rec = json(&w.sbx(&["inspect", &id]));
+    assert_eq!(rec["tier"], 2, "{rec}");
+    assert!(rec.get("gaps").is_none(), "{rec}");
+
+    assert_success(&sb.exec(&["dial", &format!("{}:8080", svc.name)]), "the route's port, by the route's name");
+    let t = Instant::now();
+    let out = sb.exec(&["dial", &format!("{}:9090", svc.name)]);
+    assert_exit(&out, 1, "a port the route does not name");
+    assert!(stdout(&out).starts_with("unreachable"), "{}", stdout(&out));
+    assert!(t.elapsed() < Duration::from_secs(5), "9090 took {:?} to fail", t.elapsed());
+    assert_exit(
+        &sb.exec(&["dial", &svc.addr_port(9090)]),
+        1,
+        "the service's own address is on no network of the sandbox",
+    );
+
+    // The sandbox's network holds the sandbox and the forwarder, nothing else.
+    let private = format!("{id}-svc");
+    let fwd = format!("{private}.fwd");
+    let members = docker_ok(&["network", "inspect", "--format", "{{range .Containers}}{{.Name}} {{end}}", &private]);
+    let mut members: Vec<&str> = members.split_whitespace().collect();
+    members.sort();
+    assert_eq!(members, [id.as_str(), fwd.as_str()]);
+    let hardening = docker_ok(&[
+        "inspect",
+        "--format",
+        "{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{.Config.User}} {{.HostConfig.SecurityOpt}} \
+         {{.HostConfig.NanoCpus}} {{.HostConfig.Memory}} {{.HostConfig.PidsLimit}} {{index .Config.Labels \"sbx.forward-of\"}}",
+        &fwd,
+    ]);
+    assert!(hardening.starts_with("true [ALL] 65534:65534 [no-new-privileges seccomp="), "{hardening}");
+    assert!(hardening.ends_with(&format!("500000000 67108864 16 {id}")), "{hardening}");
+    let audit = w.sbx(&["audit", &id]);
+    assert_success(&audit, "audit of a forwarded route");
+    assert!(stdout(&audit).contains("sbx.forwarders"), "{}", stdout(&audit));
+    // The service put on the sandbox's network behind sbx's back: audit says so.
+    docker_ok(&["network", "connect", &private, &svc.name]);
+    let audit = w.sbx(&["audit", &id]);
+    assert_exit(&audit, 1, "audit with the service on the sandbox's network");
+    assert!(stdout(&audit).contains(&format!("{} on {private}", svc.name)), "{}", stdout(&audit));
+    docker_ok(&["network", "disconnect", &private, &svc.name]);
+
+    // An idle relayed connection ends when the route is revoked, not at its next use.
+    let mut child = Command::new("docker")
+        .args(["exec", &id, "/bin/fixture", "hold-idle", &format!("{}:8080", svc.name)])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "connected");
+    let t = Instant::now();
+    assert_success(&w.sbx(&["revoke", &id, "svc"]), "revoke");
+    let ended = lines.next().unwrap().unwrap();
+    assert!(
+        ended == "ended: eof" || ended.starts_with("ended: error"),
+        "the relayed connection outlived revoke: {ended}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "ended only after {:?}", t.elapsed());
+    child.wait().unwrap();
+    assert!(docker(&["inspect", &fwd]).status.code() != Some(0), "the forwarder is gone");
+    assert_exit(&sb.exec(&["dial", &format!("{}:8080", svc.name)]), 2, "the route's name after revoke");
+
+    assert_success(&w.sbx(&["destroy", &id]), "destroy");
+    let left = docker_ok(&["ps", "-aq", "--filter", &format!("label=sbx.forward-of={id}")]);
+    assert!(left.is_empty(), "a forwarder outlived its sandbox: {left}");
+    for n in [private.clone(), format!("{private}.up")] {
+        assert!(docker(&["network", "inspect", &n]).status.code() != Some(0), "{n} outlived its sandbox");
+    }
+    let nets =
+        docker_ok(&["inspect", "--format", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}", &svc.name]);
+    assert_eq!(nets.trim(), net.name, "the service is back on its own network only");
+}
+
+/// Destroy without a revoke first: the forwarder goes with its sandbox.
+#[test]
+fn destroy_leaves_no_forwarder_behind() {
+    let w = World::new();
+    let net = Network::new(true);
+    let svc = Service::start(&net, &w.image);
+    let sb = w.create(&[
+        "--private-routes",
+        "--route",
+        &format!("a:{}:8080", svc.name),
+        "--route",
+        &format!("b:{}:9090", svc.name),
+    ]);
+    for port in [8080, 9090] {
+        assert_success(&sb.exec(&["dial", &format!("{}:{port}", svc.name)]), "both declared ports");
+    }
+    let id = sb.id.clone();
+    drop(sb);
+    let left = docker_ok(&["ps", "-aq", "--filter", &format!("label=sbx.forward-of={id}")]);
+    assert!(left.is_empty(), "a forwarder outlived its sandbox: {left}");
+    w.assert_nothing_left();
+
+    // A sandbox removed behind sbx's back: gc reaps its forwarder and networks.
+    let sb = w.create(&["--private-routes", "--route", &format!("a:{}:8080", svc.name)]);
+    let fwd = format!("{}-a.fwd", sb.id);
+    docker_ok(&["rm", "-f", &sb.id]);
+    let out = w.sbx(&["gc", "--json"]);
+    assert_success(&out, "gc");
+    let r = json(&out);
+    assert_eq!(r["forwarders"], serde_json::json!([fwd]), "{r}");
+    assert!(docker(&["inspect", &fwd]).status.code() != Some(0), "gc left the forwarder");
+    for n in [format!("{}-a", sb.id), format!("{}-a.up", sb.id)] {
+        assert!(docker(&["network", "inspect", &n]).status.code() != Some(0), "gc left {n}");
+    }
 }
 
 #[test]

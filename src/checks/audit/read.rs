@@ -38,11 +38,43 @@ pub fn of_sandbox(driver: &crate::sandbox::Driver, id: &str) -> crate::error::Re
         _ => return Err(status_error(&args, &out).into()),
     };
     let apparmor = if remote { super::remote::apparmor(driver)? } else { apparmor_enabled() };
-    let facts = Facts { apparmor, image_labels, runtime: runtime_of(driver, full)?, unread };
+    let forwarded = forwarded_members(driver, &raw)?;
+    let facts = Facts { apparmor, image_labels, runtime: runtime_of(driver, full)?, unread, forwarded };
     let rules = audit(full, status.as_ref(), &facts);
     let runtime = runtime_summary(status.as_ref(), &facts);
     let note = paused(full);
     Ok(AuditReport { id: id.to_string(), passed: rules.iter().all(|r| r.pass), runtime, rules, note })
+}
+
+/// Who is on each of the sandbox's private route networks that have a
+/// forwarder (from its `sbx.private` record): one `docker network inspect`,
+/// none without such a route. A network already gone (revoked) has nobody.
+fn forwarded_members(
+    driver: &crate::sandbox::Driver,
+    raw: &crate::docker::parse::RawContainer,
+) -> crate::error::Result<Vec<(String, Vec<String>)>> {
+    use crate::model::{forward, record};
+    let private: std::collections::BTreeMap<String, String> =
+        raw.labels.get(record::PRIVATE).and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
+    let nets: Vec<String> =
+        private.into_iter().map(record::PrivateRoute::from).filter(forward::is_forwarder).map(|p| p.network).collect();
+    let nets: Vec<String> = nets.into_iter().filter(|n| raw.networks.contains(n)).collect();
+    if nets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let args = crate::docker::argv::network_members(&nets);
+    let out = crate::docker::run_ok(driver.docker(), &args)?;
+    let mut found = Vec::new();
+    for line in out.stdout_str().lines().filter(|l| !l.trim().is_empty()) {
+        let (name, members): (String, Option<std::collections::BTreeMap<String, serde_json::Value>>) =
+            serde_json::from_str(line).map_err(|e| crate::docker::DockerError::Parse {
+                command: crate::docker::render(&args),
+                reason: e.to_string(),
+            })?;
+        let names = members.unwrap_or_default().values().filter_map(|m| m["Name"].as_str().map(String::from)).collect();
+        found.push((name, names));
+    }
+    Ok(found)
 }
 
 /// Why a sandbox has no process to read: it is not running (docker's

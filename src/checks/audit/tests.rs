@@ -33,6 +33,7 @@ fn facts() -> Facts {
         image_labels: Ok(serde_json::json!({"org.opencontainers.image.title": "agent"})),
         runtime: RuntimeFacts::runc(),
         unread: "the sandbox is not running: it has no process to read".into(),
+        forwarded: Vec::new(),
     }
 }
 
@@ -244,4 +245,21 @@ fn gvisor_claimed_but_not_seen_and_a_runtime_gone_fail_kernel_isolation() {
     assert!(
         !rule(&r, "sbx.runtime").pass && rule(&r, "sbx.runtime").detail.contains("sbx's record says runtime \"runc\"")
     );
+}
+
+#[test]
+fn a_private_route_network_holds_only_the_sandbox_and_its_forwarder() {
+    let mut c = good();
+    c["Name"] = serde_json::json!("/sbx-000000000001");
+    let id = "sbx-000000000001".to_string();
+    let net = format!("{id}-svc");
+    let ok = vec![(net.clone(), vec![id.clone(), crate::model::forward::container(&net)])];
+    let rules = audit(&c, None, &Facts { forwarded: ok, ..facts() });
+    let r = rules.iter().find(|r| r.id == "sbx.forwarders").expect("the rule, with a forwarded route");
+    assert!(r.pass, "{}", r.detail);
+    let leak = vec![(net.clone(), vec![id.clone(), "svc".to_string()])];
+    let rules = audit(&c, None, &Facts { forwarded: leak, ..facts() });
+    let r = rules.iter().find(|r| r.id == "sbx.forwarders").unwrap();
+    assert!(!r.pass && r.detail.contains(&format!("svc on {net}")), "{}", r.detail);
+    assert!(!audit(&c, None, &facts()).iter().any(|r| r.id == "sbx.forwarders"), "no forwarded route, no rule");
 }

@@ -5,7 +5,7 @@
 //!
 //! One file per area: `run` (the sandbox's `docker run`/`create`),
 //! `lifecycle` (containers by id), `events` (the event stream), `network`, `volume`, `exec` (exec, logs,
-//! stats), `image` (images and the engine), `gate` (the egress gate), `probe` (audit's
+//! stats), `image` (images and the engine), `gate` (the egress gate), `forward` (a private route's forwarder), `probe` (audit's
 //! status probe), `remote` (a remote engine's helper volume), `remote_state` (a remote
 //! session's /state). Callers use the flat
 //! `argv::NAME` paths re-exported here.
@@ -14,6 +14,7 @@ use std::ffi::OsString;
 
 mod events;
 mod exec;
+mod forward;
 mod gate;
 mod image;
 mod lifecycle;
@@ -27,6 +28,7 @@ mod volume;
 pub use crate::model::paths::{SANDBOX_SOCKET, SANDBOX_SOCKET_DIR};
 pub use events::{events, exit_state};
 pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts};
+pub use forward::{forward_run, forwarders, ForwardPlan};
 pub use gate::{
     egress_network_create, egress_networks, gate_create, gate_run, gates, host_addrs_run, GatePlan, PolicySource,
 };
@@ -36,8 +38,8 @@ pub use image::{
 };
 pub use lifecycle::{inspect, list, pause, remove, running_pid, start, state, stop, unpause, wait_exit, LOG_TAIL};
 pub use network::{
-    network_connect, network_connect_alias, network_disconnect, network_inspect, network_remove, private_network,
-    private_networks,
+    network_connect, network_connect_alias, network_disconnect, network_inspect, network_members, network_remove,
+    private_network, private_networks,
 };
 pub use probe::{audit_probe, audit_probes, ProbePlan};
 pub use run::{container, egress_network, mode_name, RunPlan};

@@ -40,6 +40,11 @@ pub fn private_network(name: &str, id: &str, service: &str, owner: &str) -> Vec<
     ])
 }
 
+/// Who is on each network: `[name, {endpoint: {"Name": container, ...}}]` per line.
+pub fn network_members<S: AsRef<str>>(networks: &[S]) -> Vec<OsString> {
+    with_tail(&["network", "inspect", "--format", "[{{json .Name}},{{json .Containers}}]", "--"], networks)
+}
+
 pub fn network_remove<S: AsRef<str>>(networks: &[S]) -> Vec<OsString> {
     with_tail(&["network", "rm", "--"], networks)
 }

@@ -2,6 +2,7 @@
 //! container, its egress gate, its socket, `--setup`; what a failure leaves is undone by
 //! [`rollback::Rollback`].
 
+mod forward;
 mod gate;
 mod image;
 mod pull;
@@ -255,6 +256,7 @@ impl Driver {
         // After begin_create (gc keeps the egress network while a create is
         // in flight), before anything of the sandbox's own exists.
         let gate = spec.egress.as_ref().map(|e| self.prepare_gate(e, &state.dir)).transpose()?;
+        let forward_ready = self.prepare_forwards(&state.dir, &routes.forwards, gate.as_ref().map(|g| &*g.image))?;
         if let Some(e) = expires {
             state.set_expiry(&id, e)?;
         }
@@ -276,7 +278,9 @@ impl Driver {
             }
             None => None,
         };
+        undo.forwarders(forward_ready.is_some());
         self.make_private(&id, &owner, &routes.private)?;
+        let mut forward_jobs = self.spawn_forwarders(&id, &owner, forward_ready.as_ref(), &routes.forwards)?;
         let mut gate_job = match (&spec.egress, &gate, &policy_dir) {
             (Some(e), Some(ready), Some(policy_dir)) => {
                 Some(self.spawn_gate(gate::GateArgs { id: &id, owner: &owner, e, ready, policy_dir, remote })?)
@@ -288,6 +292,7 @@ impl Driver {
         let mut gate_cid = None;
         let hosts = if resolve_hosts {
             gate_cid = gate_job.take().map(|g| self.gate_started(g)).transpose()?;
+            self.forwarders_started(forward_jobs.take())?;
             self.route_hosts(&id, spec, &routes)?
         } else {
             Vec::new()
@@ -334,8 +339,10 @@ impl Driver {
         let started = self.start_and_wait(&plan, remote.then_some(readable));
         // Waited for whatever the sandbox did, so a rollback never races the gate's `docker run`.
         let gate_started = gate_job.map(|g| self.gate_started(g)).transpose();
+        let forwarders_started = self.forwarders_started(forward_jobs);
         let cid = started?;
         let gate_cid = gate_cid.or(gate_started?);
+        forwarders_started?;
         self.run_setup(&id, &spec.setup)?;
         let record = state::SandboxRecord {
             container: cid,

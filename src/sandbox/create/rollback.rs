@@ -23,12 +23,14 @@ pub(super) struct Rollback<'a> {
     /// An egress gate may exist: its container and policy directory go too
     /// (its internal network is among the private ones).
     gate: bool,
+    /// Forwarders may exist: they go before their networks.
+    forwarders: bool,
     committed: bool,
 }
 
 impl<'a> Rollback<'a> {
     pub(super) fn new(driver: &'a Driver, state: &'a State, id: &'a str, root: &'a Path) -> Self {
-        Rollback { driver, state, id, root, made: None, gate: false, committed: false }
+        Rollback { driver, state, id, root, made: None, gate: false, forwarders: false, committed: false }
     }
 
     /// The socket directory `dir` exists; the container may follow.
@@ -39,6 +41,11 @@ impl<'a> Rollback<'a> {
     /// The gate's policy directory is about to be written; the gate may follow.
     pub(super) fn gate(&mut self) {
         self.gate = true;
+    }
+
+    /// The private routes' forwarders are about to start (`any`: there are some).
+    pub(super) fn forwarders(&mut self, any: bool) {
+        self.forwarders = any;
     }
 
     /// The sandbox stands: keep everything, and it is no longer in flight.
@@ -55,11 +62,12 @@ impl Drop for Rollback<'_> {
         }
         // The gate first: egress is cut before anything else goes.
         let gate = !self.gate || self.driver.remove_gate(self.id, self.state, None);
+        let forwarders = !self.forwarders || self.driver.remove_forwarders_warning(self.id);
         let clean = match &self.made {
             None => socket::remove_dir(&self.root.join(self.id), self.id).is_ok(),
             Some((dir, private)) => self.driver.teardown(self.id, dir, private),
         };
-        let clean = gate && clean;
+        let clean = gate && forwarders && clean;
         if clean {
             self.state.forget(self.id);
         }

@@ -16,6 +16,17 @@ pub(super) struct RouteNets {
     pub(super) info: std::collections::BTreeMap<String, NetInfo>,
     /// The private route networks sbx makes and removes.
     pub(super) private: Vec<PrivateRoute>,
+    /// One forwarder per private route host (`model::forward`).
+    pub(super) forwards: Vec<Forward>,
+}
+
+/// A forwarder to start: on `network` under the route host `alias`,
+/// relaying `ports` (every route to that host) to the service.
+#[derive(Debug)]
+pub(super) struct Forward {
+    pub(super) network: String,
+    pub(super) alias: String,
+    pub(super) ports: Vec<u16>,
 }
 
 impl Driver {
@@ -31,12 +42,33 @@ impl Driver {
         if spec.private_routes {
             let hosts: Vec<String> = unique(spec.routes.iter().map(|r| r.host.clone()));
             self.check_services(&hosts)?;
+            // The sandbox's network holds the sandbox and the forwarder; the
+            // service is on the forwarder's upstream network only, so only
+            // the routes' ports reach it (docker filters no ports).
             for route in &spec.routes {
-                let net = match r.private.iter().find(|p| p.service == route.host) {
-                    Some(p) => p.network.clone(),
+                let port = route.port_or_default().expect("spec validation requires a port on a private route");
+                let net = match r.forwards.iter_mut().find(|f| f.alias == route.host) {
+                    Some(f) => {
+                        if !f.ports.contains(&port) {
+                            f.ports.push(port);
+                        }
+                        f.network.clone()
+                    }
                     None => {
                         let network = format!("{id}-{}", route.kind);
-                        r.private.push(PrivateRoute { network: network.clone(), service: route.host.clone() });
+                        r.private.push(PrivateRoute {
+                            network: network.clone(),
+                            service: crate::model::forward::container(&network),
+                        });
+                        r.private.push(PrivateRoute {
+                            network: crate::model::forward::upstream(&network),
+                            service: route.host.clone(),
+                        });
+                        r.forwards.push(Forward {
+                            network: network.clone(),
+                            alias: route.host.clone(),
+                            ports: vec![port],
+                        });
                         network
                     }
                 };

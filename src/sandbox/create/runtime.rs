@@ -107,7 +107,12 @@ impl Driver {
         let mut wanted: Vec<(String, String, String)> = Vec::new();
         for (route, net) in spec.routes.iter().zip(&routes.networks) {
             if route.host.parse::<std::net::IpAddr>().is_err() && !wanted.iter().any(|w| w.0 == route.host) {
-                wanted.push((route.host.clone(), route.host.clone(), net.network.clone()));
+                // A private route's name is its forwarder's.
+                let container = match routes.forwards.iter().any(|f| f.network == net.network) {
+                    true => crate::model::forward::container(&net.network),
+                    false => route.host.clone(),
+                };
+                wanted.push((route.host.clone(), container, net.network.clone()));
             }
         }
         if spec.egress.is_some() {

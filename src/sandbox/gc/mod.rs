@@ -48,6 +48,9 @@ pub struct GcReport {
     /// Egress gates (container names) whose sandbox is gone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gates: Vec<String>,
+    /// Private routes' forwarders (container names) whose sandbox is gone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forwarders: Vec<String>,
     /// Egress policy directories whose sandbox is gone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub policy_dirs: Vec<String>,
@@ -161,6 +164,7 @@ impl Driver {
             restored_volumes: Vec::new(),
             clone_scratch: Vec::new(),
             gates: Vec::new(),
+            forwarders: Vec::new(),
             policy_dirs: Vec::new(),
             egress_logs: Vec::new(),
             egress_networks: Vec::new(),
@@ -210,6 +214,7 @@ impl Driver {
             self.gc_fillers(key, dry_run, &mut report)?;
         }
         if dry_run {
+            report.forwarders = self.gc_forwarders(&keep, true)?;
             self.gc_egress(&keep, &mine, true, &mut report)?;
             return Ok(report);
         }
@@ -261,6 +266,15 @@ impl Driver {
                 fail(format!("containers {}", untried.join(" ")), &NOT_TRIED);
             }
         }
+        // Forwarders before their networks; those of sandboxes still there stay.
+        let standing: BTreeSet<String> = keep.iter().chain(left.iter()).cloned().collect();
+        let forwarders = match self.gc_forwarders(&standing, false) {
+            Ok(names) => names,
+            Err(e) => {
+                fail("route forwarders".into(), &e);
+                Vec::new()
+            }
+        };
         if hung && !plan.networks.is_empty() {
             // Each network call would only wait out its own deadline too.
             fail(format!("private route networks {}", report.networks.join(" ")), &NOT_TRIED);
@@ -288,6 +302,7 @@ impl Driver {
         let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
         let removed: Vec<String> = report.containers.iter().map(|c| c.id.clone()).collect();
         self.pool_forget_gone(state, &standing, &removed, &mine);
+        report.forwarders = forwarders;
         // Gates of sandboxes still there (a failed removal) stay with them.
         keep.extend(left);
         if let Err(e) = self.gc_egress(&keep, &mine, false, &mut report) {

@@ -54,10 +54,24 @@ fn create_with_routes_attaches_the_rest_before_start() {
     // sbx-tools still has a host address. Tier 1, and each gap said.
     assert_eq!(c.record.tier, 1);
     let gaps: Vec<(&str, &str)> = c.gaps.iter().map(|g| (g.network.as_str(), g.property)).collect();
-    assert_eq!(gaps, [("sbx-proxy", "shared"), ("sbx-tools", "host"), ("sbx-tools", "shared")]);
+    assert_eq!(
+        gaps,
+        [
+            ("sbx-proxy", "shared"),
+            ("sbx-proxy", "ports"),
+            ("sbx-tools", "host"),
+            ("sbx-tools", "shared"),
+            ("sbx-tools", "ports")
+        ]
+    );
     assert_eq!(c.gaps[0].routes, ["inference", "more"]);
-    assert_eq!(c.warnings.len(), 3);
-    assert!(c.warnings[1].contains("inhibit_ipv4=true sbx-tools"), "{}", c.warnings[1]);
+    assert_eq!(c.warnings.len(), 5);
+    assert!(
+        c.warnings[1].contains("every port of the service answers through sbx-proxy, not only proxy:8080, proxy:8081"),
+        "{}",
+        c.warnings[1]
+    );
+    assert!(c.warnings[2].contains("inhibit_ipv4=true sbx-tools"), "{}", c.warnings[2]);
 }
 
 #[test]
@@ -99,7 +113,7 @@ fn open_network_lowers_the_tier_or_is_refused_when_strict() {
     let err = rig.driver().create(&spec(CreateRequest { strict_egress: true, ..routes(&["a:proxy:1"]) })).unwrap_err();
     match &err {
         Error::Route(RouteError::NotContained { gaps }) => {
-            assert_eq!(gaps.iter().map(|g| g.property).collect::<Vec<_>>(), ["shared"])
+            assert_eq!(gaps.iter().map(|g| g.property).collect::<Vec<_>>(), ["shared", "ports"])
         }
         other => panic!("{other:?}"),
     }
@@ -207,8 +221,9 @@ fn created_reports_what_create_decided() {
     let r = &c.record;
     assert_eq!((r.id.as_str(), r.session.as_str(), r.image.as_str()), (ID, ID, IMG), "the session defaults to the id");
     assert_eq!(r.routes, [("inference".to_string(), "sbx-proxy".to_string())].into());
-    // A shared operator network: one gap, tier 1 in the record as in the label.
-    assert_eq!((r.tier, c.gaps.len()), (1, 1));
+    // A shared operator network, every port of the service: two gaps, tier 1
+    // in the record as in the label.
+    assert_eq!((r.tier, c.gaps.len()), (1, 2));
     assert_eq!((r.user.as_str(), r.channel), ("1000:1000", crate::host::channel::Kind::Direct));
     let expires = r.expires_at.as_deref().unwrap();
     let at = humantime::parse_rfc3339(expires).unwrap();

@@ -246,8 +246,9 @@ impl Drop for Network {
     }
 }
 
-/// A stand-in route service: the fixture echoing TCP on port 8080, named
-/// after the network's host so the route's target resolves to it.
+/// A stand-in route service: the fixture echoing TCP on ports 8080 (the
+/// routes' port) and 9090 (one no route names), named after the network's
+/// host so the route's target resolves to it.
 pub struct Service {
     pub name: String,
     pub ip: String,
@@ -273,6 +274,7 @@ impl Service {
             image,
             "tcp-echo",
             "8080",
+            "9090",
         ]);
         let ip = docker_ok(&[
             "inspect",
@@ -284,7 +286,11 @@ impl Service {
     }
 
     pub fn addr(&self) -> String {
-        format!("{}:8080", self.ip)
+        self.addr_port(8080)
+    }
+
+    pub fn addr_port(&self, port: u16) -> String {
+        format!("{}:{port}", self.ip)
     }
 }
 
