@@ -122,6 +122,13 @@ impl Deadlines {
             Some("list" | "send") => Some(self.quick),
             Some("logs") if !args.iter().any(|a| a == "-f") => Some(self.quick),
             Some("receive") => Some(self.change),
+            // `wait-port PORT MILLIS` waits up to MILLIS inside, then
+            // answers: its wait plus a look-up's. An idle deadline, not a
+            // whole-call one, so the watch of its sandbox's end stays on.
+            Some("wait-port") => {
+                let inside = args.last().and_then(|a| a.to_str()).and_then(|m| m.parse::<u64>().ok()).unwrap_or(0);
+                Some(self.quick + Duration::from_millis(inside))
+            }
             _ => None,
         }
     }
@@ -160,6 +167,9 @@ mod tests {
         // A watch streams for as long as its user wants; a user's command named `mkdir` is theirs.
         assert_eq!(d.idle(&argv(&["exec", "-i", "--", "c", "/run/sbx/helper", "watch", "/x"])), None);
         assert_eq!(d.of(&argv(&["exec", "--", "c", "mkdir", "/x"])), None);
+        let wait = argv(&["exec", "--", "c", "/run/sbx/helper", "wait-port", "80", "60000"]);
+        assert_eq!(d.idle(&wait), Some(Duration::from_secs(65)), "its own wait, then a look-up's");
+        assert_eq!(d.of(&wait), None, "its sandbox's end is watched");
         for verb in ["bg", "ps", "kill", "which", "find-shell"] {
             assert_eq!(d.of(&argv(&["exec", "--", "c", "/run/sbx/helper", verb])), five, "{verb}");
         }

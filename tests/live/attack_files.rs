@@ -75,6 +75,26 @@ fn a_helper_stopped_by_its_sandbox_never_hangs_sbx() {
     assert_eq!(kind_of(&out), "helper_timeout", "{}", stderr(&out));
 }
 
+/// `sbx wait-port` had no deadline of its own (its `--timeout` is kept by
+/// the helper, inside): a helper its sandbox stopped hung it for ever. It
+/// now gets that wait plus a look-up's, and ends with `helper_timeout`.
+#[test]
+fn a_wait_port_helper_stopped_by_its_sandbox_never_hangs_sbx() {
+    let w = World::new();
+    let sb = armed(&w, &[]);
+    let out = w.sbx(&["exec", "-d", &sb.id, "--", "/tmp/atk", "stopper", "/run/sbx/helper wait-port", "120"]);
+    assert_success(&out, "the stopper");
+    std::thread::sleep(Duration::from_millis(500));
+    let env = [("SBX_DOCKER_TIMEOUT", "2s")];
+    let began = Instant::now();
+    let out =
+        sbx_within(&w, &["--json", "wait-port", "--timeout", "1s", &sb.id, "8123"], &env, Duration::from_secs(40))
+            .expect("sbx wait-port hung on a stopped helper");
+    assert_exit(&out, 1, "wait-port of a stopped helper");
+    assert_eq!(kind_of(&out), "helper_timeout", "{}", stderr(&out));
+    assert!(began.elapsed() < Duration::from_secs(20), "took {:?}", began.elapsed());
+}
+
 fn watch_child(w: &World, args: &[&str]) -> (std::process::Child, std::io::BufReader<std::process::ChildStderr>) {
     use std::io::BufRead;
     let mut child = Command::new(SBX)

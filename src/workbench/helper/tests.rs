@@ -91,6 +91,8 @@ fn a_helper_that_stops_answering_is_named_never_the_engine() {
     f.push_timeout(secs);
     silent(ps(&f, id).map(drop), "listing background processes");
     f.push_timeout(secs);
+    silent(crate::workbench::wait_port(&f, id, 80, secs).map(drop), "waiting for port 80");
+    f.push_timeout(secs);
     silent(kill(&f, id, "p0000abcd", 15), "signalling p0000abcd");
     f.push_timeout(secs);
     let cmd = ["srv".to_string()];
