@@ -31,7 +31,7 @@
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
 //!
-//! Record stream, version 3: `send` and `receive` speak it through the
+//! Record stream, version 4: `send` and `receive` speak it through the
 //! host's own src/workbench/transfer/wire.rs (format, checks, walk),
 //! included below with `#[path]`. The commands were get/put with version 1:
 //! a helper of the other version fails clearly.
@@ -648,7 +648,7 @@ fn send(src: &Path) -> io::Result<()> {
         None => src.to_path_buf(),
     };
     let mut enc = wire::Encoder::new(BufWriter::new(io::stdout().lock()))?;
-    wire::send_tree(&mut Paths, &parent, &name, &name, &mut enc)?;
+    wire::send_tree(&mut Paths, &parent, name.as_bytes(), name.as_bytes(), &mut enc)?;
     enc.end().map(drop)
 }
 
@@ -660,8 +660,8 @@ impl wire::Tree for Paths {
     type Dir = PathBuf;
     type File = std::fs::File;
 
-    fn node(&mut self, dir: &PathBuf, name: &str, _rel: &str) -> io::Result<wire::Node<PathBuf, std::fs::File>> {
-        let path = dir.join(name);
+    fn node(&mut self, dir: &PathBuf, name: &[u8], _rel: &[u8]) -> io::Result<wire::Node<PathBuf, std::fs::File>> {
+        let path = dir.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name));
         let md = std::fs::symlink_metadata(&path)?;
         let (mode, mtime) = (md.mode() & 0o7777, md.mtime());
         Ok(if md.file_type().is_symlink() {
@@ -678,8 +678,10 @@ impl wire::Tree for Paths {
         })
     }
 
-    fn names(&mut self, dir: &PathBuf) -> io::Result<Vec<String>> {
-        Ok(std::fs::read_dir(dir)?.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+    fn names(&mut self, dir: &PathBuf) -> io::Result<Vec<Vec<u8>>> {
+        // Every name, as bytes; a readdir that fails fails the copy (it
+        // used to drop the entry, and names that are not UTF-8, unsaid).
+        std::fs::read_dir(dir)?.map(|e| Ok(e?.file_name().into_encoded_bytes())).collect()
     }
 }
 
@@ -750,7 +752,7 @@ fn receive(dest: &Path, replace: bool, into: bool) -> io::Result<()> {
     match wire::read_magic(&mut r)? {
         wire::Start::Magic => {}
         wire::Start::Empty => return Err(bad("no record stream on stdin".into())),
-        wire::Start::Other => return Err(bad("stdin is not sbx's record stream version 3".into())),
+        wire::Start::Other => return Err(bad("stdin is not sbx's record stream version 4".into())),
     }
     no_symlinks(dest)?;
     let into_dir = std::fs::symlink_metadata(dest).map(|m| m.is_dir()).unwrap_or(false);
@@ -773,7 +775,7 @@ fn receive(dest: &Path, replace: bool, into: bool) -> io::Result<()> {
     let mut dec = wire::Decoder::after_magic(r, None, wire::Limits::UNLIMITED);
     let mut dirs: Vec<(PathBuf, u32, i64)> = Vec::new();
     while let Some(rec) = dec.next_record()? {
-        let rel_path = Path::new(&rec.path);
+        let rel_path = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&rec.path));
         // Into an existing directory the top-level name is kept; otherwise
         // (and when replacing) DEST itself takes the top-level entry's place.
         let strip = replace || into || !into_dir;

@@ -77,7 +77,10 @@ pub const EX_PORT_FORWARD: &str = "Examples:\n  sbx port-forward sbx-0123456789a
   sbx port-forward sbx-0123456789ab 9000:80 0:5432";
 pub const EX_WAIT_PORT: &str = "Examples:\n  sbx wait-port sbx-0123456789ab 8000
   sbx wait-port --timeout 2m sbx-0123456789ab 8000";
-pub const EX_BACKUP: &str = "Examples:\n  sbx backup sbx-0123456789ab > state.tar";
+pub const EX_BACKUP: &str = "Examples:\n  sbx backup sbx-0123456789ab > state.tar
+  mkdir out && tar --no-same-owner --no-same-permissions -xf state.tar -C out   # outside sbx, as root
+
+Modes are as `cp` writes them on the host: no setuid, setgid or group/other write.";
 pub const EX_RESTORE: &str = "Examples:\n  sbx restore sbx-0123456789ab < state.tar";
 pub const EX_AUDIT: &str = "Examples:\n  sbx audit sbx-0123456789ab
   sbx --json audit sbx-0123456789ab";

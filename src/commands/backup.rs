@@ -4,7 +4,7 @@ use super::Context;
 use crate::error::{Error, Invalid, Result};
 use crate::spec::parse_id;
 use crate::workbench;
-use crate::workbench::transfer::{parse_max_bytes, Limits};
+use crate::workbench::transfer::{parse_max_bytes, skipped_warning, Limits};
 
 pub fn backup(id: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
     let id = parse_id(id)?;
@@ -17,8 +17,13 @@ pub fn backup(id: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
     let driver = &ctx.driver;
     let target = driver.owned(&id)?;
     let mut out = std::io::stdout().lock();
-    workbench::backup(driver.docker(), &target, &mut out, &limits).map_err(|e| super::named(e, &target, &id))?;
-    std::io::Write::flush(&mut out).map_err(|e| Error::io("writing stdout", e))
+    let skipped =
+        workbench::backup(driver.docker(), &target, &mut out, &limits).map_err(|e| super::named(e, &target, &id))?;
+    std::io::Write::flush(&mut out).map_err(|e| Error::io("writing stdout", e))?;
+    if let Some(w) = skipped_warning(&skipped) {
+        ctx.out.warn("skipped", &w);
+    }
+    Ok(())
 }
 
 pub fn restore(id: &str, max_bytes: &str, ctx: &Context) -> Result<()> {

@@ -2,7 +2,7 @@
 
 use super::Context;
 use crate::error::{Invalid, Result};
-use crate::workbench::transfer::{parse_max_bytes, Limits};
+use crate::workbench::transfer::{parse_max_bytes, skipped_warning, Limits};
 use crate::workbench::{self, CpSide};
 
 pub fn exec(src: &str, dst: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
@@ -34,6 +34,10 @@ pub fn exec(src: &str, dst: &str, max_bytes: &str, ctx: &Context) -> Result<()> 
         })
     };
     let (s, d) = (owned(s)?, owned(d)?);
-    workbench::cp(driver.docker(), &s, &d, &limits)
-        .map_err(|e| names.iter().fold(e, |e, (t, id)| super::named(e, t, id)))
+    let skipped = workbench::cp(driver.docker(), &s, &d, &limits)
+        .map_err(|e| names.iter().fold(e, |e, (t, id)| super::named(e, t, id)))?;
+    if let Some(w) = skipped_warning(&skipped) {
+        ctx.out.warn("skipped", &w);
+    }
+    Ok(())
 }

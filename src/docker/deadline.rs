@@ -104,21 +104,33 @@ impl Deadlines {
     }
 
     /// The idle deadline of a streamed call: how long one read of its
-    /// output may wait. A helper's listing runs for as long as the sandbox
-    /// has entries, but a helper that sends nothing for this long was
-    /// stopped by its sandbox (or the engine hung).
+    /// output (or write of its input) may wait. A helper's listing runs for
+    /// as long as the sandbox has entries and a restore for as long as its
+    /// archive keeps going in, but a helper that sends or takes nothing for
+    /// this long was stopped by its sandbox (or the engine hung).
     pub fn idle(&self, args: &[OsString]) -> Option<Duration> {
-        let exec = args.first().is_some_and(|a| a == "exec");
+        if !args.first().is_some_and(|a| a == "exec") {
+            return None;
+        }
         // What the helper sends as it goes: a listing, `cp` out and backup
-        // (`send`), a background process's log without -f. Not `receive`
-        // (it reads until the end, then answers) nor `logs -f` and `watch`
-        // (silence is their normal state).
-        let streams = match helper_verb(args) {
-            Some("list" | "send") => true,
-            Some("logs") => !args.iter().any(|a| a == "-f"),
-            _ => false,
-        };
-        (exec && streams).then_some(self.quick)
+        // (`send`), a background process's log without -f; and `receive`
+        // (`cp` in, `restore`), which takes its input as it goes and
+        // answers at the end. Its idle deadline is a change's: before it
+        // reads on, `restore` clears the old workspace, however large. Not
+        // `logs -f` and `watch`: silence is their normal state.
+        match helper_verb(args) {
+            Some("list" | "send") => Some(self.quick),
+            Some("logs") if !args.iter().any(|a| a == "-f") => Some(self.quick),
+            Some("receive") => Some(self.change),
+            // `wait-port PORT MILLIS` waits up to MILLIS inside, then
+            // answers: its wait plus a look-up's. An idle deadline, not a
+            // whole-call one, so the watch of its sandbox's end stays on.
+            Some("wait-port") => {
+                let inside = args.last().and_then(|a| a.to_str()).and_then(|m| m.parse::<u64>().ok()).unwrap_or(0);
+                Some(self.quick + Duration::from_millis(inside))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -155,13 +167,18 @@ mod tests {
         // A watch streams for as long as its user wants; a user's command named `mkdir` is theirs.
         assert_eq!(d.idle(&argv(&["exec", "-i", "--", "c", "/run/sbx/helper", "watch", "/x"])), None);
         assert_eq!(d.of(&argv(&["exec", "--", "c", "mkdir", "/x"])), None);
+        let wait = argv(&["exec", "--", "c", "/run/sbx/helper", "wait-port", "80", "60000"]);
+        assert_eq!(d.idle(&wait), Some(Duration::from_secs(65)), "its own wait, then a look-up's");
+        assert_eq!(d.of(&wait), None, "its sandbox's end is watched");
         for verb in ["bg", "ps", "kill", "which", "find-shell"] {
             assert_eq!(d.of(&argv(&["exec", "--", "c", "/run/sbx/helper", verb])), five, "{verb}");
         }
         assert_eq!(d.idle(&argv(&["exec", "--", "c", "/run/sbx/helper", "send", "/x"])), five);
         assert_eq!(d.idle(&argv(&["exec", "--", "c", "/run/sbx/helper", "logs", "p1", "-1"])), five);
         assert_eq!(d.idle(&argv(&["exec", "--", "c", "/run/sbx/helper", "logs", "p1", "-f", "-1"])), None);
-        assert_eq!(d.idle(&argv(&["exec", "-i", "--", "c", "/run/sbx/helper", "receive", "/x", "--into"])), None);
+        // A receive a process in the sandbox stopped hung `cp` in and restore for ever.
+        let receive = argv(&["exec", "-i", "--", "c", "/run/sbx/helper", "receive", "/x", "--into"]);
+        assert_eq!(d.idle(&receive), Some(Duration::from_secs(20)));
         assert_eq!(d.idle(&argv(&["logs", "--", "c", "/run/sbx/helper", "list"])), None);
     }
 

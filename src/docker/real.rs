@@ -17,7 +17,7 @@ pub use capture::MAX_OUTPUT;
 use capture::{bounded_output, finish, output_cut, Bounded, RealBackground};
 use forward::forward;
 pub use guard::Stop;
-use guard::{Guard, Timed, Waiting};
+use guard::{Guard, Timed, TimedWrite, Waiting};
 use watch::{end_wait, start_probe, StartWatch};
 
 use super::{
@@ -200,6 +200,12 @@ impl RealDocker {
         // which also bounds a hung start. Ctrl-C ends either.
         let idle = self.deadlines.idle(args);
         let waiting = idle.map(|_| Waiting::new());
+        // What is written in counts too: a helper that takes no input (a
+        // `receive` its sandbox stopped) is as silent as one that sends none.
+        let in_wait = waiting.clone().filter(|_| input.is_some());
+        if let Some(w) = &in_wait {
+            w.input_opened();
+        }
         let watch = self.watch_start(args, &child, true, idle.is_none());
         let guard = idle
             .or(self.deadlines.of(args))
@@ -211,7 +217,19 @@ impl RealDocker {
         let (input_r, output_r, err, status) = std::thread::scope(|s| {
             let err = s.spawn(move || stderr_head(stderr));
             let writer = match (input, stdin) {
-                (Some(f), Some(mut w)) => Some(s.spawn(move || f(&mut w))),
+                (Some(f), Some(w)) => Some(s.spawn(move || match in_wait {
+                    Some(waiting) => {
+                        let mut w = TimedWrite { inner: w, waiting: waiting.clone() };
+                        let r = f(&mut w);
+                        drop(w);
+                        waiting.input_closed();
+                        r
+                    }
+                    None => {
+                        let mut w = w;
+                        f(&mut w)
+                    }
+                })),
                 _ => None,
             };
             let output_r = output(&mut stdout);

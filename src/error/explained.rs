@@ -34,9 +34,9 @@ pub enum Explained {
     NoParent { id: String, path: String },
     #[error("sandbox {id} reached the inotify watch limit while watching {path}")]
     WatchLimit { id: String, path: String },
-    /// A helper call that sent nothing within the deadline: a process in
+    /// A helper call that sent or took nothing within its deadline: a process in
     /// the sandbox (same user) can stop it with SIGSTOP.
-    #[error("sbx's helper in sandbox {id} sent nothing for {waited} while {doing}; sbx stopped waiting")]
+    #[error("sbx's helper in sandbox {id} did not answer for {waited} while {doing}; sbx stopped waiting")]
     HelperTimeout { id: String, doing: String, waited: String },
     #[error("nothing listened on port {port} in sandbox {id} within {waited}")]
     PortTimeout { id: String, port: u16, waited: String },

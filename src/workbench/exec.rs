@@ -7,7 +7,7 @@ use crate::error::SandboxError;
 use crate::error::{Error, Explained, Result};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 
-use super::helper::{ended, helper_argv, sandbox_error, still_runs};
+use super::helper::{ended, helper_argv, run, sandbox_error, still_runs};
 
 /// `sbx exec` in the foreground: the command's exit code. Its output goes
 /// straight to sbx's own stdout and stderr (no copy through sbx). docker
@@ -124,7 +124,7 @@ fn container_exists(exec: &dyn DockerExec, id: &str) -> Result<bool> {
 
 /// An interactive terminal with the image's own shell.
 pub fn shell(exec: &dyn DockerExec, id: &str, tty: bool) -> Result<i32> {
-    let out = exec.run(&helper_argv(id, false, &["find-shell"]))?;
+    let out = run(exec, id, &helper_argv(id, false, &["find-shell"]))?;
     if let Some(e) = sandbox_error(id, &out.stderr_str()) {
         return Err(e);
     }

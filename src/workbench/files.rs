@@ -3,9 +3,9 @@
 
 use crate::docker::DockerExec;
 use crate::error::{Error, Invalid, Result, TransferError};
-use crate::workbench::transfer::{self, Limits};
+use crate::workbench::transfer::{self, Limits, Skipped};
 
-use super::helper::{drain, helper_argv, streamed, transfer_failure};
+use super::helper::{drain, helper_argv, run_stream, streamed, transfer_failure};
 
 /// A side of `sbx cp`: a host path, or `ID:/absolute/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,23 +48,26 @@ pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
 
 /// Copy host -> sandbox or sandbox -> host, streamed both ways. What comes
 /// out of the sandbox is hostile (issue 9): only the named source's own
-/// name and what is below it is accepted, within `limits`.
-pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) -> Result<()> {
+/// name and what is below it is accepted, within `limits`. Ok: what was
+/// left out (fifos, sockets, devices), for a warning.
+pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) -> Result<Skipped> {
+    let mut skipped = Skipped::default();
     match (src, dst) {
         (CpSide::Host(from), CpSide::Sandbox { id, path }) => {
             let argv = helper_argv(id, true, &["receive", path]);
             let mut input = |w: &mut dyn std::io::Write| {
                 let mut enc = transfer::Encoder::new(std::io::BufWriter::new(w))?;
                 transfer::host::send_host(from, &mut enc)?;
+                skipped = enc.skipped().clone();
                 enc.end().map(drop)
             };
-            let mut r = exec.run_stream(&argv, Some(&mut input), &mut drain)?;
+            let mut r = run_stream(exec, id, &argv, Some(&mut input), &mut drain)?;
             match std::mem::replace(&mut r.input, Ok(())) {
                 // A host-side failure (missing source...) is the real reason the helper failed.
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe || r.status == 0 => {
-                    Err(transfer_failure(format!("reading {}", from.display()), e))
+                    return Err(transfer_failure(format!("reading {}", from.display()), e))
                 }
-                _ => streamed(exec, id, &argv, r, || format!("copying into {id}:{path}")),
+                _ => streamed(exec, id, &argv, r, || format!("copying into {id}:{path}"))?,
             }
         }
         (CpSide::Sandbox { id, path }, CpSide::Host(to)) => {
@@ -76,10 +79,12 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
             let argv = helper_argv(id, false, &["send", path]);
             let mut output = |r: &mut dyn std::io::Read| {
                 let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
-                w.write_from(&mut dec)
+                w.write_from(&mut dec)?;
+                skipped = dec.skipped().clone();
+                Ok(())
             };
-            let r = exec.run_stream(&argv, None, &mut output)?;
-            streamed(exec, id, &argv, r, || format!("copying {id}:{path} to {}", to.display()))
+            let r = run_stream(exec, id, &argv, None, &mut output)?;
+            streamed(exec, id, &argv, r, || format!("copying {id}:{path} to {}", to.display()))?
         }
         (CpSide::Sandbox { id, path }, CpSide::Tar) => {
             let root = transfer::root_name(path).ok_or_else(|| {
@@ -88,34 +93,44 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
             let argv = helper_argv(id, false, &["send", path]);
             let mut output = |r: &mut dyn std::io::Read| {
                 let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
-                transfer::archive::to_tar_rooted(&mut dec, std::io::BufWriter::new(std::io::stdout().lock()))
+                transfer::archive::to_tar_rooted(&mut dec, std::io::BufWriter::new(std::io::stdout().lock()))?;
+                skipped = dec.skipped().clone();
+                Ok(())
             };
-            let r = exec.run_stream(&argv, None, &mut output)?;
-            streamed(exec, id, &argv, r, || format!("copying {id}:{path} to stdout as tar"))
+            let r = run_stream(exec, id, &argv, None, &mut output)?;
+            streamed(exec, id, &argv, r, || format!("copying {id}:{path} to stdout as tar"))?
         }
         (CpSide::Tar, CpSide::Sandbox { id, path }) => {
-            send_archive(exec, id, std::io::stdin().lock(), limits, path, false)
+            send_archive(exec, id, std::io::stdin().lock(), limits, path, false)?
         }
-        _ => Err(Invalid::new(
-            "cp",
-            "",
-            "exactly one side must be a sandbox path (ID:/path) and the other a host path or - (a tar stream)",
-        )
-        .into()),
+        _ => {
+            return Err(Invalid::new(
+                "cp",
+                "",
+                "exactly one side must be a sandbox path (ID:/path) and the other a host path or - (a tar stream)",
+            )
+            .into())
+        }
     }
+    Ok(skipped)
 }
 
 /// The sandbox's `/state/workspace` as a tar stream, converted as it
-/// arrives (holes become zeros in tar), within `limits`.
-pub fn backup(exec: &dyn DockerExec, id: &str, out: impl std::io::Write, limits: &Limits) -> Result<()> {
+/// arrives (holes become zeros in tar), within `limits`. Ok: what the
+/// helper left out (fifos, sockets, devices), for a warning.
+pub fn backup(exec: &dyn DockerExec, id: &str, out: impl std::io::Write, limits: &Limits) -> Result<Skipped> {
     let argv = helper_argv(id, false, &["send", WORKSPACE]);
     let mut out = Some(out);
+    let mut skipped = Skipped::default();
     let mut output = |r: &mut dyn std::io::Read| {
         let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), "workspace", *limits)?;
-        transfer::archive::to_tar(&mut dec, out.take().expect("read once"))
+        transfer::archive::to_tar(&mut dec, out.take().expect("read once"))?;
+        skipped = dec.skipped().clone();
+        Ok(())
     };
-    let r = exec.run_stream(&argv, None, &mut output)?;
-    streamed(exec, id, &argv, r, || format!("backing up {id}:{WORKSPACE}"))
+    let r = run_stream(exec, id, &argv, None, &mut output)?;
+    streamed(exec, id, &argv, r, || format!("backing up {id}:{WORKSPACE}"))?;
+    Ok(skipped)
 }
 
 pub const WORKSPACE: &str = "/state/workspace";
@@ -156,7 +171,7 @@ fn send_archive(
         transfer::archive::send_tar(&mut file, "workspace", &mut enc)?;
         enc.end().map(drop)
     };
-    let mut r = exec.run_stream(&argv, Some(&mut input), &mut drain)?;
+    let mut r = run_stream(exec, id, &argv, Some(&mut input), &mut drain)?;
     if let Err(e) = std::mem::replace(&mut r.input, Ok(())) {
         if r.status == 0 {
             return Err(transfer_failure("sending the archive".into(), e));

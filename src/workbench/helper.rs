@@ -58,10 +58,7 @@ pub mod helper_exit {
 /// is the helper call (`... HELPER VERB ARG ...`): its verb and first
 /// argument (a path or a handle) name what failed.
 pub(crate) fn helper_failure(id: &str, argv: &[OsString], code: i32, stderr: &str) -> Error {
-    let words: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let at = words.iter().position(|w| w == HELPER).map(|i| i + 1).unwrap_or(words.len());
-    let verb = words.get(at).map(String::as_str).unwrap_or("");
-    let arg = words.get(at + 1).cloned().unwrap_or_default();
+    let (_, arg) = verb_arg(argv);
     let id = id.to_string();
     use helper_exit::*;
     match code {
@@ -75,18 +72,7 @@ pub(crate) fn helper_failure(id: &str, argv: &[OsString], code: i32, stderr: &st
         NOT_A_DIRECTORY => Explained::NotADirectory { id, path: arg }.into(),
         WATCH_LIMIT => Explained::WatchLimit { id, path: arg }.into(),
         _ => {
-            let doing = match verb {
-                "receive" => format!("writing {arg}"),
-                "send" => format!("reading {arg}"),
-                "kill" => format!("signalling {arg}"),
-                "logs" => format!("reading the output of {arg}"),
-                "ps" => "listing background processes".to_string(),
-                "list" => format!("listing {arg}"),
-                "mkdir" => format!("creating {arg}"),
-                "watch" => format!("watching {arg}"),
-                "wait-port" => format!("waiting for port {arg}"),
-                v => format!("running {v:?}"),
-            };
+            let doing = doing(argv);
             let detail = if code == UNKNOWN_COMMAND && stderr.contains("unknown command") {
                 "its helper is from another sbx version; recreate the sandbox".to_string()
             } else {
@@ -96,6 +82,65 @@ pub(crate) fn helper_failure(id: &str, argv: &[OsString], code: i32, stderr: &st
             Explained::Helper { id, doing, code, detail }.into()
         }
     }
+}
+
+/// The helper call's verb and first argument (a path or a handle).
+fn verb_arg(argv: &[OsString]) -> (String, String) {
+    let words: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let at = words.iter().position(|w| w == HELPER).map(|i| i + 1).unwrap_or(words.len());
+    (words.get(at).cloned().unwrap_or_default(), words.get(at + 1).cloned().unwrap_or_default())
+}
+
+/// What the helper call `argv` was doing, for messages.
+fn doing(argv: &[OsString]) -> String {
+    let (verb, arg) = verb_arg(argv);
+    match verb.as_str() {
+        "receive" => format!("writing {arg}"),
+        "send" => format!("reading {arg}"),
+        "kill" => format!("signalling {arg}"),
+        "logs" => format!("reading the output of {arg}"),
+        "ps" => "listing background processes".to_string(),
+        "bg" => format!("starting background process {arg}"),
+        "list" => format!("listing {arg}"),
+        "mkdir" => format!("creating {arg}"),
+        "watch" => format!("watching {arg}"),
+        "wait-port" => format!("waiting for port {arg}"),
+        "which" => format!("looking up {arg}"),
+        "find-shell" => "looking for a shell".to_string(),
+        v => format!("running {v:?}"),
+    }
+}
+
+/// A helper call cut off at its deadline (docker/deadline.rs) is the
+/// helper's silence, not the engine's: a process in the sandbox (its user)
+/// can stop it with SIGSTOP at will, and blaming the engine sent operators
+/// off to restart dockerd. Anything else stays as it was.
+pub(crate) fn silent(e: crate::docker::DockerError, id: &str, argv: &[OsString]) -> Error {
+    match e {
+        crate::docker::DockerError::Timeout { after, .. } => Explained::HelperTimeout {
+            id: id.to_string(),
+            doing: doing(argv),
+            waited: humantime::format_duration(after).to_string(),
+        }
+        .into(),
+        e => e.into(),
+    }
+}
+
+/// `exec.run` of helper call `argv`, its deadline the helper's ([`silent`]).
+pub(crate) fn run(exec: &dyn DockerExec, id: &str, argv: &[OsString]) -> Result<Output> {
+    exec.run(argv).map_err(|e| silent(e, id, argv))
+}
+
+/// `exec.run_stream` of helper call `argv`, its idle deadline the helper's ([`silent`]).
+pub(crate) fn run_stream(
+    exec: &dyn DockerExec,
+    id: &str,
+    argv: &[OsString],
+    input: Option<&mut crate::docker::StreamIn<'_>>,
+    output: &mut crate::docker::StreamOut<'_>,
+) -> Result<crate::docker::Streamed> {
+    exec.run_stream(argv, input, output).map_err(|e| silent(e, id, argv))
 }
 
 /// Whether sandbox `id` still runs, as docker says, after a stream into it
@@ -147,7 +192,7 @@ pub(crate) fn ended(id: &str) -> Error {
 /// Run a helper command and require success.
 pub(crate) fn helper(exec: &dyn DockerExec, id: &str, args: &[&str]) -> Result<Output> {
     let argv = helper_argv(id, false, args);
-    let out = exec.run(&argv)?;
+    let out = run(exec, id, &argv)?;
     check_helper(id, &argv, &out)?;
     Ok(out)
 }
@@ -213,128 +258,4 @@ pub(crate) fn transfer_failure(context: String, e: std::io::Error) -> Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::docker::fake::FakeDocker;
-    use crate::workbench::transfer::Limits;
-    use crate::workbench::{backup, cp, kill, logs, CpSide};
-
-    /// A stream into a sandbox that goes under it ends in sbx's words
-    /// (`not_running`), whichever way it ends: cut by the runner's watch
-    /// (runsc: the exec never returned), or killed (runc: exit 137) with
-    /// docker then saying the sandbox is gone. One that fails while its
-    /// sandbox runs keeps its own error or code.
-    #[test]
-    fn a_stream_whose_sandbox_went_says_so() {
-        use crate::workbench::{exec, ps, wait_port, ExecOpts};
-        let id = "sbx-0123456789ab";
-        let gone = |f: &FakeDocker| {
-            f.push(Output::fail(1, &format!("Error: No such object: {id}")));
-        };
-        let not_running = |r: Result<()>, what: &str| match r {
-            Err(Error::Sandbox(SandboxError::NotRunning { id: got, state })) => {
-                assert_eq!((got.as_str(), state.as_str()), (id, crate::error::ENDED), "{what}")
-            }
-            other => panic!("{what}: {other:?}"),
-        };
-        let f = FakeDocker::new();
-        let o = ExecOpts::default();
-        let cmd = ["sleep".to_string()];
-        f.push_ended("", id);
-        not_running(exec(&f, id, &o, &cmd).map(drop), "exec cut");
-        f.push(Output::fail(137, ""));
-        gone(&f);
-        not_running(exec(&f, id, &o, &cmd).map(drop), "exec killed");
-        f.push(Output::fail(137, ""));
-        f.push(Output::ok("exited 137"));
-        not_running(logs(&f, id, Some("p0000abcd"), true, None).map(drop), "logs -f HANDLE killed");
-        f.push_ended("", id);
-        assert_eq!(ps::logs(&f, id, None, true, None).unwrap(), 0, "the sandbox's own output ends with it");
-        f.push(Output::fail(137, ""));
-        gone(&f);
-        not_running(wait_port(&f, id, 80, std::time::Duration::from_secs(60)).map(drop), "wait-port");
-        let to = std::env::temp_dir();
-        let src = CpSide::Sandbox { id: id.into(), path: "/tmp/big".into() };
-        f.push(Output::fail(137, ""));
-        gone(&f);
-        not_running(cp(&f, &src, &CpSide::Host(to), &Limits::default()), "cp out");
-        f.push(Output::fail(137, ""));
-        gone(&f);
-        not_running(backup(&f, id, std::io::sink(), &Limits::default()), "backup");
-        // A listing killed mid-line: the cut-off line is the sandbox's end too.
-        f.push(Output { status: 137, stdout: b"ROOT d\nE f 644 3 1".to_vec(), stderr: vec![] });
-        gone(&f);
-        let opts = crate::workbench::ListOpts { max_depth: 1, limit: 10 };
-        not_running(crate::workbench::list(&f, id, "/tmp", opts, &mut |_| Ok(())).map(drop), "files");
-        assert_eq!(f.remaining(), 0);
-        // The sandbox runs: the command's own death by signal keeps its code,
-        // after docker said `running` each time it was asked.
-        f.push(Output::fail(137, ""));
-        for _ in 0..STILL_RUNS_ASKS {
-            f.push(Output::ok("running 0"));
-        }
-        assert_eq!(exec(&f, id, &o, &cmd).unwrap(), 137);
-        // A helper's own word is not second-guessed: no look-up.
-        f.push(Output::fail(helper_exit::NO_SUCH_PATH, ""));
-        assert_eq!(backup(&f, id, std::io::sink(), &Limits::default()).unwrap_err().kind(), "no_such_path");
-        assert_eq!(f.remaining(), 0);
-    }
-
-    /// A refusal inside an io::Error is a transfer error; a failed system
-    /// call stays one. Both say the context and the same text.
-    #[test]
-    fn transfer_failures_tell_refusals_from_io() {
-        use crate::error::HostError;
-        use crate::workbench::transfer::wire::refused;
-        let e = transfer_failure("copying x".into(), refused(std::io::ErrorKind::InvalidData, "refusing entry \"..\""));
-        assert!(
-            matches!(&e, Error::Transfer(TransferError::Refused { reason, .. }) if reason == "refusing entry \"..\"")
-        );
-        assert_eq!(e.to_string(), "copying x: refusing entry \"..\"");
-        let e = transfer_failure("copying x".into(), std::io::Error::from_raw_os_error(28));
-        assert!(matches!(&e, Error::Host(HostError::Io { source, .. }) if source.raw_os_error() == Some(28)), "{e}");
-        assert_eq!(e.to_string(), "copying x: No space left on device (os error 28)");
-    }
-
-    /// Issue 10 item 5: the helper's exit codes become sbx's words; its
-    /// text (the sandbox's) and docker's argv never make the message.
-    #[test]
-    fn helper_failures_are_said_in_sbx_words() {
-        let f = FakeDocker::new();
-        let id = "sbx-0123456789ab";
-        f.push(Output::fail(helper_exit::EXITED, ""));
-        let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
-        assert_eq!(e.to_string(), "background process p0000abcd in sandbox sbx-0123456789ab has already exited");
-        assert_eq!(e.kind(), "process_exited");
-        f.push(Output::fail(helper_exit::NO_PROCESS, ""));
-        let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
-        assert_eq!(e.kind(), "no_such_process");
-        assert!(e.hint().unwrap().contains("sbx ps sbx-0123456789ab"));
-        f.push(Output::fail(helper_exit::NO_PROCESS, ""));
-        assert_eq!(logs(&f, id, Some("p00000000"), false, None).unwrap_err().kind(), "no_such_process");
-        f.push(Output::fail(helper_exit::READ_ONLY, ""));
-        let e = cp(
-            &f,
-            &CpSide::Host("/dev/null".into()),
-            &CpSide::Sandbox { id: id.into(), path: "/etc/a.txt".into() },
-            &Limits::default(),
-        )
-        .unwrap_err();
-        assert_eq!(e.kind(), "read_only");
-        assert!(e.to_string().contains("/etc/a.txt") && e.to_string().contains("read-only"), "{e}");
-        assert!(e.hint().unwrap().contains("/tmp"), "{:?}", e.hint());
-        f.push(Output::fail(helper_exit::NO_SUCH_PATH, ""));
-        let e = backup(&f, id, std::io::sink(), &Limits::default()).unwrap_err();
-        assert_eq!(e.to_string(), "sandbox sbx-0123456789ab has no /state/workspace");
-        // Docker's own answer for an exited sandbox.
-        f.push(Output::fail(1, "Error response from daemon: Container 0123abcd is not running"));
-        let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
-        assert_eq!((e.kind(), e.to_string().contains("Error response")), ("not_running", false), "{e}");
-        // Anything else: what sbx was doing, the sandbox's words labelled and made printable.
-        f.push(Output::fail(1, "sbx-helper: weird \x1b[2Jthing"));
-        let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.contains("signalling p0000abcd") && msg.contains("the sandbox said: weird"), "{msg}");
-        assert!(!msg.contains("docker exec") && !msg.contains('\x1b'), "{msg}");
-    }
-}
+mod tests;

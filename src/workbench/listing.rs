@@ -6,10 +6,10 @@
 
 use std::io::BufReader;
 
-use crate::docker::{DockerError, DockerExec};
+use crate::docker::DockerExec;
 use crate::error::{Error, Explained, Invalid, Result};
 
-use super::helper::{check_helper, helper_argv, streamed, transfer_failure};
+use super::helper::{check_helper, helper_argv, run, run_stream, streamed, transfer_failure};
 use super::lines::{self, Entry, Kind, ListLine, RelPath};
 use super::transfer::wire::refused;
 
@@ -154,7 +154,7 @@ pub fn list(
     let argv = helper_argv(id, false, &["list", path, &depth, &limit]);
     let mut sum = Summary::default();
     let mut output = |r: &mut dyn std::io::Read| read_listing(r, opts, path, &mut sum, sink);
-    let r = exec.run_stream(&argv, None, &mut output).map_err(|e| silent(e, id, format!("listing {path}")))?;
+    let r = run_stream(exec, id, &argv, None, &mut output)?;
     if let Err(e) = &r.output {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             return Ok(sum); // `sbx files ... | head`: the helper was stopped
@@ -162,20 +162,6 @@ pub fn list(
     }
     streamed(exec, id, &argv, r, || format!("listing {id}:{path}"))?;
     Ok(sum)
-}
-
-/// A helper call cut off at its deadline (docker/deadline.rs): the helper
-/// sent nothing, which a process in the sandbox can cause by stopping it.
-fn silent(e: DockerError, id: &str, doing: String) -> Error {
-    match e {
-        DockerError::Timeout { after, .. } => Explained::HelperTimeout {
-            id: id.to_string(),
-            doing,
-            waited: humantime::format_duration(after).to_string(),
-        }
-        .into(),
-        e => e.into(),
-    }
 }
 
 /// Create directory `path` in sandbox `id` (`parents`: and its missing
@@ -186,7 +172,7 @@ pub fn mkdir(exec: &dyn DockerExec, id: &str, path: &str, parents: bool) -> Resu
         args.push("-p");
     }
     let argv = helper_argv(id, false, &args);
-    let out = exec.run(&argv).map_err(|e| silent(e, id, format!("creating {path}")))?;
+    let out = run(exec, id, &argv)?;
     match check_helper(id, &argv, &out) {
         Ok(()) => {}
         // ENOENT from mkdir(2) is the parent's: say so.
@@ -296,7 +282,7 @@ mod tests {
         f.push_timeout(std::time::Duration::from_secs(3));
         let e = collect(&f, "/tmp", OPTS).unwrap_err();
         assert_eq!(e.kind(), "helper_timeout");
-        assert!(e.to_string().contains("sent nothing for 3s while listing /tmp"), "{e}");
+        assert!(e.to_string().contains("did not answer for 3s while listing /tmp"), "{e}");
         f.push_timeout(std::time::Duration::from_secs(3));
         assert_eq!(mkdir(&f, ID, "/tmp/a", false).unwrap_err().kind(), "helper_timeout");
     }

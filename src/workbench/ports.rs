@@ -6,11 +6,14 @@ use std::ffi::OsString;
 use crate::docker::DockerExec;
 use crate::error::Result;
 
-use super::helper::{check_helper, helper_argv, or_ended};
+use super::helper::{check_helper, drain, helper_argv, or_ended, run_stream};
 
 pub fn wait_port(exec: &dyn DockerExec, id: &str, port: u16, timeout: std::time::Duration) -> Result<bool> {
     let argv = helper_argv(id, false, &["wait-port", &port.to_string(), &timeout.as_millis().to_string()]);
-    let out = exec.run(&argv)?;
+    // Streamed (it answers only at the end), for its idle deadline:
+    // docker/deadline.rs.
+    let r = run_stream(exec, id, &argv, None, &mut drain)?;
+    let out = crate::docker::Output { status: r.status, stdout: Vec::new(), stderr: r.stderr };
     match out.status {
         0 => Ok(true),
         1 if out.stderr_str().is_empty() => Ok(false),

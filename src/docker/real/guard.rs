@@ -1,7 +1,7 @@
 //! The deadline of a streamed call that has one (a pull; a helper's
 //! listing: no answer for too long), and Ctrl-C (see [`Guard`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -86,26 +86,56 @@ impl Drop for Guard {
     }
 }
 
-/// How long the current read of a stream has waited: a helper that a
-/// process in its sandbox stopped (SIGSTOP) sends nothing and never ends,
-/// while one that is slow only because sbx's own reader is (a pager) is
-/// not waited on at all.
+/// How long the current read of a stream (or write into it) has waited: a
+/// helper that a process in its sandbox stopped (SIGSTOP) sends nothing,
+/// takes nothing and never ends, while one that is slow only because sbx's
+/// own side is (a pager, a slow source disk) is not waited on at all.
 pub struct Waiting {
     base: Instant,
     /// When the pending read began, in ms since `base`, plus one; 0: none.
     since: AtomicU64,
+    /// The same for a pending write of the stream's input.
+    write_since: AtomicU64,
+    /// The input is still being written: a read pending meanwhile (the
+    /// helper's `receive` answers only at the end) is not waiting on it.
+    input_open: AtomicBool,
 }
 
 impl Waiting {
     pub fn new() -> Arc<Self> {
-        Arc::new(Waiting { base: Instant::now(), since: AtomicU64::new(0) })
+        Arc::new(Waiting {
+            base: Instant::now(),
+            since: AtomicU64::new(0),
+            write_since: AtomicU64::new(0),
+            input_open: AtomicBool::new(false),
+        })
     }
 
-    fn waited(&self) -> Duration {
-        match self.since.load(Ordering::Relaxed) {
+    fn pending(&self, slot: &AtomicU64) -> Duration {
+        match slot.load(Ordering::Relaxed) {
             0 => Duration::ZERO,
             t => self.base.elapsed().saturating_sub(Duration::from_millis(t - 1)),
         }
+    }
+
+    fn waited(&self) -> Duration {
+        let read = if self.input_open.load(Ordering::Relaxed) { Duration::ZERO } else { self.pending(&self.since) };
+        read.max(self.pending(&self.write_since))
+    }
+
+    fn mark(&self, slot: &AtomicU64) {
+        slot.store(self.base.elapsed().as_millis() as u64 + 1, Ordering::Relaxed);
+    }
+
+    /// Input is being written (until [`Waiting::input_closed`]).
+    pub fn input_opened(&self) {
+        self.input_open.store(true, Ordering::Relaxed);
+    }
+
+    /// The input is written whole and closed: from now on the reply is awaited.
+    pub fn input_closed(&self) {
+        self.write_since.store(0, Ordering::Relaxed);
+        self.input_open.store(false, Ordering::Relaxed);
     }
 }
 
@@ -117,10 +147,38 @@ pub struct Timed<R> {
 
 impl<R: std::io::Read> std::io::Read for Timed<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let now = self.waiting.base.elapsed().as_millis() as u64 + 1;
-        self.waiting.since.store(now, Ordering::Relaxed);
+        self.waiting.mark(&self.waiting.since);
         let r = self.inner.read(buf);
         self.waiting.since.store(0, Ordering::Relaxed);
+        r
+    }
+}
+
+/// The most [`TimedWrite`] writes at once.
+const WRITE_CHUNK: usize = 16 * 1024;
+
+/// A writer (a stream's input) that tells its [`Waiting`] while a write is
+/// pending: one the other side does not take for too long is as silent as
+/// a read that gets nothing.
+pub struct TimedWrite<W> {
+    pub inner: W,
+    pub waiting: Arc<Waiting>,
+}
+
+impl<W: std::io::Write> std::io::Write for TimedWrite<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.waiting.mark(&self.waiting.write_since);
+        // A pipe write returns only once all of it is in: a big one would
+        // look idle however steadily the other side takes it.
+        let r = self.inner.write(&buf[..buf.len().min(WRITE_CHUNK)]);
+        self.waiting.write_since.store(0, Ordering::Relaxed);
+        r
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.waiting.mark(&self.waiting.write_since);
+        let r = self.inner.flush();
+        self.waiting.write_since.store(0, Ordering::Relaxed);
         r
     }
 }
@@ -140,5 +198,26 @@ mod tests {
         assert_eq!(w.waited(), Duration::ZERO, "nothing pending after the read");
         w.since.store(1, Ordering::Relaxed); // a read pending since the start
         assert!(w.waited() >= Duration::from_millis(30));
+    }
+
+    /// `receive` answers only once its input is whole: while sbx still
+    /// writes, the pending read of its answer is not waiting; a write the
+    /// helper does not take is.
+    #[test]
+    fn while_input_is_written_only_a_pending_write_counts() {
+        let w = Waiting::new();
+        w.input_opened();
+        w.since.store(1, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(w.waited(), Duration::ZERO, "the answer is not due yet");
+        let mut t = TimedWrite { inner: Vec::new(), waiting: w.clone() };
+        std::io::Write::write_all(&mut t, b"taken").unwrap();
+        assert_eq!(w.waited(), Duration::ZERO, "a write taken at once");
+        w.write_since.store(1, Ordering::Relaxed); // a write pending since the start
+        assert!(w.waited() >= Duration::from_millis(30));
+        w.input_closed();
+        assert!(w.waited() >= Duration::from_millis(30), "now the answer is awaited");
+        w.since.store(0, Ordering::Relaxed);
+        assert_eq!(w.waited(), Duration::ZERO);
     }
 }

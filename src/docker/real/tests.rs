@@ -275,3 +275,43 @@ fn stop_kills_a_piped_stream_and_its_group() {
     });
     assert!(gone, "the stream's own children outlived stop");
 }
+
+/// A helper's `receive` its sandbox stopped (SIGSTOP) takes no more input
+/// and never answers: `cp` in and `restore` hung for ever. It gets an idle
+/// deadline on what it takes, so one that keeps taking input, however
+/// slowly in all, runs on.
+#[test]
+fn a_receive_that_takes_nothing_is_cut_off_and_a_slow_one_runs_on() {
+    let dir = std::env::temp_dir().join(format!("sbx-receive-{}", rand::random::<u64>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("docker");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncase \"$*\" in\n\
+         *receive\\ /slow*) for i in 1 2 3 4 5 6 7 8; do head -c 65536 >/dev/null; sleep 0.1; done; cat >/dev/null ;;\n\
+         *) exec sleep 30 ;;\n\
+         esac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let limit = Duration::from_millis(300);
+    let d = RealDocker::new(Some(script.into())).with_deadlines(Deadlines {
+        quick: limit,
+        change: limit,
+        pull: Duration::from_secs(60),
+    });
+    let receive = |to: &str| argv(&["exec", "-i", "--", "c", "/run/sbx/helper", "receive", to]);
+    let input = vec![7u8; 1 << 20];
+    let started = std::time::Instant::now();
+    let r = d.run_stream(&receive("/stopped"), Some(&mut |w| w.write_all(&input)), &mut |r| drain(r));
+    match r {
+        Err(DockerError::Timeout { after, .. }) => assert_eq!(after, limit),
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let started = std::time::Instant::now();
+    let s = d.run_stream(&receive("/slow"), Some(&mut |w| w.write_all(&input)), &mut |r| drain(r)).unwrap();
+    assert_eq!(s.status, 0, "{:?}", s.input);
+    assert!(started.elapsed() > limit * 2, "slower in all than the idle deadline: {:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(&dir);
+}

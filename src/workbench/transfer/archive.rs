@@ -7,10 +7,13 @@
 //! archive is spooled to an unnamed temporary file first, checked end to
 //! end, then sent.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
+use super::wire::{shown, Seen};
 use super::{Decoder, Encoder, Kind};
 
 /// Why an archive was refused.
@@ -85,37 +88,39 @@ fn write_tar<R: Read>(dec: &mut Decoder<R>, out: impl Write, rooted: bool) -> io
     let mut b = tar::Builder::new(out);
     b.follow_symlinks(false);
     while let Some(rec) = dec.next_record()? {
-        let name = match rec.path.split_once('/') {
-            _ if rooted => PathBuf::from(&rec.path),
-            Some((_, rest)) => PathBuf::from(rest),
-            None => PathBuf::from("."),
+        let name: &[u8] = match rec.path.iter().position(|&b| b == b'/') {
+            _ if rooted => &rec.path,
+            Some(i) => &rec.path[i + 1..],
+            None => b".",
         };
+        // Names are bytes (one that is not UTF-8 is kept, as tar keeps it).
+        let name = Path::new(OsStr::from_bytes(name));
         let mut h = tar::Header::new_gnu();
-        h.set_mode(rec.mode);
+        h.set_mode(super::host_mode(rec.mode));
         // The times the files have (issue 10 item 9: every entry had 0).
         h.set_mtime(u64::try_from(rec.mtime).unwrap_or(0));
-        // Owner 0 on purpose: uids inside a sandbox name no one on the host,
-        // and a root `tar -x` of a backup must not hand its files to
-        // whichever host user has the sandbox's uid; restore ignores owners
-        // (the sandbox user owns what it writes).
+        // Owner 0 on purpose (so the mode is the host's, `host_mode`, never
+        // setuid): uids inside a sandbox name no one on the host, and a
+        // root `tar -x` of a backup must not hand its files to whichever
+        // host user has the sandbox's uid; restore ignores owners (the
+        // sandbox user owns what it writes).
         h.set_uid(0);
         h.set_gid(0);
         match rec.kind {
             Kind::Dir => {
                 h.set_entry_type(tar::EntryType::Directory);
                 h.set_size(0);
-                b.append_data(&mut h, &name, io::empty())?;
+                b.append_data(&mut h, name, io::empty())?;
             }
             Kind::File { size } => {
                 h.set_entry_type(tar::EntryType::Regular);
                 h.set_size(size);
-                b.append_data(&mut h, &name, Logical { dec: &mut *dec, size, pos: 0, seg: None, done: false })?;
+                b.append_data(&mut h, name, Logical { dec: &mut *dec, size, pos: 0, seg: None, done: false })?;
             }
             Kind::Symlink { target } => {
                 h.set_entry_type(tar::EntryType::Symlink);
                 h.set_size(0);
-                let target = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&target);
-                b.append_link(&mut h, &name, target)?;
+                b.append_link(&mut h, name, OsStr::from_bytes(&target))?;
             }
         }
     }
@@ -168,18 +173,21 @@ fn not_tar(e: io::Error) -> Problem {
     Problem::NotTar(format!("stdin is not a whole tar archive: {e}"))
 }
 
-/// One archive entry, checked: its path below the root, or `None` for the root itself.
-fn entry_path(e: &tar::Entry<impl Read>) -> Result<Option<String>, Problem> {
+/// One archive entry, checked: its path below the root (bytes: a name need
+/// not be UTF-8), or `None` for the root itself.
+fn entry_path(e: &tar::Entry<impl Read>) -> Result<Option<Vec<u8>>, Problem> {
     let raw = e.path().map_err(not_tar)?.into_owned();
     let rel: PathBuf = raw.components().filter(|c| !matches!(c, Component::CurDir)).collect();
     if rel.as_os_str().is_empty() {
         return Ok(None);
     }
-    let s = rel.to_str().ok_or_else(|| Problem::Refused(format!("entry {:?} is not UTF-8", raw.display())))?;
-    if !Path::new(s).components().all(|c| matches!(c, Component::Normal(_))) {
-        return Err(Problem::Refused(format!("entry {:?} would escape the workspace", raw.display())));
+    if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+        return Err(Problem::Refused(format!(
+            "entry {} would escape the workspace",
+            shown(raw.as_os_str().as_bytes())
+        )));
     }
-    Ok(Some(s.to_string()))
+    Ok(Some(rel.into_os_string().into_vec()))
 }
 
 /// Walk the whole archive: every entry acceptable, every byte present, and
@@ -190,27 +198,34 @@ pub fn check(f: &mut File) -> Result<u64, Problem> {
     let len = f.metadata()?.len();
     let mut count = 0;
     let mut end = 0u64;
+    // What the helper's decoder would refuse half-way, after `restore`
+    // cleared the workspace, is refused here before anything changes.
+    let mut seen = Seen::default();
     {
         let mut a = tar::Archive::new(&mut *f);
         for e in a.entries().map_err(not_tar)? {
             let mut e = e.map_err(not_tar)?;
             let kind = e.header().entry_type();
             let path = entry_path(&e)?;
+            let name = || shown(path.as_deref().unwrap_or_default());
             if !(kind.is_dir() || kind.is_file() || kind.is_symlink()) {
                 return Err(Problem::Refused(format!(
-                    "entry {:?} is a {kind:?}, not a file, directory or symlink",
-                    path.unwrap_or_default()
+                    "entry {} is a {kind:?}, not a file, directory or symlink",
+                    name()
                 )));
             }
             if kind.is_symlink() && e.link_name().map_err(not_tar)?.is_none() {
-                return Err(Problem::Refused(format!("symlink {:?} has no target", path.unwrap_or_default())));
+                return Err(Problem::Refused(format!("symlink {} has no target", name())));
+            }
+            if let Some(p) = &path {
+                seen.add(p, kind.is_dir()).map_err(|e| Problem::Refused(e.to_string()))?;
             }
             let size = e.size();
             let n = io::copy(&mut e, &mut io::sink()).map_err(not_tar)?;
             if n != size {
                 return Err(Problem::NotTar(format!(
-                    "stdin is a truncated tar archive: {:?} has {n} of its {size} bytes",
-                    path.unwrap_or_default()
+                    "stdin is a truncated tar archive: {} has {n} of its {size} bytes",
+                    name()
                 )));
             }
             end = e.raw_file_position() + size.div_ceil(512) * 512;
@@ -254,7 +269,7 @@ pub fn send_tar<W: Write>(f: &mut File, root: &str, enc: &mut Encoder<W>) -> io:
             root_sent = true;
         }
         let Some(rel) = rel else { continue };
-        let path = format!("{root}/{rel}");
+        let path = [root.as_bytes(), b"/", &rel].concat();
         let kind = e.header().entry_type();
         if kind.is_dir() {
             enc.dir(&path, mode, mtime)?;
@@ -264,7 +279,7 @@ pub fn send_tar<W: Write>(f: &mut File, root: &str, enc: &mut Encoder<W>) -> io:
             enc.segment(0, size, &mut e)?;
             enc.end_file()?;
         } else if let Some(target) = e.link_name()? {
-            enc.symlink(&path, mode, mtime, target.as_os_str().as_encoded_bytes())?;
+            enc.symlink(&path, mode, mtime, target.as_os_str().as_bytes())?;
         }
     }
     if !root_sent {
@@ -278,121 +293,4 @@ fn now() -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::workbench::transfer::wire::tests::raw;
-    use crate::workbench::transfer::Limits;
-
-    fn tar_of(stream: &[u8], root: &str) -> Vec<u8> {
-        let mut dec = Decoder::new(stream, root, Limits::default()).unwrap();
-        let mut out = Vec::new();
-        to_tar(&mut dec, &mut out).unwrap();
-        out
-    }
-
-    fn spooled(data: &[u8]) -> Result<File, Problem> {
-        spool(data, 1 << 20)
-    }
-
-    #[test]
-    fn tar_round_trip_and_escapes_refused() {
-        let s = raw(&[
-            (b'D', 0o755, "workspace", b""),
-            (b'F', 0o640, "workspace/a.txt", b"hello"),
-            (b'L', 0o777, "workspace/l", b"a.txt"),
-        ]);
-        let t = tar_of(&s, "workspace");
-        let mut f = spooled(&t).unwrap();
-        assert_eq!(check(&mut f).unwrap(), 3);
-        let mut enc = Encoder::new(Vec::new()).unwrap();
-        send_tar(&mut f, "workspace", &mut enc).unwrap();
-        // Back to the same tar.
-        assert_eq!(tar_of(&enc.end().unwrap(), "workspace"), t);
-
-        for evil in ["../escape", "/abs"] {
-            let mut b = tar::Builder::new(Vec::new());
-            let mut h = tar::Header::new_gnu();
-            h.set_size(1);
-            h.set_mode(0o644);
-            // Write the name raw: the builder itself refuses such paths.
-            h.as_old_mut().name[..evil.len()].copy_from_slice(evil.as_bytes());
-            h.set_cksum();
-            b.append(&h, &b"x"[..]).unwrap();
-            let data = b.into_inner().unwrap();
-            match check(&mut spooled(&data).unwrap()) {
-                Err(Problem::Refused(m)) => assert!(m.contains("escape"), "{evil}: {m}"),
-                other => panic!("{evil}: {other:?}"),
-            }
-        }
-    }
-
-    /// Issue 10 item 2: `restore < /dev/null` emptied the workspace.
-    #[test]
-    fn empty_truncated_and_non_tar_input_is_refused() {
-        match spool(&b""[..], 100) {
-            Err(Problem::NotTar(m)) => assert_eq!(m, "stdin is not a tar archive (0 bytes)"),
-            other => panic!("{other:?}"),
-        }
-        let s = raw(&[(b'D', 0o755, "w", b""), (b'F', 0o640, "w/a.txt", &[7u8; 3000])]);
-        let t = tar_of(&s, "w");
-        // Cut anywhere, including at block boundaries: refused.
-        for cut in (1..t.len()).step_by(256) {
-            match check(&mut spooled(&t[..cut]).unwrap()) {
-                Err(Problem::NotTar(_)) => {}
-                other => panic!("cut at {cut} of {}: {other:?}", t.len()),
-            }
-        }
-        match check(&mut spooled(b"this is not a tar archive, just some text\n").unwrap()) {
-            Err(Problem::NotTar(m)) => assert!(m.contains("not a whole tar"), "{m}"),
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(spool(&t[..], 100), Err(Problem::Refused(_))));
-        // What backup writes for an empty workspace is a valid archive.
-        let empty = tar_of(&raw(&[(b'D', 0o755, "w", b"")]), "w");
-        assert_eq!(check(&mut spooled(&empty).unwrap()).unwrap(), 1);
-    }
-
-    /// Issue 10 item 9: every entry had mtime 0.
-    #[test]
-    fn tar_entries_keep_times_and_modes() {
-        let mut enc = Encoder::new(Vec::new()).unwrap();
-        enc.dir("w", 0o750, 1_600_000_000).unwrap();
-        enc.file("w/a", 0o640, 1_700_000_000, 1).unwrap();
-        enc.segment(0, 1, &mut &b"x"[..]).unwrap();
-        enc.end_file().unwrap();
-        enc.symlink("w/l", 0o777, 1_650_000_000, b"a").unwrap();
-        let t = tar_of(&enc.end().unwrap(), "w");
-        let mut a = tar::Archive::new(t.as_slice());
-        let got: Vec<(String, u32, u64, u64)> = a
-            .entries()
-            .unwrap()
-            .map(|e| {
-                let h = e.unwrap().header().clone();
-                (h.path().unwrap().display().to_string(), h.mode().unwrap(), h.mtime().unwrap(), h.uid().unwrap())
-            })
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (".".to_string(), 0o750, 1_600_000_000, 0),
-                ("a".into(), 0o640, 1_700_000_000, 0),
-                ("l".into(), 0o777, 1_650_000_000, 0)
-            ]
-        );
-    }
-
-    #[test]
-    fn holes_become_zeros_in_tar() {
-        let mut enc = Encoder::new(Vec::new()).unwrap();
-        enc.file("f", 0o644, 0, 10).unwrap();
-        enc.segment(3, 2, &mut &b"ab"[..]).unwrap();
-        enc.segment(8, 1, &mut &b"c"[..]).unwrap();
-        enc.end_file().unwrap();
-        let t = tar_of(&enc.end().unwrap(), "f");
-        let mut a = tar::Archive::new(t.as_slice());
-        let mut e = a.entries().unwrap().next().unwrap().unwrap();
-        let mut got = Vec::new();
-        e.read_to_end(&mut got).unwrap();
-        assert_eq!(got, b"\0\0\0ab\0\0\0c\0");
-    }
-}
+mod tests;

@@ -5,12 +5,12 @@
 //! (`helper/sbx_helper.rs`, built with plain rustc) includes this very file
 //! with `#[path]`, so the two sides cannot drift.
 //!
-//! layout: one file of ~540 lines, over the tree's ~400, on purpose: it is
+//! layout: one file of ~720 lines, over the tree's ~400, on purpose: it is
 //! the unit the helper includes whole, and splitting it would make the
 //! helper include several files and keep their `#[path]`s in step. Its
 //! tests are in `wire/tests.rs`.
 //!
-//! Wire format, version 3 (both sides start with [`MAGIC`], so a helper of
+//! Wire format, version 4 (both sides start with [`MAGIC`], so a helper of
 //! another version fails clearly):
 //!
 //! ```text
@@ -22,19 +22,27 @@
 //!         segment = offset:u64 seg_len:u64 bytes, seg_len > 0, ascending,
 //!         within the size; what no segment covers is a hole (sparse files
 //!         stay sparse: issue 9 finding 6)
+//!   'S'   an entry not sent (a fifo, socket or device), len 0: the
+//!         receiver counts it, so nothing is left out unsaid
 //! end     = 'E' 0:u32 0:i64 0:u16 0:u64
 //! ```
 //! Integers are big-endian; `mtime` is seconds since the epoch. Version 3
 //! added `mtime`, so `backup` tars keep the files' times (issue 10 item 9).
+//! Version 4 made paths bytes (a name need not be UTF-8; one that was not
+//! used to be left out of a backup without a word) and added 'S'.
 //! Paths are relative and '/'-separated; the first entry is the root (the
 //! copied file or directory's own name) and every other one is below it.
+//! No path comes twice and none is below one the stream sent as a file,
+//! symlink or skipped entry ([`Seen`]): a forged `x -> /root/.ssh` and then
+//! `x/authorized_keys` would otherwise make a tar that writes through the
+//! link when extracted without a filter.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 
 /// First bytes of every record stream: name and format version.
-pub const MAGIC: &[u8; 8] = b"SBXREC\x00\x03";
+pub const MAGIC: &[u8; 8] = b"SBXREC\x00\x04";
 /// Longest path and symlink target accepted in a stream.
 pub const MAX_PATH: usize = 4096;
 /// Longest single name component (Linux NAME_MAX).
@@ -102,8 +110,100 @@ pub struct Record {
     pub mode: u32,
     /// Modification time, seconds since the epoch (as the other side claims it).
     pub mtime: i64,
-    /// Relative, '/'-separated, starting with the root name.
-    pub path: String,
+    /// Relative, '/'-separated, starting with the root name; any bytes
+    /// but NUL (see [`shown`] for messages).
+    pub path: Vec<u8>,
+}
+
+/// A path from a stream as messages quote it: like `{:?}` of a string,
+/// bytes that are not UTF-8 as `\xNN`.
+pub fn shown(path: &[u8]) -> String {
+    let mut s = String::from("\"");
+    let mut rest = path;
+    loop {
+        let (valid, bad) = match std::str::from_utf8(rest) {
+            Ok(v) => (v, &[][..]),
+            Err(e) => {
+                let (v, after) = rest.split_at(e.valid_up_to());
+                let n = e.error_len().unwrap_or(after.len());
+                (std::str::from_utf8(v).unwrap_or_default(), &after[..n])
+            }
+        };
+        s.extend(valid.chars().flat_map(char::escape_debug));
+        for b in bad {
+            s.push_str(&format!("\\x{b:02x}"));
+        }
+        rest = &rest[valid.len() + bad.len()..];
+        if rest.is_empty() {
+            break;
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// What a stream left out (fifos, sockets, devices): how many, and the
+/// first few paths for the warning.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Skipped {
+    pub count: u64,
+    pub first: Vec<Vec<u8>>,
+}
+
+impl Skipped {
+    /// How many paths [`Skipped::first`] keeps.
+    pub const SHOWN: usize = 5;
+
+    fn add(&mut self, path: &[u8]) {
+        self.count += 1;
+        if self.first.len() < Self::SHOWN {
+            self.first.push(path.to_vec());
+        }
+    }
+}
+
+/// Every path a stream named so far and whether it was a directory, as
+/// 128-bit keyed hashes (16 bytes an entry whatever the path's length; the
+/// keys are random, so a stream cannot aim for a collision). Refuses a path
+/// named twice and one below a path named as anything but a directory:
+/// a forged `x -> /root/.ssh` then `x/authorized_keys` put both into a
+/// backup tar, which Python's `tarfile` without a filter extracts through
+/// the link.
+#[derive(Default)]
+pub struct Seen {
+    keys: [std::collections::hash_map::RandomState; 2],
+    dirs: std::collections::HashMap<u128, bool>,
+}
+
+impl Seen {
+    /// Note `path` (a directory or not), or refuse it.
+    pub fn add(&mut self, path: &[u8], dir: bool) -> io::Result<()> {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = [self.keys[0].build_hasher(), self.keys[1].build_hasher()];
+        let key = |h: &[std::collections::hash_map::DefaultHasher; 2]| {
+            (u128::from(h[0].finish()) << 64) | u128::from(h[1].finish())
+        };
+        let mut at = 0;
+        for (i, c) in path.split(|&b| b == b'/').enumerate() {
+            if i > 0 {
+                if self.dirs.get(&key(&h)) == Some(&false) {
+                    return Err(invalid(format!(
+                        "refusing entry {}: it is below {}, which the stream sent as a file, symlink or \
+                         skipped entry",
+                        shown(path),
+                        shown(&path[..at - 1])
+                    )));
+                }
+                h.iter_mut().for_each(|h| h.write_u8(b'/'));
+            }
+            h.iter_mut().for_each(|h| h.write(c));
+            at += c.len() + 1;
+        }
+        if self.dirs.insert(key(&h), dir).is_some() {
+            return Err(invalid(format!("refusing entry {}: the stream sent it twice", shown(path))));
+        }
+        Ok(())
+    }
 }
 
 /// What this side refuses of what the other sent (the format, a name, a
@@ -132,23 +232,23 @@ fn invalid(msg: String) -> io::Error {
 
 /// A path from the other side that is exactly `root` or below it: no
 /// absolute path, no `..`, `.` or empty component, no NUL, no overlong name.
-pub fn check_name(path: &str, root: &str) -> io::Result<()> {
-    let refuse = |why: &str| Err(invalid(format!("refusing entry {path:?}: {why}")));
+pub fn check_name(path: &[u8], root: &[u8]) -> io::Result<()> {
+    let refuse = |why: &str| Err(invalid(format!("refusing entry {}: {why}", shown(path))));
     if path.len() > MAX_PATH {
         return refuse("the path is too long");
     }
-    if path.contains('\0') {
+    if path.contains(&0) {
         return refuse("it contains a NUL byte");
     }
-    for (i, c) in path.split('/').enumerate() {
-        if c.is_empty() || c == "." || c == ".." {
+    for (i, c) in path.split(|&b| b == b'/').enumerate() {
+        if c.is_empty() || c == b"." || c == b".." {
             return refuse("it would leave the destination (absolute, or an empty, '.' or '..' component)");
         }
         if c.len() > MAX_NAME {
             return refuse("a name in it is longer than 255 bytes");
         }
         if i == 0 && c != root {
-            return refuse(&format!("it is not {root:?} or inside it, which is all that was asked for"));
+            return refuse(&format!("it is not {} or inside it, which is all that was asked for", shown(root)));
         }
     }
     Ok(())
@@ -157,6 +257,13 @@ pub fn check_name(path: &str, root: &str) -> io::Result<()> {
 /// The name a copy of `path` (in the sandbox) carries: its last component.
 pub fn root_name(path: &str) -> Option<String> {
     std::path::Path::new(path).file_name().and_then(|n| n.to_str()).map(str::to_string)
+}
+
+/// What a record decodes to.
+enum Entry {
+    Record(Record),
+    /// An 'S' record's path.
+    Skipped(Vec<u8>),
 }
 
 struct FileState {
@@ -173,12 +280,14 @@ struct FileState {
 pub struct Decoder<R> {
     r: R,
     /// What every entry must be or be below; `None` until the first entry names it.
-    root: Option<String>,
+    root: Option<Vec<u8>>,
     limits: Limits,
     entries: u64,
     bytes: u64,
     file: Option<FileState>,
     ended: bool,
+    seen: Seen,
+    skipped: Skipped,
 }
 
 /// How a stream began.
@@ -232,7 +341,7 @@ impl<R: Read> Decoder<R> {
             Start::Magic => Ok(Self::after_magic(r, Some(root), limits)),
             Start::Empty => Err(refused(io::ErrorKind::UnexpectedEof, "the helper sent nothing")),
             Start::Other => Err(invalid(
-                "the helper's output is not sbx's record stream version 3 (a helper of another sbx version, \
+                "the helper's output is not sbx's record stream version 4 (a helper of another sbx version, \
                  or a replaced one)"
                     .into(),
             )),
@@ -243,7 +352,22 @@ impl<R: Read> Decoder<R> {
     /// side words its own refusal). `root: None`: the first entry's first
     /// name is the root (the helper's `receive`, whose root the host chose).
     pub fn after_magic(r: R, root: Option<&str>, limits: Limits) -> Self {
-        Decoder { r, root: root.map(str::to_string), limits, entries: 0, bytes: 0, file: None, ended: false }
+        Decoder {
+            r,
+            root: root.map(|r| r.as_bytes().to_vec()),
+            limits,
+            entries: 0,
+            bytes: 0,
+            file: None,
+            ended: false,
+            seen: Seen::default(),
+            skipped: Skipped::default(),
+        }
+    }
+
+    /// The entries the stream said it left out (its 'S' records).
+    pub fn skipped(&self) -> &Skipped {
+        &self.skipped
     }
 
     /// Entries so far and the sum of their file sizes.
@@ -252,8 +376,19 @@ impl<R: Read> Decoder<R> {
     }
 
     /// The next entry, `None` at the end record. Data of a file the caller
-    /// did not read is skipped.
+    /// did not read is skipped; so are the entries the other side did not
+    /// send (counted in [`Decoder::skipped`]).
     pub fn next_record(&mut self) -> io::Result<Option<Record>> {
+        loop {
+            match self.next_entry()? {
+                Some(Entry::Skipped(path)) => self.skipped.add(&path),
+                Some(Entry::Record(r)) => return Ok(Some(r)),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    fn next_entry(&mut self) -> io::Result<Option<Entry>> {
         if self.ended {
             return Ok(None);
         }
@@ -287,9 +422,9 @@ impl<R: Read> Decoder<R> {
             self.ended = true;
             return Ok(None);
         }
-        let path = String::from_utf8(path).map_err(|_| invalid("refusing an entry whose path is not UTF-8".into()))?;
-        let root = self.root.get_or_insert_with(|| path.split('/').next().unwrap_or_default().to_string());
+        let root = self.root.get_or_insert_with(|| path.split(|&b| b == b'/').next().unwrap_or_default().to_vec());
         check_name(&path, root)?;
+        self.seen.add(&path, head[0] == b'D')?;
         self.entries += 1;
         if self.entries > self.limits.max_entries {
             return Err(invalid(format!(
@@ -297,12 +432,15 @@ impl<R: Read> Decoder<R> {
                 self.limits.max_entries
             )));
         }
+        let shown = || shown(&path);
         let kind = match head[0] {
             b'D' if len == 0 => Kind::Dir,
-            b'D' => return Err(invalid(format!("directory {path:?} claims {len} bytes of data"))),
+            b'D' => return Err(invalid(format!("directory {} claims {len} bytes of data", shown()))),
+            b'S' if len == 0 => return Ok(Some(Entry::Skipped(path))),
+            b'S' => return Err(invalid(format!("skipped entry {} claims {len} bytes of data", shown()))),
             b'L' => {
                 if len > MAX_PATH as u64 {
-                    return Err(invalid(format!("refusing symlink {path:?}: its target is {len} bytes long")));
+                    return Err(invalid(format!("refusing symlink {}: its target is {len} bytes long", shown())));
                 }
                 // Issue 9 finding 6: a link's target takes host disk too
                 // (a block each), so it counts against the byte cap.
@@ -310,7 +448,7 @@ impl<R: Read> Decoder<R> {
                 let mut target = vec![0u8; len as usize];
                 self.r.read_exact(&mut target).map_err(truncated)?;
                 if target.is_empty() || target.contains(&0) {
-                    return Err(invalid(format!("refusing symlink {path:?}: empty target or a NUL byte in it")));
+                    return Err(invalid(format!("refusing symlink {}: empty target or a NUL byte in it", shown())));
                 }
                 Kind::Symlink { target }
             }
@@ -321,17 +459,18 @@ impl<R: Read> Decoder<R> {
             }
             other => return Err(invalid(format!("unknown record type {other:#04x}"))),
         };
-        Ok(Some(Record { kind, mode, mtime, path }))
+        Ok(Some(Entry::Record(Record { kind, mode, mtime, path })))
     }
 
     /// Count `len` bytes of `path` against the cap.
-    fn charge(&mut self, path: &str, len: u64) -> io::Result<()> {
+    fn charge(&mut self, path: &[u8], len: u64) -> io::Result<()> {
         let total = self.bytes.saturating_add(len);
         if total > self.limits.max_bytes {
             return Err(refused(
                 io::ErrorKind::Other,
                 format!(
-                    "{path:?} is {} and would bring the copy to {}, over the cap of {}; raise it with --max-bytes",
+                    "{} is {} and would bring the copy to {}, over the cap of {}; raise it with --max-bytes",
+                    shown(path),
                     human(len),
                     human(total),
                     human(self.limits.max_bytes)
@@ -392,38 +531,50 @@ impl<R: Read> Read for Decoder<R> {
 /// Writes a record stream.
 pub struct Encoder<W: Write> {
     w: W,
+    skipped: Skipped,
 }
 
 impl<W: Write> Encoder<W> {
     pub fn new(mut w: W) -> io::Result<Self> {
         w.write_all(MAGIC)?;
-        Ok(Encoder { w })
+        Ok(Encoder { w, skipped: Skipped::default() })
     }
 
-    fn head(&mut self, kind: u8, mode: u32, mtime: i64, path: &str, len: u64) -> io::Result<()> {
+    fn head(&mut self, kind: u8, mode: u32, mtime: i64, path: &[u8], len: u64) -> io::Result<()> {
         if path.len() > MAX_PATH {
-            return Err(invalid(format!("{path:?} is longer than {MAX_PATH} bytes")));
+            return Err(invalid(format!("{} is longer than {MAX_PATH} bytes", shown(path))));
         }
         self.w.write_all(&[kind])?;
         self.w.write_all(&mode.to_be_bytes())?;
         self.w.write_all(&mtime.to_be_bytes())?;
         self.w.write_all(&(path.len() as u16).to_be_bytes())?;
-        self.w.write_all(path.as_bytes())?;
+        self.w.write_all(path)?;
         self.w.write_all(&len.to_be_bytes())
     }
 
-    pub fn dir(&mut self, path: &str, mode: u32, mtime: i64) -> io::Result<()> {
-        self.head(b'D', mode, mtime, path, 0)
+    pub fn dir(&mut self, path: impl AsRef<[u8]>, mode: u32, mtime: i64) -> io::Result<()> {
+        self.head(b'D', mode, mtime, path.as_ref(), 0)
     }
 
-    pub fn symlink(&mut self, path: &str, mode: u32, mtime: i64, target: &[u8]) -> io::Result<()> {
-        self.head(b'L', mode, mtime, path, target.len() as u64)?;
+    pub fn symlink(&mut self, path: impl AsRef<[u8]>, mode: u32, mtime: i64, target: &[u8]) -> io::Result<()> {
+        self.head(b'L', mode, mtime, path.as_ref(), target.len() as u64)?;
         self.w.write_all(target)
     }
 
     /// A file header; then [`Encoder::segment`]s and [`Encoder::end_file`].
-    pub fn file(&mut self, path: &str, mode: u32, mtime: i64, size: u64) -> io::Result<()> {
-        self.head(b'F', mode, mtime, path, size)
+    pub fn file(&mut self, path: impl AsRef<[u8]>, mode: u32, mtime: i64, size: u64) -> io::Result<()> {
+        self.head(b'F', mode, mtime, path.as_ref(), size)
+    }
+
+    /// An entry left out (a fifo, socket or device): said, not sent.
+    pub fn skip(&mut self, path: impl AsRef<[u8]>) -> io::Result<()> {
+        self.skipped.add(path.as_ref());
+        self.head(b'S', 0, 0, path.as_ref(), 0)
+    }
+
+    /// What [`Encoder::skip`] left out so far.
+    pub fn skipped(&self) -> &Skipped {
+        &self.skipped
     }
 
     /// Exactly `len` bytes from `data` at `offset`; a short source is padded
@@ -444,7 +595,7 @@ impl<W: Write> Encoder<W> {
     }
 
     pub fn end(mut self) -> io::Result<W> {
-        self.head(b'E', 0, 0, "", 0)?;
+        self.head(b'E', 0, 0, b"", 0)?;
         self.w.flush()?;
         Ok(self.w)
     }
@@ -468,7 +619,7 @@ pub enum Node<D, F> {
         size: u64,
         file: F,
     },
-    /// Devices, fifos, sockets: not sent.
+    /// Devices, fifos, sockets: not sent, but said ([`Encoder::skip`]).
     Skip,
 }
 
@@ -480,9 +631,10 @@ pub trait Tree {
     type File: SparseFile;
     /// The entry `name` in `dir`, not followed if it is a symlink; `rel`
     /// (its path in the stream) is for messages.
-    fn node(&mut self, dir: &Self::Dir, name: &str, rel: &str) -> io::Result<Node<Self::Dir, Self::File>>;
-    /// The UTF-8 names in `dir` (others are skipped), without `.` and `..`.
-    fn names(&mut self, dir: &Self::Dir) -> io::Result<Vec<String>>;
+    fn node(&mut self, dir: &Self::Dir, name: &[u8], rel: &[u8]) -> io::Result<Node<Self::Dir, Self::File>>;
+    /// Every name in `dir` (any bytes: a name need not be UTF-8), without
+    /// `.` and `..`.
+    fn names(&mut self, dir: &Self::Dir) -> io::Result<Vec<Vec<u8>>>;
 }
 
 /// A file read by data segments (SEEK_DATA/SEEK_HOLE).
@@ -499,8 +651,8 @@ pub trait SparseFile {
 pub fn send_tree<T: Tree, W: Write>(
     t: &mut T,
     dir: &T::Dir,
-    name: &str,
-    rel: &str,
+    name: &[u8],
+    rel: &[u8],
     enc: &mut Encoder<W>,
 ) -> io::Result<()> {
     match t.node(dir, name, rel)? {
@@ -510,7 +662,7 @@ pub fn send_tree<T: Tree, W: Write>(
             let mut names = t.names(&dir)?;
             names.sort();
             for n in names {
-                send_tree(t, &dir, &n, &format!("{rel}/{n}"), enc)?;
+                send_tree(t, &dir, &n, &[rel, b"/", &n].concat(), enc)?;
             }
             Ok(())
         }
@@ -528,7 +680,7 @@ pub fn send_tree<T: Tree, W: Write>(
             }
             enc.end_file()
         }
-        Node::Skip => Ok(()),
+        Node::Skip => enc.skip(rel),
     }
 }
 

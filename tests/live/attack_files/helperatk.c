@@ -1,7 +1,9 @@
 /* The sandbox attacking sbx's helper while it lists or watches: find the
  * helper's processes (by their command line, which /proc shows anyone),
  * stop them, try to ptrace them or write to their stdout through /proc,
- * and build trees deeper than any path. Static: the fixture has no libc. */
+ * and build trees deeper than any path; and what it leaves for `cp` and
+ * `backup` to carry out: setuid modes, fifos, sockets, names that are not
+ * UTF-8. Static: the fixture has no libc. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -117,6 +121,31 @@ int main(int argc, char **argv) {
             close(dir);
             dir = next;
         }
+        return 0;
+    }
+    if (!strcmp(mode, "chmod") && argc > 3) {
+        /* chmod OCTAL PATH: what the sandbox's user may do to its own files. */
+        if (chmod(argv[3], strtol(argv[2], 0, 8)) != 0) { perror(argv[3]); return 1; }
+        return 0;
+    }
+    if (!strcmp(mode, "fifo") && argc > 2) {
+        if (mkfifo(argv[2], 0644) != 0) { perror(argv[2]); return 1; }
+        return 0;
+    }
+    if (!strcmp(mode, "sock") && argc > 2) {
+        /* A unix socket bound at argv[2] and left behind. */
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        strncpy(a.sun_path, argv[2], sizeof a.sun_path - 1);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) { perror(argv[2]); return 1; }
+        return 0;
+    }
+    if (!strcmp(mode, "badname") && argc > 2) {
+        /* A file in argv[2] whose name is not UTF-8 ("bad\xff\xfe.txt"). */
+        if (chdir(argv[2]) != 0) { perror(argv[2]); return 1; }
+        int fd = open("bad\xff\xfe.txt", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (fd < 0 || write(fd, "hidden\n", 7) != 7) { perror("badname"); return 1; }
+        close(fd);
         return 0;
     }
     return 64;

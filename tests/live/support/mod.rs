@@ -254,3 +254,28 @@ pub fn kill_watchdog_until_expired(w: &World, id: &str) {
     })
     .expect("ls never showed it as expired");
 }
+
+/// `sbx ARGS` with env and `input` on stdin (written from a thread, so a
+/// reader that stops taking it cannot block the test), killed (and
+/// reported as None) after `limit`.
+pub fn sbx_within_fed(w: &World, args: &[&str], env: &[(&str, &str)], input: &[u8], limit: Duration) -> Option<Output> {
+    let mut cmd = Command::new(SBX);
+    cmd.args(w.dir_args()).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn sbx");
+    let mut stdin = child.stdin.take().unwrap();
+    let data = input.to_vec();
+    std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &data));
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}

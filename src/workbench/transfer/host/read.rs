@@ -16,7 +16,8 @@ use crate::workbench::transfer::wire::{root_name, send_tree, Encoder, Node, Spar
 /// Read a host path into a record stream, never following a symlink below
 /// it (a link is sent as a link; a tree in a `--rw` mount can change while
 /// it is read, so everything is opened with O_NOFOLLOW relative to its
-/// parent's descriptor). Devices, fifos and sockets are skipped.
+/// parent's descriptor). Devices, fifos and sockets are skipped, and said
+/// ([`Encoder::skipped`]).
 pub fn send_host<W: Write>(src: &Path, enc: &mut Encoder<W>) -> io::Result<()> {
     let name = src
         .file_name()
@@ -25,7 +26,7 @@ pub fn send_host<W: Write>(src: &Path, enc: &mut Encoder<W>) -> io::Result<()> {
     debug_assert_eq!(root_name(&src.to_string_lossy()).as_deref(), Some(name));
     let parent = src.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let pfd = open_dir(parent, false)?;
-    send_tree(&mut Descriptors, &pfd, name, name, enc)
+    send_tree(&mut Descriptors, &pfd, name.as_bytes(), name.as_bytes(), enc)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", src.display())))
 }
 
@@ -36,7 +37,7 @@ impl Tree for Descriptors {
     type Dir = OwnedFd;
     type File = File;
 
-    fn node(&mut self, dir: &OwnedFd, name: &str, rel: &str) -> io::Result<Node<OwnedFd, File>> {
+    fn node(&mut self, dir: &OwnedFd, name: &[u8], rel: &[u8]) -> io::Result<Node<OwnedFd, File>> {
         let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
         let mode = st.st_mode & 0o7777;
         match FileType::from_raw_mode(st.st_mode) {
@@ -51,7 +52,7 @@ impl Tree for Descriptors {
                     OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
                     Mode::empty(),
                 )
-                .map_err(|e| at(rel, e))?;
+                .map_err(|e| at(&String::from_utf8_lossy(rel), e))?;
                 // What was opened, not what the name held a moment before.
                 let st = rustix::fs::fstat(&fd)?;
                 let (mode, mtime) = (st.st_mode & 0o7777, st.st_mtime as i64);
@@ -65,7 +66,7 @@ impl Tree for Descriptors {
         }
     }
 
-    fn names(&mut self, dir: &OwnedFd) -> io::Result<Vec<String>> {
+    fn names(&mut self, dir: &OwnedFd) -> io::Result<Vec<Vec<u8>>> {
         let mut names = Vec::new();
         for e in rustix::fs::Dir::read_from(dir)? {
             let e = e?;
@@ -73,9 +74,7 @@ impl Tree for Descriptors {
             if n == b"." || n == b".." {
                 continue;
             }
-            if let Ok(s) = std::str::from_utf8(n) {
-                names.push(s.to_string());
-            }
+            names.push(n.to_vec());
         }
         Ok(names)
     }

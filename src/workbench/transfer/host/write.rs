@@ -31,13 +31,13 @@ pub struct HostWriter<'h> {
     /// The name the stream's root gets under `base`.
     top: String,
     resolve: Resolve,
-    parent: Option<(String, OwnedFd)>,
+    parent: Option<(Vec<u8>, OwnedFd)>,
     /// Directories the stream is still in whose final mode denies their
     /// owner, outermost first: each gets its mode when the stream leaves it,
     /// so what is held is bounded by the path depth, not by the number of
     /// such directories (issue 9 finding 6: a million 0500 directories with
     /// 4 KiB paths held ~4 GiB when all were kept to the end).
-    fix_modes: Vec<(String, u32)>,
+    fix_modes: Vec<(Vec<u8>, u32)>,
     created: u64,
     /// Test hook: runs after an entry's parent is resolved and before the
     /// entry is created, the window finding 4's racer used.
@@ -112,23 +112,26 @@ impl<'h> HostWriter<'h> {
 
     fn write_all<R: Read>(&mut self, dec: &mut Decoder<R>) -> io::Result<()> {
         while let Some(rec) = dec.next_record()? {
-            // Decoder checked: the path is the root or below it.
-            let rest = rec.path.split_once('/').map(|(_, r)| r);
-            let rel = match rest {
-                Some(r) => format!("{}/{r}", self.top),
-                None => self.top.clone(),
-            };
+            // Decoder checked: the path is the root or below it. Names are
+            // bytes (one need not be UTF-8); messages show them lossily.
+            let rest = rec.path.iter().position(|&b| b == b'/').map(|i| &rec.path[i..]);
+            let rel = [self.top.as_bytes(), rest.unwrap_or_default()].concat();
+            let shown = String::from_utf8_lossy(&rel).into_owned();
             while let Some((open, _)) = self.fix_modes.last() {
-                if rel.starts_with(open.as_str()) && rel.as_bytes().get(open.len()) == Some(&b'/') {
+                if rel.starts_with(open) && rel.get(open.len()) == Some(&b'/') {
                     break;
                 }
                 self.set_final_mode()?;
             }
-            let (parent, name) = rel.rsplit_once('/').unwrap_or(("", &rel));
+            let (parent, name) = match rel.iter().rposition(|&b| b == b'/') {
+                Some(i) => (&rel[..i], &rel[i + 1..]),
+                None => (&b""[..], &rel[..]),
+            };
             let pfd = self.parent_fd(parent)?;
             if let Some(h) = self.between.as_mut() {
-                h(&rel);
+                h(&shown);
             }
+            let rel = shown;
             // No setuid/setgid from a sandbox onto the host, and no group or
             // other write: sbx often runs as root, and a root-owned 0777 file
             // or directory in DST would be anyone's to change.
@@ -149,7 +152,7 @@ impl<'h> HostWriter<'h> {
                     // Keep it fillable until the stream leaves it.
                     rustix::fs::fchmod(&d, Mode::from_raw_mode(mode | 0o700)).map_err(|e| at(&rel, e))?;
                     if mode & 0o700 != 0o700 {
-                        self.fix_modes.push((rel.clone(), mode));
+                        self.fix_modes.push(([parent, b"/", name].concat(), mode));
                     }
                 }
                 Kind::Symlink { target } => {
@@ -199,27 +202,28 @@ impl<'h> HostWriter<'h> {
     fn set_final_mode(&mut self) -> io::Result<()> {
         let Some((rel, mode)) = self.fix_modes.pop() else { return Ok(()) };
         let d = self.open_beneath(&rel)?;
-        rustix::fs::fchmod(&d, Mode::from_raw_mode(mode)).map_err(|e| at(&rel, e))
+        rustix::fs::fchmod(&d, Mode::from_raw_mode(mode)).map_err(|e| at(&String::from_utf8_lossy(&rel), e))
     }
 
     /// The parent directory's descriptor; the last one is kept (a stream
     /// lists a directory's entries together).
-    fn parent_fd(&mut self, parent: &str) -> io::Result<OwnedFd> {
+    fn parent_fd(&mut self, parent: &[u8]) -> io::Result<OwnedFd> {
         if let Some((p, fd)) = &self.parent {
             if p == parent {
                 return fd.try_clone();
             }
         }
         let fd = self.open_beneath(parent)?;
-        self.parent = Some((parent.to_string(), fd.try_clone()?));
+        self.parent = Some((parent.to_vec(), fd.try_clone()?));
         Ok(fd)
     }
 
     /// A directory below the destination, never through a symlink.
-    fn open_beneath(&mut self, rel: &str) -> io::Result<OwnedFd> {
+    fn open_beneath(&mut self, rel: &[u8]) -> io::Result<OwnedFd> {
         if rel.is_empty() {
             return self.base.try_clone();
         }
+        let refused = |e| refused(&String::from_utf8_lossy(rel), e);
         let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
         if self.resolve == Resolve::Openat2 {
             let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
@@ -232,13 +236,13 @@ impl<'h> HostWriter<'h> {
                     }
                     // A rename elsewhere during the lookup: the kernel asks to retry.
                     Err(Errno::AGAIN) if tries < 16 => tries += 1,
-                    r => return r.map_err(|e| refused(rel, e)),
+                    r => return r.map_err(refused),
                 }
             }
         }
         let mut cur = self.base.try_clone()?;
-        for c in rel.split('/') {
-            cur = rustix::fs::openat(&cur, c, flags, Mode::empty()).map_err(|e| refused(rel, e))?;
+        for c in rel.split(|&b| b == b'/') {
+            cur = rustix::fs::openat(&cur, c, flags, Mode::empty()).map_err(refused)?;
         }
         Ok(cur)
     }
@@ -256,7 +260,7 @@ fn refused(rel: &str, e: Errno) -> io::Error {
 
 /// Create with `make`; if the name exists and is not a directory, unlink it
 /// (never open it) and create again.
-fn replace<T>(pfd: &OwnedFd, name: &str, rel: &str, make: impl Fn() -> rustix::io::Result<T>) -> io::Result<T> {
+fn replace<T>(pfd: &OwnedFd, name: &[u8], rel: &str, make: impl Fn() -> rustix::io::Result<T>) -> io::Result<T> {
     match make() {
         Err(Errno::EXIST) => {
             let st = rustix::fs::statat(pfd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| at(rel, e))?;
