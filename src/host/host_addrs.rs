@@ -31,16 +31,15 @@ pub const MAX_ADDRS: usize = 4096;
 const MAX_CACHE: u64 = 1 << 20;
 const CACHE: &str = "engine-addrs.json";
 
-/// Every address of this machine's interfaces but loopback (which, for the
-/// gate, is the gate itself), IPv6 link-local ones included, in the order
-/// the kernel lists them, each once.
+/// Every address of this machine's interfaces but the loopback ranges
+/// (which, for the gate, are the gate itself), IPv6 link-local ones
+/// included, in the order the kernel lists them, each once. Other
+/// addresses on `lo` count: an anycast or service address put there is the
+/// host's own all the same (skipping the whole interface let a gate reach
+/// one through a CIDR rule).
 pub fn interfaces() -> std::io::Result<Vec<IpAddr>> {
-    use nix::net::if_::InterfaceFlags;
     let mut found = Vec::new();
     for ifa in nix::ifaddrs::getifaddrs().map_err(std::io::Error::from)? {
-        if ifa.flags.contains(InterfaceFlags::IFF_LOOPBACK) {
-            continue;
-        }
         let Some(addr) = ifa.address else { continue };
         let ip = if let Some(v4) = addr.as_sockaddr_in() {
             IpAddr::V4(v4.ip())
@@ -49,11 +48,17 @@ pub fn interfaces() -> std::io::Result<Vec<IpAddr>> {
         } else {
             continue;
         };
-        if !ip.is_loopback() && !found.contains(&ip) {
+        if is_host_address(ip) && !found.contains(&ip) {
             found.push(ip);
         }
     }
     Ok(found)
+}
+
+/// Whether `ip`, found on any interface (`lo` included), is one the gate
+/// must treat as the host's: all but 127.0.0.0/8 and ::1.
+fn is_host_address(ip: IpAddr) -> bool {
+    !ip.is_loopback()
 }
 
 /// `sbx __host-addrs`: this machine's addresses, one a line (what a remote

@@ -60,7 +60,10 @@ impl Records {
     /// The image of build `exe` recorded for the engine at `endpoint`.
     fn current(&self, endpoint: &str, exe: &str) -> Option<&str> {
         let engine = self.endpoints.get(endpoint)?;
-        self.engines.get(engine)?.iter().rev().find(|i| i.exe == exe).map(|i| i.id.as_str())
+        // Only an image id goes into docker's argv, whoever edited the file.
+        let id = self.engines.get(engine)?.iter().rev().find(|i| i.exe == exe).map(|i| i.id.as_str())?;
+        let hex = id.strip_prefix("sha256:")?;
+        (!hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
     }
 
     /// Written whole to a temporary file and renamed over the record, so a

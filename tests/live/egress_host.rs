@@ -66,3 +66,21 @@ fn a_wider_cidr_never_covers_the_host_and_a_32_rule_reaches_it() {
     assert_eq!((got.connect, got.code, got.body.as_slice()), (200, 200, HOST_BODY), "{got:?}");
     assert!(svc.hits() >= 2);
 }
+
+/// An address on `lo` beyond 127.0.0.0/8 (an anycast or service address)
+/// is the host's own as much as one on a NIC: a wider CIDR rule never
+/// reaches it (the gate's list once skipped the whole loopback interface).
+#[test]
+fn an_address_on_loopback_is_the_host_s_own_too() {
+    let lo = LoAddress::add("198.51.100.77");
+    let w = World::new();
+    let svc = HostService::start_on(lo.0.clone(), 24);
+    let net = Network::with_prefix(false, "inet-");
+    let sb = create(&w, &strings(&["--allow", &svc.network_rule(), "--egress-network", &net.name]));
+    let got = svc.fetch_from(&sb, &svc.ip);
+    assert_eq!(got.connect, 403, "{} reached the host's address {} on lo: {got:?}", svc.network_rule(), svc.ip);
+    assert_eq!(svc.hits(), 0, "a connection reached the host's service");
+    let lines = log_until(&w, &sb.id, |l| line_for(l, &svc.ip, "deny").is_some());
+    let line = line_for(&lines, &svc.ip, "deny").unwrap();
+    assert!(line["reason"].as_str().unwrap_or_default().contains("the Docker host's own address"), "{line}");
+}

@@ -174,3 +174,13 @@ fn image_tar_is_deterministic() {
     }
     assert!(names.contains(&"sbx".to_string()) && names.contains(&"tmp".to_string()), "{names:?}");
 }
+
+#[test]
+fn a_recorded_id_that_is_no_image_id_is_never_run() {
+    let d = Dir::new("forged");
+    record_for_test(d.place(), &d.exe(), "E:N:G", "--privileged");
+    let fake = FakeDocker::new();
+    fake.push(Output::ok(ENGINE)).push(Output::ok(&format!("{}\n", id("a"))));
+    assert_eq!(ensure(&fake, &d.exe(), d.place()).unwrap(), id("a"));
+    assert_eq!(fake.verbs(), ["info", "import"]);
+}

@@ -120,6 +120,11 @@ pub const HOST_BODY: &[u8] = b"host-only\n";
 impl HostService {
     pub fn start() -> Self {
         let (ip, prefix) = host_address();
+        Self::start_on(ip, prefix)
+    }
+
+    /// The service on `ip`, one of this host's addresses (see [`LoAddress`]).
+    pub fn start_on(ip: String, prefix: u8) -> Self {
         let l = std::net::TcpListener::bind((ip.as_str(), 0)).expect("bind on the host's own address");
         let port = l.local_addr().unwrap().port();
         let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -156,6 +161,25 @@ impl HostService {
     /// `curl -p http://IP:PORT/` in `sb`: a CONNECT to the host's address.
     pub fn fetch_from(&self, sb: &Sandbox, host: &str) -> Fetched {
         fetch(sb, &format!("http://{host}:{}/", self.port), &["-p"])
+    }
+}
+
+/// An address of the test's own on `lo` (as an anycast or service address
+/// would be), removed on drop: traffic to it never leaves this machine.
+pub struct LoAddress(pub String);
+
+impl LoAddress {
+    pub fn add(ip: &str) -> Self {
+        let out = std::process::Command::new("ip").args(["addr", "add", &format!("{ip}/32"), "dev", "lo"]).output();
+        let out = out.expect("spawn ip (apt-get install iproute2)");
+        assert!(out.status.success(), "ip addr add {ip}/32 dev lo: {}", String::from_utf8_lossy(&out.stderr));
+        LoAddress(ip.to_string())
+    }
+}
+
+impl Drop for LoAddress {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["addr", "del", &format!("{}/32", self.0), "dev", "lo"]).output();
     }
 }
 
