@@ -34,27 +34,17 @@ pub struct ForwardPlan<'a> {
 /// addresses it has then, and is connected upstream afterwards.
 pub fn forward_run(p: &ForwardPlan) -> Vec<OsString> {
     let mut a = os(&["run", "-d", "--name", &forward::container(p.network)]);
-    let mut push = |k: &str, v: String| {
-        a.push(k.into());
-        a.push(v.into());
-    };
-    push("--label", format!("{}={}", record::FORWARD_OF, p.id));
-    push("--label", format!("{}={}", record::OWNER, p.owner));
-    super::run::harden(&mut a, p.seccomp, forward::LOG_MAX_SIZE, forward::LOG_MAX_FILES);
-    let mut push = |k: &str, v: String| {
-        a.push(k.into());
-        a.push(v.into());
-    };
-    push("--user", "65534:65534".into());
-    push("--memory", forward::MEMORY.into());
-    push("--memory-swap", forward::MEMORY.into());
-    push("--cpus", forward::CPUS.into());
-    push("--pids-limit", forward::PIDS.to_string());
-    push("--ulimit", forward::NOFILE.into());
-    push("--ulimit", "core=0:0".into());
-    push("--network", p.network.into());
-    push("--network-alias", p.alias.into());
-    a.push("--read-only".into());
+    super::gate::own_service(
+        &mut a,
+        &super::gate::OwnService {
+            of: (record::FORWARD_OF, p.id),
+            owner: p.owner,
+            seccomp: p.seccomp,
+            log: (forward::LOG_MAX_SIZE, forward::LOG_MAX_FILES),
+            limits: (forward::MEMORY, forward::CPUS, forward::PIDS, forward::NOFILE),
+            network: (p.network, p.alias),
+        },
+    );
     a.extend(os(&["--entrypoint", "/sbx", "--", p.image, "__forward", "--upstream", forward::UPSTREAM_ALIAS]));
     for port in p.ports {
         a.extend(os(&["--port", &port.to_string()]));

@@ -55,31 +55,51 @@ pub fn gate_create(p: &GatePlan) -> Vec<OsString> {
     gate_args(p, &["create"])
 }
 
+/// What sbx's own long-running containers (the egress gate, a private
+/// route's forwarder) are made of after their name.
+pub(super) struct OwnService<'a> {
+    /// The label naming the sandbox it serves, and that sandbox.
+    pub of: (&'a str, &'a str),
+    pub owner: &'a str,
+    pub seccomp: &'a Path,
+    /// The log's max-size and max-file.
+    pub log: (&'a str, &'a str),
+    /// Memory, CPUs, processes and the open-files ulimit.
+    pub limits: (&'a str, &'a str, u32, &'a str),
+    /// The one network it starts on, and its alias there.
+    pub network: (&'a str, &'a str),
+}
+
+/// Its ownership labels, sbx's hardening, nobody, bounded memory, CPU,
+/// processes, files and core dumps, one network under an alias, and a
+/// read-only root.
+pub(super) fn own_service(a: &mut Vec<OsString>, s: &OwnService) {
+    let label = |k: &str, v: &str| format!("{k}={v}");
+    a.extend(os(&["--label", &label(s.of.0, s.of.1), "--label", &label(record::OWNER, s.owner)]));
+    super::run::harden(a, s.seccomp, s.log.0, s.log.1);
+    let (memory, cpus, pids, nofile) = s.limits;
+    let pids = pids.to_string();
+    a.extend(os(&["--user", "65534:65534", "--memory", memory, "--memory-swap", memory, "--cpus", cpus]));
+    a.extend(os(&["--pids-limit", &pids, "--ulimit", nofile, "--ulimit", "core=0:0"]));
+    a.extend(os(&["--network", s.network.0, "--network-alias", s.network.1, "--read-only"]));
+}
+
 fn gate_args(p: &GatePlan, head: &[&str]) -> Vec<OsString> {
     let name = gate::container(p.id);
     let mut a = os(head);
     a.extend(os(&["--name", &name]));
-    let mut push = |k: &str, v: String| {
-        a.push(k.into());
-        a.push(v.into());
-    };
-    push("--label", format!("{}={}", record::GATE_OF, p.id));
-    push("--label", format!("{}={}", record::OWNER, p.owner));
-    super::run::harden(&mut a, p.seccomp, gate::LOG_MAX_SIZE, gate::LOG_MAX_FILES);
-    let mut push = |k: &str, v: String| {
-        a.push(k.into());
-        a.push(v.into());
-    };
-    push("--user", "65534:65534".into());
-    push("--memory", gate::MEMORY.into());
-    push("--memory-swap", gate::MEMORY.into());
-    push("--cpus", gate::CPUS.into());
-    push("--pids-limit", gate::PIDS.to_string());
-    push("--ulimit", gate::NOFILE.into());
-    push("--ulimit", "core=0:0".into());
-    push("--network", gate::network(p.id));
-    push("--network-alias", gate::ALIAS.into());
-    a.push("--read-only".into());
+    let network = gate::network(p.id);
+    own_service(
+        &mut a,
+        &OwnService {
+            of: (record::GATE_OF, p.id),
+            owner: p.owner,
+            seccomp: p.seccomp,
+            log: (gate::LOG_MAX_SIZE, gate::LOG_MAX_FILES),
+            limits: (gate::MEMORY, gate::CPUS, gate::PIDS, gate::NOFILE),
+            network: (&network, gate::ALIAS),
+        },
+    );
     let mut push = |k: &str, v: String| {
         a.push(k.into());
         a.push(v.into());
