@@ -8,7 +8,8 @@ use crate::spec::{UserSpec, NOBODY};
 /// Never root unless asked for by `--user 0`; otherwise the image's numeric
 /// non-root user, otherwise nobody.
 /// gid 0 only when asked for by `--user X:0`, with a warning; the image's
-/// USER never yields it (issue 9 finding 10).
+/// USER never yields it (group root makes root's group-writable files the
+/// sandbox's).
 /// Never a `reserved` id (the caller's uid or groups, the docker socket's
 /// owner or group): `flag` was checked by [`UserSpec::not_reserved`]; the image's are
 /// replaced as uid 0 is, with a warning, and when the replacement is

@@ -132,10 +132,9 @@ impl<'h> HostWriter<'h> {
                 h(&shown);
             }
             let rel = shown;
-            // No setuid/setgid from a sandbox onto the host, and no group or
-            // other write: sbx often runs as root, and a root-owned 0777 file
-            // or directory in DST would be anyone's to change.
-            let mode = rec.mode & 0o1777 & !0o022;
+            // The same mask as the tars sbx writes: no setuid/setgid from a
+            // sandbox onto the host, no group or other write.
+            let mode = crate::workbench::transfer::host_mode(rec.mode);
             match rec.kind {
                 Kind::Dir => {
                     match rustix::fs::mkdirat(&pfd, name, Mode::from_raw_mode(0o700)) {
