@@ -160,15 +160,18 @@ fn an_image_with_megabytes_of_labels_cannot_hide_its_sandbox_events() {
     let label = w.case_label();
     let since =
         format!("{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 1);
-    let out = w.sbx(&["create", "--image", &img.0, "--label", &label, "--", "serve-for", "1500", "7"]);
-    assert_success(&out, "create");
-    let sb = w.adopt(stdout(&out).trim());
-    let waited = sbx_within(
-        &w,
-        &["--json", "events", &sb.id, "--since", &since, "--until-event", "died"],
-        Duration::from_secs(30),
-    )
-    .expect("sbx events --until-event died never saw the sandbox die");
+    // Started before the create, as the README says to wait for a death: a
+    // replay reaches only as far back as the engine's last 256 events, which
+    // a loaded engine turns over in seconds.
+    let waited = std::thread::scope(|s| {
+        let events = s.spawn(|| {
+            sbx_within(&w, &["--json", "events", "--since", &since, "--until-event", "died"], Duration::from_secs(60))
+        });
+        let out = w.sbx(&["create", "--image", &img.0, "--label", &label, "--", "serve-for", "1500", "7"]);
+        assert_success(&out, "create");
+        let _sb = w.adopt(stdout(&out).trim());
+        events.join().unwrap().expect("sbx events --until-event died never saw the sandbox die")
+    });
     assert_success(&waited, "events");
     let lines: Vec<serde_json::Value> = stdout(&waited).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let kinds: Vec<&str> = lines.iter().map(|e| e["event"].as_str().unwrap()).collect();

@@ -124,16 +124,21 @@ fn events_show_a_sandbox_lifecycle_and_only_this_hosts_sandboxes() {
     assert!(times.iter().all(|t| t.len() == 24 && t.ends_with('Z')), "RFC 3339 UTC with ms: {times:?}");
 
     // One that meets the OOM killer at its memory limit. `--until-event`
-    // waits for it the way a script would, from before it was made.
+    // waits for it the way a script would, started before it was made (a
+    // replay alone reaches back only 256 engine events, which a loaded
+    // engine turns over in seconds).
     let tb = SystemTime::now();
-    let b = w.create(&["--memory", "64", "--", "hog"]);
-    let waited = Command::new(SBX)
-        .args(w.dir_args())
-        .args(["--json", "events", "--since", &rfc3339(tb), "--until-event", "died", &b.id])
-        .output()
-        .unwrap();
+    let (b, waited) = std::thread::scope(|s| {
+        let waited = s.spawn(|| {
+            let args = ["--json", "events", "--since", &rfc3339(tb), "--until-event", "died"];
+            sbx_within_fed(&w, &args, &[], b"", Duration::from_secs(60))
+        });
+        let b = w.create(&["--memory", "64", "--", "hog"]);
+        (b, waited.join().unwrap().expect("events --until-event died never saw the hog die"))
+    });
     assert_success(&waited, "events --until-event died");
     let last: Value = serde_json::from_str(stdout(&waited).lines().last().unwrap()).unwrap();
+    assert_eq!(last["id"], b.id.as_str(), "{}", stdout(&waited));
     assert_eq!((&last["event"], &last["exit_code"], &last["oom_killed"]), (&"died".into(), &137.into(), &true.into()));
     let b_id = b.id.clone();
     drop(b);

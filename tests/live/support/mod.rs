@@ -94,41 +94,25 @@ pub fn sbx_limited(w: &World, args: &[&str], nofile: u64) -> Output {
     cmd.output().expect("spawn sbx")
 }
 
-/// Run sbx and report its peak RSS in KiB (wait4's rusage of that child alone).
-// Reaped by wait4, which clippy does not see.
-#[allow(clippy::zombie_processes)]
+/// Run sbx and report its peak RSS in KiB, its docker children's
+/// included. The fixture's `rusage` spawns and measures it: wait4 of a child
+/// this harness spawned would report the harness's own peak, hundreds of
+/// MiB late in a full run, as the child's (exec keeps the spawner's
+/// high-water mark).
 pub fn sbx_rss(w: &World, args: &[&str]) -> (Output, i64) {
-    let mut child = Command::new(SBX)
+    let figure = std::env::temp_dir().join(unique("rss"));
+    let out = Command::new(fixture_binary())
+        .arg("rusage")
+        .arg(&figure)
+        .arg(SBX)
         .args(w.dir_args())
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn sbx");
-    // Drain the pipes from threads so sbx never blocks on them.
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut so, &mut v).unwrap();
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut se, &mut v).unwrap();
-        v
-    });
-    let mut status = 0;
-    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { nix::libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4");
-    let out = Output {
-        status: std::os::unix::process::ExitStatusExt::from_raw(status),
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
-    };
-    (out, usage.ru_maxrss)
+        .output()
+        .expect("spawn the fixture's rusage");
+    let kib = std::fs::read_to_string(&figure).expect("the fixture's figure").parse().expect("a number");
+    let _ = std::fs::remove_file(&figure);
+    (out, kib)
 }
 
 /// Run git with a fixed identity and default branch; panics on failure.
@@ -268,10 +252,23 @@ pub fn sbx_within_fed(w: &World, args: &[&str], env: &[(&str, &str)], input: &[u
     let mut stdin = child.stdin.take().unwrap();
     let data = input.to_vec();
     std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &data));
+    // Drained as sbx writes: a pipe left full would stop sbx, and the limit
+    // would report a hang that was the test's own.
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = std::io::Read::read_to_end(&mut r, &mut v);
+            }
+            v
+        })
+    };
+    let out = drain(child.stdout.take().map(|r| Box::new(r) as _));
+    let err = drain(child.stderr.take().map(|r| Box::new(r) as _));
     let end = Instant::now() + limit;
     while Instant::now() < end {
-        if child.try_wait().unwrap().is_some() {
-            return Some(child.wait_with_output().unwrap());
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() });
         }
         std::thread::sleep(Duration::from_millis(50));
     }
