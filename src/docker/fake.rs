@@ -4,7 +4,9 @@
 //! Answers are replayed in order; every invocation is recorded whole (argv,
 //! what was written to its stdin, how its streams were attached) so a test
 //! can compare the exact calls. An unscripted call panics, so a test cannot
-//! pass while sbx makes calls nobody expected.
+//! pass while sbx makes calls nobody expected; so does an answer left
+//! unused when the last handle goes, so a call that silently stopped
+//! happening fails its test too.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -35,6 +37,15 @@ pub struct Call {
 struct State {
     answers: VecDeque<Answer>,
     calls: Vec<Call>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        if !self.answers.is_empty() && !std::thread::panicking() {
+            let made: Vec<String> = self.calls.iter().map(|c| verb(&c.args)).collect();
+            panic!("{} scripted docker answer(s) never used; the calls made: {made:?}", self.answers.len());
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -237,5 +248,25 @@ struct Scripted(Option<Result<Output, DockerError>>);
 impl Background for Scripted {
     fn wait(mut self: Box<Self>) -> Result<Output, DockerError> {
         self.0.take().expect("waited once")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "1 scripted docker answer(s) never used; the calls made: [\"ps\"]")]
+    fn an_answer_left_unused_fails_the_test() {
+        let fake = FakeDocker::new();
+        fake.push(Output::ok("")).push(Output::ok(""));
+        let _ = fake.run(&["ps".into()]);
+    }
+
+    #[test]
+    fn answers_all_used_pass() {
+        let fake = FakeDocker::new();
+        fake.push(Output::ok(""));
+        let _ = fake.run(&["ps".into()]);
     }
 }
