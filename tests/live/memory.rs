@@ -120,3 +120,31 @@ fn file_nr() -> u64 {
     let s = std::fs::read_to_string("/proc/sys/fs/file-nr").unwrap();
     s.split_whitespace().next().unwrap().parse().unwrap()
 }
+
+/// Limits are ceilings, not reservations, so create takes one past the
+/// host's RAM; `ls` (no docker call more than its own) says the sum is more
+/// than the host has.
+#[test]
+fn ls_warns_when_the_limits_add_up_past_the_hosts_ram() {
+    let w = World::new();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let over = (kib / 1024 + 64).to_string();
+    let sb = w.create(&["--memory", &over]);
+    let out = w.sbx(&["ls"]);
+    assert_success(&out, "sbx ls");
+    assert!(stdout(&out).contains(&sb.id), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("memory_overcommitted") || stderr(&out).contains("more than this host's"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -81,6 +81,9 @@ impl RunPlan<'_> {
             (record::OWNER.to_string(), self.owner.to_string()),
             (record::RUNTIME.to_string(), s.runtime.clone()),
         ];
+        if let Some(m) = s.memory_mib {
+            v.push((record::MEMORY.to_string(), m.to_string()));
+        }
         if let Some(e) = self.expires_at {
             v.push((record::EXPIRES.to_string(), e.to_string()));
         }

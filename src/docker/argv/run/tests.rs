@@ -56,6 +56,7 @@ fn run_argv_no_routes() {
         "never docker's own pull; the runtime is always named"
     );
     assert!(labels.contains(&"sbx.runtime=runc".to_string()));
+    assert!(labels.contains(&"sbx.memory=4096".to_string()), "ls sums the limits from it");
     let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();
     assert_eq!(
         rest,
