@@ -98,7 +98,8 @@ pub enum Command {
     /// Thaw a paused sandbox.
     #[command(after_help = EX_RESUME)]
     Resume(IdArg),
-    /// List this tool's sandboxes: id, session, tier, runtime, routes, state, age, expiry.
+    /// List this tool's sandboxes: id, session, tier, runtime, routes, state, age, expiry;
+    /// warns when the live sandboxes' memory limits add up to more than the host's RAM.
     #[command(after_help = EX_LS)]
     Ls,
     /// Print one sandbox's record as JSON, with every network it is on.

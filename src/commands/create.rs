@@ -21,6 +21,7 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
     }
     // Paths of this machine mean nothing to a remote engine: refused before they are looked at.
     crate::spec::refuse_host_paths(&req, ctx.driver.engine()?)?;
+    fold_memory(&mut req, ctx)?;
     let spec = SandboxSpec::from_request(&req, ctx.env.docker_host.as_deref())?;
     // From here on a signal must not kill sbx before it has cleaned up.
     (ctx.catch_signals)();
@@ -43,4 +44,14 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
         }
         ctx.out.data(&format!("{}\n", created.record.id))
     }
+}
+
+/// No --memory: an eighth of the engine's host where sbx can know its size
+/// (see `host::memory`).
+pub(super) fn fold_memory(req: &mut CreateRequest, ctx: &Context) -> Result<()> {
+    if req.memory_mib.is_none() {
+        let total = crate::host::memory::engine_mem_total_mib(ctx.driver.engine()?);
+        req.memory_mib = Some(crate::host::memory::default_memory_mib(total));
+    }
+    Ok(())
 }

@@ -8,10 +8,28 @@ use crate::model::record::Record;
 
 pub fn exec(ctx: &Context) -> Result<()> {
     let records = ctx.driver.list()?;
+    let total = crate::host::memory::engine_mem_total_mib(ctx.driver.engine()?);
+    if let Some(w) = overcommit(&records, total) {
+        ctx.out.warn("memory_overcommitted", &w);
+    }
     if ctx.json() {
         return ctx.out.json_line(&records);
     }
     ctx.out.data(&table(&records, SystemTime::now()))
+}
+
+/// The running and paused sandboxes' memory limits add up to more than the
+/// host has (known on a local engine only): each keeps its own, but
+/// together they can drive the host to its OOM killer.
+pub fn overcommit(records: &[Record], host_mib: Option<u64>) -> Option<String> {
+    let host = host_mib?;
+    let live = records.iter().filter(|r| r.state == "running" || r.state == "paused");
+    let (n, sum) = live.fold((0, 0), |(n, s), r| (n + 1, s + r.memory_mib.unwrap_or(0)));
+    (sum > host).then(|| {
+        format!(
+            "the memory limits of {n} live sandboxes add up to {sum} MiB, more than this host's {host} MiB; give --memory for the workload, or destroy idle sandboxes"
+        )
+    })
 }
 
 pub fn table(records: &[Record], now: SystemTime) -> String {
@@ -77,7 +95,24 @@ mod tests {
     #[test]
     fn table_lines_up() {
         let created = humantime::parse_rfc3339("2026-11-29T09:00:00Z").unwrap();
-        let r = Record {
+        let r = sample();
+        let expired = Record {
+            expires_at: Some("2026-11-29T09:01:00.000Z".into()),
+            time_left: Some("0s".into()),
+            expired: true,
+            ..r.clone()
+        };
+        let t = table(&[r, expired], created + Duration::from_secs(150));
+        assert_eq!(
+            t,
+            "ID                SESSION  TIER  RUNTIME  ROUTES  STATE    AGE  EXPIRES\n\
+             sbx-0123456789ab  s        2     runc     a,b     running  2m   -\n\
+             sbx-0123456789ab  s        2     runc     a,b     expired  2m   2026-11-29T09:01:00.000Z (0s left)\n"
+        );
+    }
+
+    fn sample() -> Record {
+        Record {
             id: "sbx-0123456789ab".into(),
             session: "s".into(),
             image: "i".into(),
@@ -96,22 +131,22 @@ mod tests {
             oom_killed: false,
             reason: None,
             targets: BTreeMap::new(),
+            memory_mib: Some(3000),
             networks: Vec::new(),
             gaps: Vec::new(),
             egress: None,
-        };
-        let expired = Record {
-            expires_at: Some("2026-11-29T09:01:00.000Z".into()),
-            time_left: Some("0s".into()),
-            expired: true,
-            ..r.clone()
-        };
-        let t = table(&[r, expired], created + Duration::from_secs(150));
+        }
+    }
+
+    #[test]
+    fn limits_past_the_hosts_ram_are_a_warning() {
+        let r = |state: &str, m: u64| Record { state: state.into(), memory_mib: Some(m), ..sample() };
+        let live = [r("running", 3000), r("paused", 3000), r("exited", 3000)];
+        assert_eq!(overcommit(&live, Some(8000)), None, "a stopped sandbox holds nothing");
         assert_eq!(
-            t,
-            "ID                SESSION  TIER  RUNTIME  ROUTES  STATE    AGE  EXPIRES\n\
-             sbx-0123456789ab  s        2     runc     a,b     running  2m   -\n\
-             sbx-0123456789ab  s        2     runc     a,b     expired  2m   2026-11-29T09:01:00.000Z (0s left)\n"
+            overcommit(&live, Some(5000)).unwrap(),
+            "the memory limits of 2 live sandboxes add up to 6000 MiB, more than this host's 5000 MiB; give --memory for the workload, or destroy idle sandboxes"
         );
+        assert_eq!(overcommit(&live, None), None, "a remote engine's size is not known");
     }
 }

@@ -74,6 +74,7 @@ fn with_env(mut req: CreateRequest, ctx: &Context) -> Result<CreateRequest> {
     if let (None, Some(v)) = (req.pull, ctx.env.pull.as_deref()) {
         req.pull = Some(crate::spec::PullPolicy::from_env(v)?);
     }
+    super::create::fold_memory(&mut req, ctx)?;
     Ok(req)
 }
 

@@ -4,7 +4,7 @@
 //! seccomp profile file, sbx's own image (`self_image`: doctor's probe and the
 //! egress gate), how sbx reaches a sandbox's socket (`channel`:
 //! direct or relayed), gVisor's gofer (`gvisor`), the byte relay and signal handling, the ids no sandbox may run as
-//! (`invoker`). Everything a
+//! (`invoker`), the host's RAM for the default `--memory` (`memory`). Everything a
 //! sandbox can touch from inside is opened by descriptor and checked here
 //! before sbx acts on it.
 
@@ -18,6 +18,7 @@ pub mod interrupt;
 pub mod invoker;
 pub mod journal;
 pub mod lockfile;
+pub mod memory;
 pub mod mounts;
 pub mod persist;
 pub mod pool;

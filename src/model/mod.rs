@@ -1,7 +1,7 @@
 //! What sbx knows about a sandbox, independent of how it learned it: the
 //! record and its label keys, the ownership tokens, the ids no sandbox may
 //! run as, the channel kind, the
-//! fixed paths inside a sandbox and the shape of refused input. A leaf: it
+//! scratch sizes, the fixed paths inside a sandbox and the shape of refused input. A leaf: it
 //! imports nothing else of the crate.
 
 pub mod boundary;
@@ -15,5 +15,6 @@ pub mod invalid;
 pub mod paths;
 pub mod record;
 pub mod runtime;
+pub mod scratch;
 pub mod text;
 pub mod token;

@@ -37,6 +37,8 @@ pub const CHANNEL: &str = "sbx.channel";
 /// The engine's OCI runtime the sandbox runs under (`create --runtime`);
 /// absent on sandboxes from before issue 13: runc.
 pub const RUNTIME: &str = "sbx.runtime";
+/// The sandbox's `--memory` in MiB, so `ls` can sum the limits from its one `docker ps`.
+pub const MEMORY: &str = "sbx.memory";
 
 /// On a warm pool's member: the pool's name (`sbx pool create`). Labels
 /// cannot change, so who claimed it is host state (`host::pool`).
@@ -88,6 +90,7 @@ pub fn is_reserved_label(key: &str) -> bool {
 /// Every label sbx writes, so `docker ps` can be asked for exactly these.
 pub const ALL: &[&str] = &[
     MANAGED,
+    MEMORY,
     ID,
     SESSION,
     IMAGE,
@@ -138,6 +141,9 @@ pub struct Record {
     pub reason: Option<String>,
     #[serde(skip)]
     pub targets: BTreeMap<String, String>,
+    /// Its memory limit in MiB (the engine's HostConfig), for `ls`'s sum.
+    #[serde(skip)]
+    pub memory_mib: Option<u64>,
     /// Every network the container is really on, whoever attached it
     /// (issue 9 finding 3: another sandbox's `--private-routes` could add one).
     pub networks: Vec<AttachedNetwork>,

@@ -20,7 +20,7 @@ use super::*;
 pub struct CreateRequest {
     /// Image pinned by digest: repo[:tag]@sha256:<64 hex> or sha256:<64 hex>.
     /// Refused if it carries a label starting with `sbx.`.
-    /// Its HEALTHCHECK never runs; each VOLUME is a 512 MiB tmpfs (a VOLUME
+    /// Its HEALTHCHECK never runs; each VOLUME is a tmpfs (together 1/8 of --memory; a VOLUME
     /// or WORKDIR in /proc, /sys, /dev or below sbx's mounts is refused, exit 2).
     // Not required with --pool; a default never satisfies clap's `required`.
     #[arg(long, value_name = "IMAGE", required_unless_present = "pool", default_value = "", hide_default_value = true)]
@@ -49,7 +49,9 @@ pub struct CreateRequest {
     /// Host directory mounted at /state instead of a tmpfs.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<String>,
-    /// Memory limit in MiB (swap is not added on top) [default: 4096].
+    /// Memory limit in MiB (swap is not added on top); every tmpfs and /dev/shm is a share
+    /// of it (59% together), so a full /tmp fails with ENOSPC, e.g. --memory 512
+    /// [default: an eighth of a local engine's RAM, 256 to 4096; 4096 on a remote engine].
     #[arg(long = "memory", value_name = "MIB")]
     pub memory_mib: Option<u64>,
     /// CPU limit, e.g. 1.5 [default: 1].

@@ -27,7 +27,10 @@ fn hardening_as_docker_and_the_sandbox_see_it() {
     assert!(hc("Ulimits").contains(r#"{"Name":"nofile","Hard":1024,"Soft":1024}"#), "{}", hc("Ulimits"));
     assert!(hc("Ulimits").contains(r#"{"Name":"core","Hard":0,"Soft":0}"#));
     let tmpfs = hc("Tmpfs");
-    assert!(tmpfs.contains(r#""/tmp":"rw,exec,nosuid,size=512m,mode=1777,uid=65534,gid=65534""#), "{tmpfs}");
+    // A quarter of the default --memory (an eighth of this host's RAM), one inode per 8 KiB.
+    let kib = hc("Memory").parse::<u64>().unwrap() / 1024 / 4;
+    let want = format!(r#""/tmp":"rw,exec,nosuid,size={kib}k,nr_inodes={},mode=1777,uid=65534,gid=65534""#, kib / 8);
+    assert!(tmpfs.contains(&want), "{tmpfs}");
     assert!(tmpfs.contains(r#""/state":"#), "{tmpfs}");
     assert_eq!(sb.inspect("{{.Config.User}}"), "65534:65534");
     // Docker lists mounts in no fixed order.
@@ -360,12 +363,14 @@ fn an_image_s_healthcheck_never_runs_and_its_volume_is_a_bounded_tmpfs() {
         docker_ok(&["volume", "ls", "-q"]).lines().map(str::to_string).collect()
     };
     let before = volumes();
-    let sb = create_from(&w, &img.0, &[]);
+    let sb = create_from(&w, &img.0, &["--memory", "4096"]);
     assert_eq!(sb.inspect("{{json .State.Health}}"), "null", "no healthcheck runs");
     assert_eq!(sb.inspect("{{json .Config.Healthcheck.Test}}"), r#"["NONE"]"#);
     assert_eq!(sb.inspect("{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}} {{end}}{{end}}"), "", "no volume");
     let tmpfs = sb.inspect("{{json .HostConfig.Tmpfs}}");
-    assert!(tmpfs.contains(r#""/data":"rw,exec,nosuid,nodev,size=512m,mode=0755,uid=65534,gid=65534""#), "{tmpfs}");
+    // The image's one VOLUME takes all of the VOLUMEs' eighth of --memory.
+    let own = "rw,exec,nosuid,nodev,size=524288k,nr_inodes=65536,mode=0755,uid=65534,gid=65534";
+    assert!(tmpfs.contains(&format!(r#""/data":"{own}""#)), "{tmpfs}");
     // The bound holds: past 512 MiB the write fails with ENOSPC.
     let out = docker(&["exec", &sb.id, "/bin/fixture", "fill", "/data/big", "600"]);
     let said = stdout(&out);

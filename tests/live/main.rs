@@ -30,6 +30,7 @@ mod hardening;
 mod hostile_image;
 mod invoker_ids;
 mod lifecycle;
+mod memory;
 mod nonroot;
 mod persist;
 mod pool;

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::os;
 use crate::model::paths::{SANDBOX_SOCKET, SANDBOX_SOCKET_DIR};
 use crate::model::record::{PrivateRoute, RouteNetwork};
+use crate::model::scratch::{tmpfs_bounds, Scratch};
 use crate::model::{channel, gate, paths, record};
 use crate::spec::egress::{EgressSpec, Mode};
 use crate::spec::SandboxSpec;
@@ -17,11 +18,6 @@ use crate::spec::SandboxSpec;
 pub const LOG_DRIVER: &str = "json-file";
 pub const LOG_MAX_SIZE: &str = "10m";
 pub const LOG_MAX_FILES: &str = "2";
-/// /dev/shm, whatever the daemon's `default-shm-size` says.
-pub const SHM_SIZE: &str = "64m";
-/// Each image VOLUME's tmpfs: /tmp's size (and, as every tmpfs, counted
-/// against `--memory`), instead of docker's unbounded anonymous volume.
-pub const VOLUME_TMPFS_SIZE: &str = "512m";
 
 /// Everything `create` has resolved for one sandbox.
 #[derive(Debug, Clone)]
@@ -85,6 +81,9 @@ impl RunPlan<'_> {
             (record::OWNER.to_string(), self.owner.to_string()),
             (record::RUNTIME.to_string(), s.runtime.clone()),
         ];
+        if let Some(m) = s.memory_mib {
+            v.push((record::MEMORY.to_string(), m.to_string()));
+        }
         if let Some(e) = self.expires_at {
             v.push((record::EXPIRES.to_string(), e.to_string()));
         }
@@ -195,7 +194,12 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         a.push(k.into());
         a.push(v.into());
     };
-    push("--shm-size", SHM_SIZE.into());
+    // Every tmpfs is a share of --memory (see `model::scratch`), whatever the
+    // daemon's `default-shm-size` says; /dev/shm is sbx's own tmpfs so it
+    // gets an inode bound too (--shm-size has none).
+    let memory = s.memory_mib.unwrap_or(crate::spec::DEFAULT_MEMORY_MIB);
+    let scratch = Scratch::for_memory(memory, plan.image_volumes.len());
+    push("--shm-size", format!("{}k", scratch.shm_kib));
     push("--user", format!("{}:{}", plan.uid, plan.gid));
     push("--pids-limit", s.pids.to_string());
     push("--ulimit", "nofile=1024:1024".into());
@@ -224,13 +228,16 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         a.push(k.into());
         a.push(v.into());
     };
-    push("--tmpfs", format!("/tmp:rw,exec,nosuid,size=512m,mode=1777,{own}"));
+    push("--tmpfs", format!("/dev/shm:rw,nosuid,nodev,noexec,{},mode=1777", tmpfs_bounds(scratch.shm_kib)));
+    push("--tmpfs", format!("/tmp:rw,exec,nosuid,{},mode=1777,{own}", tmpfs_bounds(scratch.tmp_kib)));
     match (plan.volume, &s.state_dir) {
         // volume-nocopy: nothing of the image's /state (a setuid binary, its
         // root owner and mode) reaches the session's volume (issue 9 finding 13).
         (Some(v), _) => push("--mount", format!("type=volume,src={v},dst=/state,volume-nocopy")),
         (None, Some(m)) => push("--mount", m.mount_arg()),
-        (None, None) => push("--tmpfs", format!("/state:rw,exec,nosuid,size=512m,mode=1777,{own}")),
+        (None, None) => {
+            push("--tmpfs", format!("/state:rw,exec,nosuid,{},mode=1777,{own}", tmpfs_bounds(scratch.state_kib)))
+        }
     }
     match plan.channel {
         channel::Kind::Direct => {
@@ -254,12 +261,13 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         push("--mount", mount);
         // The helper's background-process state, off the sandbox's /tmp
         // (issue 10 item 9); only the helper uses it, so noexec.
-        push("--tmpfs", format!("{}:rw,noexec,nosuid,nodev,size=512m,mode=1777,{own}", paths::HELPER_BG_DIR));
+        let bounds = tmpfs_bounds(scratch.bg_kib);
+        push("--tmpfs", format!("{}:rw,noexec,nosuid,nodev,{bounds},mode=1777,{own}", paths::HELPER_BG_DIR));
     }
     // Without one, docker gives each image VOLUME an anonymous volume:
     // unbounded host disk under a read-only root.
     for v in plan.image_volumes {
-        push("--tmpfs", format!("{v}:rw,exec,nosuid,nodev,size={VOLUME_TMPFS_SIZE},mode=0755,{own}"));
+        push("--tmpfs", format!("{v}:rw,exec,nosuid,nodev,{},mode=0755,{own}", tmpfs_bounds(scratch.volume_kib)));
     }
     for m in &s.mounts {
         push("--mount", m.mount_arg());

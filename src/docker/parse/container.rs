@@ -92,6 +92,7 @@ impl RawContainer {
             oom_killed: self.full["State"]["OOMKilled"] == true,
             reason: self.stop_reason(),
             targets: serde_json::from_str(&l(TARGETS)).unwrap_or_default(),
+            memory_mib: self.labels.get(MEMORY).and_then(|m| m.parse().ok()),
             networks,
             gaps,
             egress,

@@ -189,6 +189,7 @@ fn created_json_is_byte_for_byte_the_cli_output() {
         oom_killed: false,
         reason: None,
         targets: Default::default(),
+        memory_mib: None,
         networks: vec![record::AttachedNetwork { name: "sbx-proxy".into(), by_sbx: true }],
         gaps: vec!["not create's".into()],
         egress: None,

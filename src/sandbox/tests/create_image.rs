@@ -168,7 +168,8 @@ fn image_volumes_become_tmpfs_from_the_inspect_create_already_makes() {
     assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect"]);
     let run = &rig.fake.calls()[1];
     let tmpfs: Vec<&str> = run.windows(2).filter(|w| w[0] == "--tmpfs").map(|w| w[1].as_str()).collect();
-    let own = "rw,exec,nosuid,nodev,size=512m,mode=0755,uid=1000,gid=1000";
+    // Two VOLUMEs share a quarter of the 4096 MiB default.
+    let own = "rw,exec,nosuid,nodev,size=262144k,nr_inodes=32768,mode=0755,uid=1000,gid=1000";
     assert!(tmpfs.contains(&format!("/data:{own}").as_str()) && tmpfs.contains(&format!("/cache:{own}").as_str()));
     assert!(!tmpfs.iter().any(|t| t.starts_with("/work")), "the --rw wins: {tmpfs:?}");
     assert!(run.contains(&"--no-healthcheck".to_string()), "{run:?}");

@@ -56,6 +56,7 @@ fn run_argv_no_routes() {
         "never docker's own pull; the runtime is always named"
     );
     assert!(labels.contains(&"sbx.runtime=runc".to_string()));
+    assert!(labels.contains(&"sbx.memory=4096".to_string()), "ls sums the limits from it");
     let rest: Vec<&str> = got.iter().skip_while(|a| *a != "--restart").map(String::as_str).collect();
     assert_eq!(
         rest,
@@ -76,7 +77,7 @@ fn run_argv_no_routes() {
             "--log-opt",
             "max-file=2",
             "--shm-size",
-            "64m",
+            "262144k",
             "--user",
             "65534:65534",
             "--pids-limit",
@@ -95,9 +96,11 @@ fn run_argv_no_routes() {
             "none",
             "--read-only",
             "--tmpfs",
-            "/tmp:rw,exec,nosuid,size=512m,mode=1777,uid=65534,gid=65534",
+            "/dev/shm:rw,nosuid,nodev,noexec,size=262144k,nr_inodes=32768,mode=1777",
             "--tmpfs",
-            "/state:rw,exec,nosuid,size=512m,mode=1777,uid=65534,gid=65534",
+            "/tmp:rw,exec,nosuid,size=1048576k,nr_inodes=131072,mode=1777,uid=65534,gid=65534",
+            "--tmpfs",
+            "/state:rw,exec,nosuid,size=524288k,nr_inodes=65536,mode=1777,uid=65534,gid=65534",
             "--mount",
             "type=bind,src=/run/sbx/sandboxes/sbx-0123456789ab,dst=/run/sandbox",
             "--env",
@@ -171,13 +174,40 @@ fn image_volumes_get_a_bounded_tmpfs_owned_by_the_sandbox_user() {
     let got = strs(container(&RunPlan { image_volumes: &vols, uid: 1000, gid: 1000, ..plan(&s) }, true));
     let tmpfs: Vec<&str> = got.windows(2).filter(|w| w[0] == "--tmpfs").map(|w| w[1].as_str()).collect();
     assert_eq!(
-        tmpfs[2..],
+        tmpfs[3..],
         [
-            "/data:rw,exec,nosuid,nodev,size=512m,mode=0755,uid=1000,gid=1000",
-            "/var/lib/db:rw,exec,nosuid,nodev,size=512m,mode=0755,uid=1000,gid=1000"
+            "/data:rw,exec,nosuid,nodev,size=262144k,nr_inodes=32768,mode=0755,uid=1000,gid=1000",
+            "/var/lib/db:rw,exec,nosuid,nodev,size=262144k,nr_inodes=32768,mode=0755,uid=1000,gid=1000"
         ],
         "{got:?}"
     );
+}
+
+/// Each tmpfs and /dev/shm is a share of --memory with a finite inode
+/// count, so together they fit inside the limit with room for processes.
+#[test]
+fn every_tmpfs_is_sized_inside_the_memory_limit() {
+    let s = spec(CreateRequest { memory_mib: Some(64), ..Default::default() });
+    let helper = Path::new("/usr/lib/sbx/helper");
+    let vols = ["/data".to_string()];
+    let got = strs(container(&RunPlan { helper: Some(helper), image_volumes: &vols, ..plan(&s) }, true));
+    let has = |k: &str, v: &str| got.windows(2).any(|w| w[0] == k && w[1] == v);
+    assert!(has("--shm-size", "4096k"), "{got:?}");
+    let tmpfs: Vec<&str> = got.windows(2).filter(|w| w[0] == "--tmpfs").map(|w| w[1].as_str()).collect();
+    assert_eq!(
+        tmpfs,
+        [
+            "/dev/shm:rw,nosuid,nodev,noexec,size=4096k,nr_inodes=512,mode=1777",
+            "/tmp:rw,exec,nosuid,size=16384k,nr_inodes=2048,mode=1777,uid=65534,gid=65534",
+            "/state:rw,exec,nosuid,size=8192k,nr_inodes=1024,mode=1777,uid=65534,gid=65534",
+            "/run/sbx-bg:rw,noexec,nosuid,nodev,size=2048k,nr_inodes=256,mode=1777,uid=65534,gid=65534",
+            "/data:rw,exec,nosuid,nodev,size=8192k,nr_inodes=1024,mode=0755,uid=65534,gid=65534",
+        ]
+    );
+    let kib: u64 =
+        tmpfs.iter().map(|t| t.split("size=").nth(1).unwrap().split('k').next().unwrap().parse::<u64>().unwrap()).sum();
+    assert!(kib <= 64 * 1024 * 5 / 8, "{kib} KiB of tmpfs for a 64 MiB sandbox");
+    assert!(tmpfs.iter().all(|t| !t.contains("nr_inodes=0")));
 }
 
 #[test]
