@@ -98,6 +98,7 @@ mod tests {
             targets: BTreeMap::new(),
             networks: Vec::new(),
             gaps: Vec::new(),
+            persist_size: None,
             egress: None,
         };
         let expired = Record {

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::error::{SandboxError, SessionError};
 
 mod du;
+pub mod image;
 mod scratch;
 pub use du::du;
 pub use scratch::{scratch_name, stale_scratch};
@@ -87,9 +88,23 @@ pub struct VolumeInfo {
     pub name: String,
     pub session: String,
     pub path: String,
+    /// What /state holds: the mounted file system's use for a bounded
+    /// session (statvfs), else the files' sizes (`du`).
     pub bytes: u64,
+    /// The bound (`--persist-size`), or None: unbounded.
+    pub limit: Option<u64>,
+    /// A bounded session's image is mounted (false: the next create or
+    /// `sbx start` mounts it; the engine cannot start it without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mounted: Option<bool>,
     /// Running sandboxes using it (at most one).
     pub in_use_by: Vec<String>,
+}
+
+/// Whether a session has work to keep: a bounded session's image (mounted
+/// or not), or a directory that [`holds_data`].
+pub fn session_holds_data(data_dir: &Path, session: &str) -> bool {
+    image::is_bounded(data_dir, session) || holds_data(&host_dir(data_dir, session))
 }
 
 /// Whether a session's directory holds anything: true unless it is absent,

@@ -15,5 +15,6 @@ pub mod invalid;
 pub mod paths;
 pub mod record;
 pub mod runtime;
+pub mod size;
 pub mod text;
 pub mod token;

@@ -94,6 +94,7 @@ impl RawContainer {
             targets: serde_json::from_str(&l(TARGETS)).unwrap_or_default(),
             networks,
             gaps,
+            persist_size: self.labels.get(PERSIST_SIZE).cloned(),
             egress,
         }
     }

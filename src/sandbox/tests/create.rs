@@ -191,6 +191,7 @@ fn created_json_is_byte_for_byte_the_cli_output() {
         targets: Default::default(),
         networks: vec![record::AttachedNetwork { name: "sbx-proxy".into(), by_sbx: true }],
         gaps: vec!["not create's".into()],
+        persist_size: None,
         egress: None,
     };
     let c = Created {
