@@ -32,6 +32,7 @@ mod invoker_ids;
 mod lifecycle;
 mod nonroot;
 mod persist;
+mod persist_bound;
 mod pool;
 mod pull;
 mod readme_example;

@@ -78,13 +78,25 @@ pub fn detach_argv(dev: &str) -> Vec<OsString> {
     ["losetup", "--detach", dev].map(OsString::from).into()
 }
 
-/// After the image grew: the loop device takes its new length, then ext4 (online).
-pub fn grow_argv(dev: &str) -> [Vec<OsString>; 2] {
-    [["losetup", "--set-capacity", dev].map(OsString::from).into(), ["resize2fs", dev].map(OsString::from).into()]
+/// After the image grew, unmounted: checked (resize2fs wants that), then
+/// ext4 grown to its length. Offline, since online resizing is refused by
+/// some kernels (EPERM from the resize ioctl on this project's CI).
+pub fn grow_argv(img: &Path) -> [Vec<OsString>; 2] {
+    let with = |a: &[&str]| -> Vec<OsString> {
+        let mut v: Vec<OsString> = a.iter().map(OsString::from).collect();
+        v.push(img.into());
+        v
+    };
+    [with(&["e2fsck", "-f", "-p", "--"]), with(&["resize2fs", "--"])]
 }
 
 /// Run one of the argv above; its stdout.
 fn run(argv: &[OsString], session: &str, what: &str) -> Result<String> {
+    run_ok_codes(argv, session, what, &[0])
+}
+
+/// [`run`], taking the exit codes in `ok` as success (e2fsck's 1: errors fixed).
+fn run_ok_codes(argv: &[OsString], session: &str, what: &str, ok: &[i32]) -> Result<String> {
     let program = argv[0].to_string_lossy().into_owned();
     let fail =
         |detail: String| Error::Session(SessionError::Bound { session: session.into(), what: what.into(), detail });
@@ -93,7 +105,7 @@ fn run(argv: &[OsString], session: &str, what: &str) -> Result<String> {
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| fail(format!("could not run {program}: {e}")))?;
-    if !out.status.success() {
+    if !out.status.code().is_some_and(|c| ok.contains(&c)) {
         let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
         return Err(fail(format!("{program} exited with {}: {err}", out.status.code().unwrap_or(-1))));
     }
@@ -125,6 +137,18 @@ pub fn mounted(dir: &Path) -> bool {
     }
 }
 
+/// The mounted images' directories: a `--clone` into a bounded session
+/// clones beside its `data`, so a killed one's scratch is there (gc).
+pub fn mounted_dirs(data_dir: &Path) -> Vec<PathBuf> {
+    let dir = data_dir.join("volumes");
+    let names = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+    names
+        .filter_map(|e| Some(e.file_name().into_string().ok()?.strip_suffix(".img")?.to_string()))
+        .map(|s| host_dir(data_dir, &s))
+        .filter(|d| mounted(d))
+        .collect()
+}
+
 /// Bytes used and the size of the file system mounted at `dir`.
 pub fn usage(dir: &Path) -> Option<(u64, u64)> {
     let v = nix::sys::statvfs::statvfs(dir).ok()?;
@@ -141,8 +165,9 @@ pub struct Bounded {
 }
 
 /// The session's image, made on first use (`want` bytes, or the default),
-/// mounted at its directory, grown to `want` when that is larger, and its
-/// `data` directory given to the sandbox user. Held under the session's
+/// grown to `want` when that is larger (unmounted: see `grow_argv`),
+/// mounted at its directory, and its `data` directory (all the sandbox
+/// sees; mkfs's lost+found stays beside it) given to the sandbox user. Held under the session's
 /// lock. A smaller `want` than the image is refused (ext4 does not shrink
 /// online); a directory of an unbounded session with data in it is
 /// refused rather than hidden under the mount.
@@ -188,20 +213,6 @@ pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: 
         std::fs::rename(&part, &img).map_err(io(format!("moving {} into place", part.display())))?;
         fresh = true;
     }
-    if !mounted(&dir) {
-        // An older sbx's nosuid bind of the directory onto itself.
-        unbind(&dir);
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o000))
-            .map_err(io(format!("chmod 0000 {}", dir.display())))?;
-        run(&mount_argv(&img, &dir), session, &format!("mounting {} at {}", img.display(), dir.display()))?;
-        if !mounted(&dir) {
-            return Err(Error::Session(SessionError::Bound {
-                session: session.into(),
-                what: format!("mounting {}", img.display()),
-                detail: format!("mount(8) succeeded but {} is still not a mount point", dir.display()),
-            }));
-        }
-    }
     let have = std::fs::metadata(&img).map_err(io(format!("reading {}", img.display())))?.len();
     let bytes = match want {
         Some(n) if n < have => {
@@ -216,24 +227,38 @@ pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: 
             .into())
         }
         Some(n) if n > have => {
+            // No sandbox uses it (the caller checked, under the lock).
+            if mounted(&dir) {
+                nix::mount::umount2(&dir, nix::mount::MntFlags::empty())
+                    .map_err(|e| Error::io(format!("unmounting {} to grow it", dir.display()), e.into()))?;
+            }
             std::fs::File::options()
                 .write(true)
                 .custom_flags(nix::libc::O_NOFOLLOW)
                 .open(&img)
                 .and_then(|f| f.set_len(n))
                 .map_err(io(format!("growing {}", img.display())))?;
-            for dev in loops_of(&img, session)? {
-                for argv in grow_argv(&dev) {
-                    run(&argv, session, &format!("growing its file system to {n} bytes"))?;
-                }
-            }
+            let [check, resize] = grow_argv(&img);
+            let what = format!("growing its file system to {n} bytes");
+            run_ok_codes(&check, session, &what, &[0, 1])?;
+            run(&resize, session, &what)?;
             n
         }
         _ => have,
     };
-    if fresh {
-        // mkfs's lost+found would show in /state; e2fsck makes it again if it needs one.
-        let _ = std::fs::remove_dir(dir.join("lost+found"));
+    if !mounted(&dir) {
+        // An older sbx's nosuid bind of the directory onto itself.
+        unbind(&dir);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o000))
+            .map_err(io(format!("chmod 0000 {}", dir.display())))?;
+        run(&mount_argv(&img, &dir), session, &format!("mounting {} at {}", img.display(), dir.display()))?;
+        if !mounted(&dir) {
+            return Err(Error::Session(SessionError::Bound {
+                session: session.into(),
+                what: format!("mounting {}", img.display()),
+                detail: format!("mount(8) succeeded but {} is still not a mount point", dir.display()),
+            }));
+        }
     }
     // A clone killed mid-way left its scratch beside `data`, inside the bound.
     for p in stale_scratch(&dir) {
@@ -332,9 +357,9 @@ mod tests {
             ["losetup", "--list", "--noheadings", "--output", "NAME", "--associated", "/var/lib/sbx/volumes/s1.img"]
         );
         assert_eq!(strs(&detach_argv("/dev/loop3")), ["losetup", "--detach", "/dev/loop3"]);
-        let [cap, resize] = grow_argv("/dev/loop3");
-        assert_eq!(strs(&cap), ["losetup", "--set-capacity", "/dev/loop3"]);
-        assert_eq!(strs(&resize), ["resize2fs", "/dev/loop3"]);
+        let [check, resize] = grow_argv(img);
+        assert_eq!(strs(&check), ["e2fsck", "-f", "-p", "--", "/var/lib/sbx/volumes/s1.img"]);
+        assert_eq!(strs(&resize), ["resize2fs", "--", "/var/lib/sbx/volumes/s1.img"]);
     }
 
     #[test]

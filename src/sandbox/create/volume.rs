@@ -170,6 +170,7 @@ impl Driver {
             // A fresh image holds nothing of the session's yet.
             if made.fresh {
                 let _ = image::remove(&state.dir, session);
+                let _ = std::fs::remove_dir(persist::host_dir(&state.dir, session));
             }
             return Err(e);
         }

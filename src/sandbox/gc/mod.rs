@@ -204,10 +204,9 @@ impl Driver {
             }
         }
         // This machine's, whichever engine: their cloning process is gone.
-        let scratch: Vec<PathBuf> = [state.dir.join("volumes"), persist::remote_dir(&state.dir)]
-            .iter()
-            .flat_map(|d| persist::stale_scratch(d))
-            .collect();
+        let mut at = vec![state.dir.join("volumes"), persist::remote_dir(&state.dir)];
+        at.extend(persist::image::mounted_dirs(&state.dir));
+        let scratch: Vec<PathBuf> = at.iter().flat_map(|d| persist::stale_scratch(d)).collect();
         report.clone_scratch = scratch.iter().map(|p| p.display().to_string()).collect();
         // A killed create's half-made image or loop device (never an image: data).
         report.persist_leftovers = if local { persist::image::leftovers(&state.dir, !dry_run) } else { Vec::new() };
