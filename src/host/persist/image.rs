@@ -306,9 +306,9 @@ pub fn leftovers(data_dir: &Path, clean: bool) -> Vec<String> {
         let Ok(Some(_lock)) = super::try_lock(data_dir, session) else { continue };
         let path = dir.join(&name);
         let part = name.ends_with(".part");
-        let loops = loops_of(&path, session).unwrap_or_default();
-        let stale: Vec<String> = match part || !mounted(&host_dir(data_dir, session)) {
-            true => loops,
+        // A mounted image's loop is its mount's: no losetup for it.
+        let stale = match part || !mounted(&host_dir(data_dir, session)) {
+            true => loops_of(&path, session).unwrap_or_default(),
             false => Vec::new(),
         };
         for dev in &stale {
