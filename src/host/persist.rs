@@ -1,6 +1,9 @@
 //! Persistent sessions: `/state` in a named volume per session, backed by a
 //! directory sbx owns under the data dir (so sbx can give it to the sandbox
-//! user, and `--clone` can fill it before the sandbox starts).
+//! user, and `--clone` can fill it before the sandbox starts). As root with
+//! a local engine that directory is `data/` in a file system of the
+//! session's own, which bounds it (`image`); otherwise, only when the
+//! operator said `--persist-size unbounded`, the session's directory itself.
 //!
 //! One writer at a time: a create holds an exclusive lock on the session
 //! while it checks that no running sandbox uses the volume and starts its
