@@ -210,6 +210,7 @@ impl Bench {
             helper: self.helper.as_deref(),
             helper_volume: None,
             volume: None,
+            persist_size: None,
             seccomp: &self.seccomp,
             hosts: &[],
             family: if runtime == "runsc" { Family::Gvisor } else { Family::Runc },

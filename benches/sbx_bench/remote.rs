@@ -81,6 +81,7 @@ fn bare_argv(b: &Bench, name: &str, helper_volume: &str) -> Vec<String> {
         helper: None,
         helper_volume: Some(helper_volume),
         volume: None,
+        persist_size: None,
         seccomp: &b.seccomp,
         hosts: &[],
         family: sbx::model::runtime::Family::Runc,

@@ -3,7 +3,7 @@
 //! numbered as docker-bench-security 1.6 numbers them, plus sbx's own rules
 //! (`sbx.*`: its seccomp profile, the log cap, no `sbx.` label from the
 //! image, no network but its routes, no healthcheck, no volume but its
-//! own), from `docker inspect`, the image's
+//! own, a persistent /state bounded), from `docker inspect`, the image's
 //! labels, and what its process actually has, as the kernel reports it in
 //! /proc/PID/status. Under gVisor that process is gVisor's Sentry, not the
 //! workload: `runtime` says what audit is looking at, and the rules that
@@ -293,6 +293,8 @@ pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Fa
     rule("sbx.health", "no healthcheck run by the engine", ok, why);
     let (ok, why) = no_anonymous_volume(c);
     rule("sbx.volumes", "no volume but sbx's own", ok, why);
+    let (ok, why) = persist_bounded(c);
+    rule("sbx.persist", "persistent /state bounded", ok, why);
     if !facts.forwarded.is_empty() {
         let (ok, why) =
             only_forwarders(c["Name"].as_str().unwrap_or_default().trim_start_matches('/'), &facts.forwarded);
@@ -327,4 +329,6 @@ mod container_rules;
 #[cfg(test)]
 mod tests;
 
-use container_rules::{log_capped, no_anonymous_volume, no_healthcheck, only_forwarders, only_route_networks};
+use container_rules::{
+    log_capped, no_anonymous_volume, no_healthcheck, only_forwarders, only_route_networks, persist_bounded,
+};

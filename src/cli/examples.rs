@@ -20,7 +20,9 @@ stderr when it is a terminal; piped, with --json or with -v nothing is shown.";
 pub const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex>
   sbx create --image registry.example:5000/team/agent@sha256:<64 hex>    # pulled by digest if missing
   sbx create --pull never --image repo@sha256:<64 hex>    # fail instead of pulling
-  sbx create --image IMG --session task-42 --persist --ttl 2h
+  sbx create --image IMG --session task-42 --persist --ttl 2h    # /state at most 2 GiB, kept
+  sbx create --image IMG --session task-42 --persist --persist-size 8GiB    # grown to 8 GiB
+  sbx create --image IMG --session task-42 --persist --persist-size unbounded    # non-root or remote
   sbx create --image IMG --route inference:proxy:8080 --private-routes
   sbx create --image IMG --runtime runsc    # gVisor: a kernel of its own (sbx doctor --runtime runsc)
   sbx create --image IMG --allow pypi.org --allow files.pythonhosted.org --allow github.com

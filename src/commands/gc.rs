@@ -39,6 +39,9 @@ pub fn exec(dry_run: bool, ctx: &Context) -> Result<()> {
     for p in &report.clone_scratch {
         text.push_str(&format!("{verb} clone left by a killed create {p}\n"));
     }
+    for p in &report.persist_leftovers {
+        text.push_str(&format!("{verb} session image part left by a killed create {p}\n"));
+    }
     for g in &report.gates {
         text.push_str(&format!("{verb} egress gate {g}\n"));
     }

@@ -134,6 +134,7 @@ mod tests {
             memory_mib: Some(3000),
             networks: Vec::new(),
             gaps: Vec::new(),
+            persist_size: None,
             egress: None,
         }
     }

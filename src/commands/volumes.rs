@@ -9,10 +9,15 @@ pub fn list(ctx: &Context) -> Result<()> {
     if ctx.json() {
         return ctx.out.json_line(&list);
     }
-    let mut t = String::from("VOLUME                  SESSION         SIZE        IN USE BY\n");
+    let mut t = String::from("VOLUME                  SESSION         SIZE        LIMIT       IN USE BY\n");
     for v in &list {
         let users = if v.in_use_by.is_empty() { "-".to_string() } else { v.in_use_by.join(",") };
-        t.push_str(&format!("{:<23} {:<15} {:<11} {}\n", v.name, v.session, v.bytes, users));
+        let limit = match (v.limit, v.mounted) {
+            (None, _) => "unbounded".to_string(),
+            (Some(n), Some(false)) => format!("{n} (unmounted)"),
+            (Some(n), _) => n.to_string(),
+        };
+        t.push_str(&format!("{:<23} {:<15} {:<11} {:<11} {}\n", v.name, v.session, v.bytes, limit, users));
     }
     ctx.out.data(&t)
 }

@@ -1,6 +1,9 @@
 //! Persistent sessions: `/state` in a named volume per session, backed by a
 //! directory sbx owns under the data dir (so sbx can give it to the sandbox
-//! user, and `--clone` can fill it before the sandbox starts).
+//! user, and `--clone` can fill it before the sandbox starts). As root with
+//! a local engine that directory is `data/` in a file system of the
+//! session's own, which bounds it (`image`); otherwise, only when the
+//! operator said `--persist-size unbounded`, the session's directory itself.
 //!
 //! One writer at a time: a create holds an exclusive lock on the session
 //! while it checks that no running sandbox uses the volume and starts its
@@ -18,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::error::{SandboxError, SessionError};
 
 mod du;
+pub mod image;
 mod scratch;
 pub use du::du;
 pub use scratch::{scratch_name, stale_scratch};
@@ -87,9 +91,23 @@ pub struct VolumeInfo {
     pub name: String,
     pub session: String,
     pub path: String,
+    /// What /state holds: the mounted file system's use for a bounded
+    /// session (statvfs), else the files' sizes (`du`).
     pub bytes: u64,
+    /// The bound (`--persist-size`), or None: unbounded.
+    pub limit: Option<u64>,
+    /// A bounded session's image is mounted (false: the next create or
+    /// `sbx start` mounts it; the engine cannot start it without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mounted: Option<bool>,
     /// Running sandboxes using it (at most one).
     pub in_use_by: Vec<String>,
+}
+
+/// Whether a session has work to keep: a bounded session's image (mounted
+/// or not), or a directory that [`holds_data`].
+pub fn session_holds_data(data_dir: &Path, session: &str) -> bool {
+    image::is_bounded(data_dir, session) || holds_data(&host_dir(data_dir, session))
 }
 
 /// Whether a session's directory holds anything: true unless it is absent,

@@ -16,5 +16,6 @@ pub mod paths;
 pub mod record;
 pub mod runtime;
 pub mod scratch;
+pub mod size;
 pub mod text;
 pub mod token;

@@ -29,6 +29,10 @@ pub const SERVICE: &str = "sbx.service";
 pub const PRIVATE: &str = "sbx.private";
 /// On a sandbox: the persistent /state volume it uses (`create --persist`).
 pub const VOLUME: &str = "sbx.volume";
+/// On a sandbox with a persistent /state: the most it may hold on the host,
+/// in bytes (a file system of the session's own), or `unbounded`
+/// (`--persist-size unbounded`, which `sbx audit` fails).
+pub const PERSIST_SIZE: &str = "sbx.persist-size";
 /// Expiry given at create (RFC 3339); `sbx ttl` moves it in the state dir.
 pub const EXPIRES: &str = "sbx.expires";
 /// `exec` when the sandbox's channel is relayed (see `channel`); absent: direct.
@@ -105,6 +109,7 @@ pub const ALL: &[&str] = &[
     EXPIRES,
     PRIVATE,
     VOLUME,
+    PERSIST_SIZE,
     CHANNEL,
     EGRESS,
     EGRESS_NETWORK,
@@ -150,6 +155,9 @@ pub struct Record {
     /// Why the tier is lower than at create, e.g. a network attached outside sbx.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gaps: Vec<String>,
+    /// A persistent /state's bound: bytes, or `unbounded` (absent without --persist).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persist_size: Option<String>,
     /// The egress gate, when the sandbox has one (absent from JSON otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub egress: Option<Egress>,

@@ -104,6 +104,7 @@ impl Driver {
             Some(_) => Family::Runc,
             None => {
                 self.prepare_local_start(id, &socket_path, channel, uid, gid)?;
+                self.remount_bounded(&raw, uid, gid)?;
                 self.family_of(&raw)?
             }
         };

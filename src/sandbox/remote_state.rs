@@ -271,6 +271,9 @@ impl Driver {
         let info = |name: &str, session: &str| VolumeInfo {
             in_use_by: users.iter().filter(|u| u.volume == name).map(|u| u.container.clone()).collect(),
             bytes: 0,
+            // The remote engine's disk: nothing bounds it (`--persist-size unbounded`).
+            limit: None,
+            mounted: None,
             path: format!("volume {} on the engine", rs::backing_name(session)),
             name: name.to_string(),
             session: session.to_string(),

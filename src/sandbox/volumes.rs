@@ -8,7 +8,7 @@ use crate::docker::parse::{self, SessionVolume, VolumeUser};
 use crate::docker::{run_ok, status_error};
 use crate::error::{Error, Result};
 use crate::error::{SandboxError, SessionError};
-use crate::host::persist;
+use crate::host::persist::{self, image};
 use crate::host::socket;
 use crate::host::state::{self, State};
 
@@ -74,9 +74,18 @@ impl Driver {
             .filter(|v| v.owner == state::owner_token(key, &v.name))
             .map(|SessionVolume { name, session, .. }| {
                 let dir = persist::host_dir(&state.dir, &session);
+                let img = image::image_path(&state.dir, &session);
+                let limit = std::fs::metadata(&img).ok().map(|m| m.len());
+                let usage = image::mounted(&dir).then(|| image::usage(&dir)).flatten();
                 persist::VolumeInfo {
                     in_use_by: users.iter().filter(|u| u.volume == name).map(|u| u.container.clone()).collect(),
-                    bytes: persist::du(&dir),
+                    bytes: match (limit, usage) {
+                        (Some(_), Some((used, _))) => used,
+                        (Some(_), None) => 0,
+                        (None, _) => persist::du(&dir),
+                    },
+                    mounted: limit.map(|_| usage.is_some()),
+                    limit,
                     path: dir.display().to_string(),
                     name,
                     session,
@@ -86,11 +95,12 @@ impl Driver {
     }
 }
 
-/// A session's directory under the data dir (its nosuid,nodev bind
-/// detached first) and its lock file, with the session's lock held.
+/// A session's directory under the data dir (its image unmounted, detached
+/// and removed, or its nosuid,nodev bind detached, first) and its lock file, with the session's lock held.
 pub(super) fn remove_session_state(state: &State, session: &str) -> Result<()> {
     let dir = persist::host_dir(&state.dir, session);
     persist::unbind(&dir);
+    image::remove(&state.dir, session)?;
     // The sandbox filled this tree: std's remove_dir_all holds one
     // descriptor per level and a deep /state ran it out of them (EMFILE,
     // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
@@ -99,4 +109,31 @@ pub(super) fn remove_session_state(state: &State, session: &str) -> Result<()> {
     // The lock file goes with its volume (issue 10).
     let _ = std::fs::remove_file(persist::lock_path(&state.dir, session));
     Ok(())
+}
+
+impl Driver {
+    /// Before `sbx start` of a sandbox with a bounded /state: its session's
+    /// image mounted again (gone after a reboot, or unmounted by hand),
+    /// under the session's lock. Never made anew here: without its image
+    /// the engine finds no `data` to bind and refuses the start.
+    pub(super) fn remount_bounded(&self, raw: &crate::docker::parse::RawContainer, uid: u32, gid: u32) -> Result<()> {
+        let label = |k: &str| raw.labels.get(k).filter(|v| !v.is_empty());
+        let (Some(_), Some(session)) = (label(crate::model::record::VOLUME), label(crate::model::record::SESSION))
+        else {
+            return Ok(());
+        };
+        if !label(crate::model::record::PERSIST_SIZE).is_some_and(|s| s.parse::<u64>().is_ok()) {
+            return Ok(());
+        }
+        let state = &self.state()?.state;
+        let _lock = persist::lock(&state.dir, session)?;
+        if !image::is_bounded(&state.dir, session) {
+            return Err(Error::Session(SessionError::Bound {
+                session: session.clone(),
+                what: "mounting it before the start".into(),
+                detail: format!("its image {} is gone", image::image_path(&state.dir, session).display()),
+            }));
+        }
+        image::ensure(&state.dir, session, None, uid, gid).map(drop)
+    }
 }

@@ -6,6 +6,7 @@ pub mod egress;
 mod events;
 mod image;
 mod mount;
+mod persist;
 mod remote;
 mod request;
 mod route;
@@ -16,6 +17,7 @@ use std::time::Duration;
 pub use events::{parse_event_kind, parse_time, EventQuery};
 pub use image::{ImageRef, PullPolicy};
 pub use mount::{check_not_sbx_dirs, docker_socket_paths, MountSpec};
+pub use persist::{persist_bound, PersistSize, DEFAULT_PERSIST_BYTES, UNBOUNDED};
 pub use remote::refuse_host_paths;
 pub use request::{parse_runtime, CreateRequest};
 pub use route::{is_loopback, network_for, validate_kind, Route, EGRESS_KIND};
@@ -60,6 +62,8 @@ pub struct SandboxSpec {
     pub private_routes: bool,
     /// Keep /state in the session's named volume across sandboxes.
     pub persist: bool,
+    /// `--persist-size` as given (see `persist_bound` for what a create gets).
+    pub persist_size: Option<PersistSize>,
     /// Clone into /state/workspace on the host before the sandbox starts.
     pub clone: Option<CloneSpec>,
     /// Commands run, in order, in the ready sandbox; argv each.

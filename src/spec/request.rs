@@ -81,6 +81,14 @@ pub struct CreateRequest {
     /// the same session continues where the last left off. `destroy --purge` removes it.
     #[arg(long)]
     pub persist: bool,
+    /// With --persist: the most the session's /state holds on the host, e.g. 512MiB,
+    /// 4GiB (16MiB to 16TiB) [default: 2GiB]; a write past it fails with ENOSPC inside.
+    /// As root with a local engine it is a file system of the session's own. Where sbx
+    /// cannot enforce one (not root, or a remote engine) --persist is refused unless
+    /// this is `unbounded`, which `sbx audit` then fails. A larger size than the
+    /// session's grows it; a smaller one is refused.
+    #[arg(long, value_name = "SIZE|unbounded", requires = "persist")]
+    pub persist_size: Option<String>,
     /// Clone URL[#REF] on the host into /state/workspace before the sandbox starts
     /// (needs --persist or --state-dir; on a remote engine --persist, the clone copied
     /// into the session's volume there; skipped when the workspace already has files,
@@ -230,6 +238,7 @@ impl SandboxSpec {
                 "--persist and --state-dir both choose what /state is; pick one",
             ));
         }
+        let persist_size = req.persist_size.as_deref().map(PersistSize::parse).transpose()?;
         let clone = req.clone.as_deref().map(CloneSpec::parse).transpose()?;
         if clone.is_some() && !req.persist && state_dir.is_none() {
             return Err(Invalid::new(
@@ -284,6 +293,7 @@ impl SandboxSpec {
             ttl,
             private_routes: req.private_routes,
             persist: req.persist,
+            persist_size,
             clone,
             setup,
             command: req.command.clone(),

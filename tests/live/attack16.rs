@@ -45,7 +45,22 @@ fn a_filler_of_an_image_with_volumes_leaves_no_anonymous_volume_behind() {
     let out = sbx(&w, &["create", "--image", &img.0, "--label", &label], &env);
     assert_success(&out, "remote create");
     let first = w.adopt(stdout(&out).trim());
-    let out = sbx(&w, &["create", "--image", &img.0, "--label", &label, "--session", &session, "--persist"], &env);
+    let out = sbx(
+        &w,
+        &[
+            "create",
+            "--image",
+            &img.0,
+            "--label",
+            &label,
+            "--session",
+            &session,
+            "--persist",
+            "--persist-size",
+            "unbounded",
+        ],
+        &env,
+    );
     assert_success(&out, "remote create --persist");
     let second = w.adopt(stdout(&out).trim());
     let leaked = leaked_with("a16-marker", &token);
@@ -117,7 +132,22 @@ fn an_image_volume_over_the_fill_directory_does_not_divert_the_fill() {
     let img = tree.import();
     let session = format!("{}-a16v", w.case);
     let label = w.case_label();
-    let out = sbx(&w, &["create", "--image", &img.0, "--label", &label, "--session", &session, "--persist"], &env);
+    let out = sbx(
+        &w,
+        &[
+            "create",
+            "--image",
+            &img.0,
+            "--label",
+            &label,
+            "--session",
+            &session,
+            "--persist",
+            "--persist-size",
+            "unbounded",
+        ],
+        &env,
+    );
     assert_success(&out, "remote create --persist");
     let sb = w.adopt(stdout(&out).trim());
     assert_success(&sb.exec(&["write", "/state/mine"]), "the sandbox user writes its /state");

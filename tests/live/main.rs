@@ -33,6 +33,7 @@ mod lifecycle;
 mod memory;
 mod nonroot;
 mod persist;
+mod persist_bound;
 mod pool;
 mod pull;
 mod readme_example;

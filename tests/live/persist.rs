@@ -119,7 +119,8 @@ fn a_session_volume_takes_nothing_from_the_image_and_is_the_sandbox_users_nosuid
     let w = World::new();
     let img = image_with_hostile_state(&w);
     let session = format!("{}-s", w.case);
-    let host = w.state_dir.join("volumes").join(&session);
+    // What the volume binds: `data` inside the session's mounted image.
+    let host = w.state_dir.join("volumes").join(&session).join("data");
 
     for user in [None, Some("1000")] {
         let mut args = vec!["--session", session.as_str(), "--persist"];
@@ -197,12 +198,13 @@ fn clone_never_follows_a_workspace_symlink_left_by_an_earlier_sandbox() {
     assert!(err.contains("workspace is a symlink") && err.contains("never clones through it"), "{err}");
     assert_eq!(tree(&victim), before, "the host directory behind the link was touched");
     assert!(!victim.join(".git").exists() && !victim.join("README").exists());
-    let link = w.state_dir.join("volumes").join(&session).join("workspace");
+    let link = w.state_dir.join("volumes").join(&session).join("data/workspace");
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is left as it was");
     w.assert_nothing_left();
     // Nothing of the clone lingers next to the session's directory.
     let stray: Vec<String> = std::fs::read_dir(w.state_dir.join("volumes"))
         .unwrap()
+        .chain(std::fs::read_dir(w.state_dir.join("volumes").join(&session)).unwrap())
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with(".sbx-clone"))
@@ -250,7 +252,7 @@ fn volumes_rm_removes_volume_dir_and_lock_and_is_refused_while_in_use() {
     let out = w.sbx(&["volumes", "rm", &session]);
     assert_exit(&out, 1, "volumes rm while a sandbox uses it");
     assert!(stderr(&out).contains(&a.id), "{}", stderr(&out));
-    assert!(dir.join("keep").exists(), "nothing removed while in use");
+    assert!(dir.join("data/keep").exists(), "nothing removed while in use");
     assert_success(&w.sbx(&["destroy", &a.id]), "destroy");
     assert!(lock.exists() && dir.exists(), "destroy keeps the volume");
     let out = w.sbx(&["volumes", "rm", &session]);
@@ -258,6 +260,7 @@ fn volumes_rm_removes_volume_dir_and_lock_and_is_refused_while_in_use() {
     assert_eq!(stdout(&out).trim(), volume);
     assert_eq!(docker_ok(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]), "");
     assert!(!dir.exists() && !lock.exists(), "the directory and lock file went with the volume");
+    assert!(!dir.with_extension("img").exists(), "and the image");
     assert_exit(&w.sbx(&["volumes", "rm", &session]), 1, "no such volume any more");
     assert_exit(&w.sbx(&["volumes", "rm", "../x"]), 2, "not a session key");
     // A symlink where the directory was: removed, its target untouched.
@@ -301,7 +304,7 @@ fn gc_keeps_a_sessions_work_whose_volume_is_gone_and_removes_empty_state() {
     let out = w.sbx(&["--json", "gc"]);
     assert_success(&out, "gc");
     let report = json(&out);
-    assert!(vols.join(&gone).join("keep").exists(), "gc deleted a session's work: {report}");
+    assert!(vols.join(&gone).join("data/keep").exists(), "gc deleted a session's work: {report}");
     assert_eq!(report["restored_volumes"], serde_json::json!([volume]), "{report}");
     let paths: Vec<&str> = report["volume_state"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
     assert_eq!(paths.len(), 2, "{report}");
@@ -315,7 +318,7 @@ fn gc_keeps_a_sessions_work_whose_volume_is_gone_and_removes_empty_state() {
     let sb = w.create(&["--session", &gone, "--persist"]);
     assert_success(&sb.exec(&["exists", "/state/keep"]), "the next sandbox of the session finds its work");
     assert_success(&w.sbx(&["destroy", "--purge", &sb.id]), "purge");
-    assert!(vols.join(&kept).join("keep").exists(), "a live session's state was touched");
+    assert!(vols.join(&kept).join("data/keep").exists(), "a live session's state was touched");
     assert_success(&w.sbx(&["volumes", "rm", &kept]), "volumes rm");
     w.assert_nothing_left();
 }
@@ -362,7 +365,7 @@ fn purge_removes_a_deep_tree_the_sandbox_left_in_state() {
     let host = w.state_dir.join("volumes").join(&session);
     let sb = w.create(&["--session", &session, "--persist"]);
     assert_success(&sb.exec(&["mkdir", "/state/top"]), "the sandbox writes /state");
-    nest(&host.join("top"), 5_000);
+    nest(&host.join("data/top"), 5_000);
     let out = sbx_limited(&w, &["destroy", "--purge", &sb.id], 64);
     assert_success(&out, "destroy --purge of a session whose /state is 5,000 levels deep");
     assert!(!host.exists(), "the session's host directory is left");
@@ -393,10 +396,13 @@ fn gc_removes_the_clone_a_killed_create_left_and_not_one_in_progress() {
     create.args(["--session", &session, "--persist", "--clone", "file:///nowhere/repo.git"]);
     let mut child = create.env("PATH", &path).stdin(std::process::Stdio::null()).spawn().unwrap();
     let volumes = w.state_dir.join("volumes");
+    // Beside the session's directory, or (bounded) inside its image beside `data`.
     let scratch = || -> Vec<PathBuf> {
-        std::fs::read_dir(&volumes)
-            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().contains(".sbx-clone-")).collect())
-            .unwrap_or_default()
+        [volumes.clone(), volumes.join(&session)]
+            .iter()
+            .flat_map(|v| std::fs::read_dir(v).into_iter().flatten().flatten().map(|e| e.path()))
+            .filter(|p| p.to_string_lossy().contains(".sbx-clone-"))
+            .collect()
     };
     until(std::time::Duration::from_secs(30), || scratch().iter().any(|d| d.join("workspace/key").exists()))
         .expect("the clone never started");

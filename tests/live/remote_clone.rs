@@ -45,7 +45,18 @@ fn clone_into_a_remote_session_lands_as_the_sandbox_user_s_keeps_its_work_and_ne
     let session = format!("{}-rc", w.case);
     let label = w.case_label();
     let create = |more: &[&str]| {
-        let mut args = vec!["create", "--image", &w.image, "--label", &label, "--session", &session, "--persist"];
+        let mut args = vec![
+            "create",
+            "--image",
+            &w.image,
+            "--label",
+            &label,
+            "--session",
+            &session,
+            "--persist",
+            "--persist-size",
+            "unbounded",
+        ];
         args.extend_from_slice(more);
         sbx(&w, &args, &env)
     };
@@ -132,7 +143,18 @@ fn gc_reaps_the_session_filler_of_a_create_killed_mid_fill_and_no_foreign_one() 
     let env = with(remote.env(), &[("SBX_DOCKER", shim.path().to_str().unwrap())]);
     let mut cmd = Command::new(SBX);
     cmd.args(w.dir_args());
-    cmd.args(["create", "--image", &w.image, "--label", &label, "--session", &session, "--persist"]);
+    cmd.args([
+        "create",
+        "--image",
+        &w.image,
+        "--label",
+        &label,
+        "--session",
+        &session,
+        "--persist",
+        "--persist-size",
+        "unbounded",
+    ]);
     cmd.env_remove("DOCKER_HOST").envs(env.iter().map(|(k, v)| (k, v)));
     let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     until(Duration::from_secs(60), || shim.reached()).expect("the create never reached the fill");

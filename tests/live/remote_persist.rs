@@ -69,16 +69,42 @@ fn a_persistent_session_lives_on_the_remote_engine_nosuid_nocopy_and_the_sandbox
     let session = format!("{}-rp", w.case);
     let label = w.case_label();
     let create = |more: &[&str]| {
-        let mut args = vec!["create", "--image", &img.0, "--label", &label, "--session", &session, "--persist"];
+        let mut args = vec![
+            "create",
+            "--image",
+            &img.0,
+            "--label",
+            &label,
+            "--session",
+            &session,
+            "--persist",
+            "--persist-size",
+            "unbounded",
+        ];
         args.extend_from_slice(more);
         sbx(&w, &args, &env)
     };
+
+    // The engine's disk is not this machine's to bound: refused unless
+    // the operator says unbounded, with nothing made.
+    let out = sbx(&w, &["create", "--image", &img.0, "--label", &label, "--session", &session, "--persist"], &env);
+    assert_exit(&out, 2, "remote --persist without --persist-size unbounded");
+    assert!(
+        stderr(&out).contains("the engine is remote") && stderr(&out).contains("--persist-size unbounded"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(volumes_named(&session).is_empty(), "the refusal made nothing");
 
     let started = std::time::Instant::now();
     let out = create(&[]);
     assert_success(&out, "create --persist over ssh");
     eprintln!("first remote create --persist took {:?}", started.elapsed());
+    assert!(stderr(&out).contains("--persist-size unbounded: session"), "the warning: {}", stderr(&out));
     let sb = w.adopt(stdout(&out).trim());
+    let audit = sbx(&w, &["audit", &sb.id], &env);
+    assert_exit(&audit, 1, "audit of an unbounded /state");
+    assert!(stdout(&audit).lines().any(|l| l.starts_with("FAIL  sbx.persist ")), "{}", stdout(&audit));
     assert_success(&sb.exec(&["write", "/state/kept"]), "the sandbox user writes /state");
     assert_exit(&sb.exec(&["exists", "/state/from-image"]), 1, "the image's /state is not copied in");
     assert_exit(&sb.exec(&["exists", "/state/suid"]), 1, "nor its setuid binary");
@@ -163,7 +189,19 @@ fn volumes_of_the_session_s_names_that_are_not_sbx_s_are_refused_and_left_alone_
         docker_ok(&["volume", "create", "--label", "mine=1", &theirs]);
         let out = sbx(
             &w,
-            &["--json", "create", "--image", &w.image, "--label", &label, "--session", &session, "--persist"],
+            &[
+                "--json",
+                "create",
+                "--image",
+                &w.image,
+                "--label",
+                &label,
+                "--session",
+                &session,
+                "--persist",
+                "--persist-size",
+                "unbounded",
+            ],
             &env,
         );
         if out.status.success() {
@@ -190,7 +228,20 @@ fn volumes_of_the_session_s_names_that_are_not_sbx_s_are_refused_and_left_alone_
     std::os::unix::fs::symlink("/tmp", tree.root().join("v")).unwrap();
     let img = tree.import();
     let session = format!("{}-v", w.case);
-    let args = ["create", "--image", &img.0, "--label", &label, "--session", &session, "--persist", "--user", "1000"];
+    let args = [
+        "create",
+        "--image",
+        &img.0,
+        "--label",
+        &label,
+        "--session",
+        &session,
+        "--persist",
+        "--persist-size",
+        "unbounded",
+        "--user",
+        "1000",
+    ];
     let out = sbx(&w, &args, &env);
     assert_success(&out, "create --persist from an image whose /v is a symlink");
     let sb = w.adopt(stdout(&out).trim());

@@ -77,3 +77,24 @@ pub(super) fn only_forwarders(id: &str, forwarded: &[(String, Vec<String>)]) -> 
     let nets: Vec<&String> = forwarded.iter().map(|(n, _)| n).collect();
     (extra.is_empty(), format!("{nets:?} hold the sandbox and its forwarder; others: {extra:?}"))
 }
+
+/// A persistent /state is host disk: bounded only when sbx made it a file
+/// system of the session's own (`sbx.persist-size` in bytes). `unbounded`
+/// (`--persist-size unbounded`) and a session volume with no bound recorded
+/// (an older sbx's) fail. A sandbox without a session volume passes.
+pub(super) fn persist_bounded(c: &serde_json::Value) -> (bool, String) {
+    let labels = &c["Config"]["Labels"];
+    let Some(volume) = labels[crate::model::record::VOLUME].as_str().filter(|s| !s.is_empty()) else {
+        return (true, "no persistent /state".into());
+    };
+    match labels[crate::model::record::PERSIST_SIZE].as_str() {
+        Some(n) if n.parse::<u64>().is_ok() => {
+            (true, format!("{volume}: at most {n} bytes (a file system of its own)"))
+        }
+        Some(v) => (false, format!("{volume}: {v}: writes to /state can fill the host's disk")),
+        None => (
+            false,
+            format!("{volume}: no bound recorded (made by an older sbx): writes to /state can fill the host's disk"),
+        ),
+    }
+}

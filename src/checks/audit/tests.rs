@@ -6,7 +6,7 @@ pub(super) fn good() -> serde_json::Value {
         "AppArmorProfile": "docker-default",
         "Config": {
             "User": "65534:65534",
-            "Labels": {"sbx.routes": "{\"inference\":\"sbx-proxy\"}", "sbx.volume": "sbx-state-s"},
+            "Labels": {"sbx.routes": "{\"inference\":\"sbx-proxy\"}", "sbx.volume": "sbx-state-s", "sbx.persist-size": "2147483648"},
             "Healthcheck": {"Test": ["NONE"], "Interval": 1000000}
         },
         "Mounts": [
@@ -49,7 +49,7 @@ fn failing(c: &serde_json::Value, p: Option<&ProcStatus>) -> Vec<&'static str> {
 fn a_hardened_sandbox_passes_every_rule() {
     let rules = audit(&good(), Some(&proc_ok()), &facts());
     assert!(rules.iter().all(|r| r.pass), "{rules:#?}");
-    assert_eq!(rules.len(), 31);
+    assert_eq!(rules.len(), 32);
     let mut bare = good();
     bare["Config"].as_object_mut().unwrap().remove("Healthcheck");
     bare["Mounts"] = serde_json::json!([]);
@@ -113,6 +113,11 @@ fn each_weakness_fails_its_rule() {
         ("sbx.volumes", |c| c["Mounts"][1]["Destination"] = "/data".into()),
         ("sbx.volumes", |c| c["Config"]["Labels"]["sbx.volume"] = "sbx-state-other".into()),
         ("sbx.volumes", |c| c["Mounts"][2]["RW"] = true.into()),
+        // `--persist-size unbounded`, or an older sbx's session volume: host disk without bound.
+        ("sbx.persist", |c| c["Config"]["Labels"]["sbx.persist-size"] = "unbounded".into()),
+        ("sbx.persist", |c| {
+            c["Config"]["Labels"].as_object_mut().unwrap().remove("sbx.persist-size");
+        }),
     ];
     for (id, weaken) in cases {
         let mut c = good();

@@ -88,6 +88,7 @@ impl Doctor<'_> {
             ttl: Some(std::time::Duration::from_secs(300)),
             private_routes: false,
             persist: false,
+            persist_size: None,
             clone: None,
             setup: vec![],
             command: targets.clone(),

@@ -25,7 +25,7 @@ fn audit_prints_each_rule_then_fails_in_text_and_json() {
     let r = rig.sbx(&["audit", ID]);
     assert_eq!(r.code, 1);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines.len(), 31, "{}", r.stdout);
+    assert_eq!(lines.len(), 32, "{}", r.stdout);
     assert!(lines.iter().all(|l| l.starts_with("PASS  ") || l.starts_with("FAIL  ")), "{}", r.stdout);
     assert!(lines.iter().any(|l| l.starts_with("FAIL  5.5          ")), "{}", r.stdout);
     assert_eq!(rig.fake.verbs(), ["container inspect", "image inspect"]);
@@ -202,8 +202,8 @@ fn volumes_lists_this_hosts_volumes_and_their_users() {
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     assert_eq!(
         r.stdout,
-        "VOLUME                  SESSION         SIZE        IN USE BY\n\
-         sbx-state-task-1        task-1          0           sbx-00000000000f\n"
+        "VOLUME                  SESSION         SIZE        LIMIT       IN USE BY\n\
+         sbx-state-task-1        task-1          0           unbounded   sbx-00000000000f\n"
     );
     assert_eq!(rig.fake.verbs(), ["volume", "ps"]);
 

@@ -45,6 +45,8 @@ pub struct RunPlan<'a> {
     pub helper_volume: Option<&'a str>,
     /// The session's persistent /state volume (`create --persist`).
     pub volume: Option<&'a str>,
+    /// With `volume`: its bound, the `sbx.persist-size` label (`PersistSize::label`).
+    pub persist_size: Option<&'a str>,
     /// The seccomp profile file the docker CLI reads (see `seccomp`).
     pub seccomp: &'a Path,
     /// Direct: `socket_dir` is bind-mounted at /run/sandbox. Exec: a small
@@ -89,6 +91,9 @@ impl RunPlan<'_> {
         }
         if let Some(vol) = self.volume {
             v.push((record::VOLUME.to_string(), vol.to_string()));
+            if let Some(size) = self.persist_size {
+                v.push((record::PERSIST_SIZE.to_string(), size.to_string()));
+            }
         }
         if let Some(c) = self.channel.label() {
             v.push((record::CHANNEL.to_string(), c.to_string()));

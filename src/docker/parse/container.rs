@@ -95,6 +95,7 @@ impl RawContainer {
             memory_mib: self.labels.get(MEMORY).and_then(|m| m.parse().ok()),
             networks,
             gaps,
+            persist_size: self.labels.get(PERSIST_SIZE).cloned(),
             egress,
         }
     }

@@ -127,6 +127,8 @@ impl Driver {
         // the sandbox (no path of this machine in its labels), the helper
         // from a volume there (issue 16; refused cases: `refuse_remote`).
         let remote = self.engine()?.is_remote();
+        // Before any docker call: exit 2 where `--persist` cannot be bounded.
+        let bound = self.persist_bound(spec)?;
         let sock = match remote {
             true => PathBuf::from(argv::SANDBOX_SOCKET),
             false => socket::socket_path(&root, &id),
@@ -229,13 +231,11 @@ impl Driver {
         // Held until the sandbox runs: one writer per persistent session.
         // The volume's clone happens inside, before the volume exists, so a
         // failed clone leaves no empty volume behind (issue 10).
-        let persist = match (&spec.persist, &spec.session) {
-            (true, Some(session)) if remote => {
+        let persist = match (&spec.session, bound) {
+            (Some(session), Some(_)) if remote => {
                 Some(self.prepare_remote_volume(state, key, session, user, img, spec.clone.as_ref(), &mut warnings)?)
             }
-            (true, Some(session)) => {
-                Some(self.prepare_volume(state, key, session, user, spec.clone.as_ref(), &mut warnings)?)
-            }
+            (Some(session), Some(b)) => Some(self.prepare_volume(state, key, session, user, b, spec, &mut warnings)?),
             _ => None,
         };
         if let (Some(c), None) = (&spec.clone, &persist) {
@@ -314,6 +314,7 @@ impl Driver {
             helper: helper.as_deref(),
             helper_volume: helper_volume.as_deref(),
             volume: persist.as_ref().map(|p| p.volume.as_str()),
+            persist_size: persist.as_ref().map(|p| p.size_label.as_str()),
             seccomp: &seccomp,
             channel,
             hosts: &hosts,

@@ -8,11 +8,23 @@ use crate::docker::run_ok;
 use crate::error::SessionError;
 use crate::error::{Error, Result};
 use crate::host::persist;
+use crate::host::persist::image;
 use crate::host::state::{self, State};
-use crate::spec::UserSpec;
+use crate::model::invalid::Invalid;
+use crate::spec::{PersistSize, SandboxSpec, UserSpec};
+
+/// Said on every create that takes `--persist-size unbounded`.
+fn unbounded_warning(session: &str) -> String {
+    format!(
+        "--persist-size unbounded: session {session}'s /state can fill the disk it is on (the engine's too); \
+         `sbx audit` fails this sandbox"
+    )
+}
 
 pub(super) struct Persisted {
     pub(super) volume: String,
+    /// Its bound, the `sbx.persist-size` label.
+    pub(super) size_label: String,
     /// The bind stays after create (see `NosuidBind`); this only says it was made.
     _nosuid: Option<persist::NosuidBind>,
     _lock: nix::fcntl::Flock<std::fs::File>,
@@ -30,19 +42,55 @@ impl Driver {
         Ok(volume)
     }
 
+    /// Where `spec`'s `--persist` can be bounded, and the bound it gets
+    /// (see `spec::persist_bound`): before anything is made, exit 2 where
+    /// sbx cannot enforce one and the operator did not say `unbounded`.
+    pub(super) fn persist_bound(&self, spec: &SandboxSpec) -> Result<Option<PersistSize>> {
+        if !spec.persist {
+            return Ok(None);
+        }
+        let engine = self.engine()?;
+        let uid = nix::unistd::geteuid().as_raw();
+        let here = match (engine.is_remote(), uid) {
+            (true, _) => Err(format!("the engine is remote ({}), and its disk is not this machine's", engine.endpoint)),
+            (false, 0) => Ok(()),
+            (false, _) => {
+                Err(format!("the bound is a file system sbx mounts, which takes root (sbx runs as uid {uid})"))
+            }
+        };
+        Ok(Some(crate::spec::persist_bound(spec.persist_size, here)?))
+    }
+
     /// The session's volume, made on first use, and proof no running sandbox
-    /// has it; `--clone` fills it before the volume is created.
+    /// has it; `--clone` fills it before the volume is created. Bounded: in
+    /// the session's image (`persist::image`); unbounded: its directory.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn prepare_volume(
         &self,
         state: &State,
         key: &[u8],
         session: &str,
         user: UserSpec,
-        clone: Option<&crate::spec::CloneSpec>,
+        bound: PersistSize,
+        spec: &SandboxSpec,
         warnings: &mut Vec<String>,
     ) -> Result<Persisted> {
         let lock = persist::lock(&state.dir, session)?;
         let volume = self.volume_not_in_use(session)?;
+        if let PersistSize::Bytes(_) = bound {
+            return self.prepare_bounded(state, key, session, user, spec, warnings, (volume, lock));
+        }
+        if image::is_bounded(&state.dir, session) {
+            return Err(Invalid::new(
+                "--persist-size",
+                crate::spec::UNBOUNDED,
+                format!("session {session} has a bounded /state already; unbounded would not be what it is"),
+            )
+            .hint("drop --persist-size unbounded (or give the session's size or more)")
+            .into());
+        }
+        warnings.push(unbounded_warning(session));
+        let clone = spec.clone.as_ref();
         let dir = persist::host_dir(&state.dir, session);
         let fresh = persist::prepare_dir(&dir, user.uid, user.gid)?;
         let owner = state::owner_token(key, &volume);
@@ -77,7 +125,56 @@ impl Driver {
                 None
             }
         };
-        Ok(Persisted { volume, _nosuid: nosuid, _lock: lock })
+        Ok(Persisted { volume, size_label: bound.label(), _nosuid: nosuid, _lock: lock })
+    }
+
+    /// [`Self::prepare_volume`] bounded: the session's image made or grown
+    /// and mounted, `--clone` into its `data`, and the volume binding that.
+    #[allow(clippy::too_many_arguments)]
+    fn prepare_bounded(
+        &self,
+        state: &State,
+        key: &[u8],
+        session: &str,
+        user: UserSpec,
+        spec: &SandboxSpec,
+        warnings: &mut Vec<String>,
+        (volume, lock): (String, nix::fcntl::Flock<std::fs::File>),
+    ) -> Result<Persisted> {
+        let want = match spec.persist_size {
+            Some(PersistSize::Bytes(n)) => Some(n),
+            _ => None,
+        };
+        let made = image::ensure(&state.dir, session, want, user.uid, user.gid)?;
+        let data = image::volume_device(&state.dir, session);
+        let owner = state::owner_token(key, &volume);
+        let filled = match spec.clone.as_ref() {
+            Some(c) => self.clone_workspace(c, &data, user, warnings),
+            None => Ok(()),
+        }
+        .and_then(|()| {
+            // A volume of this name from before the image binds the bare
+            // directory (docker keeps an existing volume's options): made again.
+            if made.fresh {
+                let args = crate::docker::argv::volume_remove(&volume);
+                let out = self.exec.run(&args)?;
+                if out.status != 0 && !parse::no_such_volume(&out.stderr_str()) {
+                    return Err(crate::docker::status_error(&args, &out).into());
+                }
+            }
+            run_ok(&*self.exec, &crate::docker::argv::volume_create(&volume, &data, session, &owner))
+                .map(drop)
+                .map_err(Error::from)
+        });
+        if let Err(e) = filled {
+            // A fresh image holds nothing of the session's yet.
+            if made.fresh {
+                let _ = image::remove(&state.dir, session);
+                let _ = std::fs::remove_dir(persist::host_dir(&state.dir, session));
+            }
+            return Err(e);
+        }
+        Ok(Persisted { volume, size_label: made.bytes.to_string(), _nosuid: None, _lock: lock })
     }
 
     /// [`Self::prepare_volume`] on a remote engine (issue 16): the same lock
@@ -105,7 +202,8 @@ impl Driver {
                 c.url
             ));
         }
-        Ok(Persisted { volume, _nosuid: None, _lock: lock })
+        warnings.push(unbounded_warning(session));
+        Ok(Persisted { volume, size_label: PersistSize::Unbounded.label(), _nosuid: None, _lock: lock })
     }
 
     /// `--clone` into `<base>/workspace` (see `persist::clone_workspace`); an

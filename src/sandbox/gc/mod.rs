@@ -45,6 +45,9 @@ pub struct GcReport {
     /// in the data dir's `volumes/`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clone_scratch: Vec<String>,
+    /// Half-made session images and loop devices of unmounted ones that a
+    /// killed create left (`persist::image::leftovers`).
+    pub persist_leftovers: Vec<String>,
     /// Egress gates (container names) whose sandbox is gone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gates: Vec<String>,
@@ -163,6 +166,7 @@ impl Driver {
             volume_state: Vec::new(),
             restored_volumes: Vec::new(),
             clone_scratch: Vec::new(),
+            persist_leftovers: Vec::new(),
             gates: Vec::new(),
             forwarders: Vec::new(),
             policy_dirs: Vec::new(),
@@ -193,18 +197,19 @@ impl Driver {
         let orphaned = if local { self.orphan_volume_state(state, key)? } else { Vec::new() };
         // What a dry run says; a real one reports what it then did.
         for (session, paths) in &orphaned {
-            if persist::holds_data(&persist::host_dir(&state.dir, session)) {
+            if persist::session_holds_data(&state.dir, session) {
                 report.restored_volumes.push(persist::volume_name(session));
             } else {
                 report.volume_state.extend(paths.iter().cloned());
             }
         }
         // This machine's, whichever engine: their cloning process is gone.
-        let scratch: Vec<PathBuf> = [state.dir.join("volumes"), persist::remote_dir(&state.dir)]
-            .iter()
-            .flat_map(|d| persist::stale_scratch(d))
-            .collect();
+        let mut at = vec![state.dir.join("volumes"), persist::remote_dir(&state.dir)];
+        at.extend(persist::image::mounted_dirs(&state.dir));
+        let scratch: Vec<PathBuf> = at.iter().flat_map(|d| persist::stale_scratch(d)).collect();
         report.clone_scratch = scratch.iter().map(|p| p.display().to_string()).collect();
+        // A killed create's half-made image or loop device (never an image: data).
+        report.persist_leftovers = if local { persist::image::leftovers(&state.dir, !dry_run) } else { Vec::new() };
         // What stays: sandboxes not reaped, and creates in flight.
         let reaping: BTreeSet<&str> = plan.containers.iter().map(|r| r.id.as_str()).collect();
         let mut keep: BTreeSet<String> =
@@ -320,7 +325,7 @@ impl Driver {
         let mut sessions: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let Ok(name) = e.file_name().into_string() else { continue };
-            let session = name.strip_suffix(".lock").unwrap_or(&name).to_string();
+            let session = persist::image::session_of(&name).to_string();
             // Only names sbx makes: a session key (see `spec::parse_session`).
             if crate::spec::parse_session(&session).is_err() {
                 continue;
@@ -360,8 +365,8 @@ impl Driver {
         if !parse::no_such_volume(&out.stderr_str()) {
             return Err(status_error(&args, &out).into());
         }
-        let dir = persist::host_dir(&state.dir, session);
-        if persist::holds_data(&dir) {
+        if persist::session_holds_data(&state.dir, session) {
+            let dir = persist::image::volume_device(&state.dir, session);
             run_ok(&*self.exec, &argv::volume_create(&name, &dir, session, &state::owner_token(key, &name)))?;
             return Ok(Orphan::Restored);
         }

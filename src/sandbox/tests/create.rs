@@ -192,6 +192,7 @@ fn created_json_is_byte_for_byte_the_cli_output() {
         memory_mib: None,
         networks: vec![record::AttachedNetwork { name: "sbx-proxy".into(), by_sbx: true }],
         gaps: vec!["not create's".into()],
+        persist_size: None,
         egress: None,
     };
     let c = Created {

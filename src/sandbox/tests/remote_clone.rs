@@ -78,7 +78,7 @@ fn existing_session(rig: &Rig) {
 }
 
 fn clone_spec(url: &str) -> SandboxSpec {
-    spec(&["--session", "s", "--persist", "--user", "1000:1001", "--clone", url])
+    spec(&["--session", "s", "--persist", "--persist-size", "unbounded", "--user", "1000:1001", "--clone", url])
 }
 
 /// No `.sbx-clone-*` left in the data dir.

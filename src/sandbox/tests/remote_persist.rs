@@ -69,7 +69,12 @@ fn a_first_remote_persist_makes_a_nosuid_overlay_over_a_backing_volume_naming_no
     rig.fake.push(Output::ok("sbx-state-s\n"));
     rig.fake.push(Output::ok(&overlay_row(&rig)));
     starts_remotely(&rig, plain_run());
-    remote(&rig).create(&spec(&["--session", "s", "--persist"])).unwrap();
+    let made = remote(&rig).create(&spec(&["--session", "s", "--persist", "--persist-size", "unbounded"])).unwrap();
+    assert!(
+        made.warnings.iter().any(|w| w.contains("--persist-size unbounded") && w.contains("sbx audit")),
+        "{:?}",
+        made.warnings
+    );
     let calls = rig.fake.calls();
     let fmt = "[{{json .Name}},{{json .Labels}},{{json .Options}},{{json .Mountpoint}}]";
     let a_owner = format!("sbx.owner={}", rig.token("sbx-data-s"));
@@ -132,6 +137,7 @@ fn a_first_remote_persist_makes_a_nosuid_overlay_over_a_backing_volume_naming_no
     assert_eq!(calls[3..11], want[1..], "{calls:#?}");
     let run = &calls[11];
     assert!(run.contains(&"type=volume,src=sbx-state-s,dst=/state,volume-nocopy".to_string()), "{run:?}");
+    assert!(run.contains(&"sbx.persist-size=unbounded".to_string()), "the record audit fails: {run:?}");
     let fill = rig.fake.inputs();
     assert_eq!(fill.len(), 1);
     assert_eq!(fill[0].0, 7, "the fill is the `cp -a`");
@@ -158,7 +164,9 @@ fn a_second_remote_persist_reuses_both_volumes_and_gives_the_root_to_its_user() 
     rig.fake.push(Output::ok(""));
     rig.fake.push(Output::ok(""));
     starts_remotely(&rig, plain_run());
-    remote(&rig).create(&spec(&["--session", "s", "--persist", "--user", "1234:1235"])).unwrap();
+    remote(&rig)
+        .create(&spec(&["--session", "s", "--persist", "--persist-size", "unbounded", "--user", "1234:1235"]))
+        .unwrap();
     let verbs = rig.fake.verbs();
     assert_eq!(
         verbs,
@@ -174,7 +182,7 @@ fn a_remote_persist_in_use_or_of_a_volume_not_sbx_s_is_refused_untouched() {
     rig.image("");
     helper_ready(&rig);
     rig.fake.push(Output::ok("[\"sbx-000000000001\",\"sbx-state-s\"]\n"));
-    let e = remote(&rig).create(&spec(&["--session", "s", "--persist"])).unwrap_err();
+    let e = remote(&rig).create(&spec(&["--session", "s", "--persist", "--persist-size", "unbounded"])).unwrap_err();
     assert!(matches!(&e, Error::Session(crate::error::SessionError::VolumeInUse { .. })), "{e}");
     assert_eq!(rig.fake.verbs(), ["image inspect", "volume", "ps"]);
 
@@ -212,7 +220,8 @@ fn a_remote_persist_in_use_or_of_a_volume_not_sbx_s_is_refused_untouched() {
         helper_ready(&rig);
         rig.fake.push(Output::ok(""));
         rig.fake.push(Output::ok(&rows(&rig)));
-        let e = remote(&rig).create(&spec(&["--session", "s", "--persist"])).unwrap_err();
+        let e =
+            remote(&rig).create(&spec(&["--session", "s", "--persist", "--persist-size", "unbounded"])).unwrap_err();
         assert!(matches!(&e, Error::Session(crate::error::SessionError::ForeignVolume { .. })), "{what}: {e}");
         assert!(e.to_string().contains(why), "{what}: {e}");
         let calls = rig.fake.calls();
@@ -232,7 +241,7 @@ fn a_remote_persist_in_use_or_of_a_volume_not_sbx_s_is_refused_untouched() {
     rig.fake.push(no_such("sbx-state-s"));
     rig.fake.push(Output::ok("sbx-data-s\n"));
     rig.fake.push(Output::ok("[\"sbx-data-s\",{\"mine\":\"1\"},null,\"/x\"]\n"));
-    let e = remote(&rig).create(&spec(&["--session", "s", "--persist"])).unwrap_err();
+    let e = remote(&rig).create(&spec(&["--session", "s", "--persist", "--persist-size", "unbounded"])).unwrap_err();
     assert!(matches!(&e, Error::Session(crate::error::SessionError::ForeignVolume { .. })), "{e}");
     assert_eq!(rig.fake.verbs(), ["image inspect", "volume", "ps", "volume", "volume", "volume"]);
 }
@@ -329,4 +338,23 @@ fn volumes_on_a_remote_engine_lists_sbx_s_sessions_and_orphaned_backing_volumes(
         ]
     );
     assert_eq!(rig.fake.calls()[0][..2], strs(&["volume", "ls"])[..]);
+}
+
+/// A remote engine's disk is not this machine's to bound: `--persist`
+/// without `--persist-size unbounded` (or with a size) exits 2 before any
+/// docker call.
+#[test]
+fn a_remote_persist_without_an_explicit_unbounded_is_refused_before_any_docker_call() {
+    let rig = Rig::new();
+    for args in [&["--session", "s", "--persist"][..], &["--session", "s", "--persist", "--persist-size", "1GiB"]] {
+        match remote(&rig).create(&spec(args)) {
+            Err(Error::Invalid(i)) => {
+                assert_eq!(i.what, "--persist-size");
+                assert!(i.reason.contains("the engine is remote"), "{i}");
+                assert!(i.hint.as_deref().unwrap_or_default().contains("--persist-size unbounded"), "{i:?}");
+            }
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+    assert!(rig.fake.calls().is_empty(), "{:?}", rig.fake.calls());
 }

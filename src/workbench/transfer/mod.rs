@@ -54,24 +54,7 @@ pub fn host_mode(mode: u32) -> u32 {
 /// `--max-bytes`: a number of bytes with an optional K/M/G/T suffix
 /// (powers of 1024; `KiB`, `K`, `KB` all mean 1024).
 pub fn parse_max_bytes(s: &str) -> Result<u64, crate::error::Invalid> {
-    let bad = || crate::error::Invalid::new("size", s, "expected bytes, optionally with a suffix: 512M, 4GiB, 1T");
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => return Err(bad()),
-    };
-    let v = n.checked_mul(1u64 << shift).ok_or_else(bad)?;
-    if v == 0 {
-        return Err(crate::error::Invalid::new("size", s, "must be more than 0"));
-    }
-    Ok(v)
+    crate::model::size::parse_bytes(s)
 }
 
 #[cfg(test)]

@@ -276,3 +276,13 @@ pub fn sbx_within_fed(w: &World, args: &[&str], env: &[(&str, &str)], input: &[u
     let _ = child.wait();
     None
 }
+
+/// The loop devices backed by `file` (`losetup --associated`).
+pub fn loops_of(file: &std::path::Path) -> Vec<String> {
+    let out = Command::new("losetup")
+        .args(["--list", "--noheadings", "--output", "NAME", "--associated"])
+        .arg(file)
+        .output()
+        .expect("spawn losetup");
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
+}

@@ -162,11 +162,17 @@ impl Drop for World {
             }
         }
         let _ = std::fs::remove_dir_all(&self.socket_root);
-        // A session directory keeps its nosuid bind until `destroy --purge`;
+        // A session directory keeps its nosuid bind (or its image's mount) until `destroy --purge`;
         // a test that failed before purging must not leave it mounted.
         if let Ok(vols) = std::fs::read_dir(self.state_dir.join("volumes")) {
             for v in vols.flatten() {
                 let _ = nix::mount::umount2(&v.path(), nix::mount::MntFlags::MNT_DETACH);
+                // A bounded session's image: its loop device too.
+                if v.file_name().to_string_lossy().contains(".img") {
+                    for dev in super::loops_of(&v.path()) {
+                        let _ = Command::new("losetup").args(["--detach", &dev]).output();
+                    }
+                }
             }
         }
         let _ = std::fs::remove_dir_all(&self.state_dir);

@@ -19,7 +19,7 @@ fn remote(rig: &Rig) -> Driver {
 fn inspect(rig: &Rig, running: bool, paused: bool) -> String {
     let mut v = super::super::tests::good();
     let labels = serde_json::json!({"sbx.managed": "1", "sbx.id": ID, "sbx.routes": "{\"inference\":\"sbx-proxy\"}",
-        "sbx.volume": "sbx-state-s"});
+        "sbx.volume": "sbx-state-s", "sbx.persist-size": "2147483648"});
     v["Config"]["Labels"] = rig.seal(labels);
     v["Name"] = format!("/{ID}").into();
     v["Id"] = CID.into();

@@ -31,6 +31,7 @@ fn plan(s: &SandboxSpec) -> RunPlan<'_> {
         helper: None,
         helper_volume: None,
         volume: None,
+        persist_size: None,
         seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
         hosts: &[],
         family: crate::model::runtime::Family::Runc,
@@ -45,8 +46,8 @@ fn run_argv_no_routes() {
     let labels: Vec<String> = got.windows(2).filter(|w| w[0] == "--label").map(|w| w[1].clone()).collect();
     assert_eq!(
         labels.len(),
-        record::ALL.len() - 7,
-        "every label but sbx.expires, sbx.private, sbx.volume, sbx.channel (direct), sbx.egress, sbx.egress-network (no gate) and sbx.pool (no pool)"
+        record::ALL.len() - 8,
+        "every label but sbx.expires, sbx.private, sbx.volume, sbx.persist-size, sbx.channel (direct), sbx.egress, sbx.egress-network (no gate) and sbx.pool (no pool)"
     );
     assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
     assert!(labels.contains(&"sbx.routes={}".to_string()));
@@ -161,8 +162,11 @@ fn state_dir_replaces_the_state_tmpfs() {
 #[test]
 fn a_session_volume_takes_nothing_from_the_image() {
     let s = spec(CreateRequest { persist: true, session: Some("s".into()), ..Default::default() });
-    let got = strs(container(&RunPlan { volume: Some("sbx-state-s"), ..plan(&s) }, true));
+    let got =
+        strs(container(&RunPlan { volume: Some("sbx-state-s"), persist_size: Some("67108864"), ..plan(&s) }, true));
     assert!(got.contains(&"type=volume,src=sbx-state-s,dst=/state,volume-nocopy".to_string()), "{got:?}");
+    // The bound is on the record audit reads.
+    assert!(got.windows(2).any(|w| w == ["--label", "sbx.persist-size=67108864"]), "{got:?}");
 }
 
 /// Docker's own handling of an image VOLUME is an anonymous volume: host
