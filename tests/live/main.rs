@@ -9,8 +9,6 @@
 
 mod support;
 
-mod attack15;
-mod attack16;
 mod attack_files;
 mod attack_transfer;
 mod boundary;
@@ -28,6 +26,7 @@ mod events;
 mod files_watch;
 mod hardening;
 mod hostile_image;
+mod hostile_lifecycle;
 mod invoker_ids;
 mod lifecycle;
 mod memory;
@@ -38,6 +37,7 @@ mod pool;
 mod pull;
 mod readme_example;
 mod remote;
+mod remote_attack;
 mod remote_audit;
 mod remote_clone;
 mod remote_egress;

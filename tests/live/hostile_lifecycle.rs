@@ -1,4 +1,4 @@
-//! Attack on issue 15's commands (stop/start, pause/resume, events, pull).
+//! A hostile sandbox against the lifecycle commands: stop/start, pause/resume, events, pull.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};

@@ -1,7 +1,6 @@
-//! Attack pass on issue 16 (remote engines), over sshd on loopback
-//! (`support::Remote`): a hostile image and a hostile sandbox against what
-//! sbx does on the engine's side for them. The sandbox side of the audit
-//! attack is `attack16/hidename.c`.
+//! A hostile image and sandbox against a remote engine, over sshd on
+//! loopback (`support::Remote`): what sbx does on the engine's side for
+//! them. The sandbox side of the audit attack is `remote_attack/hidename.c`.
 
 use std::path::PathBuf;
 
@@ -93,7 +92,7 @@ fn a_sandbox_cannot_hide_its_main_process_from_audit_by_its_name() {
     let w = World::new();
     let env = remote.env();
     let tree = ImageTree::new(&[]).for_case(&w).start("ENTRYPOINT [\"/bin/hidename\"]");
-    std::fs::copy(attacker("attack16/hidename.c"), tree.root().join("bin/hidename")).unwrap();
+    std::fs::copy(attacker("remote_attack/hidename.c"), tree.root().join("bin/hidename")).unwrap();
     let img = tree.import();
     let out = w.sbx(&["create", "--image", &img.0, "--label", &w.case_label()]);
     assert_success(&out, "create");
