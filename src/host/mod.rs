@@ -27,3 +27,4 @@ pub mod self_image;
 pub mod socket;
 pub mod state;
 pub mod tarball;
+pub mod uids;

@@ -137,7 +137,7 @@ fn a_first_remote_persist_makes_a_nosuid_overlay_over_a_backing_volume_naming_no
     assert_eq!(fill[0].0, 7, "the fill is the `cp -a`");
     assert_eq!(
         entries(&fill[0].1),
-        [("upper".into(), 1000, 1000, 0o700), ("work".into(), 0, 0, 0o700), ("lower".into(), 0, 0, 0o755)]
+        [("upper".into(), UID.into(), UID.into(), 0o700), ("work".into(), 0, 0, 0o700), ("lower".into(), 0, 0, 0o755)]
     );
     let here = [rig.root.display().to_string(), rig.state.display().to_string()];
     for a in calls.iter().flatten().filter(|a| !a.starts_with("seccomp=")) {
