@@ -52,4 +52,5 @@ mod stop_pause;
 mod stream_ends;
 mod transfer;
 mod trust;
+mod uids;
 mod workbench;
