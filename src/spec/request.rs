@@ -65,7 +65,7 @@ pub struct CreateRequest {
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,
     /// Numeric UID[:GID] [default: a uid (= gid) of the sandbox's own from sbx's range
-    /// 1879048192-1895825407, printed by create; the image's USER is not used]. Group 0 only
+    /// 1879048192-1895825407, shown by `inspect` and `create --json`; the image's USER is not used]. Group 0 only
     /// when given here (UID:0), with a warning. Never your uid, your groups, the docker
     /// socket's group or an id in sbx's range. E.g. --user 1000 to write a --rw dir of uid 1000.
     #[arg(long, value_name = "UID[:GID]")]

@@ -122,14 +122,17 @@ fn no_two_sandboxes_share_a_uid_and_a_persisted_session_keeps_its_own() {
     let gate_uid: u32 = gate.split(':').next().unwrap().parse().unwrap();
     uids.extend([uid_of(&w, &gated.id), gate_uid]);
     // A persisted session: the same uid after destroy and a new create.
-    let p = w.create(&["--persist", "--session", "kept"]);
+    // (Session volumes are the engine's: the name is this test's own.)
+    let session = format!("{}-kept", w.case);
+    let p = w.create(&["--persist", "--session", &session]);
     let kept = uid_of(&w, &p.id);
     assert_success(&p.exec(&["write", "/state/mine"]), "the session's user writes /state");
     drop(p);
-    let p = w.create(&["--persist", "--session", "kept"]);
+    let p = w.create(&["--persist", "--session", &session]);
     assert_eq!(uid_of(&w, &p.id), kept, "a persisted session keeps its uid");
     assert_success(&p.exec(&["write", "/state/mine"]), "and can still write its files");
     uids.push(kept);
+    assert_success(&w.sbx(&["destroy", "--purge", &p.id]), "destroy --purge");
     // A pool member gets its own when made, and a claim keeps it.
     let label = w.case_label();
     assert_success(
