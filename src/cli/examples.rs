@@ -28,7 +28,8 @@ pub const EX_CREATE: &str = "Examples:\n  sbx create --image repo@sha256:<64 hex
   sbx create --image IMG --allow pypi.org --allow files.pythonhosted.org --allow github.com
   sbx create --image IMG --egress observe --ttl 30m
   sbx create --pool agents --session task-42 --ttl 30m    # a ready sandbox from a warm pool (sbx pool)
-  sbx --json create --image IMG -- /bin/server --verbose";
+  sbx --json create --image IMG -- /bin/server --verbose    # \"user\": the uid sbx gave it
+  sbx create --image IMG --rw ./project:/work --user 1000    # share a --rw dir of uid 1000";
 pub const EX_CONNECT: &str = "Examples:\n  echo hello | sbx connect sbx-0123456789ab
   sbx connect --timeout 30s sbx-0123456789ab < request.json";
 pub const EX_REVOKE: &str = "Examples:\n  sbx revoke sbx-0123456789ab inference

@@ -17,7 +17,7 @@ pub fn exec(a: ExecArgs, ctx: &Context) -> Result<u8> {
     }
     // A command in the sandbox is the sandbox: never as the caller's ids either.
     let user = match a.user.as_deref().map(UserSpec::parse).transpose()? {
-        Some(u) => Some(u.not_reserved(&ctx.driver.reserved_ids()?)?),
+        Some(u) => Some(u.not_reserved(&ctx.driver.reserved_ids()?)?.outside_sbx_range("-u")?),
         None => None,
     };
     let user = user.map(|u| format!("{}:{}", u.uid, u.gid));

@@ -105,24 +105,25 @@ const MISSING: &str = "Error: No such container: sbx-00000000000f";
 #[test]
 fn create_prints_the_id_and_its_warnings_on_stderr() {
     let rig = Rig::new();
-    rig.creates("root");
+    rig.creates("node");
     let r = rig.sbx(&["create", "--image", IMG]);
     assert_eq!((r.code, r.stdout.as_str()), (0, "sbx-00000000000f\n"));
-    assert!(r.stderr.starts_with("sbx: warning: ") && r.stderr.contains("root"), "{}", r.stderr);
+    assert!(r.stderr.starts_with("sbx: warning: ") && r.stderr.contains("\"node\" is not used"), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1);
 }
 
 #[test]
 fn create_under_json_prints_one_object_with_the_warnings_in_it() {
     let rig = Rig::new();
-    rig.creates("root");
+    rig.creates("node");
     let r = rig.sbx(&["--json", "create", "--image", IMG]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""));
     assert_eq!(r.stdout.lines().count(), 1);
     let v = json(&r.stdout);
     assert_eq!(v["id"], ID);
     assert_eq!(v["tier"], 2);
-    assert!(v["warnings"][0].as_str().unwrap().contains("root"), "{v}");
+    assert!(v["warnings"][0].as_str().unwrap().contains("\"node\" is not used"), "{v}");
+    assert_eq!(v["user"], crate::sandbox::testing::USER, "the uid sbx chose is in the result");
 }
 
 #[test]

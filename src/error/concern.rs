@@ -329,6 +329,9 @@ pub enum HostError {
     /// its argv (issue 16); refused before any docker call.
     #[error("remote engines: not yet supported: {what}")]
     RemoteUnsupported { what: String },
+    /// Every uid of sbx's range is held or refused (`host::uids`).
+    #[error("no free uid left in sbx's range (table {})", table.display())]
+    UidsExhausted { table: PathBuf },
     /// `sbx man DIR` could not make DIR or write a page there.
     #[error("cannot write man pages into {}: {source}", dir.display())]
     ManDir {
@@ -350,6 +353,7 @@ impl HostError {
             | HostError::SeccompChanged { .. }
             | HostError::ManDir { .. } => "io",
             HostError::RemoteUnsupported { .. } => "remote_unsupported",
+            HostError::UidsExhausted { .. } => "uids_exhausted",
         }
     }
 
@@ -372,6 +376,9 @@ impl HostError {
             | HostError::BadKey { .. }
             | HostError::Json { .. }
             | HostError::SeccompChanged { .. } => None,
+            HostError::UidsExhausted { .. } => {
+                Some("destroy sandboxes you no longer need, then `sbx gc` (it frees the uids of sandboxes gone)".into())
+            }
             HostError::RemoteUnsupported { .. } => Some(
                 "run sbx on the engine's machine (or point it at a local engine: unset DOCKER_HOST, `--context default`); remote support is in progress (issue 16)".into(),
             ),

@@ -1,5 +1,5 @@
 //! Images: one sbx will not run, cannot find, or could not pull (with
-//! their `--json` kind and hint; each exits 1 but a refused config, 2).
+//! their `--json` kind and hint; each exits 1 but a refused config or USER, 2).
 
 use crate::docker::parse::PullFailure;
 
@@ -26,6 +26,9 @@ pub enum ImageError {
     /// A VOLUME or WORKDIR sbx will not mount or make (see `create::image`).
     #[error("image {image} declares {reason}; sbx refuses it")]
     ConfigRefused { image: String, reason: String },
+    /// A USER in sbx's own uid range (`model::ids`): it would be a neighbour's.
+    #[error("image {image} declares USER {user:?}, an id in sbx's own range ({range}), where every id is one sandbox's; sbx refuses it")]
+    UserInSbxRange { image: String, user: String, range: String },
     /// `docker pull` of a pinned image failed; `reason` is docker's first line.
     #[error("could not pull image {image}: {}", pull_why(*why, reason))]
     PullFailed { image: String, why: PullFailure, reason: String },
@@ -55,6 +58,7 @@ impl ImageError {
             ImageError::Redirected { .. } => "image_redirects",
             ImageError::HasSbxLabel { .. } => "image_has_sbx_label",
             ImageError::ConfigRefused { .. } => "image_config_refused",
+            ImageError::UserInSbxRange { .. } => "image_user_in_sbx_range",
             ImageError::PullFailed { .. } => "pull_failed",
             ImageError::PullTimedOut { .. } => "pull_timeout",
             ImageError::PullUnverified { .. } => "pull_unverified",
@@ -75,6 +79,7 @@ impl ImageError {
                 "rebuild the image without the {label:?} label (keys `sbx`, `sbx.*` and `sbx-probe.*`, in any case, are sbx's own), then pass its new digest"
             ),
             ImageError::ConfigRefused { .. } => "rebuild the image without that VOLUME or WORKDIR (or move it to a plain absolute path outside /proc, /sys, /dev and sbx's own mounts), then pass its new digest; nothing was created".into(),
+            ImageError::UserInSbxRange { .. } => "rebuild the image with a USER outside that range (sbx gives the sandbox a uid of its own anyway), or pass --user UID[:GID] outside it; nothing was created".into(),
             ImageError::PullFailed { image, why, .. } => match why {
                 PullFailure::NotFound => format!("check the repository and digest (`docker manifest inspect {image}`, or the digest `docker push` printed); nothing was created"),
                 PullFailure::Denied => format!("log in to the registry (`docker login {}`) or check the repository name, then retry; nothing was created", registry(image)),

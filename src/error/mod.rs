@@ -118,7 +118,9 @@ impl Error {
 
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Invalid(_) | Error::Image(ImageError::ConfigRefused { .. }) => EXIT_INVALID,
+            Error::Invalid(_) | Error::Image(ImageError::ConfigRefused { .. } | ImageError::UserInSbxRange { .. }) => {
+                EXIT_INVALID
+            }
             Error::Explained(e) => e.exit_code(),
             Error::Interrupted { signal } => 128u8.saturating_add(*signal as u8),
             Error::Docker(_)

@@ -2,7 +2,7 @@
 //! the directory bind-mounted read-only at /policy in its gate. Rewritten
 //! atomically (a new file renamed over the old one, inside the directory,
 //! so the gate sees one whole policy or the other). 0755/0644: it holds no
-//! secret and the gate reads it as 65534. Changes (`update`) hold an
+//! secret and the gate reads it as its own uid. Changes (`update`) hold an
 //! exclusive flock on `<data dir>/egress/<id>.lock` around the read, change
 //! and write, so two `sbx allow`/`deny` at once cannot lose one; the lock
 //! sits beside the directory, out of the gate's mount.
@@ -77,7 +77,7 @@ pub fn write(data: &Path, id: &str, policy: &Policy) -> Result<PathBuf> {
     if !meta.is_dir() {
         return Err(io("using", &d, std::io::Error::other("not a directory")));
     }
-    // Whatever the umask: the gate reads it as 65534.
+    // Whatever the umask: the gate reads it as its own uid, not root.
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).map_err(|e| io("creating", &d, e))?;
     let tmp = d.join(format!(".{FILE}.{}", std::process::id()));
     let file = d.join(FILE);

@@ -28,3 +28,4 @@ pub mod self_image;
 pub mod socket;
 pub mod state;
 pub mod tarball;
+pub mod uids;

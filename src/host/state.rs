@@ -77,7 +77,7 @@ impl StateChoice {
 
 /// A process identity that survives pid reuse: the pid and its start time
 /// in clock ticks since boot (field 22 of /proc/PID/stat).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcId {
     pub pid: i32,
     pub start: u64,

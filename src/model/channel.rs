@@ -44,7 +44,7 @@ pub enum Choice {
 }
 
 impl Choice {
-    /// Issue 10 item 7: the sandbox user (65534 by default) binds the socket
+    /// Issue 10 item 7: the sandbox user (a uid of its own) binds the socket
     /// with its umask, so only root can be sure to connect to it from the
     /// host. Anyone else gets the relayed channel, which also keeps what the
     /// sandbox writes to /run/sandbox off the host (issue 9 finding 7).

@@ -6,6 +6,29 @@
 //! per-uid kernel limits (inotify instances, processes) and, with the
 //! socket's group, whatever that group may open on the host. 0 is not
 //! listed here: root has rules of its own (`--user 0` only).
+//!
+//! [`SBX_UIDS`] is the range sbx gives its sandboxes and its own services
+//! ids from, one uid (gid alike) each (`host::uids`): every id there is
+//! one sandbox's, so none is a user's or an image's to take.
+
+/// The first uid (and gid) of sbx's range: above systemd's container
+/// range (0x0008_0000..0x6fff_ffff at most) and below 2^31, where some
+/// tools read a uid as negative.
+pub const SBX_UID_BASE: u32 = 0x7000_0000;
+/// How many uids the range holds (2^24).
+pub const SBX_UID_COUNT: u32 = 1 << 24;
+
+const _: () = assert!(SBX_UID_BASE + SBX_UID_COUNT <= 1 << 31);
+
+/// Whether `id` (a uid or a gid) is in sbx's range.
+pub fn in_sbx_range(id: u32) -> bool {
+    (SBX_UID_BASE..SBX_UID_BASE + SBX_UID_COUNT).contains(&id)
+}
+
+/// The range as the operator reads it.
+pub fn sbx_range_text() -> String {
+    format!("{SBX_UID_BASE}-{}", SBX_UID_BASE + SBX_UID_COUNT - 1)
+}
 
 /// Reserved uids and gids, each with why (said in the refusal).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,5 +87,12 @@ mod tests {
         assert_eq!(r.refuses(1003, 5).as_deref(), Some("uid 1003 is yours"));
         assert_eq!(r.refuses(5, 999).as_deref(), Some("gid 999 is the docker socket's group"));
         assert_eq!(r.refuses(999, 1003), None, "uids and gids are apart");
+    }
+
+    #[test]
+    fn the_range_is_below_2_31_and_above_systemds() {
+        assert!(in_sbx_range(SBX_UID_BASE) && in_sbx_range(SBX_UID_BASE + SBX_UID_COUNT - 1));
+        assert!(!in_sbx_range(SBX_UID_BASE - 1) && !in_sbx_range(SBX_UID_BASE + SBX_UID_COUNT));
+        assert_eq!(sbx_range_text(), "1879048192-1895825407");
     }
 }

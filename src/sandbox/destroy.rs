@@ -147,6 +147,7 @@ impl Driver {
             for id in &mine {
                 state.forget(id);
             }
+            self.release_sandbox_uids(&mine.iter().map(|id| id.to_string()).collect::<Vec<_>>());
         }
         if let Some(e) = failure {
             return Err(e);
@@ -172,6 +173,7 @@ impl Driver {
         let failure =
             self.first_failure(failed.into_iter().map(|(b, e)| (b.iter().filter_map(name).collect(), e)).collect());
         let gone: Vec<Target> = targets.into_iter().filter(|t| !kept.contains(&t.container)).collect();
+        self.release_sandbox_uids(&gone.iter().map(|t| t.id.clone()).collect::<Vec<_>>());
         let gated: Vec<&Target> = gone.iter().filter(|t| t.gate.is_some()).collect();
         if !gated.is_empty() {
             let ids: Vec<String> = gated.iter().map(|t| t.id.clone()).collect();

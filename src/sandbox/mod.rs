@@ -23,6 +23,7 @@ mod remote_state;
 mod revoke;
 mod start_remote;
 mod ttl;
+mod uids;
 mod volumes;
 
 pub use create::Created;
@@ -54,6 +55,8 @@ pub type InterruptCheck = Arc<dyn Fn() -> Option<i32> + Send + Sync>;
 pub type IdSource = Arc<dyn Fn() -> String + Send + Sync>;
 /// The ids no sandbox on an engine may run as (`host::invoker::reserved`).
 pub type ReservedIds = Arc<dyn Fn(&Engine) -> Reserved + Send + Sync>;
+/// A number: where the search for a free uid starts (see `host::uids`).
+pub type UidStart = Arc<dyn Fn() -> u32 + Send + Sync>;
 
 /// The state directory and the key that proves what this host made.
 pub struct HostState {
@@ -78,6 +81,10 @@ pub struct Driver {
     engine_choice: EngineChoice,
     engine: OnceLock<Engine>,
     reserved: ReservedIds,
+    /// Where the uid table is (`host::uids`); None: where `uid_table` says.
+    uid_table: Option<PathBuf>,
+    /// Where a new uid's search starts in sbx's range (random).
+    uid_start: UidStart,
 }
 
 impl Driver {
@@ -96,6 +103,8 @@ impl Driver {
             engine_choice: EngineChoice::default(),
             engine: OnceLock::new(),
             reserved: Arc::new(crate::host::invoker::reserved),
+            uid_table: None,
+            uid_start: Arc::new(rand::random::<u32>),
         }
     }
 
@@ -216,6 +225,13 @@ impl Driver {
         Ok((self.reserved)(self.engine()?))
     }
 
+    /// The uid table in `dir` and its searches starting at `start` (tests).
+    pub fn with_uids(mut self, dir: PathBuf, start: UidStart) -> Self {
+        self.uid_table = Some(dir);
+        self.uid_start = start;
+        self
+    }
+
     pub fn with_ids(mut self, ids: IdSource) -> Self {
         self.new_id = ids;
         self
@@ -325,6 +341,8 @@ impl Driver {
             return Err(status_error(&args, &out).into());
         }
         let raws = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?;
+        // Every sbx's sandboxes, on this engine: what the uid table keeps.
+        self.prune_uids(&raws);
         let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect();
         crate::sandbox::gc::plan::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
         read_allowlists(&mut recs, &state.dir);

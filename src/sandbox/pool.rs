@@ -284,7 +284,9 @@ impl Driver {
     pub fn pool_members(&self, name: &str) -> Result<Vec<RawContainer>> {
         let out = run_ok(&*self.exec, &argv::list())?;
         let HostState { key, .. } = self.state()?;
-        Ok(parse::parse_ps(&out.stdout_str(), "docker ps")?
+        let all = parse::parse_ps(&out.stdout_str(), "docker ps")?;
+        self.prune_uids(&all);
+        Ok(all
             .into_iter()
             .filter(|r| r.is_sbx(key) && r.labels.get(record::POOL).map(String::as_str) == Some(name))
             .collect())

@@ -249,6 +249,8 @@ impl Driver {
             }
         }
         let _ = std::fs::remove_file(persist::remote_lock_path(&state.dir, session));
+        // Its files are gone: the session's uid may be another's now.
+        self.release_uids(&[crate::host::uids::Holder::Session(session.to_string())]);
         Ok(volume)
     }
 

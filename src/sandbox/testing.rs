@@ -27,6 +27,12 @@ pub const MOUNTINFO: &str = "\
 /// The user the rig's sbx runs as: uid [`CALLER`] in groups [`CALLER`] and
 /// [`DOCKER_GID`], the docker socket's (fixed, so no test depends on who runs it).
 pub const CALLER: u32 = 4321;
+/// Where the rig's driver starts looking for a free uid in sbx's range.
+pub const UID_START: u32 = 0x4242;
+/// The first uid (and gid) the rig's driver hands out, the second is one more.
+pub const UID: u32 = crate::model::ids::SBX_UID_BASE + UID_START;
+/// [`UID`] as the `sbx.user` label and `--user` say it.
+pub const USER: &str = "1879065154:1879065154";
 pub const DOCKER_GID: u32 = 4999;
 
 pub fn reserved() -> crate::model::ids::Reserved {
@@ -72,6 +78,17 @@ impl Rig {
             .with_proc(proc)
             .with_exe(exe)
             .with_reserved(Arc::new(|_| reserved()))
+            .with_uids(self.root.with_extension("uids"), Arc::new(|| UID_START))
+    }
+
+    /// The uids the driver's table holds, with what holds them.
+    pub fn uids_held(&self) -> Vec<(u32, crate::host::uids::Holder)> {
+        let file = self.root.with_extension("uids").join("uids.json");
+        let entries: Vec<crate::host::uids::Entry> = match std::fs::read(file) {
+            Ok(b) => serde_json::from_slice(&b).unwrap(),
+            Err(_) => Vec::new(),
+        };
+        entries.into_iter().map(|e| (e.uid, e.holder)).collect()
     }
 
     /// The small stand-in for sbx's executable (written once: its identity

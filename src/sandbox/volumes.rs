@@ -27,7 +27,10 @@ impl Driver {
         if out.status != 0 && !parse::no_such_volume(&out.stderr_str()) {
             return Err(status_error(&args, &out).into());
         }
-        remove_session_state(state, session)
+        remove_session_state(state, session)?;
+        // Its files are gone: the session's uid may be another's now.
+        self.release_uids(&[crate::host::uids::Holder::Session(session.to_string())]);
+        Ok(())
     }
 
     /// `sbx volumes rm KEY`: the session's volume (only one this host made),

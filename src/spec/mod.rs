@@ -35,8 +35,8 @@ pub const DEFAULT_MEMORY_MIB: u64 = 4096;
 /// the host's count). CIS 5.12 / docker-bench 1.6 warn on an unlimited CPU.
 pub const DEFAULT_CPUS: &str = "1";
 pub const DEFAULT_SOCKET_WAIT: Duration = Duration::from_secs(90);
-/// The uid:gid a sandbox runs as when nothing else says (the conventional
-/// `nobody`, which owns no files on the host).
+/// The conventional `nobody`: what a sandbox label that names no user (one
+/// made before sbx chose uids) is read as.
 pub const NOBODY: u32 = 65534;
 /// The kernel's PID_MAX_LIMIT on 64-bit: runc fails to write a larger
 /// pids.max at start (issue 9 finding 12), so larger values are refused here.
@@ -136,7 +136,8 @@ pub fn parse_setup(s: &str) -> Result<Vec<String>, Invalid> {
 /// What to do when a user is refused as reserved (see `model::ids`).
 pub const RESERVED_HINT: &str =
     "pass --user UID:GID with ids that are neither yours, nor your groups', nor the docker \
-    socket's (e.g. --user 65534:65534); to let it write a --rw mount, give that uid access (setfacl -m u:UID:rwX DIR)";
+    socket's, or no --user (sbx gives the sandbox a uid of its own and prints it); to let it write a --rw mount, \
+    give that uid access (setfacl -m u:UID:rwX DIR)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UserSpec {
@@ -182,10 +183,22 @@ impl UserSpec {
         }
     }
 
-    /// The image's `Config.User`, if it is a numeric non-root user.
-    pub fn from_image(user: &str) -> Option<Self> {
-        let u = UserSpec::parse(user).ok()?;
-        (u.uid != 0).then_some(u)
+    /// `--user` (or `exec -u`, as `what`): exit 2 when an id is in sbx's own
+    /// range (`model::ids`): every id there is one sandbox's, whose kernel
+    /// limits a second process of that uid would share.
+    pub fn outside_sbx_range(self, what: &'static str) -> Result<Self, Invalid> {
+        match [self.uid, self.gid].into_iter().find(|i| crate::model::ids::in_sbx_range(*i)) {
+            None => Ok(self),
+            Some(id) => Err(Invalid::new(
+                what,
+                format!("{}:{}", self.uid, self.gid),
+                format!(
+                    "{id} is in sbx's own range ({}), where every id is one sandbox's and its kernel limits with it",
+                    crate::model::ids::sbx_range_text()
+                ),
+            )
+            .hint("pass ids outside that range, or no --user: sbx gives each sandbox a uid of its own")),
+        }
     }
 }
 

@@ -66,9 +66,10 @@ pub struct CreateRequest {
     /// Label K=V added to the container (sbx.* is reserved). Repeatable.
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,
-    /// Numeric UID[:GID] [default: the image's numeric non-root user, else 65534:65534].
-    /// Group 0 only when given here (UID:0), with a warning; never from the image. Never
-    /// your uid, your groups or the docker socket's group (an image's become 65534).
+    /// Numeric UID[:GID] [default: a uid (= gid) of the sandbox's own from sbx's range
+    /// 1879048192-1895825407, shown by `inspect` and `create --json`; the image's USER is not used]. Group 0 only
+    /// when given here (UID:0), with a warning. Never your uid, your groups, the docker
+    /// socket's group or an id in sbx's range. E.g. --user 1000 to write a --rw dir of uid 1000.
     #[arg(long, value_name = "UID[:GID]")]
     pub user: Option<String>,
     /// How long to wait for the sandbox to bind its socket; 0 returns once it runs [default: 90s].
@@ -208,7 +209,8 @@ impl SandboxSpec {
             return Err(Invalid::new("--pids", pids.to_string(), format!("the kernel allows at most {MAX_PIDS}")));
         }
         let env = req.env.iter().map(|e| parse_env(e)).collect::<Result<_, _>>()?;
-        let user = req.user.as_deref().map(UserSpec::parse).transpose()?;
+        let user =
+            req.user.as_deref().map(UserSpec::parse).transpose()?.map(|u| u.outside_sbx_range("--user")).transpose()?;
         // Root's links in a writable host mount would be root's own, the one
         // owner `sbx cp` follows a link of (see `workbench::transfer::host`).
         if user.is_some_and(|u| u.uid == 0) && (!mounts.iter().all(|m| m.readonly) || state_dir.is_some()) {

@@ -135,6 +135,10 @@ fn a_private_route_reaches_only_its_port_through_sbxs_forwarder() {
     let rec = json(&w.sbx(&["inspect", &id]));
     assert_eq!(rec["tier"], 2, "{rec}");
     assert!(rec.get("gaps").is_none(), "{rec}");
+    // The forwarder runs as a uid of its own, not the sandbox's.
+    let fwd_user = docker_ok(&["inspect", "--format", "{{.Config.User}}", &format!("{id}-svc.fwd")]);
+    let fwd_uid: u32 = fwd_user.split(':').next().unwrap().parse().unwrap();
+    assert!((0x7000_0000..0x7100_0000).contains(&fwd_uid) && fwd_uid != sb.uid(), "the forwarder runs as {fwd_user}");
 
     assert_success(&sb.exec(&["dial", &format!("{}:8080", svc.name)]), "the route's port, by the route's name");
     let t = Instant::now();
@@ -162,7 +166,7 @@ fn a_private_route_reaches_only_its_port_through_sbxs_forwarder() {
          {{.HostConfig.NanoCpus}} {{.HostConfig.Memory}} {{.HostConfig.PidsLimit}} {{index .Config.Labels \"sbx.forward-of\"}}",
         &fwd,
     ]);
-    assert!(hardening.starts_with("true [ALL] 65534:65534 [no-new-privileges seccomp="), "{hardening}");
+    assert!(hardening.starts_with(&format!("true [ALL] {fwd_user} [no-new-privileges seccomp=")), "{hardening}");
     assert!(hardening.ends_with(&format!("500000000 67108864 16 {id}")), "{hardening}");
     let audit = w.sbx(&["audit", &id]);
     assert_success(&audit, "audit of a forwarded route");

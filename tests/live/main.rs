@@ -54,4 +54,5 @@ mod stop_pause;
 mod stream_ends;
 mod transfer;
 mod trust;
+mod uids;
 mod workbench;

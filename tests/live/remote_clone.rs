@@ -69,7 +69,7 @@ fn clone_into_a_remote_session_lands_as_the_sandbox_user_s_keeps_its_work_and_ne
     assert_eq!(sb.exec(&["read", "/state/workspace/README"]).stdout, b"from the repo\n");
     let ws = backing_dir(&session).join("upper/workspace");
     for p in [ws.clone(), ws.join("README"), ws.join(".git/HEAD")] {
-        assert_eq!(stat(&p).map(|s| s.0), Some(65534), "{} is not the sandbox user's", p.display());
+        assert_eq!(stat(&p).map(|s| s.0), Some(sb.uid()), "{} is not the sandbox user's", p.display());
     }
     assert_success(&sb.exec(&["write", "/state/workspace/by-sandbox"]), "the sandbox user writes its clone");
     assert_success(&sbx(&w, &["destroy", &sb.id], &env), "destroy keeps the volumes");

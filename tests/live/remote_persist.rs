@@ -109,11 +109,12 @@ fn a_persistent_session_lives_on_the_remote_engine_nosuid_nocopy_and_the_sandbox
     assert_exit(&sb.exec(&["exists", "/state/from-image"]), 1, "the image's /state is not copied in");
     assert_exit(&sb.exec(&["exists", "/state/suid"]), 1, "nor its setuid binary");
     assert_nosuid_nodev(&sb, "first sandbox");
-    assert_eq!(state_root(&sb), (65534, 65534, 0o700), "the /state root is the sandbox user's");
+    let uid = sb.uid();
+    assert_eq!(state_root(&sb), (uid, uid, 0o700), "the /state root is the sandbox user's");
     let mounts = sb.inspect("{{range .Mounts}}{{.Type}} {{.Name}} {{.Destination}};{{end}}");
     assert!(mounts.contains(&format!("volume sbx-state-{session} /state;")), "{mounts}");
     let upper = backing_dir(&session).join("upper");
-    assert_eq!(owner_mode(&upper), (65534, 65534, 0o700));
+    assert_eq!(owner_mode(&upper), (uid, uid, 0o700));
     assert!(upper.join("kept").exists(), "the write is in the backing volume");
 
     // One writer at a time, and not removed while in use.
@@ -133,7 +134,7 @@ fn a_persistent_session_lives_on_the_remote_engine_nosuid_nocopy_and_the_sandbox
     assert_nosuid_nodev(&sb, "after docker restart");
     let out = docker(&["exec", &sb.id, "/state/planted-suid", "status"]);
     assert_success(&out, "run the planted setuid binary");
-    assert!(stdout(&out).contains("Uid:\t65534\t65534\t65534\t65534"), "{}", stdout(&out));
+    assert!(stdout(&out).contains(&format!("Uid:\t{uid}\t{uid}\t{uid}\t{uid}")), "{}", stdout(&out));
 
     // The sandbox plants what would mislead a fill resolved in /state:
     // links named like the backing directories, to /etc and /.
@@ -163,7 +164,7 @@ fn a_persistent_session_lives_on_the_remote_engine_nosuid_nocopy_and_the_sandbox
         "a planted link was followed"
     );
     assert!(std::fs::symlink_metadata(upper.join("upper")).unwrap().file_type().is_symlink(), "the sandbox's link");
-    assert_eq!(owner_mode(&upper.join("kept")).0, 65534, "the content keeps its owner: sbx never walks it");
+    assert_eq!(owner_mode(&upper.join("kept")).0, uid, "the content keeps its owner: sbx never walks it");
 
     let out = sbx(&w, &["destroy", "--purge", &sb.id], &env);
     assert_success(&out, "destroy --purge over ssh");

@@ -25,11 +25,13 @@ pub struct ForwardPlan<'a> {
     pub alias: &'a str,
     /// The routes' ports to relay, each to the same port of the service.
     pub ports: &'a [u16],
+    /// The uid (= gid) it runs as: the sandbox's services' own (`host::uids`).
+    pub uid: u32,
 }
 
 /// `docker run -d` of the forwarder, hardened like the egress gate: no
 /// capabilities, no new privileges, sbx's seccomp profile, read-only root,
-/// nobody, bounded memory, CPU, processes, files and log, no healthcheck.
+/// its own uid, bounded memory, CPU, processes, files and log, no healthcheck.
 /// Only the sandbox's network at start: the forwarder listens on the
 /// addresses it has then, and is connected upstream afterwards.
 pub fn forward_run(p: &ForwardPlan) -> Vec<OsString> {
@@ -43,6 +45,7 @@ pub fn forward_run(p: &ForwardPlan) -> Vec<OsString> {
             log: (forward::LOG_MAX_SIZE, forward::LOG_MAX_FILES),
             limits: (forward::MEMORY, forward::CPUS, forward::PIDS, forward::NOFILE),
             network: (p.network, p.alias),
+            uid: p.uid,
         },
     );
     a.extend(os(&["--entrypoint", "/sbx", "--", p.image, "__forward", "--upstream", forward::UPSTREAM_ALIAS]));
@@ -77,6 +80,7 @@ mod tests {
             network: "sbx-0123456789ab-inference",
             alias: "proxy",
             ports: &[8080, 9000],
+            uid: 1879048201,
         };
         assert_eq!(
             strs(forward_run(&p)),
@@ -105,7 +109,7 @@ mod tests {
                 "--log-opt",
                 "max-file=2",
                 "--user",
-                "65534:65534",
+                "1879048201:1879048201",
                 "--memory",
                 "64m",
                 "--memory-swap",

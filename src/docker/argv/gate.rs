@@ -25,6 +25,8 @@ pub struct GatePlan<'a> {
     pub seccomp: &'a Path,
     /// The resolver the gate asks (`--egress-dns`).
     pub dns: Option<&'a str>,
+    /// The uid (= gid) it runs as: the sandbox's services' own (`host::uids`).
+    pub uid: u32,
 }
 
 /// Where the gate's /policy comes from.
@@ -36,7 +38,7 @@ pub enum PolicySource<'a> {
     /// filled with `docker cp` before the gate starts and on every change:
     /// no path of this machine in the argv. Mounted read-write, since
     /// docker refuses a `docker cp` into a read-only mount; the files are
-    /// root's and the gate runs as 65534 without capabilities, so it still
+    /// root's and the gate runs as its own uid without capabilities, so it still
     /// cannot change its own policy.
     Volume,
 }
@@ -68,9 +70,11 @@ pub(super) struct OwnService<'a> {
     pub limits: (&'a str, &'a str, u32, &'a str),
     /// The one network it starts on, and its alias there.
     pub network: (&'a str, &'a str),
+    /// The uid (= gid) it runs as.
+    pub uid: u32,
 }
 
-/// Its ownership labels, sbx's hardening, nobody, bounded memory, CPU,
+/// Its ownership labels, sbx's hardening, its own uid, bounded memory, CPU,
 /// processes, files and core dumps, one network under an alias, and a
 /// read-only root.
 pub(super) fn own_service(a: &mut Vec<OsString>, s: &OwnService) {
@@ -79,7 +83,8 @@ pub(super) fn own_service(a: &mut Vec<OsString>, s: &OwnService) {
     super::run::harden(a, s.seccomp, s.log.0, s.log.1);
     let (memory, cpus, pids, nofile) = s.limits;
     let pids = pids.to_string();
-    a.extend(os(&["--user", "65534:65534", "--memory", memory, "--memory-swap", memory, "--cpus", cpus]));
+    let user = format!("{0}:{0}", s.uid);
+    a.extend(os(&["--user", &user, "--memory", memory, "--memory-swap", memory, "--cpus", cpus]));
     a.extend(os(&["--pids-limit", &pids, "--ulimit", nofile, "--ulimit", "core=0:0"]));
     a.extend(os(&["--network", s.network.0, "--network-alias", s.network.1, "--read-only"]));
 }
@@ -98,6 +103,7 @@ fn gate_args(p: &GatePlan, head: &[&str]) -> Vec<OsString> {
             log: (gate::LOG_MAX_SIZE, gate::LOG_MAX_FILES),
             limits: (gate::MEMORY, gate::CPUS, gate::PIDS, gate::NOFILE),
             network: (&network, gate::ALIAS),
+            uid: p.uid,
         },
     );
     let mut push = |k: &str, v: String| {
@@ -181,6 +187,7 @@ mod tests {
             policy: PolicySource::Dir(Path::new("/var/lib/sbx/egress/sbx-0123456789ab")),
             seccomp: Path::new("/var/lib/sbx/seccomp/sbx-seccomp-0123.json"),
             dns,
+            uid: 1879048200,
         }
     }
 
@@ -213,7 +220,7 @@ mod tests {
                 "--log-opt",
                 "max-file=2",
                 "--user",
-                "65534:65534",
+                "1879048200:1879048200",
                 "--memory",
                 "128m",
                 "--memory-swap",

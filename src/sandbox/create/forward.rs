@@ -52,6 +52,7 @@ impl Driver {
         owner: &str,
         ready: Option<&ForwardReady>,
         forwards: &'a [Forward],
+        uid: u32,
     ) -> Result<Option<ForwardJobs<'a>>> {
         let Some(ready) = ready else { return Ok(None) };
         let mut jobs = Vec::new();
@@ -64,6 +65,7 @@ impl Driver {
                 network: &f.network,
                 alias: &f.alias,
                 ports: &f.ports,
+                uid,
             };
             jobs.push((self.exec.spawn(&argv::forward_run(&plan))?, f));
         }

@@ -34,13 +34,15 @@ pub(super) struct GateArgs<'a> {
     pub(super) ready: &'a GateReady,
     pub(super) policy_dir: &'a Path,
     pub(super) remote: bool,
+    /// The uid it runs as (the sandbox's services').
+    pub(super) uid: u32,
 }
 
 impl GateArgs<'_> {
     fn plan<'b>(&'b self, image: &'b str, dns: &'b Option<String>) -> argv::GatePlan<'b> {
         let policy = if self.remote { argv::PolicySource::Volume } else { argv::PolicySource::Dir(self.policy_dir) };
         let (id, owner, seccomp) = (self.id, self.owner, self.ready.seccomp.as_path());
-        argv::GatePlan { id, owner, image, policy, seccomp, dns: dns.as_deref() }
+        argv::GatePlan { id, owner, image, policy, seccomp, dns: dns.as_deref(), uid: self.uid }
     }
 
     fn dns(&self) -> Option<String> {

@@ -16,6 +16,8 @@ mod volume;
 
 pub(super) use start::Boot;
 pub(super) use user::choose_user;
+#[cfg(test)]
+pub(super) use user::image_user_warning;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,6 +33,7 @@ use crate::error::{ImageError, RouteError, SandboxError};
 use crate::host::channel::Kind;
 use crate::host::socket;
 use crate::host::state::{self, ProcId};
+use crate::host::uids::Holder;
 use crate::model::boundary::{self, Gap};
 use crate::model::record::Record;
 use crate::sandbox::boundary::assess;
@@ -183,7 +186,7 @@ impl Driver {
         let image_volumes = image::volume_tmpfs(&image_config.volumes, spec, remote).map_err(refused)?;
         image::check_working_dir(&image_config.working_dir, spec).map_err(refused)?;
         let image_user = image_config.user;
-        let user = choose_user(flag_user, &image_user, &reserved, &mut warnings)?;
+        let chosen = choose_user(flag_user, img, &image_user, &mut warnings)?;
         let gaps = assess(&id, &spec.routes, &routes.networks, &routes.info);
         if spec.strict_egress && !gaps.is_empty() {
             return Err(Error::Route(RouteError::NotContained { gaps }));
@@ -205,6 +208,13 @@ impl Driver {
         // writes the route hosts itself and the resolver stays contained.
         let dns = (!routes.networks.is_empty() && (all_internal || resolve_hosts)).then_some(boundary::CONTAINED_DNS);
         self.check_interrupt()?;
+
+        let (user, lease) = self.sandbox_user(chosen, spec, &id, &image_user, &mut warnings)?;
+        // The gate's and forwarders' own: no neighbour's service shares its limits.
+        let service = (spec.egress.is_some() || !routes.forwards.is_empty())
+            .then(|| self.claim_uid(Holder::Service(id.clone()), None))
+            .transpose()?;
+        let service_uid = service.as_ref().map_or(crate::spec::NOBODY, |l| l.uid);
 
         let now = SystemTime::now();
         let created_at = humantime::format_rfc3339_seconds(now).to_string();
@@ -280,11 +290,18 @@ impl Driver {
         };
         undo.forwarders(forward_ready.is_some());
         self.make_private(&id, &owner, &routes.private)?;
-        let mut forward_jobs = self.spawn_forwarders(&id, &owner, forward_ready.as_ref(), &routes.forwards)?;
+        let mut forward_jobs =
+            self.spawn_forwarders(&id, &owner, forward_ready.as_ref(), &routes.forwards, service_uid)?;
         let mut gate_job = match (&spec.egress, &gate, &policy_dir) {
-            (Some(e), Some(ready), Some(policy_dir)) => {
-                Some(self.spawn_gate(gate::GateArgs { id: &id, owner: &owner, e, ready, policy_dir, remote })?)
-            }
+            (Some(e), Some(ready), Some(policy_dir)) => Some(self.spawn_gate(gate::GateArgs {
+                id: &id,
+                owner: &owner,
+                e,
+                ready,
+                policy_dir,
+                remote,
+                uid: service_uid,
+            })?),
             _ => None,
         };
         // Where sbx resolves route hosts, the gate must be on its network
@@ -358,6 +375,7 @@ impl Driver {
             self.warn("sandbox_record", &format!("could not write the sandbox record: {e}"));
         }
         undo.commit();
+        [lease, service].into_iter().flatten().for_each(super::uids::Lease::keep);
         let mut record = raw.record(expires, now);
         if let (Some(info), Some(e)) = (record.egress.as_mut(), &spec.egress) {
             info.allow = Some(e.policy.rules.iter().map(ToString::to_string).collect());

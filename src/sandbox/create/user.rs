@@ -1,25 +1,26 @@
-//! Which uid:gid a sandbox runs as: `--user`, else the image's USER when it
-//! is numeric and neither root nor a reserved id (`model::ids`), else nobody.
+//! Which uid:gid a sandbox runs as: `--user`, else one of sbx's own range
+//! (`host::uids`), whatever the image's USER says, so no two sandboxes
+//! share the kernel's per-uid limits (see `model::ids`).
 
-use crate::model::ids::Reserved;
-use crate::model::invalid::Invalid;
-use crate::spec::{UserSpec, NOBODY};
+use crate::error::{ImageError, Result};
+use crate::host::uids::Holder;
+use crate::model::ids::{in_sbx_range, sbx_range_text};
+use crate::sandbox::uids::Lease;
+use crate::sandbox::Driver;
+use crate::spec::{SandboxSpec, UserSpec};
 
-/// Never root unless asked for by `--user 0`; otherwise the image's numeric
-/// non-root user, otherwise nobody.
-/// gid 0 only when asked for by `--user X:0`, with a warning; the image's
-/// USER never yields it (group root makes root's group-writable files the
-/// sandbox's).
-/// Never a `reserved` id (the caller's uid or groups, the docker socket's
-/// owner or group): `flag` was checked by [`UserSpec::not_reserved`]; the image's are
-/// replaced as uid 0 is, with a warning, and when the replacement is
-/// reserved too (sbx run as nobody) the create is refused (exit 2).
+/// `flag` (checked by `UserSpec::not_reserved` and `outside_sbx_range`),
+/// with a warning for root or group 0; None: the sandbox gets a uid of its
+/// own. An image USER inside sbx's range is refused: it would run as a
+/// neighbour's uid and share its limits. Any other is not used (named,
+/// numeric or root alike: a number sbx has not handed out may be a host
+/// account's or another sandbox's by `--user`); see [`image_user_warning`].
 pub(in crate::sandbox) fn choose_user(
     flag: Option<UserSpec>,
+    image: &str,
     image_user: &str,
-    reserved: &Reserved,
     warnings: &mut Vec<String>,
-) -> std::result::Result<UserSpec, Invalid> {
+) -> std::result::Result<Option<UserSpec>, ImageError> {
     if let Some(u) = flag {
         if u.uid == 0 {
             warnings.push(
@@ -31,52 +32,58 @@ pub(in crate::sandbox) fn choose_user(
                 u.uid
             ));
         }
-        return Ok(u);
+        return Ok(Some(u));
     }
-    let pass = "pass --user UID[:GID] to choose";
-    let chosen = match UserSpec::from_image(image_user) {
-        Some(u) if reserved.why_uid(u.uid).is_some() => {
-            let why = reserved.refuses(u.uid, u.gid).unwrap_or_default();
-            warnings.push(format!(
-                "the image's user {image_user:?} is not used: {why}; running as {NOBODY}:{NOBODY} instead ({pass})"
-            ));
-            UserSpec { uid: NOBODY, gid: NOBODY }
+    let in_range = image_user.split(':').any(|p| p.parse::<u32>().is_ok_and(in_sbx_range));
+    if in_range {
+        return Err(ImageError::UserInSbxRange {
+            image: image.to_string(),
+            user: image_user.to_string(),
+            range: sbx_range_text(),
+        });
+    }
+    Ok(None)
+}
+
+/// The warning for an image that asked for a specific non-root user, now
+/// run as `uid`; none for no USER or root.
+pub(in crate::sandbox) fn image_user_warning(image_user: &str, uid: u32) -> Option<String> {
+    let name = image_user.split(':').next().unwrap_or_default();
+    if name.is_empty() || name == "0" || name == "root" {
+        return None;
+    }
+    Some(format!(
+        "the image's user {image_user:?} is not used: the sandbox runs as {uid}:{uid}, a uid of its own \
+         (pass --user UID[:GID] to choose)"
+    ))
+}
+
+impl Driver {
+    /// The user `chosen` (the flag's), else a uid claimed before anything of
+    /// the sandbox exists and freed if the create fails: a persisted
+    /// session's (kept for the session's life: its files are the uid's),
+    /// else the sandbox's own.
+    pub(super) fn sandbox_user(
+        &self,
+        chosen: Option<UserSpec>,
+        spec: &SandboxSpec,
+        id: &str,
+        image_user: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<(UserSpec, Option<Lease<'_>>)> {
+        if let Some(u) = chosen {
+            return Ok((u, None));
         }
-        Some(u) if u.gid == 0 || reserved.why_gid(u.gid).is_some() => {
-            // The group replaced as gid 0 always was: by the uid, unless
-            // that names a reserved group too.
-            let gid = if reserved.why_gid(u.uid).is_none() { u.uid } else { NOBODY };
-            let why = match u.gid {
-                0 => format!(
-                    "has group 0 (root); running as {}:{gid} instead (pass --user {}:0 to keep group 0)",
-                    u.uid, u.uid
-                ),
-                g => format!(
-                    "is not used: gid {g} is {}; running as {}:{gid} instead ({pass})",
-                    reserved.why_gid(g).unwrap_or_default(),
-                    u.uid
-                ),
-            };
-            warnings.push(format!("the image's user {image_user:?} {why}"));
-            UserSpec { uid: u.uid, gid }
-        }
-        Some(u) => return Ok(u),
-        None => {
-            if !image_user.is_empty() {
-                warnings.push(format!(
-                    "the image's user {image_user:?} is not a numeric non-root user; running as {NOBODY}:{NOBODY} ({pass})"
-                ));
+        let lease = match (spec.persist, &spec.session) {
+            (true, Some(session)) => {
+                let local = !self.engine()?.is_remote();
+                let data = &self.state()?.state.dir;
+                let prefer = local.then(|| self.session_uid(data, session)).flatten();
+                self.claim_uid(Holder::Session(session.clone()), prefer)?
             }
-            UserSpec { uid: NOBODY, gid: NOBODY }
-        }
-    };
-    match reserved.refuses(chosen.uid, chosen.gid) {
-        None => Ok(chosen),
-        Some(why) => Err(Invalid::new(
-            "image user",
-            image_user,
-            format!("sbx would run it as {}:{}, but {why}", chosen.uid, chosen.gid),
-        )
-        .hint(crate::spec::RESERVED_HINT)),
+            _ => self.claim_uid(Holder::Sandbox(id.to_string()), None)?,
+        };
+        warnings.extend(image_user_warning(image_user, lease.uid));
+        Ok((UserSpec { uid: lease.uid, gid: lease.uid }, Some(lease)))
     }
 }

@@ -109,10 +109,10 @@ impl Driver {
             .filter(|n| n.owner == state::owner_token(key, &n.sandbox))
             .collect();
         let out = run_ok(&*self.exec, &argv::list())?;
-        let owned: Vec<RawContainer> = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?
-            .into_iter()
-            .filter(|r| r.is_sbx(key))
-            .collect();
+        let all = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?;
+        // Every sbx's sandboxes on this engine: what the uid table keeps.
+        self.prune_uids(&all);
+        let owned: Vec<RawContainer> = all.into_iter().filter(|r| r.is_sbx(key)).collect();
         let creating = state.creating();
         let my_creating: Vec<_> = creating.iter().filter(|c| mine(&c.id)).cloned().collect();
         // Ids with state to forget once their container is gone: expiries,

@@ -19,7 +19,7 @@ fn create_without_routes_is_three_calls() {
     // The helper's directory is mounted AT /run/sbx (a mount point), read-only.
     assert!(calls[1].iter().any(|a| a.starts_with("type=bind,src=") && a.ends_with(",dst=/run/sbx,readonly")));
     assert_eq!(calls[0], ["image", "inspect", "--format", crate::docker::parse::IMAGE_FORMAT, "--", IMG]);
-    assert_eq!((c.record.id.as_str(), c.record.tier, c.record.user.as_str()), (ID, 2, "65534:65534"));
+    assert_eq!((c.record.id.as_str(), c.record.tier, c.record.user.as_str()), (ID, 2, USER));
     assert_eq!(c.record.socket, rig.sock_dir().join("sandbox.sock").display().to_string());
     assert!(c.warnings.is_empty());
     let run = &calls[1];
@@ -44,7 +44,7 @@ fn create_with_routes_attaches_the_rest_before_start() {
     assert_eq!(calls[1][5..], ["sbx-proxy", "sbx-tools"]);
     assert_eq!(calls[3], ["network", "connect", "--", "sbx-tools", ID]);
     assert_eq!(calls[4], ["start", "--", ID]);
-    assert!(calls[2].windows(2).any(|w| w[0] == "--user" && w[1] == "1000:1000"));
+    assert!(calls[2].windows(2).any(|w| w[0] == "--user" && w[1] == USER));
     assert!(
         calls[2].windows(2).any(|w| w[0] == "--dns" && w[1] == "127.0.0.1"),
         "internal routes get the contained resolver"
@@ -65,7 +65,8 @@ fn create_with_routes_attaches_the_rest_before_start() {
         ]
     );
     assert_eq!(c.gaps[0].routes, ["inference", "more"]);
-    assert_eq!(c.warnings.len(), 5);
+    assert_eq!(c.warnings.len(), 6);
+    assert!(c.warnings[5].contains("\"1000\" is not used"), "the image's user: {}", c.warnings[5]);
     assert!(
         c.warnings[1].contains("every port of the service answers through sbx-proxy, not only proxy:8080, proxy:8081"),
         "{}",
@@ -226,7 +227,7 @@ fn created_reports_what_create_decided() {
     // A shared operator network, every port of the service: two gaps, tier 1
     // in the record as in the label.
     assert_eq!((r.tier, c.gaps.len()), (1, 2));
-    assert_eq!((r.user.as_str(), r.channel), ("1000:1000", crate::host::channel::Kind::Direct));
+    assert_eq!((r.user.as_str(), r.channel), (USER, crate::host::channel::Kind::Direct));
     let expires = r.expires_at.as_deref().unwrap();
     let at = humantime::parse_rfc3339(expires).unwrap();
     let left = at.duration_since(humantime::parse_rfc3339(&r.created_at).unwrap()).unwrap();

@@ -1,67 +1,54 @@
-//! Create through the fake, on what the image says: the user it picks (never root, never the caller), its
+//! Create through the fake, on what the image says: the user it picks (its own uid, never the image's), its
 //! labels, and its VOLUMEs, each judged from the one inspect create makes.
 
 use super::*;
 use crate::error::ImageError;
+use crate::model::ids::SBX_UID_BASE;
 use crate::sandbox::create::choose_user;
-use crate::sandbox::testing::{reserved, CALLER, DOCKER_GID};
-use crate::spec::{UserSpec, NOBODY};
+use crate::sandbox::testing::{reserved, CALLER, DOCKER_GID, UID, USER};
+use crate::spec::UserSpec;
+/// Whatever the image says, a sandbox gets a uid of its own: the image's
+/// USER is not used (a uid sbx has not handed out may be the caller's, a
+/// host account's or a neighbour's, whose kernel limits it would share).
 #[test]
-fn users_never_default_to_root() {
+fn only_the_flag_chooses_the_user_and_an_image_user_in_sbxs_range_is_refused() {
     let mut w = Vec::new();
-    assert_eq!(choose_user(None, "", &reserved(), &mut w).unwrap(), UserSpec { uid: NOBODY, gid: NOBODY });
+    for image_user in ["", "root", "0:0", "1000:100", "node", &format!("{CALLER}:{DOCKER_GID}"), "65534"] {
+        assert_eq!(choose_user(None, IMG, image_user, &mut w).unwrap(), None, "{image_user}");
+    }
+    assert!(w.is_empty(), "{w:?}");
+    for image_user in [SBX_UID_BASE.to_string(), format!("1000:{}", SBX_UID_BASE + 5), format!("node:{UID}")] {
+        let e = choose_user(None, IMG, &image_user, &mut w).unwrap_err();
+        assert!(matches!(&e, ImageError::UserInSbxRange { user, .. } if *user == image_user), "{e:?}");
+        assert_eq!(Error::Image(e).exit_code(), 2);
+    }
+    // --user wins over the image, silently, even over one in the range.
+    let u = UserSpec { uid: 1000, gid: 1000 };
+    assert_eq!(choose_user(Some(u), IMG, &SBX_UID_BASE.to_string(), &mut w).unwrap(), Some(u));
     assert!(w.is_empty());
-    assert_eq!(choose_user(None, "root", &reserved(), &mut w).unwrap(), UserSpec { uid: NOBODY, gid: NOBODY });
-    assert_eq!(choose_user(None, "0:0", &reserved(), &mut w).unwrap(), UserSpec { uid: NOBODY, gid: NOBODY });
-    assert_eq!(w.len(), 2);
-    assert_eq!(choose_user(None, "1000:100", &reserved(), &mut w).unwrap(), UserSpec { uid: 1000, gid: 100 });
-    let mut w = Vec::new();
-    assert_eq!(
-        choose_user(Some(UserSpec { uid: 0, gid: 0 }), "1000", &reserved(), &mut w).unwrap(),
-        UserSpec { uid: 0, gid: 0 }
-    );
+    let root = UserSpec { uid: 0, gid: 0 };
+    assert_eq!(choose_user(Some(root), IMG, "1000", &mut w).unwrap(), Some(root));
     assert!(w[0].contains("root"));
 }
 
-/// An image USER naming the caller's uid let a sandbox plant links sbx cp
-/// trusted as the caller's own (it replaced ~/.ssh/authorized_keys) and
-/// take the caller's inotify instances: such ids are replaced like uid 0,
-/// the docker socket's group and the caller's groups likewise.
 #[test]
-fn the_image_user_is_never_the_caller_nor_in_the_callers_or_dockers_group() {
+fn the_warning_names_the_uid_only_when_the_image_asked_for_a_non_root_user() {
+    use crate::sandbox::create::image_user_warning as warn;
+    for asked in ["", "0", "root", "0:1000", "root:root"] {
+        assert_eq!(warn(asked, UID), None, "{asked}");
+    }
+    let w = warn("node:node", UID).unwrap();
+    assert!(w.contains("\"node:node\" is not used") && w.contains(USER) && w.contains("--user"), "{w}");
+    assert!(warn("1000", UID).is_some());
+}
+
+/// An image USER naming the caller's uid let a sandbox plant links sbx cp
+/// trusted as the caller's own (it replaced ~/.ssh/authorized_keys): it is
+/// never used. --user naming the caller's or docker's ids is exit 2, and
+/// so is one in sbx's range (a neighbour's).
+#[test]
+fn a_user_flag_naming_the_caller_docker_or_sbxs_range_is_refused() {
     let r = reserved();
-    let mut w = Vec::new();
-    assert_eq!(
-        choose_user(None, &format!("{CALLER}:{CALLER}"), &r, &mut w).unwrap(),
-        UserSpec { uid: NOBODY, gid: NOBODY }
-    );
-    assert!(w[0].contains(&format!("uid {CALLER} is yours")) && w[0].contains("--user"), "{w:?}");
-    let mut w = Vec::new();
-    assert_eq!(choose_user(None, &CALLER.to_string(), &r, &mut w).unwrap(), UserSpec { uid: NOBODY, gid: NOBODY });
-    let mut w = Vec::new();
-    assert_eq!(
-        choose_user(None, &format!("65534:{DOCKER_GID}"), &r, &mut w).unwrap(),
-        UserSpec { uid: 65534, gid: 65534 }
-    );
-    assert!(w[0].contains(&format!("gid {DOCKER_GID} is the group of the docker socket")), "{w:?}");
-    let mut w = Vec::new();
-    assert_eq!(choose_user(None, &format!("1000:{CALLER}"), &r, &mut w).unwrap(), UserSpec { uid: 1000, gid: 1000 });
-    assert!(w[0].contains("one of your groups"), "{w:?}");
-    // The uid as the group would be the docker group: nobody's group instead.
-    let mut w = Vec::new();
-    let u = choose_user(None, &format!("{DOCKER_GID}:{DOCKER_GID}"), &r, &mut w).unwrap();
-    assert_eq!(u, UserSpec { uid: DOCKER_GID, gid: NOBODY });
-    let mut w = Vec::new();
-    assert_eq!(
-        choose_user(None, &format!("{DOCKER_GID}:0"), &r, &mut w).unwrap(),
-        UserSpec { uid: DOCKER_GID, gid: NOBODY }
-    );
-    // sbx run as nobody: no safe default is left, so the create is refused.
-    let mut nobody = crate::model::ids::Reserved::default();
-    nobody.uid(NOBODY, "yours (the user running sbx)");
-    let e = choose_user(None, "", &nobody, &mut Vec::new()).unwrap_err();
-    assert!(e.reason.contains("uid 65534 is yours") && e.hint.unwrap().contains("--user"), "{}", e.reason);
-    // --user naming them is exit 2; root is asked for by name and stays allowed.
     for (uid, gid) in [(CALLER, 1000), (1000, CALLER), (65534, DOCKER_GID)] {
         let e = UserSpec { uid, gid }.not_reserved(&r).unwrap_err();
         assert_eq!(e.what, "--user");
@@ -69,48 +56,58 @@ fn the_image_user_is_never_the_caller_nor_in_the_callers_or_dockers_group() {
     }
     assert!(UserSpec { uid: 0, gid: 0 }.not_reserved(&r).is_ok());
     assert!(UserSpec { uid: 1000, gid: 1000 }.not_reserved(&r).is_ok());
+    for (uid, gid) in [(UID, UID), (1000, SBX_UID_BASE), (SBX_UID_BASE + (1 << 24) - 1, 1000)] {
+        let e = UserSpec { uid, gid }.outside_sbx_range("--user").unwrap_err();
+        assert!(e.reason.contains("sbx's own range (1879048192-1895825407)"), "{}", e.reason);
+    }
+    let edge = UserSpec { uid: SBX_UID_BASE - 1, gid: SBX_UID_BASE + (1 << 24) };
+    assert_eq!(edge.outside_sbx_range("--user").unwrap(), edge);
 }
 
 #[test]
-fn create_refuses_a_user_flag_naming_the_caller_before_any_docker_call() {
+fn create_refuses_a_user_flag_naming_the_caller_or_sbxs_range_before_any_docker_call() {
     let rig = Rig::new();
     let err =
         rig.driver().create(&spec(CreateRequest { user: Some(CALLER.to_string()), ..Default::default() })).unwrap_err();
+    assert!(matches!(&err, Error::Invalid(i) if i.what == "--user"), "{err:?}");
+    assert_eq!(err.exit_code(), 2);
+    let req = CreateRequest { image: IMG.into(), user: Some(UID.to_string()), ..Default::default() };
+    let err = Error::from(SandboxSpec::from_request(&req, None).unwrap_err());
     assert!(matches!(&err, Error::Invalid(i) if i.what == "--user"), "{err:?}");
     assert_eq!(err.exit_code(), 2);
     assert!(rig.fake.calls().is_empty(), "{:?}", rig.fake.calls());
 }
 
 #[test]
-fn create_runs_an_image_naming_the_caller_as_nobody() {
+fn create_runs_an_image_naming_the_caller_as_its_own_uid_and_says_so() {
     let rig = Rig::new();
     rig.image(&format!("{CALLER}:{DOCKER_GID}"));
     rig.starts_and_binds();
     let c = rig.driver().create(&spec(CreateRequest::default())).unwrap();
-    assert_eq!(c.record.user, "65534:65534");
-    assert!(rig.fake.calls()[1].windows(2).any(|w| w[0] == "--user" && w[1] == "65534:65534"));
+    assert_eq!(c.record.user, USER);
+    assert!(rig.fake.calls()[1].windows(2).any(|w| w[0] == "--user" && w[1] == USER));
     assert!(!rig.fake.calls()[1].iter().any(|a| a == "--group-add"), "no supplementary group is ever added");
-    assert!(c.warnings.iter().any(|w| w.contains("is not used")), "{:?}", c.warnings);
+    assert!(c.warnings.iter().any(|w| w.contains("is not used") && w.contains(USER)), "{:?}", c.warnings);
+}
+
+#[test]
+fn an_image_user_in_sbxs_range_is_refused_before_anything_is_made() {
+    let rig = Rig::new();
+    rig.image(&UID.to_string());
+    let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
+    assert!(matches!(&err, Error::Image(ImageError::UserInSbxRange { .. })), "{err:?}");
+    assert_eq!(err.exit_code(), 2);
+    assert_eq!(rig.fake.verbs(), ["image inspect"]);
 }
 
 #[test]
 fn group_0_only_when_asked_for_and_then_with_a_warning() {
-    // Issue 9 finding 10: `USER 1000:0` ran as gid 0 with no warning.
+    // Issue 9 finding 10: `USER 1000:0` ran as gid 0 with no warning; the
+    // image's group is never used now, the flag's is.
     let mut w = Vec::new();
-    assert_eq!(choose_user(None, "1000:0", &reserved(), &mut w).unwrap(), UserSpec { uid: 1000, gid: 1000 });
-    assert!(w[0].contains("group 0") && w[0].contains("--user 1000:0"), "{w:?}");
-    let mut w = Vec::new();
-    assert_eq!(choose_user(None, "1000", &reserved(), &mut w).unwrap(), UserSpec { uid: 1000, gid: 1000 });
-    assert!(w.is_empty());
-    let mut w = Vec::new();
-    assert_eq!(
-        choose_user(Some(UserSpec { uid: 65534, gid: 0 }), "", &reserved(), &mut w).unwrap(),
-        UserSpec { uid: 65534, gid: 0 }
-    );
+    let u = UserSpec { uid: 65534, gid: 0 };
+    assert_eq!(choose_user(Some(u), IMG, "", &mut w).unwrap(), Some(u));
     assert!(w[0].contains("group 0 (root)") && w[0].contains("--user 65534:0"), "{w:?}");
-    let mut w = Vec::new();
-    choose_user(Some(UserSpec { uid: 1000, gid: 1000 }), "1000:0", &reserved(), &mut w).unwrap();
-    assert!(w.is_empty(), "--user wins over the image, silently");
 }
 
 #[test]
@@ -124,7 +121,7 @@ fn the_image_user_is_cached_by_digest() {
     rig.starts_and_binds();
     rig.driver().create(&spec(CreateRequest::default())).unwrap();
     assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "run", "container inspect"]);
-    assert!(rig.fake.calls()[3].windows(2).any(|w| w[0] == "--user" && w[1] == "1000:1000"), "the cached user is used");
+    assert!(rig.fake.calls()[3].windows(2).any(|w| w[0] == "--user" && w[1] == USER), "the cached verdict is used");
     // The image removed since: docker run says so, sbx says what to do.
     socket::remove_dir(&rig.sock_dir(), ID).unwrap();
     rig.fake.push(Output::fail(125, &format!("Unable to find image '{IMG}' locally")));
@@ -169,7 +166,7 @@ fn image_volumes_become_tmpfs_from_the_inspect_create_already_makes() {
     let run = &rig.fake.calls()[1];
     let tmpfs: Vec<&str> = run.windows(2).filter(|w| w[0] == "--tmpfs").map(|w| w[1].as_str()).collect();
     // Two VOLUMEs share a quarter of the 4096 MiB default.
-    let own = "rw,exec,nosuid,nodev,size=262144k,nr_inodes=32768,mode=0755,uid=1000,gid=1000";
+    let own = format!("rw,exec,nosuid,nodev,size=262144k,nr_inodes=32768,mode=0755,uid={UID},gid={UID}");
     assert!(tmpfs.contains(&format!("/data:{own}").as_str()) && tmpfs.contains(&format!("/cache:{own}").as_str()));
     assert!(!tmpfs.iter().any(|t| t.starts_with("/work")), "the --rw wins: {tmpfs:?}");
     assert!(run.contains(&"--no-healthcheck".to_string()), "{run:?}");

@@ -56,6 +56,12 @@ fn create_starts_the_gate_while_the_sandbox_starts() {
     assert!(g.contains(&format!("type=bind,src={},dst=/policy,readonly", rig.policy_dir().display())));
     assert!(g.windows(2).any(|w| w == ["--network", &gate::network(ID)]));
     let s = &calls[4];
+    // The gate runs as a uid of its own, not the sandbox's nor a shared one.
+    let gate_user = format!("{0}:{0}", UID + 1);
+    assert!(g.windows(2).any(|w| w == ["--user", &gate_user]), "{g:?}");
+    assert!(s.windows(2).any(|w| w == ["--user", USER]), "{s:?}");
+    use crate::host::uids::Holder;
+    assert_eq!(rig.uids_held(), [(UID, Holder::Sandbox(ID.into())), (UID + 1, Holder::Service(ID.into()))]);
     assert!(s.windows(2).any(|w| w == ["--network", &gate::network(ID)]), "{s:?}");
     assert!(s.windows(2).any(|w| w == ["--dns", "127.0.0.1"]), "the sandbox resolves nothing outside");
     assert!(s.contains(&"HTTPS_PROXY=http://sbx-egress:3128".to_string()));
@@ -128,6 +134,7 @@ fn the_gate_runs_again_when_another_sbx_build_dropped_its_image() {
     let runs = rig.fake.verbs().iter().filter(|v| *v == "run").count();
     assert_eq!(runs, 3, "the gate twice, the sandbox once: {:?}", rig.fake.verbs());
     assert!(!rig.policy_dir().exists() && !rig.sock_dir().exists());
+    assert_eq!(rig.uids_held(), [], "a failed create holds no uid");
 }
 
 #[test]
@@ -223,6 +230,8 @@ pub(super) fn gated_line(rig: &Rig, networks: &[&str]) -> String {
 
 #[test]
 fn destroy_and_revoke_remove_the_gate_its_network_and_its_policy() {
+    use crate::host::uids::Holder;
+    use crate::model::ids::SBX_UID_BASE;
     let rig = Rig::new();
     let policy = crate::spec::egress::Policy::default();
     crate::host::egress::write(&rig.state, ID, &policy).unwrap();
@@ -251,8 +260,14 @@ fn destroy_and_revoke_remove_the_gate_its_network_and_its_policy() {
     rig.removed(); // its gate
     rig.fake.push(Output::ok(""));
     rig.fake.push(Output::ok(""));
+    let place = crate::host::uids::Place { engine: crate::model::engine::DEFAULT_ENDPOINT, data: &rig.state };
+    let table = crate::host::uids::Table::at(rig.root.with_extension("uids"));
+    for h in [Holder::Sandbox(ID.into()), Holder::Service(ID.into()), Holder::Sandbox("sbx-other".into())] {
+        table.claim(&place, h, 0, &|_| false).unwrap();
+    }
     let d = rig.driver().destroy(&[ID.to_string()]).unwrap();
     assert_eq!(d.removed, [ID]);
+    assert_eq!(rig.uids_held(), [(SBX_UID_BASE + 2, Holder::Sandbox("sbx-other".into()))], "destroy frees its own");
     assert_eq!(rig.fake.verbs(), ["container inspect", "rm", "logs", "ps", "rm", "network disconnect", "network rm"]);
     assert!(!rig.policy_dir().exists());
 

@@ -13,7 +13,7 @@ use crate::error::{DockerError, Error, SocketError};
 use crate::host::socket;
 use crate::host::state;
 use crate::model::record;
-use crate::sandbox::testing::{Rig, ID, IMG, MOUNTINFO};
+use crate::sandbox::testing::{Rig, ID, IMG, MOUNTINFO, UID, USER};
 use crate::spec::{CreateRequest, SandboxSpec};
 
 /// `docker network inspect` lines as NETWORK_FORMAT prints them.

@@ -42,7 +42,7 @@ fn a_missing_repo_digest_is_pulled_verified_and_then_run() {
     rig.image("1000");
     rig.starts_and_binds();
     let c = rig.driver().create(&pinned(None)).unwrap();
-    assert_eq!(c.record.user, "1000:1000");
+    assert_eq!(c.record.user, USER);
     assert_eq!(
         rig.fake.verbs(),
         ["image inspect", "pull", "image inspect", "image inspect", "run", "container inspect"]

@@ -143,7 +143,7 @@ fn a_first_remote_persist_makes_a_nosuid_overlay_over_a_backing_volume_naming_no
     assert_eq!(fill[0].0, 7, "the fill is the `cp -a`");
     assert_eq!(
         entries(&fill[0].1),
-        [("upper".into(), 1000, 1000, 0o700), ("work".into(), 0, 0, 0o700), ("lower".into(), 0, 0, 0o755)]
+        [("upper".into(), UID.into(), UID.into(), 0o700), ("work".into(), 0, 0, 0o700), ("lower".into(), 0, 0, 0o755)]
     );
     let here = [rig.root.display().to_string(), rig.state.display().to_string()];
     for a in calls.iter().flatten().filter(|a| !a.starts_with("seccomp=")) {
@@ -284,7 +284,15 @@ fn volumes_rm_and_destroy_purge_remove_both_volumes_only_when_sbx_s_and_unused()
     rig.fake.push(Output::ok("sbx-state-s\n"));
     rig.fake.push(Output::ok("sbx-data-s\n"));
     let before = rig.fake.calls().len();
+    // The session's uid, held since its first create, is freed with its files.
+    use crate::host::uids::{Holder, Place, Table};
+    let table = Table::at(rig.root.with_extension("uids"));
+    let endpoint = d.engine().unwrap().endpoint.clone();
+    let place = Place { engine: &endpoint, data: &rig.state };
+    table.claim(&place, Holder::Session("s".into()), 0, &|_| false).unwrap();
+    table.claim(&place, Holder::Session("t".into()), 0, &|_| false).unwrap();
     assert_eq!(d.remove_volume("s").unwrap(), "sbx-state-s");
+    assert_eq!(rig.uids_held(), [(crate::model::ids::SBX_UID_BASE + 1, Holder::Session("t".into()))]);
     let calls = rig.fake.calls().split_off(before + 2);
     assert_eq!(calls, [strs(&["volume", "rm", "--", "sbx-state-s"]), strs(&["volume", "rm", "--", "sbx-data-s"])]);
     assert!(!rig.state.join("volumes/.remote/s.lock").exists(), "the lock file goes with the volumes");

@@ -195,6 +195,16 @@ impl Sandbox {
     pub fn inspect(&self, format: &str) -> String {
         docker_ok(&["inspect", "--format", format, &self.id])
     }
+
+    /// The uid sbx gave it (`Config.User`, `UID:UID`, in sbx's range).
+    pub fn uid(&self) -> u32 {
+        let user = self.inspect("{{.Config.User}}");
+        let (u, g) = user.split_once(':').unwrap_or_else(|| panic!("not UID:GID: {user:?}"));
+        assert_eq!(u, g, "the gid is the uid");
+        let uid: u32 = u.parse().unwrap();
+        assert!((0x7000_0000..0x7100_0000).contains(&uid), "{uid} is outside sbx's range");
+        uid
+    }
 }
 
 impl Drop for Sandbox {
