@@ -93,7 +93,7 @@ fn every_sandbox_create_makes_passes_the_audit() {
         let out = w.sbx(&["audit", &sb.id]);
         assert_success(&out, &format!("audit of a sandbox made with {args:?}"));
         let text = stdout(&out);
-        assert_eq!(text.lines().filter(|l| l.starts_with("PASS")).count(), 31, "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("PASS")).count(), 32, "{text}");
         let report: serde_json::Value = serde_json::from_slice(&w.sbx(&["audit", "--json", &sb.id]).stdout).unwrap();
         assert_eq!(report["passed"], true);
         assert!(report["rules"]
@@ -252,7 +252,9 @@ fn cpus_default_to_one_and_the_flag_overrides() {
     let w = World::new();
     let sb = w.create(&[]);
     assert_eq!(sb.inspect("{{.HostConfig.NanoCpus}}"), "1000000000");
-    assert_eq!(sb.inspect("{{.HostConfig.ShmSize}}"), (64u64 << 20).to_string());
+    // /dev/shm is a sixteenth of --memory (see `model::scratch`).
+    let memory: u64 = sb.inspect("{{.HostConfig.Memory}}").parse().unwrap();
+    assert_eq!(sb.inspect("{{.HostConfig.ShmSize}}"), (memory / 16).to_string());
     let half = w.create(&["--cpus", "0.5"]);
     assert_eq!(half.inspect("{{.HostConfig.NanoCpus}}"), "500000000");
 }
