@@ -67,6 +67,26 @@ fn within(path: &str, dir: &str) -> bool {
 /// once). One at a path sbx already mounts is that mount's (a `--rw` or
 /// /state wins); anything else sbx will not mount is refused with why.
 ///
+/// The image's config, refused before anything exists where sbx would not
+/// run it: containers inherit image labels, so an image must not write
+/// sbx's record; its VOLUMEs and WORKDIR must be ones sbx can mount over
+/// safely. Returns the VOLUMEs that get a tmpfs.
+pub(super) fn checked(
+    config: &crate::docker::parse::ImageConfig,
+    spec: &SandboxSpec,
+    remote: bool,
+) -> crate::error::Result<Vec<String>> {
+    use crate::error::{Error, ImageError};
+    let image = spec.image.as_str().to_string();
+    if let Some(label) = &config.sbx_label {
+        return Err(Error::Image(ImageError::HasSbxLabel { image, label: label.clone() }));
+    }
+    let refused = |reason| Error::Image(ImageError::ConfigRefused { image: image.clone(), reason });
+    let volumes = volume_tmpfs(&config.volumes, spec, remote).map_err(refused)?;
+    check_working_dir(&config.working_dir, spec).map_err(refused)?;
+    Ok(volumes)
+}
+
 /// `remote`: the engine is not this machine. runc follows the image's
 /// symlinks when it places a mount and docker mounts deeper paths later, so
 /// a VOLUME `/x/y/z -> /run` lands over /run/sbx; here the mountinfo check
