@@ -251,7 +251,11 @@ fn the_gate_is_hardened_and_audit_passes() {
     assert_eq!(get("{{json .HostConfig.CapDrop}}"), "[\"ALL\"]");
     assert!(matches!(get("{{json .HostConfig.CapAdd}}").as_str(), "null" | "[]"));
     assert_eq!(get("{{.HostConfig.Privileged}} {{.HostConfig.ReadonlyRootfs}}"), "false true");
-    assert!(get("{{.Config.User}}").starts_with("65534"), "the gate runs as {}", get("{{.Config.User}}"));
+    // A uid of sbx's range, its own: not the sandbox's, not nobody's.
+    let user = get("{{.Config.User}}");
+    let gate_uid: u32 = user.split(':').next().unwrap().parse().unwrap();
+    assert!((0x7000_0000..0x7100_0000).contains(&gate_uid), "the gate runs as {user}");
+    assert_ne!(gate_uid, sb.uid(), "the gate shares the sandbox's uid");
     let secopt = get("{{json .HostConfig.SecurityOpt}}");
     assert!(secopt.contains("no-new-privileges") && secopt.contains("seccomp"), "{secopt}");
     assert!(get("{{.HostConfig.Memory}}").parse::<u64>().unwrap() > 0);
