@@ -15,7 +15,7 @@
 //! sequence that gives the same sandbox: the same `docker run` argv (built
 //! by sbx's own argv builder), waiting for the socket, `docker rm -f`.
 //!
-//! Never hangs (issue 10): every docker and sbx command it runs has a
+//! Never hangs: every docker and sbx command it runs has a
 //! deadline, past which it is killed and the run fails saying which command
 //! the engine did not finish. Bulk removals on both sides go through sbx's
 //! own pacing (`sbx::docker::pace`), never one `docker rm` of many.
@@ -614,7 +614,7 @@ fn run(b: &Bench, only: &Only, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Ca
             cases.push(ls);
             eprint!(".");
         }
-        // Tear the 200 down in one destroy (not timed): sbx paces it (issue 10:
+        // Tear the 200 down in one destroy (not timed): sbx paces it (
         // 50 ids in one `docker rm` hung the engine here once).
         let mut a = vec!["destroy"];
         a.extend(have.iter().map(String::as_str));
@@ -742,7 +742,7 @@ fn run(b: &Bench, only: &Only, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Ca
     }
 }
 
-/// Issue 13: under gVisor (runsc, registered as `.ci/register-runsc` does),
+/// Under gVisor (runsc, registered as `.ci/register-runsc` does),
 /// sbx beside bare docker with the same runtime, and what runsc costs over
 /// runc (both through sbx), all interleaved in one run.
 fn runtime(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>) {

@@ -1,4 +1,4 @@
-//! The helper's `list`, `mkdir` and `watch` (issue 15): a directory's
+//! The helper's `list`, `mkdir` and `watch`: a directory's
 //! entries and its changes, for images with no tools. Included by
 //! sbx_helper.rs with `#[path]`; std and a few libc calls only.
 //!

@@ -45,18 +45,18 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The record stream's format, decoder, encoder and walk: the host's own
-/// file, so the two sides cannot drift (issue 11).
+/// file, so the two sides cannot drift.
 #[allow(dead_code)]
 #[path = "../src/workbench/transfer/wire.rs"]
 mod wire;
 
-/// `list`, `mkdir`, `watch` (issue 15).
+/// `list`, `mkdir`, `watch`.
 #[path = "fsops.rs"]
 mod fsops;
 
 /// Background processes' state (pid, command, exit, log): sbx's own tmpfs,
-/// not the sandbox's /tmp, where it cluttered what the sandbox works with
-/// (issue 10 item 9). See `argv::BG_DIR` on the host.
+/// not the sandbox's /tmp, where it cluttered what the sandbox works with.
+/// See `argv::BG_DIR` on the host.
 const BG: &str = "/run/sbx-bg";
 
 extern "C" {
@@ -229,7 +229,7 @@ fn supervise(handle: &str, cmd: &[String]) -> i32 {
     };
     let _ = std::fs::write(dir.join("pid.tmp"), format!("{}\n", child.id()));
     let _ = std::fs::rename(dir.join("pid.tmp"), dir.join("pid"));
-    // "N": exited with N; "signal N": ended by signal N (issue 10 item 9:
+    // "N": exited with N; "signal N": ended by signal N (
     // TERM showed as "exit 143", as if the command had chosen that code).
     let status = match child.wait() {
         Ok(st) => match (st.code(), st.signal()) {
@@ -357,7 +357,7 @@ fn wait_gone(token: &str, millis: u64) -> bool {
 }
 
 /// sbx got a signal while `sbx exec` ran: pass it on, give the command
-/// `grace` ms to end, then SIGKILL what is left (issue 10.4).
+/// `grace` ms to end, then SIGKILL what is left.
 fn kill_exec(token: &str, sig: i32, grace: u64) -> i32 {
     if token.is_empty() || !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return 64;
@@ -501,7 +501,7 @@ fn relay(port: u16) -> i32 {
 
 /// Copy until EOF with one read(2) and one write(2) per chunk, flushed.
 /// Never `io::copy`: on Linux it becomes splice(2) between a socket and a
-/// pipe, which held a request back until the client half-closed (issue 10.1).
+/// pipe, which held a request back until the client half-closed.
 fn pump(r: &mut impl Read, w: &mut impl Write) -> io::Result<()> {
     let mut buf = vec![0u8; 65536];
     loop {
@@ -526,7 +526,7 @@ const O_PATH: i32 = 0o10000000;
 const O_NOFOLLOW: i32 = 0o400000;
 
 /// Open the entry at `path` itself, never what a symlink there names, as
-/// an O_PATH descriptor, and require a unix socket (issue 10 item 7: the
+/// an O_PATH descriptor, and require a unix socket (the
 /// sandbox controls /run/sandbox and may put anything there). Err: exit code.
 fn open_socket(path: &Path) -> Result<std::fs::File, i32> {
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -599,7 +599,7 @@ fn connect(path: &Path, millis: u64) -> i32 {
     let via = format!("/proc/self/fd/{}", file.as_raw_fd());
     // connect(2) blocks while the listener's accept queue is full, and the
     // sandbox decides whether it ever drains: connect on a thread and stop
-    // waiting at the deadline (issue 9 finding 11). Refused (bound, not yet
+    // waiting at the deadline. Refused (bound, not yet
     // listening) is retried for up to 2 s.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -1,4 +1,4 @@
-//! The egress cases (issue 12): a sandbox's gate beside a direct connection
+//! The egress cases: a sandbox's gate beside a direct connection
 //! between the same two containers, and `create --allow` beside `create
 //! --private-routes` with one route. Interleaved like every other case.
 //!

@@ -1,4 +1,4 @@
-//! The lifecycle cases (issue 15): `sbx stop`, `sbx start` (until the
+//! The lifecycle cases: `sbx stop`, `sbx start` (until the
 //! socket is bound again) and a `pause` + `resume` round trip, each beside
 //! the bare docker commands on a sandbox of the same argv (sbx's own
 //! builder), interleaved in one run. Stops use no grace on both sides: the

@@ -1,4 +1,4 @@
-//! The pool cases (issue 14): a claim from a warm pool (`sbx create --pool`,
+//! The pool cases: a claim from a warm pool (`sbx create --pool`,
 //! the sbx process's start included) beside a cold `sbx create` and bare
 //! `docker run` plus the socket wait, interleaved; 20 claims at once on a
 //! pool of 20; the docker calls the claiming process makes; and what an

@@ -1,4 +1,4 @@
-//! Remote engines (issue 16): the one engine here reached through sshd on
+//! Remote engines: the one engine here reached through sshd on
 //! loopback (`DOCKER_HOST=ssh://root@127.0.0.1:PORT`, the live tests' rig),
 //! so every docker call, sbx's and the baseline's, pays the ssh round trip.
 //!

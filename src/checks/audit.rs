@@ -107,7 +107,7 @@ pub struct Facts {
 
 /// Judge one container. Numbers follow the CIS Docker Benchmark as
 /// docker-bench-security 1.6 numbers it (section 5, and 4.1 for the user);
-/// `sbx.*` rules check sbx's own hardening (issue 9, findings 14 and 3).
+/// `sbx.*` rules check sbx's own hardening.
 pub fn audit(c: &serde_json::Value, proc_status: Option<&ProcStatus>, facts: &Facts) -> Vec<Rule> {
     let hc = &c["HostConfig"];
     let mut rules = Vec::new();

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use crate::error::Invalid;
 
 /// `sbx exec ID id` (no `--`): clap only says "unexpected argument"; say
-/// where the command goes (issue 10, help texts).
+/// where the command goes (help texts).
 pub fn missing_dashes(args: &[OsString]) -> Option<Invalid> {
     let words: Vec<String> = args.iter().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
     if words.iter().any(|w| w == "--") {

@@ -1,5 +1,5 @@
 //! The help texts' tails: the exit codes and environment after `sbx --help`,
-//! and each subcommand's examples (issue 10, help texts).
+//! and each subcommand's examples (help texts).
 
 pub const AFTER_HELP: &str = "\
 Exit codes: 0 success, 1 the operation failed, 2 invalid input (nothing was created),

@@ -1,5 +1,5 @@
 //! The arguments of the commands on a sandbox's files: `cp`, `backup`,
-//! `restore`, and `files`, `mkdir`, `watch` (issue 15).
+//! `restore`, and `files`, `mkdir`, `watch`.
 
 use clap::Args;
 

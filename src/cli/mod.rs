@@ -47,7 +47,7 @@ pub struct Cli {
     /// Directory that holds the per-sandbox socket directories
     /// [default: /run/sbx/sandboxes, then $XDG_RUNTIME_DIR/sbx-sandboxes, then the temp dir] [env: SBX_SOCKET_DIR]
     // The variable is read by `Env`, not clap: clap lists an env-provided
-    // option in usage lines as if it were required (issue 10, help texts).
+    // option in usage lines as if it were required (help texts).
     #[arg(long, global = true, value_name = "DIR")]
     pub socket_dir: Option<PathBuf>,
     /// Directory for sbx's host-side state (ownership key, TTLs, creates in flight)

@@ -3,7 +3,7 @@
 use super::*;
 use clap::CommandFactory;
 
-/// Issue 10, help texts: each listed subcommand has examples, each
+/// Help texts: each listed subcommand has examples, each
 /// positional a description; internal commands stay out of the list.
 #[test]
 fn every_subcommand_has_examples_and_described_positionals() {
@@ -26,7 +26,7 @@ fn every_subcommand_has_examples_and_described_positionals() {
         for arg in sub.get_positionals() {
             assert!(arg.get_help().is_some(), "{name}: positional {} has no description", arg.get_id());
         }
-        // `sbx pool`'s subcommands are commands of their own (issue 14).
+        // `sbx pool`'s subcommands are commands of their own.
         if name == "pool" {
             for action in sub.get_subcommands_mut().filter(|a| a.get_name() != "help") {
                 let help = action.render_long_help().to_string();

@@ -7,7 +7,7 @@ use crate::workbench::{self, CpSide};
 
 pub fn exec(src: &str, dst: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
     let (s, d) = (workbench::parse_cp_side(src)?, workbench::parse_cp_side(dst)?);
-    // `-` is a tar stream (issue 10 item 9), never a terminal's keystrokes or screen.
+    // `-` is a tar stream, never a terminal's keystrokes or screen.
     use std::io::IsTerminal;
     if d == CpSide::Tar && std::io::stdout().is_terminal() {
         return Err(Invalid::new("cp destination", dst, "stdout is a terminal; a tar stream goes to a pipe or file")

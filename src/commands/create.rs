@@ -36,7 +36,7 @@ pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
         }
     }
     if ctx.json() {
-        // The warnings are in the result object already (issue 10 item 6).
+        // The warnings are in the result object already.
         ctx.out.json_line(&created)
     } else {
         for w in &created.warnings {

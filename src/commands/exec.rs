@@ -38,7 +38,7 @@ pub fn exec(a: ExecArgs, ctx: &Context) -> Result<u8> {
         ctx.out.data(&format!("{handle}\n"))?;
         return Ok(0);
     }
-    // Signals reaching sbx go on to the command (issue 10.4).
+    // Signals reaching sbx go on to the command.
     let watch = (ctx.watch_signals)().map_err(|e| crate::error::Error::io("watching for signals", e))?;
     let code = workbench::exec_watched(driver.docker(), &target, &opts, &a.command, &watch).map_err(named)?;
     Ok(code.clamp(0, 255) as u8)

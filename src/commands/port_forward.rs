@@ -119,7 +119,7 @@ fn listen(
 /// half-close passed on in both directions. Both directions copy with
 /// `relay::copy` (read/write, no splice: issue 10.1).
 fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16, out: &Printer, live: &Relays) {
-    // A hung engine ends this connection at the start deadline (issue 10).
+    // A hung engine ends this connection at the start deadline.
     let Ok(Piped { mut stdin, mut stdout, wait, stop }) = docker.open_pipe(&workbench::relay_argv(id, port)) else {
         return;
     };

@@ -10,7 +10,7 @@ pub fn exec(ids: &[String], watch: bool, ctx: &Context) -> Result<()> {
     let ids: Vec<String> = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
     let driver = &ctx.driver;
     // A missing sandbox is reported alone, after the others are shown
-    // (issue 10 item 9: `stats MISSING LIVE` named both as missing).
+    // (`stats MISSING LIVE` named both as missing).
     let mut missing = Vec::new();
     let mut targets = Vec::new();
     for id in &ids {

@@ -1,4 +1,4 @@
-//! The one place a failed docker call becomes sbx's words (issue 10 item 5).
+//! The one place a failed docker call becomes sbx's words.
 //!
 //! Known daemon answers (container not running, no such container, the
 //! engine's CPU range, ...) become typed errors with a hint (see
@@ -20,7 +20,7 @@ pub enum Known {
     /// "Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs available".
     CpuRange { max: String },
     /// "Unknown runtime specified NAME" (`docker run --runtime`): the
-    /// engine lost a runtime create remembered it had (issue 13).
+    /// engine lost a runtime create remembered it had.
     UnknownRuntime { name: String },
 }
 

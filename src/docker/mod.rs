@@ -271,7 +271,7 @@ pub fn run_ok(exec: &dyn DockerExec, args: &[OsString]) -> Result<Output, Docker
 
 /// The error for `docker ARGS` that ran and exited non-zero.
 pub fn status_error(args: &[OsString], out: &Output) -> DockerError {
-    // The argv and docker's whole answer are for `-v` only (issue 10 item 5);
+    // The argv and docker's whole answer are for `-v` only;
     // the error says what sbx was doing (see `explain`).
     tracing::debug!(command = %render(args), status = out.status, stderr = %out.stderr_str(), "docker failed");
     DockerError::Status { command: explain::doing(args), status: out.status, stderr: out.stderr_str() }

@@ -1,7 +1,7 @@
 //! Pacing of bulk removals: many ids go to docker in small batches, a few
 //! batches at a time, never all in one call.
 //!
-//! Why (issue 10, "a hung engine"): engine 20.10's network controller can
+//! Why ("a hung engine"): engine 20.10's network controller can
 //! deadlock when many containers go away at once. Its container-exit
 //! clean-up (`releaseNetwork` -> `sandbox.Delete` -> `storeDelete`) takes
 //! libnetwork's controller and datastore locks in the opposite order to

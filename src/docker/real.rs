@@ -31,7 +31,7 @@ pub struct RealDocker {
     deadlines: Deadlines,
     /// Polled while a streamed call with a deadline runs (see [`Guard`]).
     stop: Stop,
-    /// Options before every subcommand: `--context NAME` (issue 16).
+    /// Options before every subcommand: `--context NAME`.
     global: Vec<OsString>,
 }
 

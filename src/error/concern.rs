@@ -61,7 +61,7 @@ impl RouteError {
 }
 
 /// How to make missing route networks; `create`'s hint and `doctor
-/// --route` say the same (issue 10, consistency).
+/// --route` say the same (consistency).
 pub fn missing_network_fix(networks: &[String]) -> String {
     let cmds: Vec<String> = networks.iter().map(|n| format!("`docker network create --internal {n}`")).collect();
     let attach: Vec<String> = networks
@@ -326,7 +326,7 @@ pub enum HostError {
     #[error("verifying {}: the profile changed after it was written (is the data dir shared?)", path.display())]
     SeccompChanged { path: PathBuf },
     /// What a remote engine cannot do yet without a path of this machine in
-    /// its argv (issue 16); refused before any docker call.
+    /// its argv; refused before any docker call.
     #[error("remote engines: not yet supported: {what}")]
     RemoteUnsupported { what: String },
     /// Every uid of sbx's range is held or refused (`host::uids`).

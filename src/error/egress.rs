@@ -1,4 +1,4 @@
-//! The egress gate's failures on the host side (issue 12): a sandbox
+//! The egress gate's failures on the host side: a sandbox
 //! without a gate, an egress network that is not there, a policy file sbx
 //! cannot read back.
 
@@ -13,7 +13,7 @@ pub enum EgressError {
     NetworkMissing { network: String },
     #[error("the egress policy of sandbox {id} cannot be used: {reason}")]
     Policy { id: String, reason: String },
-    /// A remote engine's gate (issue 16) did not take the new policy.
+    /// A remote engine's gate did not take the new policy.
     #[error("the egress gate of sandbox {id} did not receive the new policy ({reason}); it keeps enforcing the previous one")]
     Publish { id: String, reason: String },
     /// A remote engine's host addresses (the gate refuses them) could not be learned.

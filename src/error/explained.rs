@@ -3,7 +3,7 @@
 use super::EXIT_FAILED;
 
 /// Failures sbx says in its own words: the daemon's known answers and the
-/// in-sandbox helper's exit codes (issue 10 item 5). Ids are the ones the
+/// in-sandbox helper's exit codes. Ids are the ones the
 /// user gave once `commands::named` has run.
 #[derive(Debug, thiserror::Error)]
 pub enum Explained {
@@ -44,7 +44,7 @@ pub enum Explained {
     /// `background`: from `exec -d`, which exits 1 (its command never had an exit code).
     CannotRun { id: String, command: String, not_found: bool, background: bool },
     /// Anything else the helper reports; `detail` is its own text, made
-    /// printable: it comes from the sandbox (issue 9) and is labelled so.
+    /// printable: it comes from the sandbox and is labelled so.
     #[error("sbx's helper in sandbox {id} failed while {doing} (exit {code}){}", if detail.is_empty() { String::new() } else { format!("; the sandbox said: {detail}") })]
     Helper { id: String, doing: String, code: i32, detail: String },
 }

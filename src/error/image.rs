@@ -17,7 +17,7 @@ fn registry(image: &str) -> &str {
 pub enum ImageError {
     #[error("image {image} is not on this engine")]
     Missing { image: String },
-    /// The image moved a mount sbx made (issue 9 finding 1: a symlink in the
+    /// The image moved a mount sbx made (a symlink in the
     /// image makes runc mount elsewhere, where the sandbox can replace it).
     #[error("image {image} redirects {path} (a symlink in the image?): {found}; sbx refuses it")]
     Redirected { image: String, path: String, found: String },

@@ -86,7 +86,7 @@ pub enum Error {
 pub const ENDED: &str = "stopped or removed";
 
 /// Every docker failure becomes an sbx error here: the daemon's known
-/// answers get sbx's words and a hint (issue 10 item 5), the rest stays a
+/// answers get sbx's words and a hint, the rest stays a
 /// `DockerError` that names what sbx was doing.
 impl From<DockerError> for Error {
     fn from(e: DockerError) -> Self {
@@ -215,7 +215,7 @@ mod tests {
             &crate::docker::Output::fail(1, explain::tests::NOT_RUNNING),
         ));
         assert_eq!(e.kind(), "not_running");
-        // A runtime that was registered when create remembered it, gone since (issue 13).
+        // A runtime that was registered when create remembered it, gone since.
         let out =
             crate::docker::Output::fail(125, "docker: Error response from daemon: Unknown runtime specified runsc.\n");
         let e = Error::from(crate::docker::status_error(&args, &out));

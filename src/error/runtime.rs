@@ -1,4 +1,4 @@
-//! The OCI runtime a sandbox asked for (issue 13): one the engine does not
+//! The OCI runtime a sandbox asked for: one the engine does not
 //! have, or has registered in a way sbx cannot run under.
 
 use crate::model::runtime::{fragment, RELOAD};

@@ -18,7 +18,7 @@ pub enum SocketError {
     #[error("the sandbox's socket {path} did not accept the connection within {waited} (its backlog is full?)")]
     NotAccepting { path: PathBuf, waited: String },
     /// Direct channel: the sandbox bound its socket, but sbx's user may not
-    /// write it (issue 10 item 7), so `create` must not call it ready.
+    /// write it, so `create` must not call it ready.
     #[error("socket {path} is bound, but you (uid {uid}) may not connect to it: {reason}")]
     NotYours { path: PathBuf, uid: u32, reason: String },
     /// The relayed channel (`docker exec ... helper connect`) ended badly.

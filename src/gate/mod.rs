@@ -1,4 +1,4 @@
-//! The egress gate (issue 12): the program `sbx __gate` runs inside a
+//! The egress gate: the program `sbx __gate` runs inside a
 //! sandbox's gate container. An HTTP proxy (CONNECT and plain-HTTP
 //! absolute-URI requests) that lets the sandbox reach exactly what its
 //! policy allows: names judged before any DNS query, every resolved address

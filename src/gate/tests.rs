@@ -351,6 +351,6 @@ fn names_are_canonical_and_numeric_lookalikes_are_refused() {
     }
 }
 
-/// The sandbox as the attacker (issue 12, promise 1): each hole found has a
+/// The sandbox as the attacker (promise 1): each hole found has a
 /// test here, and so has each attack that held.
 mod attack;

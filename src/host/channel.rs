@@ -8,7 +8,7 @@
 //!   and sbx relays through `docker exec -i ID /run/sbx/helper connect
 //!   /run/sandbox/sandbox.sock`; the helper refuses anything there that is
 //!   not a socket. Works for any caller the engine lets `docker exec`: a
-//!   non-root user in the docker group (issue 10 item 7), and remote engines.
+//!   non-root user in the docker group, and remote engines.
 //!
 //! `create` chooses one ([`Choice::resolve`]) and records it in the
 //! `sbx.channel` label, so `connect` and `doctor` use the same path.

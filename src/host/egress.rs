@@ -96,7 +96,7 @@ pub fn write(data: &Path, id: &str, policy: &Policy) -> Result<PathBuf> {
 }
 
 /// `policy` as a tar of one root-owned 0644 `policy.json`: what `docker cp`
-/// extracts into a remote gate's /policy volume (issue 16).
+/// extracts into a remote gate's /policy volume.
 pub fn tar(policy: &Policy) -> Vec<u8> {
     super::tarball::root_file(FILE, 0o644, policy.to_json().as_bytes())
 }

@@ -1,4 +1,4 @@
-//! Which engine sbx drives (issue 16): [`EngineChoice`] gathers what the
+//! Which engine sbx drives: [`EngineChoice`] gathers what the
 //! environment and the command line say (DOCKER_HOST, `--context`/
 //! `SBX_CONTEXT`, DOCKER_CONTEXT, the CLI's current context) and resolves it
 //! to a `model::engine::Engine`, once per process. The default case (no

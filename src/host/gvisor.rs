@@ -1,4 +1,4 @@
-//! gVisor's processes on the host (issue 13). Under runsc a sandbox's main
+//! gVisor's processes on the host. Under runsc a sandbox's main
 //! process on the host is the Sentry, whose mount table is gVisor's own,
 //! not the workload's. The bind mounts the workload sees (sbx's helper and
 //! socket directories, volumes, --rw/--ro) are placed by runsc's gofer, in

@@ -4,7 +4,7 @@
 //! ps, kill, logs, cp, wait-port, port-forward, backup and restore work on an
 //! image with no shell, no coreutils and no tar.
 //!
-//! The helper sbx runs must be the one it mounted (issue 9 finding 1). So:
+//! The helper sbx runs must be the one it mounted. So:
 //! - the host directory holds nothing but the helper, is owned by sbx's user
 //!   or root and writable by nobody else, and its content is compared with
 //!   the embedded bytes before every create ([`install`]);
@@ -28,13 +28,13 @@ const KEY: &str = include_str!(concat!(env!("OUT_DIR"), "/sbx-helper.key"));
 pub use crate::model::paths::{HELPER_DIR as SANDBOX_DIR, HELPER_PATH as SANDBOX_PATH};
 /// The helper's name inside its directory.
 const FILE: &str = "helper";
-/// Execute-only for the sandbox (issue 9 finding 1, deeper): the running
+/// Execute-only for the sandbox (deeper): the running
 /// helper is a process of the sandbox's user, which any process there could
 /// ptrace to write its answers. exec of a file the caller cannot read makes
 /// the process non-dumpable from the start (no window), and without
 /// CAP_SYS_PTRACE nothing in the sandbox can attach to it.
 const MODE: u32 = 0o511;
-/// Under gVisor (issue 13): the Sentry's loader reads the binary as the
+/// Under gVisor: the Sentry's loader reads the binary as the
 /// calling user, so an execute-only file fails with "failed to load:
 /// permission denied" (exit 126) and every helper command with it
 /// (measured, runsc 20221219). There the helper must be readable; a copy of

@@ -59,7 +59,7 @@ pub fn stdout_gone() -> bool {
 /// Wakes a thread blocked in [`Watch::next`] when a signal arrives, or when
 /// the watched work is [`Watch::finish`]ed: a self-pipe, since a thread
 /// cannot block on an atomic. `sbx exec` uses it to pass SIGINT/SIGTERM/
-/// SIGHUP on to its command (issue 10.4) without polling, so the exec
+/// SIGHUP on to its command without polling, so the exec
 /// itself pays nothing when no signal comes.
 pub struct Watch {
     read: OwnedFd,

@@ -17,7 +17,7 @@ pub fn check_mounts(mountinfo: &str, image: &str, helper: bool, socket_dir: &str
     check_placement(mountinfo, image, helper, Some(socket_dir), true)
 }
 
-/// [`check_mounts`] on the mount table of gVisor's gofer (issue 13, attack
+/// [`check_mounts`] on the mount table of gVisor's gofer (attack
 /// finding 1): the gofer places the sandbox's bind mounts on the host,
 /// resolving the image's symlinks as the Sentry does, so where they landed
 /// there is where they are inside. The Sentry applies `readonly` itself (the
@@ -144,7 +144,7 @@ mod tests {
             check_mounts(&writable, "img", true, "/run/sandbox"),
             Err(Error::Image(ImageError::Redirected { .. }))
         ));
-        // Issue 9 finding 1, past the fix: a later mount over /run (or /,
+        // Past the fix: a later mount over /run (or /,
         // or at/below /run/sbx or /run/sandbox) hides sbx's mounts.
         for (later, path) in [
             ("/run", "/run/sbx"),

@@ -59,7 +59,7 @@ pub fn lock(data_dir: &Path, session: &str) -> Result<Flock<File>> {
     lock_at(&data_dir.join("volumes"), &lock_path(data_dir, session))
 }
 
-/// Remote engines' session locks (issue 16), and a remote `--clone`'s
+/// Remote engines' session locks, and a remote `--clone`'s
 /// directory while it lasts: `volumes/.remote/`, not a session key, so gc's
 /// sweep of local session state never takes it for one.
 pub fn remote_dir(data_dir: &Path) -> PathBuf {
@@ -171,7 +171,7 @@ pub fn prepare_dir(dir: &Path, uid: u32, gid: u32) -> Result<bool> {
 
 /// A nosuid,nodev bind of the session's host directory onto itself: the
 /// engine's bind of the volume, and the container's bind of that, copy these
-/// flags (issue 9 finding 13). The local driver's `o=bind,nosuid,nodev` does
+/// flags. The local driver's `o=bind,nosuid,nodev` does
 /// not work: a bind mount ignores those flags unless remounted, and engine
 /// 20.10 only remounts for `ro`.
 ///
@@ -224,7 +224,7 @@ pub enum Cloned {
 
 /// `--clone` into `<base>/workspace`, where `base` (the session's host
 /// directory or `--state-dir`) holds whatever an earlier sandbox wrote, so
-/// nothing there is followed (issue 9 finding 2): git clones as root into a
+/// nothing there is followed: git clones as root into a
 /// fresh 0700 directory next to `base` (root, so the operator's credentials
 /// and repositories work; nothing the sandbox wrote is on that path), the
 /// tree is given to the sandbox user without following links, and it is

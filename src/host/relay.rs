@@ -59,7 +59,7 @@ where
 /// Every relay in sbx copies with this loop, never `io::copy`: on Linux
 /// `io::copy` from a socket into a pipe becomes splice(2), which held the
 /// bytes of a request in the pipe until the client half-closed, so
-/// port-forward answered nothing to keep-alive HTTP (issue 10.1). One
+/// port-forward answered nothing to keep-alive HTTP. One
 /// read(2), one write(2) of what it got, flushed: each chunk goes on at once.
 pub fn copy<R: Read, W: Write>(r: &mut R, w: &mut W) -> io::Result<u64> {
     let mut buf = vec![0u8; 64 * 1024];

@@ -1,5 +1,5 @@
 //! sbx's own seccomp profile (`assets/seccomp.json`), passed to every
-//! sandbox instead of whatever default the engine has (issue 9, finding 14).
+//! sandbox instead of whatever default the engine has.
 //!
 //! The profile is Docker's current default (moby/profiles `seccomp` v0.2.3,
 //! as vendored by moby master) plus one explicit rule. Against engine

@@ -365,7 +365,7 @@ mod tests;
 
 pub use mark::Mark;
 
-/// What identifies the local engine's runtime configuration (issue 13):
+/// What identifies the local engine's runtime configuration:
 /// dockerd changes its runtimes only when it reloads daemon.json (SIGHUP)
 /// or restarts, and an operator edits the file before either; so the file's
 /// identity and dockerd's pid file make a key under which `docker info`'s

@@ -1,5 +1,5 @@
 //! The one-file tars sbx copies into a remote engine's volumes with
-//! `docker cp` (issue 16): the helper, an egress gate's policy.
+//! `docker cp`: the helper, an egress gate's policy.
 
 /// A tar of one regular file `name`, root-owned, of `mode`, with fixed
 /// metadata (mtime 0), so the same bytes give the same tar.

@@ -44,10 +44,10 @@ pub enum Choice {
 }
 
 impl Choice {
-    /// Issue 10 item 7: the sandbox user (a uid of its own) binds the socket
+    /// The sandbox user (a uid of its own) binds the socket
     /// with its umask, so only root can be sure to connect to it from the
     /// host. Anyone else gets the relayed channel, which also keeps what the
-    /// sandbox writes to /run/sandbox off the host (issue 9 finding 7).
+    /// sandbox writes to /run/sandbox off the host.
     pub fn resolve(self, euid: u32) -> Kind {
         match self {
             Choice::Direct => Kind::Direct,

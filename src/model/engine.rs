@@ -1,4 +1,4 @@
-//! Where the Docker engine is (issue 16): on this machine, behind a unix
+//! Where the Docker engine is: on this machine, behind a unix
 //! socket sbx's bind mounts and host paths refer to, or remote, where a path
 //! of this machine means nothing (or, worse, another machine's file). Pure:
 //! `host::engine` gathers the inputs (DOCKER_HOST, the docker context) and

@@ -1,4 +1,4 @@
-//! The names of a sandbox's egress gate (issue 12): its container, its
+//! The names of a sandbox's egress gate: its container, its
 //! per-sandbox internal network and the alias the sandbox reaches it by,
 //! the proxy URL the sandbox is given, and the host-wide egress network.
 

@@ -12,7 +12,7 @@ pub const HELPER_PATH: &str = "/run/sbx/helper";
 /// `BG` in helper/sbx_helper.rs).
 pub const HELPER_BG_DIR: &str = "/run/sbx-bg";
 
-/// Issue 9 finding 7: what the sandbox writes to /run/sandbox lands on the
+/// What the sandbox writes to /run/sandbox lands on the
 /// host (often a RAM-backed /run). As root, each socket directory is its
 /// own tmpfs: 1 MiB and 64 inodes hold a socket and a few small files, far
 /// from filling the host; nosuid,nodev,noexec since nothing there is run.

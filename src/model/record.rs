@@ -59,7 +59,7 @@ pub const GATE_OF: &str = "sbx.gate-of";
 pub const FORWARD_OF: &str = "sbx.forward-of";
 /// On audit's status probe (never `sbx.managed`: it is not a sandbox):
 /// the sandbox it reads. With `sbx.owner` and `sbx.expires`, what gc reaps
-/// a probe left behind by (issue 16).
+/// a probe left behind by.
 pub const AUDIT_OF: &str = "sbx.audit-of";
 /// The file in the data dir that says this host has run audit probes, so
 /// gc lists them only there (no extra docker call elsewhere).
@@ -150,7 +150,7 @@ pub struct Record {
     #[serde(skip)]
     pub memory_mib: Option<u64>,
     /// Every network the container is really on, whoever attached it
-    /// (issue 9 finding 3: another sandbox's `--private-routes` could add one).
+    /// (another sandbox's `--private-routes` could add one).
     pub networks: Vec<AttachedNetwork>,
     /// Why the tier is lower than at create, e.g. a network attached outside sbx.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -1,4 +1,4 @@
-//! The OCI runtime a sandbox runs under (issue 13): runc shares the host's
+//! The OCI runtime a sandbox runs under: runc shares the host's
 //! kernel; gVisor's runsc puts a user-space kernel (the Sentry) between the
 //! workload and the host's. What sbx needs of a runtime's registration in
 //! the engine, and the daemon.json fragment that gives it.

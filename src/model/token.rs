@@ -14,7 +14,7 @@ pub fn owner_token(key: &[u8], id: &str) -> String {
     mac.finalize().into_bytes().iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
-/// The ownership token a sandbox container carries (issue 9 finding 5): an
+/// The ownership token a sandbox container carries: an
 /// HMAC over its id and every sbx label value sbx reads (`record::ALL` but
 /// the token itself), in key order, so a label inherited from the image or
 /// changed after create makes the container fail `is_sbx`. Empty values are

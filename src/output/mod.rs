@@ -5,7 +5,7 @@
 //! command in its `commands::Context`. Under `--json` every message is one
 //! JSON object per line (`{"warning":{"kind":..,"message":..}}`,
 //! `{"note":{..}}`, `{"error":{"kind":..,"message":..,"hint":..}}`) so no
-//! plain prose mixes into a machine-read stream (issue 10 item 6).
+//! plain prose mixes into a machine-read stream.
 //! The writers are injectable: unit tests capture both streams.
 //!
 //! Library code below the commands (the driver) warns with [`warn`], which

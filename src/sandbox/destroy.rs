@@ -32,7 +32,7 @@ struct Target {
     container: String,
     private: Vec<PrivateRoute>,
     socket_dir: Option<PathBuf>,
-    /// Made against a remote engine (issue 16): its socket is inside the
+    /// Made against a remote engine: its socket is inside the
     /// sandbox, and this machine holds only its marker directory (under
     /// the socket root, named by its id) and its state.
     relayed_remote: bool,
@@ -93,7 +93,7 @@ impl Driver {
         let local = !self.engine()?.is_remote();
         // Sandboxes this host recorded are removed by container id with no
         // docker call before; the rest are inspected first to prove they are
-        // sbx's. On a remote engine they are all inspected (issue 16), and
+        // sbx's. On a remote engine they are all inspected, and
         // a record of another engine's sandbox names a container this
         // engine does not have: `docker rm` would call it removed.
         let state = &self.state()?.state;
@@ -130,7 +130,7 @@ impl Driver {
         let present: Vec<&String> = raws.iter().map(|r| &r.name).collect();
         let already_gone: Vec<String> = ids.into_iter().filter(|i| !present.contains(&i)).collect();
         // This machine's files for an id gone from this engine, if they
-        // are attributed to it (issue 16: another engine's sandbox is
+        // are attributed to it (another engine's sandbox is
         // alive where this destroy did not look).
         let state = &self.state()?.state;
         let endpoint = &self.engine()?.endpoint;
@@ -155,7 +155,7 @@ impl Driver {
         Ok(Destroyed { removed, already_gone })
     }
 
-    /// Remove the targets' containers in paced batches (issue 10), then what
+    /// Remove the targets' containers in paced batches, then what
     /// goes with each removed one: private networks, socket directory, with
     /// `purge` its session's volume, and its state. A sandbox of a failed
     /// batch keeps all of it. Returns the ids removed and the first removal
@@ -213,7 +213,7 @@ impl Driver {
         }
         if self.engine()?.is_remote() {
             // Its labels name paths on the engine's machine, not on this one;
-            // its session's volumes are the engine's (issue 16).
+            // its session's volumes are the engine's.
             if purge {
                 for (_, session) in gone.iter().filter_map(|t| t.volume.as_ref()) {
                     self.remove_remote_state(session, true)?;
@@ -249,7 +249,7 @@ impl Driver {
         }
     }
 
-    /// [`remove_tolerant`](Self::remove_tolerant) in paced batches (issue 10:
+    /// [`remove_tolerant`](Self::remove_tolerant) in paced batches (
     /// never one `docker rm` of many, see `docker::pace`). Every batch runs
     /// even when one fails, except after the engine stopped answering (each
     /// would only wait out its deadline). Returns the batches not removed,

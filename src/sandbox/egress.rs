@@ -1,4 +1,4 @@
-//! Egress gates after create (issue 12): the policy of a running gate
+//! Egress gates after create: the policy of a running gate
 //! (`allow`, `deny`, `egress log`), removing a sandbox's gate and
 //! policy directory (rollback, destroy, revoke) and reaping what is left of
 //! gates whose sandbox is gone (gc). A gate is found by its container id
@@ -118,7 +118,7 @@ impl Driver {
                 change(p)
             });
         }
-        // A remote gate reads its own volume (issue 16): the new policy is
+        // A remote gate reads its own volume: the new policy is
         // copied in first, and recorded here only once it is there.
         let gate = self
             .owned_gates()?

@@ -73,11 +73,11 @@ pub struct Driver {
     new_id: IdSource,
     /// Where the host's /proc is (tests point it at a directory of their own).
     proc: PathBuf,
-    /// How bulk removals are batched (issue 10: see `docker::pace`).
+    /// How bulk removals are batched (see `docker::pace`).
     pace: Pace,
     /// The sbx executable packed into the egress gate's image (`host::self_image`).
     exe: PathBuf,
-    /// What names the engine, resolved on first use (issue 16).
+    /// What names the engine, resolved on first use.
     engine_choice: EngineChoice,
     engine: OnceLock<Engine>,
     reserved: ReservedIds,
@@ -269,7 +269,7 @@ impl Driver {
     }
 
     /// What a command that touches sandbox `id` acts on, once `id` is proven
-    /// to be this host's (issue 9 finding 9: `exec` ran in a hand-made
+    /// to be this host's (`exec` ran in a hand-made
     /// container that copied sbx's labels): the full container id, from the
     /// record create wrote (no docker call; acting on the id means a
     /// container later given the same name is never touched), else from an

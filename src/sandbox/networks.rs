@@ -40,7 +40,7 @@ impl Driver {
             }
         }
         let nets: Vec<String> = private.iter().map(|p| p.network.clone()).collect();
-        // Paced like container removals (issue 10); the first failure is
+        // Paced like container removals; the first failure is
         // returned once every batch has run.
         let remove = |batch: &[String]| -> Result<()> {
             let args = argv::network_remove(batch);

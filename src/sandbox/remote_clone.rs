@@ -1,4 +1,4 @@
-//! `--clone` into a `--persist` session on a remote engine (issue 16): git
+//! `--clone` into a `--persist` session on a remote engine: git
 //! clones on this machine, as locally (`persist::clone`: same invocation,
 //! same credentials), into a fresh 0700 directory of the data dir, and the
 //! tree goes to the engine as a tar on `docker cp -a`'s stdin, through the

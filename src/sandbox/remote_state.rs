@@ -1,4 +1,4 @@
-//! A persistent session's /state on a remote engine (issue 16): made for
+//! A persistent session's /state on a remote engine: made for
 //! create, removed by `volumes rm` and `destroy --purge`, listed by
 //! `volumes`. Two volumes on the engine (see `docker::argv::remote_state`):
 //! nothing of this machine is in any argv, and this machine never reads
@@ -177,7 +177,7 @@ impl Driver {
         let cloned = match self.fill_backing(key, &backing, image, user, clone) {
             Ok(c) => c,
             Err(e) => {
-                // As locally (issue 10): a failed fill or clone leaves no
+                // As locally: a failed fill or clone leaves no
                 // volume this create made behind (its filler is gone).
                 if fresh && get(&volume).is_none() {
                     let _ = self.exec.run(&argv::volume_remove(&backing));

@@ -1,4 +1,4 @@
-//! `sbx start` against a remote engine (issue 16): what create's remote
+//! `sbx start` against a remote engine: what create's remote
 //! path does before its `docker start`, for a sandbox that ran before. No
 //! socket directory of this machine is mounted (the socket is in a tmpfs
 //! inside the sandbox, fresh at each start), nothing is read from this

@@ -56,7 +56,7 @@ impl Driver {
         let raw = self.inspect_one(id)?;
         let state = &self.state()?.state;
         let at = SystemTime::now() + ttl;
-        // The expiry is this engine's sandbox's (issue 16): gc judges it by this engine.
+        // The expiry is this engine's sandbox's: gc judges it by this engine.
         state.set_engine(id, &self.engine()?.endpoint)?;
         state.set_expiry(id, at)?;
         let watched = state.watchdog(id).is_some_and(|w| w.is_alive());

@@ -109,7 +109,7 @@ pub(super) fn remove_session_state(state: &State, session: &str) -> Result<()> {
     // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
     let parent = dir.parent().unwrap_or(Path::new("/"));
     socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
-    // The lock file goes with its volume (issue 10).
+    // The lock file goes with its volume.
     let _ = std::fs::remove_file(persist::lock_path(&state.dir, session));
     Ok(())
 }

@@ -39,7 +39,7 @@ pub const DEFAULT_SOCKET_WAIT: Duration = Duration::from_secs(90);
 /// made before sbx chose uids) is read as.
 pub const NOBODY: u32 = 65534;
 /// The kernel's PID_MAX_LIMIT on 64-bit: runc fails to write a larger
-/// pids.max at start (issue 9 finding 12), so larger values are refused here.
+/// pids.max at start, so larger values are refused here.
 pub const MAX_PIDS: u32 = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -289,7 +289,7 @@ pub fn parse_ttl(s: &str) -> Result<Duration, Invalid> {
     Ok(d)
 }
 
-/// `--cpus` as docker accepts it (issue 9 finding 12): docker turns it into
+/// `--cpus` as docker accepts it: docker turns it into
 /// whole nano-CPUs ("value is too precise" past 9 decimals), the kernel's
 /// smallest CFS quota is 0.01 CPU, and the engine refuses more CPUs than the
 /// host has.

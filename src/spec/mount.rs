@@ -21,7 +21,7 @@ pub struct MountSpec {
 const FORBIDDEN_TARGETS: &[&str] = &["/", "/proc", "/sys", "/dev", "/run", "/run/sandbox", "/run/sbx", "/var/run"];
 /// ... nor anything below these. `/run/sbx` holds sbx's helper: a mount
 /// there fails in docker, or makes docker create `helper` as root in the
-/// operator's host directory (issue 9 finding 12).
+/// operator's host directory.
 const FORBIDDEN_TREES: &[&str] = &["/proc", "/sys", "/dev", "/run/sandbox", "/run/sbx"];
 /// Mounted by sbx itself: a second mount there would conflict or hide it.
 const RESERVED_TARGETS: &[&str] = &["/tmp", "/state", crate::model::paths::HELPER_BG_DIR];

@@ -1,4 +1,4 @@
-//! What `create` refuses when the engine is remote (issue 16): every flag
+//! What `create` refuses when the engine is remote: every flag
 //! that names a path on this machine, which the engine would read on its
 //! own machine instead (another file, or none). Checked on the request, so
 //! the refusal comes before the paths themselves are looked at here.

@@ -21,7 +21,7 @@ pub fn exec(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String]) -> Re
 
 /// What `sbx exec` exits with, given docker exec's status and what docker
 /// itself said (`held`, kept from sbx's streams): docker's failures become
-/// sbx's errors (issue 10 items 5 and 6); text that turns out to be the
+/// sbx's errors; text that turns out to be the
 /// command's own is written out after all.
 fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code: i32, held: &str) -> Result<i32> {
     if !held.is_empty() {
@@ -64,7 +64,7 @@ fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code
 pub const SIGNAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// [`exec`], passing on a SIGINT/SIGTERM/SIGHUP that reaches sbx while the
-/// command runs (issue 10.4): without a terminal `docker exec` forwards no
+/// command runs: without a terminal `docker exec` forwards no
 /// signal, so sbx used to die and leave the command running. The command
 /// carries SBX_EXEC=TOKEN in its environment; on a signal the helper finds
 /// it by that token, signals its process group, waits [`SIGNAL_GRACE`],

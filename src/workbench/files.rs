@@ -47,7 +47,7 @@ pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
 }
 
 /// Copy host -> sandbox or sandbox -> host, streamed both ways. What comes
-/// out of the sandbox is hostile (issue 9): only the named source's own
+/// out of the sandbox is hostile: only the named source's own
 /// name and what is below it is accepted, within `limits`. Ok: what was
 /// left out (fifos, sockets, devices), for a warning.
 pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) -> Result<Skipped> {

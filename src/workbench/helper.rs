@@ -40,7 +40,7 @@ pub(crate) fn sandbox_error(id: &str, stderr: &str) -> Option<Error> {
 
 /// The helper's exit codes; helper/sbx_helper.rs has the same table. The
 /// host says what they mean in its own words and never relays the helper's
-/// text as its own: that text comes from the sandbox (issue 10 item 5).
+/// text as its own: that text comes from the sandbox.
 pub mod helper_exit {
     pub const NO_PROCESS: i32 = 3;
     pub const EXITED: i32 = 4;

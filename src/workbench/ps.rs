@@ -54,7 +54,7 @@ pub struct BgProcess {
     pub running: bool,
     pub exit_code: Option<i64>,
     /// The signal that ended it (then `exit_code` is null): TERM is 15,
-    /// not "exit 143" (issue 10 item 9).
+    /// not "exit 143".
     #[serde(default)]
     pub signal: Option<i64>,
 }
@@ -229,7 +229,7 @@ mod tests {
         let list = ps(&f, "sbx-0123456789ab").unwrap().processes;
         assert_eq!(list[0].pid, Some(42));
         assert!(list[0].running);
-        // Issue 10 item 9: ended by TERM is not "exit 143".
+        // Ended by TERM is not "exit 143".
         f.push(Output::ok(
             "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":false,\"exit_code\":null,\"signal\":15}\n\
              {\"handle\":\"p0000abce\",\"pid\":43,\"command\":[\"x\"],\"running\":false,\"exit_code\":3,\"signal\":null}\n",

@@ -19,7 +19,7 @@ pub fn stats(exec: &dyn DockerExec, ids: &[String]) -> Result<Vec<Stats>> {
 
 /// [`stats`] of those of `ids` that exist, and the ones docker says are
 /// gone: `docker stats A B` prints nothing at all when B is missing, so
-/// the missing are dropped and the rest asked again (issue 10 item 9).
+/// the missing are dropped and the rest asked again.
 pub fn stats_present(exec: &dyn DockerExec, ids: &[String]) -> Result<(Vec<Stats>, Vec<String>)> {
     let mut left = ids.to_vec();
     let mut missing = Vec::new();
@@ -47,7 +47,7 @@ mod tests {
     use crate::docker::fake::FakeDocker;
     use crate::docker::Output;
 
-    /// Issue 10 item 9: `sbx stats MISSING LIVE` named both as missing.
+    /// `sbx stats MISSING LIVE` named both as missing.
     #[test]
     fn stats_of_a_missing_and_a_live_sandbox_shows_the_live_one() {
         let f = FakeDocker::new();

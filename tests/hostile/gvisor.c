@@ -1,4 +1,4 @@
-/* Attacker program for tests/live/runtime_attack.rs (issue 13): the image's
+/* Attacker program for tests/live/runtime_attack.rs: the image's
  * entrypoint under gVisor. Modes (argv[1]):
  *   takeover DIR   the image links /run/sbx to DIR/sbx, so the helper's mount
  *                  landed there: move DIR aside (renaming a parent of a mount

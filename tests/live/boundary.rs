@@ -510,7 +510,7 @@ fn non_internal_network_lowers_the_tier_or_is_refused() {
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let _guard = w.adopt(rec["id"].as_str().unwrap());
     assert_eq!(rec["tier"], 1);
-    // Under --json the warning is in the result, not repeated in prose (issue 10 item 6).
+    // Under --json the warning is in the result, not repeated in prose.
     assert!(rec["warnings"].to_string().contains("not internal"), "{rec}");
     assert!(!stderr(&out).contains("sbx: warning"), "{}", stderr(&out));
     let env = docker_ok(&["inspect", "--format", "{{json .Config.Env}}", rec["id"].as_str().unwrap()]);

@@ -1,4 +1,4 @@
-//! What the command line says (issue 10 items 5 and 6): every error in sbx's
+//! What the command line says: every error in sbx's
 //! own words with a hint (no docker argv, no raw daemon answer, no helper
 //! text), under `--json` every sbx message on stderr is one JSON object per
 //! line, and invalid input (the hostile corpus included) exits 2 and creates

@@ -119,7 +119,7 @@ for word in ["alpha", "beta", "gamma"]:
 
 #[test]
 fn port_forward_is_interactive_keep_alive_banner_and_line_by_line() {
-    // Issue 10.1: nothing came back until the client half-closed. Clients
+    // Nothing came back until the client half-closed. Clients
     // here never half-close: each waits for the answer before going on.
     let w = World::new();
     let sb = w.create(&[]);
@@ -176,7 +176,7 @@ fn connect_is_interactive_line_by_line() {
 
 #[test]
 fn connect_gives_up_on_a_socket_whose_backlog_the_sandbox_keeps_full() {
-    // Issue 9 finding 11: connect(2) blocks while the accept queue is full,
+    // Connect(2) blocks while the accept queue is full,
     // and the sandbox decides whether it ever empties.
     let w = World::new();
     let sb = w.create(&["--", "full-backlog"]);

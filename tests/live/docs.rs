@@ -1,4 +1,4 @@
-//! Completions and man pages (issue 15), checked against the README's
+//! Completions and man pages, checked against the README's
 //! table of commands: what a user reads there is what `sbx <TAB>` offers and
 //! what `man sbx-...` has. Compared with the README, not with clap's own
 //! list, which cannot disagree with itself.

@@ -1,4 +1,4 @@
-//! The egress reach (issue 12), one test per promise: a sandbox reaches the
+//! The egress reach, one test per promise: a sandbox reaches the
 //! names on its allowlist through its gate, byte-exact, and nothing else;
 //! refused names are never looked up; an address no rule covers is refused,
 //! as a literal or under an allowed name; the SNI must match the CONNECT

@@ -1,4 +1,4 @@
-//! The sandbox attacks its own gate (issue 12, promise 1), live, with the
+//! The sandbox attacks its own gate (promise 1), live, with the
 //! tools a sandbox has (curl, openssl) and the stand-in internet only. The
 //! byte-level attacks (smuggling heads, host spellings, ECH, trickled or
 //! oversize hellos) are in-process in `src/gate/tests/attack.rs`; here are

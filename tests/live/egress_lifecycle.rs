@@ -1,4 +1,4 @@
-//! The egress lifecycle (issue 12): the policy changes on a running sandbox
+//! The egress lifecycle: the policy changes on a running sandbox
 //! (`sbx allow`/`deny`, `revoke ID egress`), every decision is logged, observe
 //! mode learns an allowlist, and nothing made for a gate outlives its sandbox
 //! (destroy, a failed or killed create plus `gc`, a TTL). Bad input exits 2

@@ -1,4 +1,4 @@
-//! sbx's own egress network (issue 12): without `--egress-network` the gate
+//! sbx's own egress network: without `--egress-network` the gate
 //! reaches out through `sbx-egress-net`, a non-internal bridge sbx makes on
 //! first use with inter-container traffic off, that the sandbox is never on
 //! and that `gc` removes once no gate uses it. The only live test on the

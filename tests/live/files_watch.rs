@@ -1,4 +1,4 @@
-//! `sbx files`, `sbx mkdir` and `sbx watch` (issue 15) on the fixture image
+//! `sbx files`, `sbx mkdir` and `sbx watch` on the fixture image
 //! (no shell, no tools): every file type, symlinks never followed, names
 //! built to forge output lines, the depth and entry limits, mkdir's errors,
 //! and watch's changes in order, in a directory made after it started, an

@@ -1,6 +1,6 @@
 //! The hardening of every sandbox, as docker and the sandbox itself see it:
 //! no capabilities, no new privileges, a read-only root, no network but its
-//! routes, limits; and what the engine does not do for a sandbox (issue 9,
+//! routes, limits; and what the engine does not do for a sandbox (
 //! finding 14): sbx's seccomp profile, the log cap, the CPU limit, and the
 //! audit rules that check them (plus finding 3's "no network but its routes").
 
@@ -46,7 +46,7 @@ fn hardening_as_docker_and_the_sandbox_see_it() {
         let channel = format!("{} /run/sandbox rw=true", w.socket_root.join(&sb.id).display());
         assert!(mounts.contains(&channel), "{mounts:?}");
     } else {
-        // Not root: the relayed channel, /run/sandbox a tmpfs in the container (issue 10 item 7).
+        // Not root: the relayed channel, /run/sandbox a tmpfs in the container.
         assert_eq!(mounts.len(), 1, "only the read-only helper: {mounts:?}");
         assert!(tmpfs.contains(r#""/run/sandbox":"#), "{tmpfs}");
     }

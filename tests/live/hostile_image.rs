@@ -1,4 +1,4 @@
-//! Live tests with hostile images and attacker programs (issue 9): the
+//! Live tests with hostile images and attacker programs: the
 //! image and everything inside the sandbox are the attacker's.
 
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ fn create_with(w: &World, image: &str) -> std::process::Output {
     w.sbx(&["create", "--image", image, "--label", &label, "--socket-wait", "20s"])
 }
 
-/// Issue 9 finding 1: an image whose symlinks move sbx's mounts is refused
+/// An image whose symlinks move sbx's mounts is refused
 /// at create, and nothing is left; a plain image still works.
 #[test]
 fn images_that_redirect_sbx_mounts_are_refused() {
@@ -71,7 +71,7 @@ fn images_that_redirect_sbx_mounts_are_refused() {
     assert_success(&w.sbx(&["ps", &sb.id]), "the helper runs");
 }
 
-/// Issue 9 finding 1, past the fix: a mount placed AFTER sbx's covers
+/// Past the fix: a mount placed AFTER sbx's covers
 /// /run, and the sandbox sees its own /run/sbx/helper. docker mounts in
 /// order of path depth, and runc follows the image's symlinks, so an image
 /// `VOLUME /x/y/z` with `/x/y/z -> /run` (or an operator's `--rw` to such a
@@ -118,7 +118,7 @@ fn a_later_mount_covering_run_is_refused() {
     let _ = std::fs::remove_dir_all(&host);
 }
 
-/// Issue 9 finding 1: inside a normal sandbox, nothing can move or replace
+/// Inside a normal sandbox, nothing can move or replace
 /// the helper (/run/sbx is a read-only mount point on a read-only root).
 #[test]
 fn the_sandbox_cannot_replace_the_helper() {
@@ -144,7 +144,7 @@ fn the_sandbox_cannot_replace_the_helper() {
     assert!(inside == host, "the helper inside differs from the one sbx installed");
 }
 
-/// Issue 9 finding 8: deeply nested directories in a socket directory do
+/// Deeply nested directories in a socket directory do
 /// not break gc (EMFILE with one descriptor per level), and one item gc
 /// cannot remove does not stop the rest: it is reported and gc exits 1.
 #[test]
@@ -270,7 +270,7 @@ fn sandbox_text_in_errors_cannot_forge_sbx_lines_or_drive_the_terminal() {
     clean("cp", &err);
 }
 
-/// Issue 9 finding 6, re-checked beyond cp: a non-streaming docker call's
+/// Re-checked beyond cp: a non-streaming docker call's
 /// whole output was held in memory, and some carry what the sandbox wrote.
 /// `sbx ps` lists the command lines the helper finds under the sandbox's
 /// /tmp/.sbx-bg: one 16 MiB file hard-linked 16 times made it print 256 MiB
@@ -325,7 +325,7 @@ fn a_symlink_the_sandbox_planted_above_dst_is_not_followed() {
     }
 }
 
-/// Issue 9 finding 1, deeper: even the genuine helper, once running in the
+/// Deeper: even the genuine helper, once running in the
 /// sandbox, ran as the sandbox's user and was dumpable, so any process
 /// there could ptrace it and write its answers (there is no Yama on many
 /// hosts). The helper is now installed execute-only (0511): exec of a file

@@ -102,7 +102,7 @@ fn create_killed_at_each_step_leaves_nothing_after_gc() {
             .spawn()
             .unwrap();
         until(Duration::from_secs(20), || shim.reached()).unwrap_or_else(|| panic!("create never reached {verb}"));
-        // Issue 10 item 9: `ls` tells a create in flight from one whose
+        // `ls` tells a create in flight from one whose
         // process was killed (it showed `running` until gc).
         let ls_state = || -> Vec<String> {
             let out = w.sbx(&["ls", "--json"]);

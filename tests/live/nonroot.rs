@@ -1,4 +1,4 @@
-//! Issue 10 item 7: sbx as a non-root user in the docker group (the usual
+//! Sbx as a non-root user in the docker group (the usual
 //! way people run docker), and the relayed channel it uses. The sandbox user
 //! (65534, umask 022) binds a socket such a user may not write, so sbx
 //! relays through `docker exec ... /run/sbx/helper connect`; `--channel exec`
@@ -173,7 +173,7 @@ fn channel_exec_as_root_relays_and_bounds_run_sandbox() {
     let out = w.sbx_stdin(&["connect", &sb.id], &data);
     assert_success(&out, "sbx connect with stdin closed");
     assert!(out.stdout == data, "the echo came back whole ({} of {} bytes)", out.stdout.len(), data.len());
-    // Issue 9 finding 7: the sandbox cannot fill the host through /run/sandbox.
+    // The sandbox cannot fill the host through /run/sandbox.
     let out = sb.exec(&["fill", "/run/sandbox/big"]);
     let said = stdout(&out);
     assert!(said.contains("No space left on device"), "{said}");

@@ -1,6 +1,6 @@
 //! Persistent sessions and `--clone`: a session's volume outlives its
 //! sandbox, and holds against what an image and an earlier sandbox of the
-//! session can plant (issue 9 findings 2, 8 and 13, issue 10): nothing from
+//! session can plant (8 and 13, issue 10): nothing from
 //! the image's /state reaches the volume, the volume is the sandbox user's and
 //! mounted nosuid,nodev (after a restart too), a clone never follows anything
 //! a sandbox wrote, and purge and gc remove whatever tree a sandbox left.
@@ -237,7 +237,7 @@ fn a_failed_clone_leaves_no_volume_behind() {
     w.assert_nothing_left();
 }
 
-/// Issue 10: `sbx volumes rm KEY...` removes a session's volume, its
+/// `sbx volumes rm KEY...` removes a session's volume, its
 /// directory and its lock file; refused (exit 1) while a sandbox uses it;
 /// a planted symlink in place of the directory is removed, not followed.
 #[test]
@@ -352,7 +352,7 @@ fn a_restarted_persistent_sandbox_keeps_state_nosuid_nodev() {
     assert_success(&w.sbx(&["destroy", "--purge", &sb.id]), "purge");
 }
 
-/// Issue 9 finding 8 again, in the persistent volume: a sandbox nests
+/// In the persistent volume: a sandbox nests
 /// thousands of directories in /state, then `destroy --purge` used std's
 /// `remove_dir_all` (one descriptor per level): EMFILE, exit 1, and the
 /// session's host directory stayed. The sandbox user owns the volume, so

@@ -1,4 +1,4 @@
-//! Warm pools (issue 14): `sbx pool create`, claims with `create --pool`
+//! Warm pools: `sbx pool create`, claims with `create --pool`
 //! (no docker call in the claiming process), the refiller, fallback, gc.
 
 use std::path::{Path, PathBuf};

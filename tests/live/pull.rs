@@ -1,4 +1,4 @@
-//! Pulling pinned images (issue 15) against a registry of the test's own:
+//! Pulling pinned images against a registry of the test's own:
 //! Debian's `docker-registry` on 127.0.0.1 (dockerd allows plain http on
 //! 127.0.0.0/8), holding an image made by the test (the fixture binary plus
 //! a unique file: an id of its own; the shared fixture is never pushed or

@@ -1,4 +1,4 @@
-//! Remote engines (issue 16): the one engine here reached
+//! Remote engines: the one engine here reached
 //! through sshd on loopback (`support::Remote`), so sbx takes the remote
 //! path for real. Loopback hides local-path bugs (every path exists on the
 //! "remote" too), so the logging docker shim checks that no argv sbx runs
@@ -224,7 +224,7 @@ fn contexts_are_followed_to_the_remote_engine_and_refused_with_docker_host() {
     assert_eq!(w.containers(), Vec::<String>::new());
 }
 
-/// The local default engine is resolved without a docker call (issue 16):
+/// The local default engine is resolved without a docker call:
 /// a create stays at the benchmark's two calls (`docker run` and one
 /// `docker container inspect`) once the image's user is cached.
 #[test]

@@ -1,4 +1,4 @@
-//! `sbx audit` and `sbx doctor` against a remote engine (issue 16): the
+//! `sbx audit` and `sbx doctor` against a remote engine: the
 //! sandbox's process is read by a probe container of sbx's own in its pid
 //! namespace. The engine here is one, reached through ssh on loopback
 //! (`support::Remote`), so a remote audit and a local one of the same
@@ -74,7 +74,7 @@ fn a_remote_audit_reads_the_process_through_a_probe_and_agrees_with_a_local_one(
     assert_eq!(probes_of(&sb.id), Vec::<String>::new());
 }
 
-/// Issue 9 finding 9, remotely: a container made by hand with a sandbox's
+/// Remotely: a container made by hand with a sandbox's
 /// labels copied is refused as it is locally, and no probe joins it.
 #[test]
 fn a_remote_audit_refuses_an_impostor_as_a_local_one_does() {

@@ -1,4 +1,4 @@
-//! `--clone` into a `--persist` session on a remote engine (issue 16),
+//! `--clone` into a `--persist` session on a remote engine,
 //! reached through sshd on loopback: cloned here and copied in through the
 //! session's never-started filler, the sandbox user's; a later create keeps
 //! the sandbox's work; a workspace a sandbox replaced with a link is

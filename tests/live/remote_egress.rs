@@ -1,4 +1,4 @@
-//! Egress on a remote engine (issue 16): the gate cannot bind this
+//! Egress on a remote engine: the gate cannot bind this
 //! machine's policy directory, so it gets the policy through `docker cp`
 //! into a volume of its own, at create and on every `sbx allow`/`deny`.
 //! The engine is the one here, reached through sshd on loopback, with the

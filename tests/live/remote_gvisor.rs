@@ -1,4 +1,4 @@
-//! gVisor on a remote engine (issue 16): `--runtime runsc` over ssh, where
+//! gVisor on a remote engine: `--runtime runsc` over ssh, where
 //! the helper comes from the readable copy of the helper volume
 //! (`sbx-helper-KEY-r`: runsc must read a file to exec it) and the channel
 //! is relayed through it.

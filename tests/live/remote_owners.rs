@@ -1,4 +1,4 @@
-//! Several machines driving one remote engine (issue 16), each a data dir
+//! Several machines driving one remote engine, each a data dir
 //! of its own here: ownership is per data dir's key. Separate by default
 //! (another data dir neither lists, destroys nor reaps the sandbox), shared
 //! once the key file is the same bytes (README "Several machines, one engine").

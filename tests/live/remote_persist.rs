@@ -1,4 +1,4 @@
-//! `--persist` on a remote engine (issue 16), reached through sshd on
+//! `--persist` on a remote engine, reached through sshd on
 //! loopback: the session's /state is a nosuid,nodev overlay volume there
 //! (`sbx-state-KEY` over the backing `sbx-data-KEY`), the sandbox user's
 //! 0700, nothing copied from the image, kept across sandboxes and a

@@ -1,4 +1,4 @@
-//! Warm pools on a remote engine (issue 16), through sshd on loopback: a
+//! Warm pools on a remote engine, through sshd on loopback: a
 //! claim checks its member with one docker call (not this machine's /proc:
 //! on loopback a paused member's process is alive here, and must still not
 //! be handed out), the refiller tops the pool up over ssh, and the pool is

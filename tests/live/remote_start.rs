@@ -1,4 +1,4 @@
-//! Remote engines, continued (issue 16): `stop`/`start`/`pause`/`resume`
+//! Remote engines, continued: `stop`/`start`/`pause`/`resume`
 //! of a sandbox on the remote engine (reached through sshd on loopback, see
 //! `remote`), which engine this machine's files of a sandbox belong to (a
 //! local `gc` or `destroy` leaves a remote sandbox's marker, watchdog and

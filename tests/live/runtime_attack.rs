@@ -1,4 +1,4 @@
-//! Hostile images and sandboxes under gVisor (issue 13): the host side must
+//! Hostile images and sandboxes under gVisor: the host side must
 //! hold under `--runtime runsc` as it does under runc. These need runsc
 //! registered as runtime `runsc`; without it they fail, never skip.
 
@@ -29,7 +29,7 @@ fn image(w: &World, start: &str, changes: &[&str], shape: impl FnOnce(&Path)) ->
 
 type Shape = dyn Fn(&Path);
 
-/// Issue 13, attack finding 1: gVisor places mounts following the image's
+/// Attack finding 1: gVisor places mounts following the image's
 /// symlinks just as runc does, and create skipped the mount check under
 /// it. An image linking /run/sbx to /tmp/a/sbx got sbx's helper mounted
 /// there; its entrypoint renamed /tmp/a away and planted its own

@@ -1,4 +1,4 @@
-//! `sbx audit` and `sbx doctor` under a runtime (issue 13): doctor lists the
+//! `sbx audit` and `sbx doctor` under a runtime: doctor lists the
 //! engine's runtimes and probes under gVisor end to end; audit of a gVisor
 //! sandbox reads the config, not gVisor's root Sentry, for the rules about
 //! the workload, and says whether the workload has a kernel of its own.

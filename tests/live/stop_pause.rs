@@ -1,4 +1,4 @@
-//! `sbx stop`/`start` and `pause`/`resume` (issue 15): what stays (the
+//! `sbx stop`/`start` and `pause`/`resume`: what stays (the
 //! container, its id, labels, routes, a persistent /state), what starts
 //! empty (/tmp), readiness again after start, the grace, the stall while
 //! paused, TTL expiry and destroy in either state, wrong states, and the

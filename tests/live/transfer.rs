@@ -1,6 +1,6 @@
 //! What goes in and out of a sandbox on `cp`, `backup` and `restore`: bytes,
-//! modes and times kept, tar streams both ways, and against a hostile sandbox
-//! (issue 9 findings 1b and 6, issue 10 item 2): a planted symlink is never
+//! modes and times kept, tar streams both ways, and against a hostile sandbox:
+//! a planted symlink is never
 //! followed, a hostile record stream writes nothing outside what was asked
 //! for, sparse files stay sparse and small in memory, caps hold, and restore
 //! refuses input that is not a whole tar before anything changes.
@@ -113,7 +113,7 @@ fn backup_then_restore_into_a_fresh_sandbox_gives_the_same_tree() {
     assert_success(&b.exec(&["exists", "/state/workspace/top.txt"]), "the workspace is untouched");
 }
 
-/// Issue 10 item 9: backup tars had mtime 0 and uid 0 on every entry. The
+/// Backup tars had mtime 0 and uid 0 on every entry. The
 /// files' times and modes go through cp in, backup, restore and cp out;
 /// owners are 0 on purpose (see the README).
 #[test]
@@ -162,8 +162,8 @@ fn backup_keeps_times_and_modes() {
     assert_eq!((md.mtime(), md.mode() & 0o7777), (1_600_000_000, 0o750));
 }
 
-/// Issue 10 item 9: `sbx cp ID:/path -` failed with "writing -: is outside
-/// .". `-` is a tar stream, as with `docker cp`: out on stdout (entries
+/// `sbx cp ID:/path -` failed with "writing -: is outside.
+/// ". `-` is a tar stream, as with `docker cp`: out on stdout (entries
 /// named from the source's own name), in from stdin (checked whole before
 /// anything changes, extracted into the existing directory).
 #[test]
@@ -268,7 +268,7 @@ fn forging_docker(w: &World, name: &str, forged: Vec<u8>) -> std::path::PathBuf 
     fake
 }
 
-/// Issue 9 finding 1b, end to end through the real binary: the helper's
+/// End to end through the real binary: the helper's
 /// answer to `cp ID:/tmp/report.txt .` in a git checkout also names a
 /// sibling and `.git/hooks/pre-commit`. The answer is played by a docker
 /// stand-in (SBX_DOCKER) so the stream is exactly the hostile one.
@@ -344,7 +344,7 @@ fn a_forged_stream_with_an_entry_below_its_link_or_twice_makes_no_backup() {
     }
 }
 
-/// Issue 9 finding 6: three sparse 1 GiB files cost ~0 bytes in the
+/// Three sparse 1 GiB files cost ~0 bytes in the
 /// sandbox; sbx once held them in memory (6.3 GB RSS) and wrote 3.1 GB.
 #[test]
 fn sparse_files_come_out_sparse_within_the_cap_and_in_little_memory() {
@@ -410,7 +410,7 @@ fn workspace_has(sb: &Sandbox, path: &str) -> bool {
     sb.exec(&["exists", &format!("/state/workspace/{path}")]).status.success()
 }
 
-/// Issue 10 item 2: `sbx restore ID < /dev/null` exited 0 and emptied the workspace.
+/// `sbx restore ID < /dev/null` exited 0 and emptied the workspace.
 #[test]
 fn restore_refuses_empty_truncated_and_non_tar_input_and_takes_an_empty_archive() {
     let w = World::new();

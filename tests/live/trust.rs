@@ -16,7 +16,7 @@ fn hostile_image(changes: &[&str], files: &[(&str, &str)]) -> Image {
     tree.import()
 }
 
-/// Issue 9 finding 5: `LABEL sbx.private=...` made `revoke` detach the
+/// `LABEL sbx.private=...` made `revoke` detach the
 /// operator's service and delete its network; `LABEL sbx.volume=...`
 /// blocked another session's `--persist`. Such an image is refused, and
 /// nothing on the engine changes.
@@ -42,7 +42,7 @@ fn an_image_with_sbx_labels_is_refused_and_nothing_changes() {
     assert!(!docker(&["volume", "inspect", &format!("sbx-state-{session}")]).status.success(), "no volume made");
 }
 
-/// Issue 9 finding 5: a container that merely carries `sbx.volume` (any
+/// A container that merely carries `sbx.volume` (any
 /// label is anyone's to set) does not hold a session's volume.
 #[test]
 fn a_label_alone_does_not_block_a_persistent_session() {
@@ -72,7 +72,7 @@ fn a_label_alone_does_not_block_a_persistent_session() {
     drop(sb);
 }
 
-/// Issue 9 finding 3: with P a tier-2 sandbox, `create --route pivot:P:8080
+/// With P a tier-2 sandbox, `create --route pivot:P:8080
 /// --private-routes` attached P to the new sandbox's network. Refused, P
 /// unchanged; and a network attached to P outside sbx shows in `inspect`
 /// and `ls`, and the tier drops.
@@ -123,7 +123,7 @@ fn has_group_0(lines: &[String]) -> bool {
     lines.iter().any(|l| l.split_whitespace().skip(1).any(|g| g == "0"))
 }
 
-/// Issue 9 finding 10: `USER 1000:0` ran as gid 0 with no warning. The
+/// `USER 1000:0` ran as gid 0 with no warning. The
 /// image's USER is not used at all (the sandbox gets a uid:gid of sbx's
 /// range), so it never yields gid 0, nor do its /etc/group memberships
 /// (checked on what the processes really have); `--user X:0` does, with a
@@ -163,7 +163,7 @@ fn the_image_never_chooses_group_0() {
     assert!(main[0].starts_with("Gid:\t0\t"), "{main:?}");
 }
 
-/// Issue 9 finding 9: a container made by hand with a sandbox's name format
+/// A container made by hand with a sandbox's name format
 /// and its labels copied: `exec` ran in it as uid 0 and `stats` worked.
 /// Every command that touches a sandbox refuses it, and nothing runs in it.
 #[test]

@@ -65,7 +65,7 @@ fn background_processes_are_listed_logged_and_killed_with_their_children() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // Issue 10 item 9: ended by TERM, not "exit 143".
+    // Ended by TERM, not "exit 143".
     assert_eq!(
         (&exited["exit_code"], &exited["signal"]),
         (&serde_json::Value::Null, &serde_json::json!(15)),
@@ -73,7 +73,7 @@ fn background_processes_are_listed_logged_and_killed_with_their_children() {
     );
     let table = stdout(&w.sbx(&["ps", &sb.id]));
     assert!(table.lines().any(|l| l.contains(&handle) && l.contains("killed by TERM")), "{table}");
-    // ... and its state is not in the sandbox's /tmp (issue 10 item 9).
+    // ... and its state is not in the sandbox's /tmp.
     assert_exit(&sb.exec(&["exists", "/tmp/.sbx-bg"]), 1, "no .sbx-bg in /tmp");
     assert_success(&sb.exec(&["exists", &format!("/run/sbx-bg/{handle}/log")]), "the state in /run/sbx-bg");
     assert_eq!(top(), 0, "the children died with it");
@@ -87,7 +87,7 @@ fn background_processes_are_listed_logged_and_killed_with_their_children() {
 
 #[test]
 fn stopping_exec_ends_the_command_in_the_sandbox() {
-    // Issue 10.4: SIGINT/SIGTERM/SIGHUP ended sbx at once and left the
+    // SIGINT/SIGTERM/SIGHUP ended sbx at once and left the
     // command running. Now sbx passes the signal on, waits briefly, then
     // SIGKILLs it ("stubborn" ignores all three), and exits 128+n.
     use nix::sys::signal::{kill, Signal};
@@ -254,7 +254,7 @@ fn stats_watch_refreshes_until_ctrl_c() {
     assert_eq!(child.wait().unwrap().code(), Some(0), "ends cleanly on Ctrl-C");
 }
 
-/// Issue 10 item 9: `sbx stats MISSING LIVE` named the live sandbox as
+/// `sbx stats MISSING LIVE` named the live sandbox as
 /// missing too (and showed nothing). The live one is shown; only the
 /// missing ones are reported (exit 1), whether never made or removed
 /// behind sbx's back.

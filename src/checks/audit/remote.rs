@@ -1,4 +1,4 @@
-//! Audit's read of a sandbox's process against a remote engine (issue 16):
+//! Audit's read of a sandbox's process against a remote engine:
 //! a probe container of sbx's own image joins the sandbox's pid namespace
 //! and prints its main process's status (`status_probe`); the probe is
 //! removed with `--rm`, by name if its run failed, and by gc once its

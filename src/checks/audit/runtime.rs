@@ -1,4 +1,4 @@
-//! What audit is looking at (issue 13): the runtime a sandbox runs under,
+//! What audit is looking at: the runtime a sandbox runs under,
 //! the engine's registration of it, and so what the container's host
 //! process is. Under runc that process is the workload; under gVisor it is
 //! gVisor's Sentry (a user-space kernel, root on the host by gVisor's

@@ -1,4 +1,4 @@
-//! Audit's status probe (issue 16): with a remote engine, this machine's
+//! Audit's status probe: with a remote engine, this machine's
 //! /proc is not the engine's, so the status of a sandbox's main process is
 //! read by a short-lived container of sbx's own image that joins the
 //! sandbox's pid namespace (`docker run --pid container:ID`, see

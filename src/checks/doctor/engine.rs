@@ -127,7 +127,7 @@ impl Doctor<'_> {
                         Some("use a shorter --socket-dir (or SBX_SOCKET_DIR)".into()),
                     ));
                 } else if !nix::unistd::geteuid().is_root() {
-                    // Issue 10 item 7: the sandbox user's socket is not writable by a non-root caller.
+                    // The sandbox user's socket is not writable by a non-root caller.
                     checks.push(check(
                         "sockets",
                         Status::Ok,

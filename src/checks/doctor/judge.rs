@@ -1,5 +1,5 @@
 //! Doctor's judgement of what the probe saw from inside, against what sbx
-//! promises, under the runtime it ran under (issue 13: under gVisor some of
+//! promises, under the runtime it ran under (under gVisor some of
 //! /proc/self/status is not reported, and is established from the host).
 
 use super::probe_run::route_port;

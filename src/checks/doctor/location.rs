@@ -1,4 +1,4 @@
-//! Doctor's report of where the engine is (issue 16) and what a remote one
+//! Doctor's report of where the engine is and what a remote one
 //! changes, one line each.
 
 use super::{check, Check, Doctor, Status};

@@ -65,7 +65,7 @@ impl Doctor<'_> {
         let mut checks = Vec::new();
         // With a remote engine the probe sandbox takes create's remote path
         // (the relayed channel, the helper volume) and its host process is
-        // read by audit's status probe (issue 16).
+        // read by audit's status probe.
         self.location(&mut checks);
         let docker_ok = self.docker(&mut checks);
         self.host_dirs(&mut checks);

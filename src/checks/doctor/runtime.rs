@@ -1,4 +1,4 @@
-//! Doctor's runtime checks (issue 13): the runtimes the engine has, and
+//! Doctor's runtime checks: the runtimes the engine has, and
 //! whether the one `--runtime` names is registered so that sbx's promises
 //! hold under it, before the probe runs under it.
 

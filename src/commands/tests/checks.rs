@@ -49,7 +49,7 @@ fn audit_prints_each_rule_then_fails_in_text_and_json() {
     );
 }
 
-/// Issue 13: audit asks the engine what a runtime other than runc is, and
+/// Audit asks the engine what a runtime other than runc is, and
 /// says when the engine no longer has it.
 #[test]
 fn audit_learns_the_runtime_from_the_engine() {
@@ -112,7 +112,7 @@ fn doctor_without_docker_says_how_to_fix_it_and_fails() {
     let r = rig.sbx(&["doctor"]);
     assert_eq!(r.code, 1);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    // Where the engine is needs no docker call in the default case (issue 16).
+    // Where the engine is needs no docker call in the default case.
     assert_eq!(lines[0], "ok    engine-location    local: unix:///var/run/docker.sock");
     assert_eq!(lines[1], "FAIL  docker             could not run `docker`: No such file or directory");
     assert_eq!(lines[2], format!("{:<24} fix: install the docker CLI (or set SBX_DOCKER to its path)", ""));
@@ -135,7 +135,7 @@ fn doctor_without_docker_says_how_to_fix_it_and_fails() {
     assert_eq!(json(&r.stderr)["error"]["kind"], "doctor_failed");
 }
 
-/// Issue 13: `doctor --runtime` lists the engine's runtimes and fails on
+/// `doctor --runtime` lists the engine's runtimes and fails on
 /// one it does not have, naming the daemon.json fragment, without a probe.
 #[test]
 fn doctor_with_a_missing_runtime_names_the_fragment_and_skips_the_probe() {

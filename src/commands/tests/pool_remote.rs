@@ -1,4 +1,4 @@
-//! Warm pools on a remote engine (issue 16): a claim checks its member with
+//! Warm pools on a remote engine: a claim checks its member with
 //! one `docker container inspect` (never this machine's /proc), refuses
 //! what the engine does not vouch for, and a pool is acted on only while
 //! sbx drives the engine it was made on.

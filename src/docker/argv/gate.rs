@@ -1,4 +1,4 @@
-//! The egress gate's docker calls (issue 12): its `docker run`, the
+//! The egress gate's docker calls: its `docker run`, the
 //! host-wide egress network, and the listings gc reads. The internal
 //! network between a sandbox and its gate is a private route network
 //! (`network::private_network`) whose service is the gate.

@@ -1,4 +1,4 @@
-//! Audit's status probe (issue 16): the short-lived container of sbx's own
+//! Audit's status probe: the short-lived container of sbx's own
 //! image that reads a sandbox's main process's status from inside its pid
 //! namespace (`checks::audit::status_probe`), and the listing gc reaps
 //! leftovers by.

@@ -1,4 +1,4 @@
-//! What sbx runs against a remote engine (issue 16): sbx's helper delivered
+//! What sbx runs against a remote engine: sbx's helper delivered
 //! in a named volume there (nothing bind-mounted from this machine), and the
 //! image's layout under /run read from a created-not-started sandbox.
 

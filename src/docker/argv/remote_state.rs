@@ -1,4 +1,4 @@
-//! A persistent session's /state on a remote engine (issue 16): no directory
+//! A persistent session's /state on a remote engine: no directory
 //! of this machine can back it, so two volumes there do. The backing volume
 //! `sbx-data-KEY` is a plain local-driver volume holding `upper/`, `work/`
 //! and `lower/`, made by `docker cp` into a never-started container; the

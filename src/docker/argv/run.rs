@@ -40,7 +40,7 @@ pub struct RunPlan<'a> {
     pub dns: Option<&'a str>,
     /// The in-sandbox helper on the host, mounted read-only (see `helper`).
     pub helper: Option<&'a Path>,
-    /// A remote engine's helper volume (issue 16), mounted read-only at
+    /// A remote engine's helper volume, mounted read-only at
     /// /run/sbx instead of `helper`'s bind of a directory of this machine.
     pub helper_volume: Option<&'a str>,
     /// The session's persistent /state volume (`create --persist`).
@@ -237,7 +237,7 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     push("--tmpfs", format!("/tmp:rw,exec,nosuid,{},mode=1777,{own}", tmpfs_bounds(scratch.tmp_kib)));
     match (plan.volume, &s.state_dir) {
         // volume-nocopy: nothing of the image's /state (a setuid binary, its
-        // root owner and mode) reaches the session's volume (issue 9 finding 13).
+        // root owner and mode) reaches the session's volume.
         (Some(v), _) => push("--mount", format!("type=volume,src={v},dst=/state,volume-nocopy")),
         (None, Some(m)) => push("--mount", m.mount_arg()),
         (None, None) => {
@@ -262,10 +262,10 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     };
     if let Some(mount) = helper {
         // The helper's directory AT /run/sbx: a mount point the sandbox
-        // cannot rename or replace (issue 9 finding 1; see `helper`).
+        // cannot rename or replace (see `helper`).
         push("--mount", mount);
-        // The helper's background-process state, off the sandbox's /tmp
-        // (issue 10 item 9); only the helper uses it, so noexec.
+        // The helper's background-process state, off the sandbox's /tmp;
+        // only the helper uses it, so noexec.
         let bounds = tmpfs_bounds(scratch.bg_kib);
         push("--tmpfs", format!("{}:rw,noexec,nosuid,nodev,{bounds},mode=1777,{own}", paths::HELPER_BG_DIR));
     }

@@ -27,7 +27,7 @@ impl RawContainer {
     ///
     /// The token covers every sbx label value too (`state::record_token`),
     /// so a label the image added (`sbx.private`, `sbx.volume`, ...) or a
-    /// changed one fails the check (issue 9 finding 5). From a full inspect,
+    /// changed one fails the check. From a full inspect,
     /// an sbx-namespace label sbx never writes fails it as well.
     pub fn is_sbx(&self, key: &[u8]) -> bool {
         let foreign_key = |k: &String| k.starts_with("sbx.") && !ALL.contains(&k.as_str());
@@ -248,7 +248,7 @@ mod tests {
     fn a_label_the_image_added_or_changed_is_not_ownership() {
         let raw = inspected().remove(0);
         assert!(raw.is_sbx(KEY));
-        // Issue 9 finding 5: an image's `LABEL sbx.private=...` or `sbx.volume=...`.
+        // An image's `LABEL sbx.private=...` or `sbx.volume=...`.
         for (k, v) in [(PRIVATE, r#"{"sbx-rtsvc":"rtsvc"}"#), (VOLUME, "sbx-state-victim"), (TIER, "1")] {
             let mut r = raw.clone();
             r.labels.insert(k.into(), v.into());
@@ -298,7 +298,7 @@ mod tests {
         let r = raw.record(None, SystemTime::now());
         assert_eq!(r.networks, vec![AttachedNetwork { name: "sbx-proxy".into(), by_sbx: true }]);
         assert_eq!((r.tier, r.gaps.len()), (2, 0));
-        // Issue 9 finding 3: another create attached it to its private network.
+        // Another create attached it to its private network.
         raw.networks.push("sbx-0000000000aa-pivot".into());
         let r = raw.record(None, SystemTime::now());
         assert_eq!(r.networks[1], AttachedNetwork { name: "sbx-0000000000aa-pivot".into(), by_sbx: false });

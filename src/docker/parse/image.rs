@@ -16,7 +16,7 @@ pub const IMAGE_FORMAT: &str =
     "[{{json .Config.User}},{{json .Config.Labels}},{{json .Config.Volumes}},{{json .Config.WorkingDir}}]";
 
 /// What sbx reads from an image: its USER, and the first label in sbx's
-/// namespace, if any (issue 9 finding 5: containers inherit image labels,
+/// namespace, if any (containers inherit image labels,
 /// so an image must never supply one of sbx's).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ImageConfig {

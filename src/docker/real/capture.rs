@@ -44,8 +44,8 @@ pub(super) fn finish(
 /// Most a non-streaming docker call may print on stdout or on stderr.
 /// Some carry what a sandbox wrote (`sbx ps` lists the command lines the
 /// helper finds in the sandbox's /tmp, `--setup` and `exec -d` output): one
-/// file hard-linked many times there made `sbx ps` print gigabytes, all held
-/// (issue 9 finding 6, re-checked). Engine answers are far smaller.
+/// file hard-linked many times there made `sbx ps` print gigabytes, all held.
+/// Engine answers are far smaller.
 pub const MAX_OUTPUT: usize = 64 << 20;
 
 /// The error for a call read whole that printed more than [`MAX_OUTPUT`].

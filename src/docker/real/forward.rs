@@ -30,8 +30,8 @@ fn head_of(held: &[u8]) -> Head {
 
 /// Copy a child's stream to ours as it comes (binary-safe, flushed per
 /// read), except a stream that begins with one of docker's own messages:
-/// that is held back and returned, so sbx can say it in its own words
-/// (issue 10 item 6); the caller writes it out should it be the command's.
+/// that is held back and returned, so sbx can say it in its own words;
+/// the caller writes it out should it be the command's.
 pub(super) fn forward<R, W, F>(mut from: R, to: F) -> std::thread::JoinHandle<String>
 where
     R: Read + Send + 'static,

@@ -223,7 +223,7 @@ fn endless_output_is_cut_off_at_the_cap() {
 
 #[test]
 fn a_context_goes_before_every_subcommand() {
-    // `--context NAME` (issue 16): the CLI's global option, ahead of the subcommand.
+    // `--context NAME`: the CLI's global option, ahead of the subcommand.
     let d = RealDocker::new(Some("echo".into())).with_context(Some("far"));
     assert_eq!(d.run(&argv(&["ps", "-q"])).unwrap().stdout, b"--context far ps -q\n");
     let d = RealDocker::new(Some("echo".into())).with_context(None);

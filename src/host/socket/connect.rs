@@ -72,14 +72,14 @@ pub fn connect_checked(path: &Path, owners: &[u32]) -> Result<UnixStream, Socket
 
 /// [`connect_checked`] with a deadline. connect(2) on a unix socket whose
 /// accept queue is full blocks until the listener accepts, and the sandbox
-/// decides whether it ever does (issue 9 finding 11); SO_SNDTIMEO bounds
+/// decides whether it ever does; SO_SNDTIMEO bounds
 /// that wait (the kernel then answers EAGAIN) and is cleared once connected.
 ///
 /// The peer must run as the socket's owner (runc: the sandbox user who
 /// bound it), or be a process of the sandbox's container `container`: under
 /// gVisor the host end of the socket is held by the runtime's gofer (root,
 /// in the container's cgroup) on the sandbox user's behalf, while the inode
-/// is still the sandbox user's (issue 13).
+/// is still the sandbox user's.
 pub fn connect_within(
     path: &Path,
     owners: &[u32],

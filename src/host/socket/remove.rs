@@ -118,7 +118,7 @@ mod tests {
     use super::super::{remove_dir, tmp};
     use super::*;
 
-    /// Issue 9 finding 8: a tree far deeper than the levels held open, with
+    /// A tree far deeper than the levels held open, with
     /// symlinks out of it that must not be followed.
     #[test]
     fn removes_deep_trees_without_following_links() {

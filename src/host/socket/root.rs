@@ -115,7 +115,7 @@ pub fn make_marker_dir(root: &Path, id: &str) -> Result<PathBuf, SocketError> {
     Ok(dir)
 }
 
-/// Issue 9 finding 7: what the sandbox writes to /run/sandbox lands on the
+/// What the sandbox writes to /run/sandbox lands on the
 /// host (often a RAM-backed /run). As root, each socket directory is its
 /// own tmpfs: 1 MiB and 64 inodes hold a socket and a few small files, far
 /// from filling the host; nosuid,nodev,noexec since nothing there is run.
@@ -193,7 +193,7 @@ mod tests {
         let md = std::fs::metadata(&dir).unwrap();
         if nix::unistd::geteuid().is_root() {
             assert_eq!((md.uid(), md.mode() & 0o7777), (65534, 0o700));
-            // Issue 9 finding 7: its own small tmpfs.
+            // Its own small tmpfs.
             let fs = nix::sys::statfs::statfs(&dir).unwrap();
             assert_eq!((fs.filesystem_type(), fs.files()), (nix::sys::statfs::TMPFS_MAGIC, 64));
             assert_eq!(fs.blocks() * fs.block_size() as u64, 1 << 20);

@@ -1,4 +1,4 @@
-//! Which engine a sandbox's files on this machine belong to (issue 16):
+//! Which engine a sandbox's files on this machine belong to:
 //! its marker or socket directory, TTL, marks and claims are here whichever
 //! engine it runs on, and `gc`, `destroy` and the pool's bookkeeping decide
 //! "its container is gone" by asking one engine. They act only on ids

@@ -1,4 +1,4 @@
-//! Create's egress gate (issue 12): sbx's own image and the egress network
+//! Create's egress gate: sbx's own image and the egress network
 //! made ready before anything of the sandbox exists, the gate's internal
 //! network joined to the route networks (kind `egress`, a private network
 //! whose service is the gate), and the gate started while the sandbox
@@ -139,7 +139,7 @@ impl Driver {
             let job = self.exec.spawn(&argv::gate_run(&args.plan(&args.ready.image, &dns)))?;
             return Ok(GateJob { job, args });
         }
-        // A remote engine cannot bind this machine's directory (issue 16):
+        // A remote engine cannot bind this machine's directory:
         // the gate is created, its own volume filled, then started (it
         // reads the policy at start). `docker start` prints the id it was
         // given, which `gate_started` reads as `docker run -d`'s answer.

@@ -1,4 +1,4 @@
-//! Create against a remote engine (issue 16). Nothing of this machine goes
+//! Create against a remote engine. Nothing of this machine goes
 //! into an argv: the channel is relayed (`--channel exec`, its socket in a
 //! tmpfs inside the sandbox), sbx's helper comes from a named volume sbx
 //! fills on that engine, and where the mounts land is checked through

@@ -107,7 +107,7 @@ impl Driver {
         let args = argv::inspect(hosts);
         let out = self.exec.run(&args)?;
         let found = crate::docker::parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
-        // Issue 9 finding 3: a route naming another sandbox would attach it
+        // A route naming another sandbox would attach it
         // to this one's network. Refused whoever's key made it, and also a
         // container that only looks like a sandbox (sbx labels, sbx's names).
         for c in &found {

@@ -1,4 +1,4 @@
-//! Create's runtime (issue 13): the engine must have the runtime `--runtime`
+//! Create's runtime: the engine must have the runtime `--runtime`
 //! names, registered so that sbx's promises hold under it; and where
 //! Docker's embedded DNS does not answer (gVisor), sbx writes the route
 //! hosts' addresses into the sandbox's /etc/hosts itself.
@@ -11,7 +11,7 @@ use crate::model::gate;
 use crate::model::runtime::{Family, Registered, DEFAULT};
 use crate::spec::SandboxSpec;
 
-/// The lowest `--pids` a gVisor sandbox gets (issue 13): the cgroup's pids
+/// The lowest `--pids` a gVisor sandbox gets: the cgroup's pids
 /// limit counts the Sentry's and gofer's threads too.
 pub(super) const GVISOR_MIN_PIDS: u32 = 128;
 

@@ -79,7 +79,7 @@ impl Driver {
     }
 
     /// Start the sandbox and wait for its socket; returns the container id.
-    /// `remote`: the engine is remote (issue 16), and whether its helper is
+    /// `remote`: the engine is remote, and whether its helper is
     /// the readable copy: the sandbox is created, its /run checked through
     /// `docker cp` (`check_remote_layout`, instead of this machine's /proc),
     /// then started.
@@ -130,7 +130,7 @@ impl Driver {
         }
     }
 
-    /// Issue 9 finding 1: runc places mounts by following the image's
+    /// Runc places mounts by following the image's
     /// symlinks, so read where the kernel really put sbx's mounts, from the
     /// host's /proc/PID/mountinfo of the sandbox's main process (kernel
     /// data the sandbox cannot forge), and refuse an image that moved them.
@@ -139,7 +139,7 @@ impl Driver {
     /// the workload's; but gVisor follows the image's symlinks too, inside
     /// the sandbox: an image linking /run/sbx to /tmp/a/sbx got the helper
     /// mounted there, renamed /tmp/a away, and `sbx ps` ran its own
-    /// /tmp/a/sbx/helper (issue 13, attack finding 1). So there sbx reads
+    /// /tmp/a/sbx/helper (attack finding 1). So there sbx reads
     /// the mount table of gVisor's gofer, which places the bind mounts on
     /// the host exactly where the Sentry shows them (see `host::gvisor`).
     fn check_mounts(&self, plan: &Boot, cid: &str) -> Result<()> {
@@ -217,7 +217,7 @@ impl Driver {
         let started = Instant::now();
         let mut next_check = Duration::from_millis(250);
         let mut delay = Duration::from_millis(2);
-        // Bound, but not writable by sbx's user: not ready for its caller (issue 10 item 7).
+        // Bound, but not writable by sbx's user: not ready for its caller.
         let mut not_yours = None;
         loop {
             self.check_interrupt()?;
@@ -250,7 +250,7 @@ impl Driver {
         }
     }
 
-    /// Readiness through the relayed channel (issue 10 item 7): the helper
+    /// Readiness through the relayed channel: the helper
     /// polls for the socket inside the sandbox for up to 500 ms per `docker
     /// exec`, refusing anything there that is not a socket; between execs
     /// the container's state is checked, so a boot crash is reported as

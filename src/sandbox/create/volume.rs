@@ -177,7 +177,7 @@ impl Driver {
         Ok(Persisted { volume, size_label: made.bytes.to_string(), _nosuid: None, _lock: lock })
     }
 
-    /// [`Self::prepare_volume`] on a remote engine (issue 16): the same lock
+    /// [`Self::prepare_volume`] on a remote engine: the same lock
     /// and in-use check, the volumes made there (see `remote_state`), and
     /// `--clone` cloned here into a private directory beside the lock and
     /// copied in (see `remote_clone`).

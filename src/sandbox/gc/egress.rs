@@ -1,4 +1,4 @@
-//! gc's part of egress (issue 12): gates and policy directories whose
+//! gc's part of egress: gates and policy directories whose
 //! sandbox is gone, and sbx's own egress network once no gate uses it. Only
 //! on a host that has used egress (its data dir has `egress/`), so gc makes
 //! no extra docker call elsewhere. The internal networks are private route
@@ -14,7 +14,7 @@ use crate::sandbox::Driver;
 impl Driver {
     /// `keep`: sandboxes that stay (not reaped, or creates in flight).
     /// Runs after the sandboxes were reaped.
-    /// `mine`: ids attributed to the engine gc asks (issue 16); a policy
+    /// `mine`: ids attributed to the engine gc asks; a policy
     /// directory of another engine's sandbox stays, unless this engine has
     /// its gate.
     pub(super) fn gc_egress(

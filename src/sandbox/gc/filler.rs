@@ -1,4 +1,4 @@
-//! Fillers left behind (issue 16): the never-started container a remote
+//! Fillers left behind: the never-started container a remote
 //! create fills a volume through (the helper volume,
 //! `create::remote::helper_volume`, and a `--persist` session's backing
 //! volume, `remote_state`) is removed right after the fill, but not when

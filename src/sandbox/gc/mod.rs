@@ -69,7 +69,7 @@ pub struct GcReport {
     /// Audit's status probes left behind past their expiry (container names).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<String>,
-    /// What could not be removed, and why (issue 9 finding 8: one failure
+    /// What could not be removed, and why (one failure
     /// must not stop the rest; gc exits 1 at the end).
     pub failed: Vec<GcFailure>,
 }
@@ -90,7 +90,7 @@ impl Driver {
         let root = self.roots.resolve()?;
         let engine = self.engine()?;
         let local = !engine.is_remote();
-        // This machine's files of sandboxes on other engines (issue 16: a
+        // This machine's files of sandboxes on other engines (a
         // remote sandbox's marker, TTL and marks; a local one's, seen from
         // gc against a remote engine) are not this engine's to judge: only
         // ids attributed to it count (`State::set_engine`).
@@ -181,7 +181,7 @@ impl Driver {
         }
         let reaped: Vec<&RawContainer> =
             owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
-        // A remote create's sandbox (issue 16) has its socket inside and
+        // A remote create's sandbox has its socket inside and
         // only a marker here, named by its id, whichever engine it is on.
         let relayed = |c: &&&RawContainer| {
             c.labels.get(record::SOCKET).map(String::as_str) == Some(crate::model::paths::SANDBOX_SOCKET)
@@ -255,7 +255,7 @@ impl Driver {
         if !reaped.is_empty() {
             let ids: Vec<String> = reaped.iter().map(|c| c.name.clone()).collect();
             self.thaw(ids.iter().map(|i| (i.as_str(), i.as_str())));
-            // Paced (issue 10): one failed batch is reported, the rest go on.
+            // Paced: one failed batch is reported, the rest go on.
             let mut untried = Vec::new();
             for (batch, e) in self.remove_paced(&ids) {
                 match e {

@@ -104,7 +104,7 @@ pub fn plan(i: &Inputs) -> GcPlan {
 
 /// What `ls` and `inspect` show for a sandbox whose `sbx create` has not
 /// finished: `creating` while its process lives, `abandoned` once it is
-/// gone (killed, or the host crashed) until `gc` reaps it (issue 10 item 9:
+/// gone (killed, or the host crashed) until `gc` reaps it (
 /// a SIGKILLed create showed as `running`).
 pub fn mark_creates(
     records: &mut [crate::model::record::Record],
@@ -235,7 +235,7 @@ mod tests {
         assert_eq!(p.forget, vec![D]);
     }
 
-    /// Issue 10 item 9: `ls` showed a SIGKILLed create as `running`.
+    /// `ls` showed a SIGKILLed create as `running`.
     #[test]
     fn a_create_whose_process_is_gone_is_abandoned_not_running() {
         let mut recs: Vec<_> = [A, B, C].iter().map(|id| c(id, None).record(None, now())).collect();

@@ -1,4 +1,4 @@
-//! gc's part of audit's status probe (issue 16): a probe container is
+//! gc's part of audit's status probe: a probe container is
 //! removed by `--rm`, or by audit when its run fails; one left by an sbx
 //! that died meanwhile (between docker's create and start, say) is
 //! reaped here once its `sbx.expires` has passed, if its owner token is

@@ -1,4 +1,4 @@
-//! Warm pools on a remote engine (issue 16). A pool belongs to the engine
+//! Warm pools on a remote engine. A pool belongs to the engine
 //! it was made on (`PoolSpec::engine`): sbx acts on it only while driving
 //! that engine. A remote member's main process runs on the engine's
 //! machine, so this machine's /proc and socket paths say nothing about it:

@@ -102,7 +102,7 @@ fn an_image_user_in_sbxs_range_is_refused_before_anything_is_made() {
 
 #[test]
 fn group_0_only_when_asked_for_and_then_with_a_warning() {
-    // Issue 9 finding 10: `USER 1000:0` ran as gid 0 with no warning; the
+    // `USER 1000:0` ran as gid 0 with no warning; the
     // image's group is never used now, the flag's is.
     let mut w = Vec::new();
     let u = UserSpec { uid: 65534, gid: 0 };
@@ -132,7 +132,7 @@ fn the_image_user_is_cached_by_digest() {
 
 #[test]
 fn an_image_with_an_sbx_label_is_refused_before_anything_is_made() {
-    // Issue 9 finding 5: `LABEL sbx.private=...` would become the sandbox's record.
+    // `LABEL sbx.private=...` would become the sandbox's record.
     let rig = Rig::new();
     rig.fake.push(Output::ok(r#"["1000",{"sbx.private":"{\"sbx-rtsvc\":\"rtsvc\"}","a":"b"},null,""]"#));
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();

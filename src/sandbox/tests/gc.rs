@@ -101,7 +101,7 @@ fn gc_reaps_many_in_paced_batches_and_reports_each_failed_batch() {
 
 #[test]
 fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
-    // Issue 10: a create killed between making the session directory and
+    // A create killed between making the session directory and
     // `docker volume create` leaves an empty one. A volume removed behind
     // sbx's back (`docker volume rm`, `docker volume prune`) leaves the
     // session's work: gc makes the volume again and never deletes it.
@@ -120,7 +120,7 @@ fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
     }
     std::fs::write(vols.join("gone/workspace/work"), "hours of it").unwrap();
     std::fs::write(vols.join("lockonly.lock"), "").unwrap();
-    // A remote engine's session lock (issue 16): its volumes are not on this engine, and it is no session state.
+    // A remote engine's session lock: its volumes are not on this engine, and it is no session state.
     drop(crate::host::persist::remote_lock(&rig.state, "far").unwrap());
     let listed = |n: &str| format!("[\"{n}\",\"{}\",\"{}\"]\n", n, state::owner_token(&key, n));
     let gc_calls = |rig: &Rig, vol_ls: &str| {
@@ -182,7 +182,7 @@ fn gc_removes_session_state_whose_volume_is_gone_but_never_a_live_sessions() {
     drop(held);
 }
 
-/// Issue 16: audit's status probes an sbx left behind (killed between
+/// Audit's status probes an sbx left behind (killed between
 /// docker's create and start) go once expired, if this host made them;
 /// a host that never ran one makes no extra call.
 #[test]

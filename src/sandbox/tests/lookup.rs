@@ -39,7 +39,7 @@ fn channel_requires_a_running_sandbox() {
     assert!(owners.contains(&65534));
 }
 
-/// Issue 10 item 7: a relayed sandbox is reached by `docker exec` on its
+/// A relayed sandbox is reached by `docker exec` on its
 /// container id, as its (token-covered) sbx.channel label says.
 #[test]
 fn a_relayed_sandbox_is_reached_through_docker_exec() {
@@ -69,7 +69,7 @@ fn a_relayed_sandbox_is_reached_through_docker_exec() {
     assert_eq!((r.channel, r.socket.as_str()), (crate::host::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
 }
 
-/// Issue 10 item 7 / issue 9 finding 7: with `--channel exec` nothing of
+/// With `--channel exec` nothing of
 /// /run/sandbox is on the host (a bounded tmpfs in the container), and
 /// readiness is polled through the helper, with the container's state
 /// checked between polls.
@@ -131,7 +131,7 @@ fn a_relayed_create_refuses_what_is_not_a_socket() {
 
 #[test]
 fn every_command_acts_only_on_a_proven_sandbox() {
-    // Issue 9 finding 9: `docker run --name sbx-... --label <copied labels>`.
+    // `docker run --name sbx-... --label <copied labels>`.
     let rig = Rig::new();
     let cid = "ab".repeat(32);
     let mut line: serde_json::Value = serde_json::from_str(&rig.inspect_line(ID, ID, &["none"])).unwrap();

@@ -1,5 +1,5 @@
 //! A remote pool's recycling and gc's pool reaping judge members by the
-//! engine's inspect, never this machine's /proc (issue 16).
+//! engine's inspect, never this machine's /proc.
 
 use super::remote::remote;
 use super::*;

@@ -130,7 +130,7 @@ fn private_routes_need_running_services_and_are_torn_down_on_failure() {
 
 #[test]
 fn a_private_route_never_attaches_a_sandbox_as_its_service() {
-    // Issue 9 finding 3: `--route pivot:P:8080 --private-routes` put sandbox P
+    // `--route pivot:P:8080 --private-routes` put sandbox P
     // on the new sandbox's network. Refused before anything is made, whoever's
     // key made P, and for a container that only looks like a sandbox.
     let other_key_sandbox = Rig::new().inspect_line("sbx-0000000000aa", "sbx-0000000000aa", &["none"]);

@@ -1,4 +1,4 @@
-//! A remote engine (issue 16) through the fake: create with the relayed
+//! A remote engine through the fake: create with the relayed
 //! channel and the helper volume (made once, reused, refilled after a torn
 //! read), what it refuses before any docker call, and destroy/gc/volumes
 //! leaving this machine's files alone.
@@ -276,7 +276,7 @@ fn a_remote_gate_is_created_again_when_another_sbx_build_dropped_its_image() {
     assert_eq!(calls[8], ["cp", "-", &format!("{GATE}:/policy")]);
 }
 
-/// `--allow` on a remote engine (issue 16): the gate cannot bind this
+/// `--allow` on a remote engine: the gate cannot bind this
 /// machine's policy directory, so it is created with a volume of its own,
 /// the policy copied in, then started; a change is copied in before it is
 /// recorded here, and one the gate did not get is not recorded.

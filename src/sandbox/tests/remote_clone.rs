@@ -1,4 +1,4 @@
-//! `--clone` into a `--persist` session on a remote engine (issue 16)
+//! `--clone` into a `--persist` session on a remote engine
 //! through the fake: cloned here, sent as a tar of the sandbox user's on
 //! `docker cp -a`'s stdin through the session's filler, only into an
 //! absent or empty workspace; a non-empty one kept, anything else refused;

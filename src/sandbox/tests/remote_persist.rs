@@ -1,4 +1,4 @@
-//! `--persist` on a remote engine (issue 16) through the fake: the session
+//! `--persist` on a remote engine through the fake: the session
 //! volume an overlay over a backing volume, both labelled with this data
 //! dir's owner token, made and filled with exact argv and no path of this
 //! machine; a volume of either name that is not sbx's never used, filled

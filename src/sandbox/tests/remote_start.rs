@@ -1,4 +1,4 @@
-//! A remote engine (issue 16) through the fake, continued: `start` of a
+//! A remote engine through the fake, continued: `start` of a
 //! stopped remote sandbox (the /run check before `docker start`, readiness
 //! through the relayed channel, stopped again when it never gets ready),
 //! and which engine this machine's files of a sandbox belong to (gc and

@@ -1,4 +1,4 @@
-//! Create under another OCI runtime (issue 13): the runtime is checked
+//! Create under another OCI runtime: the runtime is checked
 //! before anything exists, and under gVisor the route hosts are written by sbx.
 
 use super::*;
@@ -20,7 +20,7 @@ fn gofer(rig: &Rig, mountinfo: &str) {
     std::fs::write(proc.join("4240/mountinfo"), mountinfo.replace("600 ", "700 ").replace(" 600 ", " 700 ")).unwrap();
 }
 
-/// Issue 13, attack finding 1: under gVisor an image that moved the
+/// Attack finding 1: under gVisor an image that moved the
 /// helper's mount is refused from the gofer's table, and nothing is left.
 #[test]
 fn under_gvisor_a_redirected_helper_is_refused() {

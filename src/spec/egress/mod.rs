@@ -1,5 +1,5 @@
 //! `--allow`, `--egress`, `--egress-dns`, `--egress-network`: what a
-//! sandbox may reach outside, through its egress gate (issue 12), and the
+//! sandbox may reach outside, through its egress gate, and the
 //! pure decisions the gate makes with it. Everything here is checked before
 //! any docker call (exit 2) and is shared by the host side (create, `sbx
 //! allow`/`deny`, `egress policy`) and the gate (`gate/`), so both judge a

@@ -130,7 +130,7 @@ fn transfer_failures_tell_refusals_from_io() {
     assert_eq!(e.to_string(), "copying x: No space left on device (os error 28)");
 }
 
-/// Issue 10 item 5: the helper's exit codes become sbx's words; its
+/// The helper's exit codes become sbx's words; its
 /// text (the sandbox's) and docker's argv never make the message.
 #[test]
 fn helper_failures_are_said_in_sbx_words() {

@@ -97,7 +97,7 @@ fn write_tar<R: Read>(dec: &mut Decoder<R>, out: impl Write, rooted: bool) -> io
         let name = Path::new(OsStr::from_bytes(name));
         let mut h = tar::Header::new_gnu();
         h.set_mode(super::host_mode(rec.mode));
-        // The times the files have (issue 10 item 9: every entry had 0).
+        // The times the files have (every entry had 0).
         h.set_mtime(u64::try_from(rec.mtime).unwrap_or(0));
         // Owner 0 on purpose (so the mode is the host's, `host_mode`, never
         // setuid): uids inside a sandbox name no one on the host, and a

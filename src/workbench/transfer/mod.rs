@@ -2,7 +2,7 @@
 //! helper speaks ([`wire`], shared with `helper/sbx_helper.rs`), and to and
 //! from tar for `backup`/`restore` ([`archive`]).
 //!
-//! The sandbox is untrusted (issue 9): the helper may have been replaced and
+//! The sandbox is untrusted: the helper may have been replaced and
 //! its stream may name `../../etc/passwd`, a sibling of what was asked for,
 //! `.git/hooks/pre-commit`, a symlink and then a file "inside" it, or a
 //! terabyte. So the stream is decoded entry by entry, never held whole;

@@ -27,7 +27,7 @@
 //! end     = 'E' 0:u32 0:i64 0:u16 0:u64
 //! ```
 //! Integers are big-endian; `mtime` is seconds since the epoch. Version 3
-//! added `mtime`, so `backup` tars keep the files' times (issue 10 item 9).
+//! added `mtime`, so `backup` tars keep the files' times.
 //! Version 4 made paths bytes (a name need not be UTF-8; one that was not
 //! used to be left out of a backup without a word) and added 'S'.
 //! Paths are relative and '/'-separated; the first entry is the root (the
@@ -442,7 +442,7 @@ impl<R: Read> Decoder<R> {
                 if len > MAX_PATH as u64 {
                     return Err(invalid(format!("refusing symlink {}: its target is {len} bytes long", shown())));
                 }
-                // Issue 9 finding 6: a link's target takes host disk too
+                // A link's target takes host disk too
                 // (a block each), so it counts against the byte cap.
                 self.charge(&path, len)?;
                 let mut target = vec![0u8; len as usize];

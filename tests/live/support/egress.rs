@@ -1,4 +1,4 @@
-//! Driving a sandbox's egress from a live test (issue 12): create one with
+//! Driving a sandbox's egress from a live test: create one with
 //! the tools image, fetch through its gate with curl, read its decision log,
 //! and check that nothing of a gate is left.
 

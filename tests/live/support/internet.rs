@@ -1,4 +1,4 @@
-//! The egress tests' "internet" (issue 12): stand-in servers under names that
+//! The egress tests' "internet": stand-in servers under names that
 //! look real, on a bridge network the test makes and hands sbx as
 //! `--egress-network`, with a resolver stand-in the gate is pointed at
 //! (`--egress-dns`) that counts the queries it gets. No test traffic ever

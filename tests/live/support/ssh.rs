@@ -1,4 +1,4 @@
-//! The one engine here, reached as a remote one (issue 16): Debian's
+//! The one engine here, reached as a remote one: Debian's
 //! openssh-server `sshd` on a free 127.0.0.1 port, its own host and client
 //! keys and config in a temp dir, killed in `Drop`. The docker CLI's ssh
 //! helper runs `ssh` from PATH, and ssh reads `~/.ssh` from the passwd entry

@@ -89,7 +89,7 @@ fn a_hardened_probe_passes_and_each_weakness_fails() {
     }
 }
 
-/// Issue 10, consistency: doctor's fix for a missing route network is create's.
+/// Consistency: doctor's fix for a missing route network is create's.
 #[test]
 fn a_missing_network_is_fixed_as_create_says() {
     let fix = crate::error::missing_network_fix(&["sbx-proxy".to_string()]);

@@ -47,7 +47,7 @@ fn tar_round_trip_and_escapes_refused() {
     }
 }
 
-/// Issue 10 item 2: `restore < /dev/null` emptied the workspace.
+/// `restore < /dev/null` emptied the workspace.
 #[test]
 fn empty_truncated_and_non_tar_input_is_refused() {
     match spool(&b""[..], 100) {
@@ -73,7 +73,7 @@ fn empty_truncated_and_non_tar_input_is_refused() {
     assert_eq!(check(&mut spooled(&empty).unwrap()).unwrap(), 1);
 }
 
-/// Issue 10 item 9: every entry had mtime 0.
+/// Every entry had mtime 0.
 #[test]
 fn tar_entries_keep_times_and_modes() {
     let mut enc = Encoder::new(Vec::new()).unwrap();

@@ -1,6 +1,6 @@
 //! Host trees read and written through directory descriptors.
 //!
-//! Issue 9 finding 4: `cp` into a directory the sandbox can also write (a
+//! `cp` into a directory the sandbox can also write (a
 //! `--rw` mount) was raced by swapping a directory for a symlink between the
 //! link check and the open. Here the destination is opened once and every
 //! entry is created relative to a descriptor of its parent, resolved with

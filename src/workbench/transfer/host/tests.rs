@@ -77,7 +77,7 @@ fn sparse_files_stay_sparse_both_ways() {
     std::fs::remove_dir_all(dst).unwrap();
 }
 
-/// Issue 9 finding 1b: a replaced helper answered `cp ID:/tmp/report.txt .`
+/// A replaced helper answered `cp ID:/tmp/report.txt .`
 /// in a git checkout with a sibling and `.git/hooks/pre-commit`.
 #[test]
 fn a_stream_naming_siblings_or_git_hooks_writes_nothing_outside() {
@@ -152,7 +152,7 @@ fn check_then_open(base: &Path, rel: &str, data: &[u8], between: &mut dyn FnMut(
     std::fs::write(target, data)
 }
 
-/// Issue 9 finding 4, made deterministic: the hook swaps the entry's
+/// Made deterministic: the hook swaps the entry's
 /// parent directory for a symlink to outside between resolving the
 /// parent and creating the file.
 #[test]
@@ -229,7 +229,7 @@ fn symlinks_above_dst_are_followed_only_when_trusted() {
     std::fs::remove_dir_all(base).unwrap();
 }
 
-/// Issue 9 finding 6, re-checked: the writer kept the path of every
+/// The writer kept the path of every
 /// directory whose mode denies its owner until the end of the stream,
 /// so a million 0500 directories with 4 KiB paths held ~4 GiB on the
 /// host. A directory's final mode is now set when the stream leaves it:

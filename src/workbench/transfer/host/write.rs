@@ -35,7 +35,7 @@ pub struct HostWriter<'h> {
     /// Directories the stream is still in whose final mode denies their
     /// owner, outermost first: each gets its mode when the stream leaves it,
     /// so what is held is bounded by the path depth, not by the number of
-    /// such directories (issue 9 finding 6: a million 0500 directories with
+    /// such directories (a million 0500 directories with
     /// 4 KiB paths held ~4 GiB when all were kept to the end).
     fix_modes: Vec<(Vec<u8>, u32)>,
     created: u64,
