@@ -223,3 +223,43 @@ fn gc_removes_a_half_made_image_and_keeps_an_unmounted_one() {
     assert_success(&next.exec(&["exists", "/state/kept"]), "the next create mounts it and finds the data");
     assert_success(&w.sbx(&["destroy", "--purge", &next.id]), "purge");
 }
+
+/// Total bytes of the file system mounted at `dir`.
+fn fs_size(dir: &Path) -> u64 {
+    let v = nix::sys::statvfs::statvfs(dir).expect("statvfs");
+    v.blocks() as u64 * v.fragment_size() as u64
+}
+
+/// A grow is two steps: the image lengthened, then resize2fs. An sbx
+/// killed between them (SIGKILL while e2fsck ran) left an image of the new
+/// length holding the old file system; the next create with that size saw
+/// no change and mounted it as it was, the bound half what `volumes` and the
+/// record said. The next create finishes the grow, with or without a size.
+#[test]
+fn a_grow_killed_half_way_is_finished_by_the_next_create() {
+    let w = World::new();
+    let session = format!("{}-g", w.case);
+    let sb = w.create(&["--session", &session, "--persist", "--persist-size", "32MiB"]);
+    assert_success(&sb.exec(&["write", "/state/kept"]), "write");
+    assert_success(&w.sbx(&["destroy", &sb.id]), "destroy");
+    // What the killed grow left: unmounted, the file lengthened, no resize2fs.
+    let dir = mount_point(&w, &session);
+    nix::mount::umount2(&dir, nix::mount::MntFlags::empty()).expect("unmount");
+    std::fs::File::options().write(true).open(image(&w, &session)).unwrap().set_len(64 << 20).unwrap();
+
+    let next = w.create(&["--session", &session, "--persist", "--persist-size", "64MiB"]);
+    assert_eq!(json(&w.sbx(&["inspect", &next.id]))["persist_size"], "67108864");
+    assert!(fs_size(&dir) > 48 << 20, "the file system is 64 MiB, not 32: {}", fs_size(&dir));
+    assert_success(&next.exec(&["exists", "/state/kept"]), "the data survives the grow");
+    let (n, err) = fill(&next, "/state/big", 256);
+    assert!(err.contains("No space left") && n > 40 << 20, "wrote {n} bytes: {err}");
+    assert_success(&w.sbx(&["destroy", &next.id]), "destroy");
+
+    // The same left behind, taken by a create that gives no size.
+    nix::mount::umount2(&dir, nix::mount::MntFlags::empty()).expect("unmount");
+    std::fs::File::options().write(true).open(image(&w, &session)).unwrap().set_len(96 << 20).unwrap();
+    let last = w.create(&["--session", &session, "--persist"]);
+    assert!(fs_size(&dir) > 80 << 20, "grown to 96 MiB: {}", fs_size(&dir));
+    assert_eq!(json(&w.sbx(&["inspect", &last.id]))["persist_size"], "100663296");
+    assert_success(&w.sbx(&["destroy", "--purge", &last.id]), "purge");
+}

@@ -17,6 +17,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{host_dir, prepare_dir, stale_scratch, unbind};
+
+mod superblock;
 use crate::error::{Error, Result, SessionError};
 use crate::spec::DEFAULT_PERSIST_BYTES;
 
@@ -170,8 +172,16 @@ pub struct Bounded {
 /// sees; mkfs's lost+found stays beside it) given to the sandbox user. Held under the session's
 /// lock. A smaller `want` than the image is refused (ext4 does not shrink
 /// online); a directory of an unbounded session with data in it is
-/// refused rather than hidden under the mount.
-pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: u32) -> Result<Bounded> {
+/// refused rather than hidden under the mount. `idle`: no sandbox uses the
+/// session (the caller checked, under the lock), so it may be unmounted
+/// to grow; otherwise (`sbx start`) it is only mounted.
+pub fn ensure(
+    data_dir: &Path,
+    session: &str,
+    want: Option<u64>,
+    idle: bool,
+    (uid, gid): (u32, u32),
+) -> Result<Bounded> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     let dir = host_dir(data_dir, session);
     let img = image_path(data_dir, session);
@@ -214,7 +224,7 @@ pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: 
         fresh = true;
     }
     let have = std::fs::metadata(&img).map_err(io(format!("reading {}", img.display())))?.len();
-    let bytes = match want {
+    let len = match want {
         Some(n) if n < have => {
             return Err(crate::model::invalid::Invalid::new(
                 "--persist-size",
@@ -227,25 +237,32 @@ pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: 
             .into())
         }
         Some(n) if n > have => {
-            // No sandbox uses it (the caller checked, under the lock).
-            if mounted(&dir) {
-                nix::mount::umount2(&dir, nix::mount::MntFlags::empty())
-                    .map_err(|e| Error::io(format!("unmounting {} to grow it", dir.display()), e.into()))?;
-            }
             std::fs::File::options()
                 .write(true)
                 .custom_flags(nix::libc::O_NOFOLLOW)
                 .open(&img)
                 .and_then(|f| f.set_len(n))
                 .map_err(io(format!("growing {}", img.display())))?;
-            let [check, resize] = grow_argv(&img);
-            let what = format!("growing its file system to {n} bytes");
-            run_ok_codes(&check, session, &what, &[0, 1])?;
-            run(&resize, session, &what)?;
             n
         }
         _ => have,
     };
+    // The file system is grown to the file's length by what it spans, not
+    // by whether the length changed now: a grow an sbx was killed in (the
+    // file longer, resize2fs not run) is finished by the next create.
+    // resize2fs grows to whole blocks (at most 64 KiB each).
+    let short = superblock::fs_bytes(&img).is_some_and(|fs| len.saturating_sub(fs) >= 64 << 10);
+    if short && idle {
+        if mounted(&dir) {
+            nix::mount::umount2(&dir, nix::mount::MntFlags::empty())
+                .map_err(|e| Error::io(format!("unmounting {} to grow it", dir.display()), e.into()))?;
+        }
+        let [check, resize] = grow_argv(&img);
+        let what = format!("growing its file system to {len} bytes");
+        run_ok_codes(&check, session, &what, &[0, 1])?;
+        run(&resize, session, &what)?;
+    }
+    let bytes = len;
     if !mounted(&dir) {
         // An older sbx's nosuid bind of the directory onto itself.
         unbind(&dir);
