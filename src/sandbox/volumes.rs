@@ -137,6 +137,6 @@ impl Driver {
                 detail: format!("its image {} is gone", image::image_path(&state.dir, session).display()),
             }));
         }
-        image::ensure(&state.dir, session, None, uid, gid).map(drop)
+        image::ensure(&state.dir, session, None, false, (uid, gid)).map(drop)
     }
 }

@@ -148,7 +148,12 @@ fn without_its_mount_a_session_directory_never_becomes_an_unbounded_state() {
 fn bad_persist_sizes_exit_2_with_nothing_made() {
     let w = World::new();
     let session = format!("{}-z", w.case);
-    for size in ["1MiB", "0", "lots", "1.5G", "17TiB"] {
+    // Past the disk's free space (16 TiB, the largest size taken, is past
+    // any CI disk's): the image is sparse, so the disk would fill first.
+    let on = w.state_dir.ancestors().find(|p| p.exists()).unwrap();
+    let v = nix::sys::statvfs::statvfs(on).unwrap();
+    let past_free = format!("{}MiB", ((v.blocks_available() * v.fragment_size()) >> 20) + 1024);
+    for size in ["1MiB", "0", "lots", "1.5G", "17TiB", "16TiB", &past_free] {
         let out = w.try_create(&["--session", &session, "--persist", "--persist-size", size]);
         assert_exit(&out, 2, &format!("--persist-size {size}"));
         assert!(stderr(&out).contains("--persist-size"), "{}", stderr(&out));
@@ -158,6 +163,8 @@ fn bad_persist_sizes_exit_2_with_nothing_made() {
     w.assert_nothing_left();
     assert!(!w.state_dir.join("volumes").join(&session).exists(), "no session directory");
     assert!(!image(&w, &session).exists(), "no image");
+    let part = w.state_dir.join("volumes").join(format!("{session}.img.part"));
+    assert!(!part.exists(), "no half-made image");
     assert!(!docker(&["volume", "inspect", &format!("sbx-state-{session}")]).status.success(), "no volume");
 }
 
@@ -222,4 +229,96 @@ fn gc_removes_a_half_made_image_and_keeps_an_unmounted_one() {
     let next = w.create(&["--session", &kept, "--persist"]);
     assert_success(&next.exec(&["exists", "/state/kept"]), "the next create mounts it and finds the data");
     assert_success(&w.sbx(&["destroy", "--purge", &next.id]), "purge");
+}
+
+/// Total bytes of the file system mounted at `dir`.
+fn fs_size(dir: &Path) -> u64 {
+    let v = nix::sys::statvfs::statvfs(dir).expect("statvfs");
+    v.blocks() * v.fragment_size()
+}
+
+/// A grow is two steps: the image lengthened, then resize2fs. An sbx
+/// killed between them (SIGKILL while e2fsck ran) left an image of the new
+/// length holding the old file system; the next create with that size saw
+/// no change and mounted it as it was, the bound half what `volumes` and the
+/// record said. The next create finishes the grow, with or without a size.
+#[test]
+fn a_grow_killed_half_way_is_finished_by_the_next_create() {
+    let w = World::new();
+    let session = format!("{}-g", w.case);
+    let sb = w.create(&["--session", &session, "--persist", "--persist-size", "32MiB"]);
+    assert_success(&sb.exec(&["write", "/state/kept"]), "write");
+    assert_success(&w.sbx(&["destroy", &sb.id]), "destroy");
+    // What the killed grow left: unmounted, the file lengthened, no resize2fs.
+    let dir = mount_point(&w, &session);
+    nix::mount::umount2(&dir, nix::mount::MntFlags::empty()).expect("unmount");
+    std::fs::File::options().write(true).open(image(&w, &session)).unwrap().set_len(64 << 20).unwrap();
+
+    let next = w.create(&["--session", &session, "--persist", "--persist-size", "64MiB"]);
+    assert_eq!(json(&w.sbx(&["inspect", &next.id]))["persist_size"], "67108864");
+    assert!(fs_size(&dir) > 48 << 20, "the file system is 64 MiB, not 32: {}", fs_size(&dir));
+    assert_success(&next.exec(&["exists", "/state/kept"]), "the data survives the grow");
+    let (n, err) = fill(&next, "/state/big", 256);
+    assert!(err.contains("No space left") && n > 40 << 20, "wrote {n} bytes: {err}");
+    assert_success(&w.sbx(&["destroy", &next.id]), "destroy");
+
+    // The same left behind, taken by a create that gives no size.
+    nix::mount::umount2(&dir, nix::mount::MntFlags::empty()).expect("unmount");
+    std::fs::File::options().write(true).open(image(&w, &session)).unwrap().set_len(96 << 20).unwrap();
+    let last = w.create(&["--session", &session, "--persist"]);
+    assert!(fs_size(&dir) > 80 << 20, "grown to 96 MiB: {}", fs_size(&dir));
+    assert_eq!(json(&w.sbx(&["inspect", &last.id]))["persist_size"], "100663296");
+    assert_success(&w.sbx(&["destroy", &last.id]), "destroy");
+
+    // A grow past the disk's free space is refused before the image changes.
+    let out = w.try_create(&["--session", &session, "--persist", "--persist-size", "16TiB"]);
+    assert_exit(&out, 2, "a grow past the free space");
+    assert!(stderr(&out).contains("free"), "{}", stderr(&out));
+    assert_eq!(std::fs::metadata(image(&w, &session)).unwrap().len(), 96 << 20, "the image is as it was");
+    assert_success(&w.sbx(&["volumes", "rm", &session]), "volumes rm");
+}
+
+/// While another mount of a session's file system lives (the engine's bind
+/// of the volume as a removed sandbox is torn down, or any mount of it),
+/// unmounting the session's directory does not end it. The grow then
+/// checked and resized the file under a live file system, and mount(8)
+/// reused its loop device: old size, stale cache, ENOSPC at the old bound
+/// under a record of the new one. Now the grow waits for the file system
+/// to end, refuses if it does not, and the next create does it.
+#[test]
+fn a_grow_waits_for_the_file_system_to_end_and_refuses_while_it_lives() {
+    let w = World::new();
+    let session = format!("{}-h", w.case);
+    let sb = w.create(&["--session", &session, "--persist", "--persist-size", "32MiB"]);
+    assert_success(&sb.exec(&["write", "/state/kept"]), "write");
+    assert_success(&w.sbx(&["destroy", &sb.id]), "destroy");
+    let dir = mount_point(&w, &session);
+    let holder = w.state_dir.join("holder");
+    std::fs::create_dir_all(&holder).unwrap();
+    let none: Option<&str> = None;
+    nix::mount::mount(Some(&dir), &holder, none, nix::mount::MsFlags::MS_BIND, none).expect("bind");
+
+    let out = w.try_create(&["--session", &session, "--persist", "--persist-size", "64MiB"]);
+    nix::mount::umount2(&holder, nix::mount::MntFlags::empty()).expect("unmount the holder");
+    assert_exit(&out, 1, "a grow under a live file system");
+    assert!(stderr(&out).contains("still in use"), "{}", stderr(&out));
+    w.assert_nothing_left();
+
+    let next = w.create(&["--session", &session, "--persist", "--persist-size", "64MiB"]);
+    assert!(fs_size(&dir) > 48 << 20, "grown once it ended: {}", fs_size(&dir));
+    assert_success(&next.exec(&["exists", "/state/kept"]), "the data survives");
+    assert_success(&w.sbx(&["destroy", &next.id]), "destroy");
+
+    // A loop device still on the image with its file system ended (what an
+    // unmount leaves while the kernel's autoclear is pending, under load):
+    // mount(8) reused it after the grow, at its old capacity.
+    nix::mount::umount2(&dir, nix::mount::MntFlags::empty()).expect("unmount");
+    let img = image(&w, &session);
+    let out = std::process::Command::new("losetup").args(["--find", "--show"]).arg(&img).output().unwrap();
+    assert!(out.status.success(), "losetup: {}", String::from_utf8_lossy(&out.stderr));
+    let last = w.create(&["--session", &session, "--persist", "--persist-size", "96MiB"]);
+    assert!(fs_size(&dir) > 80 << 20, "grown on a fresh loop device: {}", fs_size(&dir));
+    assert_success(&last.exec(&["exists", "/state/kept"]), "the data survives");
+    assert_success(&w.sbx(&["destroy", "--purge", &last.id]), "purge");
+    assert_eq!(loops_backing(&img), Vec::<String>::new(), "no loop device left");
 }

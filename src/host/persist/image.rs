@@ -17,6 +17,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{host_dir, prepare_dir, stale_scratch, unbind};
+
+mod room;
+mod superblock;
 use crate::error::{Error, Result, SessionError};
 use crate::spec::DEFAULT_PERSIST_BYTES;
 
@@ -170,12 +173,24 @@ pub struct Bounded {
 /// sees; mkfs's lost+found stays beside it) given to the sandbox user. Held under the session's
 /// lock. A smaller `want` than the image is refused (ext4 does not shrink
 /// online); a directory of an unbounded session with data in it is
-/// refused rather than hidden under the mount.
-pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: u32) -> Result<Bounded> {
+/// refused rather than hidden under the mount. `idle`: no sandbox uses the
+/// session (the caller checked, under the lock), so it may be unmounted
+/// to grow; otherwise (`sbx start`) it is only mounted.
+pub fn ensure(
+    data_dir: &Path,
+    session: &str,
+    want: Option<u64>,
+    idle: bool,
+    (uid, gid): (u32, u32),
+) -> Result<Bounded> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     let dir = host_dir(data_dir, session);
     let img = image_path(data_dir, session);
     let io = |what: String| move |e: std::io::Error| Error::io(what, e);
+    let size = want.unwrap_or(DEFAULT_PERSIST_BYTES);
+    if std::fs::symlink_metadata(&img).is_err() {
+        room::check(&data_dir.join("volumes"), session, None, size)?;
+    }
     match std::fs::DirBuilder::new().mode(0o000).create(&dir) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
             return Err(Error::io(format!("creating {}", dir.display()), e))
@@ -204,7 +219,10 @@ pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: 
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&part)
             .map_err(io(format!("creating {}", part.display())))?;
-        f.set_len(want.unwrap_or(DEFAULT_PERSIST_BYTES)).map_err(io(format!("sizing {}", part.display())))?;
+        if let Err(e) = f.set_len(size) {
+            let _ = std::fs::remove_file(&part);
+            return Err(Error::io(format!("sizing {}", part.display()), e));
+        }
         drop(f);
         if let Err(e) = run(&mkfs_argv(&part), session, "making its file system") {
             let _ = std::fs::remove_file(&part);
@@ -214,7 +232,7 @@ pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: 
         fresh = true;
     }
     let have = std::fs::metadata(&img).map_err(io(format!("reading {}", img.display())))?.len();
-    let bytes = match want {
+    let len = match want {
         Some(n) if n < have => {
             return Err(crate::model::invalid::Invalid::new(
                 "--persist-size",
@@ -227,25 +245,34 @@ pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: 
             .into())
         }
         Some(n) if n > have => {
-            // No sandbox uses it (the caller checked, under the lock).
-            if mounted(&dir) {
-                nix::mount::umount2(&dir, nix::mount::MntFlags::empty())
-                    .map_err(|e| Error::io(format!("unmounting {} to grow it", dir.display()), e.into()))?;
-            }
+            room::check(&data_dir.join("volumes"), session, Some(&img), n)?;
             std::fs::File::options()
                 .write(true)
                 .custom_flags(nix::libc::O_NOFOLLOW)
                 .open(&img)
                 .and_then(|f| f.set_len(n))
                 .map_err(io(format!("growing {}", img.display())))?;
-            let [check, resize] = grow_argv(&img);
-            let what = format!("growing its file system to {n} bytes");
-            run_ok_codes(&check, session, &what, &[0, 1])?;
-            run(&resize, session, &what)?;
             n
         }
         _ => have,
     };
+    // The file system is grown to the file's length by what it spans, not
+    // by whether the length changed now: a grow an sbx was killed in (the
+    // file longer, resize2fs not run) is finished by the next create.
+    // resize2fs grows to whole blocks (at most 64 KiB each).
+    let short = superblock::fs_bytes(&img).is_some_and(|fs| len.saturating_sub(fs) >= 64 << 10);
+    if short && idle {
+        if mounted(&dir) {
+            nix::mount::umount2(&dir, nix::mount::MntFlags::empty())
+                .map_err(|e| Error::io(format!("unmounting {} to grow it", dir.display()), e.into()))?;
+        }
+        released(&img, session)?;
+        let [check, resize] = grow_argv(&img);
+        let what = format!("growing its file system to {len} bytes");
+        run_ok_codes(&check, session, &what, &[0, 1])?;
+        run(&resize, session, &what)?;
+    }
+    let bytes = len;
     if !mounted(&dir) {
         // An older sbx's nosuid bind of the directory onto itself.
         unbind(&dir);
@@ -266,6 +293,37 @@ pub fn ensure(data_dir: &Path, session: &str, want: Option<u64>, uid: u32, gid: 
     }
     prepare_dir(&dir.join("data"), uid, gid)?;
     Ok(Bounded { bytes, fresh })
+}
+
+/// Wait (bounded) until no loop device holds `img`: unmounting its
+/// directory does not end its file system while another mount of it lives
+/// (the engine's bind of the volume, a removed container's mounts not yet
+/// torn down). Under load the grow ran e2fsck and resize2fs on the file of
+/// a file system still mounted, and mount(8) then reused the loop device,
+/// stale cache and old size with it: the session got ENOSPC at its old
+/// bound, and a checker had written under a live file system.
+fn released(img: &Path, session: &str) -> Result<()> {
+    for _ in 0..200 {
+        let held = loops_of(img, session)?;
+        if held.is_empty() {
+            return Ok(());
+        }
+        // Frees one nothing holds; on a busy one it only sets autoclear.
+        for dev in &held {
+            let _ = run(&detach_argv(dev), session, "detaching its loop device");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Err(Error::Session(SessionError::Bound {
+        session: session.into(),
+        what: "growing its file system".into(),
+        detail: format!(
+            "{} is still in use after its unmount (a sandbox of the session still being removed, or a mount of it \
+             elsewhere); try again, or find it with `losetup --associated {}`",
+            img.display(),
+            img.display()
+        ),
+    }))
 }
 
 /// Unmount the session's image, detach every loop device of it (or of a
@@ -328,53 +386,4 @@ pub fn leftovers(data_dir: &Path, clean: bool) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn strs(a: &[OsString]) -> Vec<String> {
-        a.iter().map(|s| s.to_string_lossy().into_owned()).collect()
-    }
-
-    #[test]
-    fn the_image_commands_are_argv_with_the_paths_after_dashes() {
-        let (img, dir) = (Path::new("/var/lib/sbx/volumes/s1.img"), Path::new("/var/lib/sbx/volumes/s1"));
-        assert_eq!(strs(&mkfs_argv(img)), ["mkfs.ext4", "-q", "-F", "-m", "0", "--", "/var/lib/sbx/volumes/s1.img"]);
-        assert_eq!(
-            strs(&mount_argv(img, dir)),
-            [
-                "mount",
-                "-t",
-                "ext4",
-                "-o",
-                "loop,nosuid,nodev",
-                "--",
-                "/var/lib/sbx/volumes/s1.img",
-                "/var/lib/sbx/volumes/s1"
-            ]
-        );
-        assert_eq!(
-            strs(&loops_argv(img)),
-            ["losetup", "--list", "--noheadings", "--output", "NAME", "--associated", "/var/lib/sbx/volumes/s1.img"]
-        );
-        assert_eq!(strs(&detach_argv("/dev/loop3")), ["losetup", "--detach", "/dev/loop3"]);
-        let [check, resize] = grow_argv(img);
-        assert_eq!(strs(&check), ["e2fsck", "-f", "-p", "--", "/var/lib/sbx/volumes/s1.img"]);
-        assert_eq!(strs(&resize), ["resize2fs", "--", "/var/lib/sbx/volumes/s1.img"]);
-    }
-
-    #[test]
-    fn files_under_volumes_name_their_session_and_the_device_follows_the_image() {
-        for (name, s) in [("s1", "s1"), ("s1.lock", "s1"), ("s1.img", "s1"), ("s1.img.part", "s1"), ("a.b", "a.b")] {
-            assert_eq!(session_of(name), s, "{name}");
-        }
-        let data = std::env::temp_dir().join(format!("sbx-img-{:016x}", rand::random::<u64>()));
-        std::fs::create_dir_all(data.join("volumes")).unwrap();
-        assert_eq!(volume_device(&data, "s1"), data.join("volumes/s1"));
-        assert!(!is_bounded(&data, "s1"));
-        std::fs::write(image_path(&data, "s1"), b"").unwrap();
-        assert_eq!(volume_device(&data, "s1"), data.join("volumes/s1/data"));
-        assert!(is_bounded(&data, "s1"));
-        assert!(!mounted(&data.join("volumes")));
-        std::fs::remove_dir_all(&data).unwrap();
-    }
-}
+mod tests;

@@ -145,7 +145,7 @@ impl Driver {
             Some(PersistSize::Bytes(n)) => Some(n),
             _ => None,
         };
-        let made = image::ensure(&state.dir, session, want, user.uid, user.gid)?;
+        let made = image::ensure(&state.dir, session, want, true, (user.uid, user.gid))?;
         let data = image::volume_device(&state.dir, session);
         let owner = state::owner_token(key, &volume);
         let filled = match spec.clone.as_ref() {
