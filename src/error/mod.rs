@@ -15,23 +15,31 @@
 //! | 130  | interrupted by SIGINT (after cleaning up)                      |
 //! | 143  | terminated by SIGTERM (after cleaning up)                      |
 
-mod concern;
+mod check;
 mod egress;
 mod explained;
+mod host;
 mod image;
+mod route;
 mod runtime;
+mod sandbox;
+mod session;
 mod socket;
+mod transfer;
 
 pub use crate::docker::DockerError;
 pub use crate::model::invalid::Invalid;
-pub use concern::{
-    missing_network_fix, CheckError, HostError, RouteError, SandboxError, SessionError, TransferError, NOT_TRIED,
-};
+pub use check::CheckError;
 pub use egress::EgressError;
 pub use explained::Explained;
+pub use host::HostError;
 pub use image::ImageError;
+pub use route::{missing_network_fix, RouteError};
 pub use runtime::RuntimeError;
+pub use sandbox::{SandboxError, NOT_TRIED};
+pub use session::SessionError;
 pub use socket::SocketError;
+pub use transfer::TransferError;
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
