@@ -245,7 +245,7 @@ impl Driver {
     pub(super) fn thaw<'a>(&self, targets: impl Iterator<Item = (&'a str, &'a str)>) {
         let Ok(h) = self.state() else { return };
         for (_, container) in targets.filter(|(id, _)| h.state.marked(id, Mark::Paused)) {
-            let _ = self.exec.run(&argv::unpause(container));
+            let _ = self.docker.run(&argv::unpause(container));
         }
     }
 
@@ -271,7 +271,7 @@ impl Driver {
     /// got there first) so the container is gone when this returns.
     pub(super) fn remove_tolerant(&self, ids: &[String]) -> Result<()> {
         let args = argv::remove(ids);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         if out.status == 0 {
             return Ok(());
         }
@@ -284,7 +284,7 @@ impl Driver {
                 return Err(status_error(&args, &out).into());
             }
             std::thread::sleep(Duration::from_millis(50));
-            let out = self.exec.run(&argv::inspect(&racing))?;
+            let out = self.docker.run(&argv::inspect(&racing))?;
             let still: Vec<String> =
                 crate::docker::parse::parse_inspect(&out.stdout_str(), "docker container inspect")?
                     .into_iter()

@@ -19,7 +19,7 @@ impl Driver {
     /// This host's gates (owner token checked).
     pub(super) fn owned_gates(&self) -> Result<Vec<Gate>> {
         let key = &self.state()?.key;
-        let out = run_ok(&*self.exec, &argv::gates())?;
+        let out = run_ok(&*self.docker, &argv::gates())?;
         Ok(parse::rows::<Gate>(&out.stdout_str())
             .into_iter()
             .filter(|g| g.owner == state::owner_token(key, &g.sandbox))
@@ -50,7 +50,7 @@ impl Driver {
     /// records of this sandbox, re-serialized, bounded by sbx
     /// (`host::egress::keep_log`). Best effort: a gate already gone has none.
     pub(super) fn keep_gate_log(&self, id: &str, container: &str) {
-        let Ok(out) = self.exec.run(&argv::logs(container, false, None)) else { return };
+        let Ok(out) = self.docker.run(&argv::logs(container, false, None)) else { return };
         if out.status != 0 {
             return;
         }

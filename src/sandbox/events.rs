@@ -55,7 +55,7 @@ impl Driver {
         let mut mapper = EventMapper::new(&host.key);
         let mut journal = Follower::new(&host.state.dir, q.since);
         let args = argv::events(q.since, q.until);
-        let pipe = self.exec.open_pipe(&args)?;
+        let pipe = self.docker.open_pipe(&args)?;
         drop(pipe.stdin);
         let stop_docker = pipe.stop;
         let (tx, rx) = sync_channel::<Msg>(256);
@@ -169,7 +169,7 @@ impl Driver {
     /// container is still there and that record is this die's (the
     /// attribute can be an image's label, see `parse::events`).
     fn correct_exit(&self, de: &DockerEvent, e: &mut Event) {
-        let Ok(out) = self.exec.run(&argv::exit_state(&de.container)) else { return };
+        let Ok(out) = self.docker.run(&argv::exit_state(&de.container)) else { return };
         if out.status != 0 {
             return;
         }

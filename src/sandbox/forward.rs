@@ -19,7 +19,7 @@ impl Driver {
     /// owner, container id]` rows like the gates'.
     fn owned_forwarders(&self) -> Result<Vec<Gate>> {
         let key = &self.state()?.key;
-        let out = run_ok(&*self.exec, &argv::forwarders())?;
+        let out = run_ok(&*self.docker, &argv::forwarders())?;
         Ok(parse::rows::<Gate>(&out.stdout_str())
             .into_iter()
             .filter(|f| f.owner == state::owner_token(key, &f.sandbox))

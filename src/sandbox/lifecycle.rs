@@ -62,13 +62,13 @@ impl Driver {
             // A frozen process cannot handle SIGTERM, so its grace would
             // only be waited out (and gVisor waits 10 s more): thaw first.
             "paused" => {
-                run_ok(&*self.exec, &argv::unpause(&cid))?;
+                run_ok(&*self.docker, &argv::unpause(&cid))?;
                 true
             }
             _ => false,
         };
         if live {
-            run_ok(&*self.exec, &argv::stop(&cid, whole_seconds(grace)))?;
+            run_ok(&*self.docker, &argv::stop(&cid, whole_seconds(grace)))?;
             // Again after: an `ls` that saw it still running meanwhile
             // cleared the first mark as stale (see `Driver::record`).
             state.mark(id, Mark::Stopped)?;
@@ -109,7 +109,7 @@ impl Driver {
             }
         };
         self.check_interrupt()?;
-        run_ok(&*self.exec, &argv::start(&cid))?;
+        run_ok(&*self.docker, &argv::start(&cid))?;
         state.unmark(id, Mark::Stopped);
         let image = label(record::IMAGE);
         let boot = Boot {
@@ -186,7 +186,7 @@ impl Driver {
         self.refuse_ready_member(id, &raw, "pause")?;
         let cid = container_id(&raw)?;
         state.mark(id, Mark::Paused)?;
-        if let Err(e) = run_ok(&*self.exec, &argv::pause(&cid)) {
+        if let Err(e) = run_ok(&*self.docker, &argv::pause(&cid)) {
             state.unmark(id, Mark::Paused);
             return Err(e.into());
         }
@@ -208,7 +208,7 @@ impl Driver {
         }
         let marked = state.marked(id, Mark::Paused);
         state.mark(id, Mark::Paused)?;
-        if self.exec.run(&argv::pause(&cid)).is_ok_and(|o| o.status == 0) {
+        if self.docker.run(&argv::pause(&cid)).is_ok_and(|o| o.status == 0) {
             return Ok(Some(Changed::new(id, "paused", false)));
         }
         if !marked {
@@ -235,7 +235,7 @@ impl Driver {
         // As `pause_recorded`: the recorded id first, the inspecting path
         // only when docker refuses (not paused, gone).
         if let Some(cid) = self.recorded_container(id)? {
-            if self.exec.run(&argv::unpause(&cid)).is_ok_and(|o| o.status == 0) {
+            if self.docker.run(&argv::unpause(&cid)).is_ok_and(|o| o.status == 0) {
                 self.state()?.state.unmark(id, Mark::Paused);
                 return Ok(Changed::new(id, "running", false));
             }
@@ -245,7 +245,7 @@ impl Driver {
         if raw.state != "paused" {
             return Err(wrong_state(id, &raw, state, "resume"));
         }
-        run_ok(&*self.exec, &argv::unpause(&container_id(&raw)?))?;
+        run_ok(&*self.docker, &argv::unpause(&container_id(&raw)?))?;
         state.unmark(id, Mark::Paused);
         Ok(Changed::new(id, "running", false))
     }
@@ -256,7 +256,7 @@ impl Driver {
         if let Ok(h) = self.state() {
             let _ = h.state.mark(id, Mark::Stopped);
         }
-        match run_ok(&*self.exec, &argv::stop(cid, 0)) {
+        match run_ok(&*self.docker, &argv::stop(cid, 0)) {
             Ok(_) => self.warn(
                 "stopped_again",
                 &format!("sandbox {id} was stopped again, its /state kept: `sbx start {id}` retries, `sbx destroy {id}` removes it"),
@@ -280,7 +280,7 @@ impl Driver {
         let seen = key.as_deref().and_then(|k| self.state().ok()?.state.runtimes(k));
         let text = match seen {
             Some(t) => t,
-            None => run_ok(&*self.exec, &argv::runtimes())?.stdout_str(),
+            None => run_ok(&*self.docker, &argv::runtimes())?.stdout_str(),
         };
         let all = parse::runtimes(&text).unwrap_or_default();
         Ok(all.get(&name).map(Registered::family).unwrap_or(Family::Other))

@@ -65,7 +65,8 @@ pub struct HostState {
 }
 
 pub struct Driver {
-    exec: Arc<dyn DockerExec>,
+    /// The docker CLI, behind its seam (the real one, or the fake in tests).
+    docker: Arc<dyn DockerExec>,
     roots: RootChoice,
     states: StateChoice,
     state: OnceLock<HostState>,
@@ -88,9 +89,9 @@ pub struct Driver {
 }
 
 impl Driver {
-    pub fn new(exec: Arc<dyn DockerExec>, roots: RootChoice, states: StateChoice) -> Self {
+    pub fn new(docker: Arc<dyn DockerExec>, roots: RootChoice, states: StateChoice) -> Self {
         Driver {
-            exec,
+            docker,
             roots,
             states,
             state: OnceLock::new(),
@@ -132,7 +133,7 @@ impl Driver {
         if let Some(e) = self.engine.get() {
             return Ok(e);
         }
-        let e = self.engine_choice.resolve(&*self.exec)?;
+        let e = self.engine_choice.resolve(&*self.docker)?;
         Ok(self.engine.get_or_init(|| e))
     }
 
@@ -147,7 +148,7 @@ impl Driver {
     pub fn self_image(&self) -> Result<String> {
         let dir = &self.state()?.state.dir;
         let endpoint = &self.engine()?.endpoint;
-        crate::host::self_image::ensure(&*self.exec, &self.exe, crate::host::self_image::Place { dir, endpoint })
+        crate::host::self_image::ensure(&*self.docker, &self.exe, crate::host::self_image::Place { dir, endpoint })
     }
 
     /// What every user of sbx's image does with `first`, the result of a
@@ -165,7 +166,7 @@ impl Driver {
         let dir = &self.state()?.state.dir;
         let endpoint = &self.engine()?.endpoint;
         let place = crate::host::self_image::Place { dir, endpoint };
-        crate::host::self_image::again_if_gone(first, &*self.exec, &self.exe, place, image, retry)
+        crate::host::self_image::again_if_gone(first, &*self.docker, &self.exe, place, image, retry)
     }
 
     /// The executable the egress gate's image is made from (tests use a small file).
@@ -195,13 +196,13 @@ impl Driver {
     }
 
     pub fn docker(&self) -> &dyn DockerExec {
-        &*self.exec
+        &*self.docker
     }
 
     /// The same docker, shared, for work that outlives a borrow of the
     /// driver (port-forward's relay threads).
     pub fn docker_handle(&self) -> Arc<dyn DockerExec> {
-        self.exec.clone()
+        self.docker.clone()
     }
 
     pub fn socket_root(&self) -> Result<PathBuf> {
@@ -253,7 +254,7 @@ impl Driver {
     /// did not create is an error.
     fn inspect_many(&self, ids: &[String]) -> Result<Vec<RawContainer>> {
         let args = argv::inspect(ids);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         let raws = crate::docker::parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
         if out.status != 0 {
             let missing = parse::missing_containers(ids, &out.stderr_str());
@@ -334,7 +335,7 @@ impl Driver {
     pub fn list(&self) -> Result<Vec<Record>> {
         let args = argv::list();
         // docker answers while sbx reads its key.
-        let job = self.exec.spawn(&args)?;
+        let job = self.docker.spawn(&args)?;
         let HostState { state, key } = self.state()?;
         let out = job.wait()?;
         if out.status != 0 {

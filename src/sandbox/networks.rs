@@ -16,13 +16,13 @@ impl Driver {
     pub(super) fn make_private(&self, id: &str, owner: &str, private: &[PrivateRoute]) -> Result<()> {
         for p @ PrivateRoute { network: net, service: svc } in private {
             self.check_interrupt()?;
-            run_ok(&*self.exec, &argv::private_network(net, id, svc, owner))?;
+            run_ok(&*self.docker, &argv::private_network(net, id, svc, owner))?;
             // The egress gate and a forwarder join their networks when they
             // start, under the alias the sandbox knows them by.
             if *svc == crate::model::gate::container(id) || forward::is_forwarder(p) {
                 continue;
             }
-            run_ok(&*self.exec, &argv::network_connect_alias(net, svc, forward::UPSTREAM_ALIAS))?;
+            run_ok(&*self.docker, &argv::network_connect_alias(net, svc, forward::UPSTREAM_ALIAS))?;
         }
         Ok(())
     }
@@ -35,7 +35,7 @@ impl Driver {
         }
         for PrivateRoute { network: net, service: svc } in private {
             // Its failure shows in the removal; a hung engine stops here.
-            if let Err(e @ DockerError::Timeout { .. }) = self.exec.run(&argv::network_disconnect(net, svc)) {
+            if let Err(e @ DockerError::Timeout { .. }) = self.docker.run(&argv::network_disconnect(net, svc)) {
                 return Err(e.into());
             }
         }
@@ -44,7 +44,7 @@ impl Driver {
         // returned once every batch has run.
         let remove = |batch: &[String]| -> Result<()> {
             let args = argv::network_remove(batch);
-            let out = self.exec.run(&args)?;
+            let out = self.docker.run(&args)?;
             if out.status != 0 && parse::network_rm_failed(&out.stderr_str()) {
                 return Err(status_error(&args, &out).into());
             }

@@ -161,7 +161,7 @@ impl Driver {
         }
         let id = &created.record.id;
         let args = argv::running_pid(id);
-        let out = run_ok(&*self.exec, &args)?;
+        let out = run_ok(&*self.docker, &args)?;
         let pid = match parse::main_state(&out.stdout_str()) {
             MainState::Running(pid) => pid,
             _ => {
@@ -282,7 +282,7 @@ impl Driver {
 
     /// The pool's members on the engine, claimed or not, from one `docker ps`.
     pub fn pool_members(&self, name: &str) -> Result<Vec<RawContainer>> {
-        let out = run_ok(&*self.exec, &argv::list())?;
+        let out = run_ok(&*self.docker, &argv::list())?;
         let HostState { key, .. } = self.state()?;
         let all = parse::parse_ps(&out.stdout_str(), "docker ps")?;
         self.prune_uids(&all);

@@ -196,7 +196,7 @@ impl Driver {
     fn remote_workspace(&self, cid: &str, dir: &str) -> Result<Workspace> {
         let args = remote::copy_out(cid, &format!("{dir}/upper/workspace"));
         let mut seen = None;
-        let out = self.exec.run_stream(&args, None, &mut |r| look(r, &mut seen))?;
+        let out = self.docker.run_stream(&args, None, &mut |r| look(r, &mut seen))?;
         match seen {
             Some(Workspace::Empty) if out.status == 0 => Ok(Workspace::Empty),
             Some(Workspace::Empty) => {
@@ -257,7 +257,7 @@ impl Driver {
             w.flush()
         };
         let mut drain = |r: &mut dyn Read| std::io::copy(r, &mut std::io::sink()).map(drop);
-        let out = self.exec.run_stream(&args, Some(&mut input), &mut drain)?;
+        let out = self.docker.run_stream(&args, Some(&mut input), &mut drain)?;
         if out.status != 0 {
             // A partial copy may be there now; the next create keeps it as work.
             return Err(status_error(&args, &crate::docker::Output::fail(out.status, &out.stderr_str())).into());

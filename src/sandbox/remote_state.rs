@@ -101,7 +101,7 @@ impl Driver {
     /// The engine's answer about `names` (those it has).
     fn inspect_state(&self, names: &[&str]) -> Result<Vec<Found>> {
         let args = rs::state_volumes_inspect(names);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         if out.status != 0 && !parse::no_such_volume(&out.stderr_str()) {
             return Err(status_error(&args, &out).into());
         }
@@ -120,7 +120,7 @@ impl Driver {
     /// `volume`, then sbx's by its labels: docker answers `volume create`
     /// of an existing name with success, whoever made it.
     fn made(&self, args: &[std::ffi::OsString], name: &str, key: &[u8], label: &str, session: &str) -> Result<Found> {
-        run_ok(&*self.exec, args)?;
+        run_ok(&*self.docker, args)?;
         let found = self.inspect_state(&[name])?.into_iter().next();
         let found = found.ok_or_else(|| foreign(name, "the engine does not have it right after creating it"))?;
         check_ours(&found, key, label, session)?;
@@ -180,7 +180,7 @@ impl Driver {
                 // As locally: a failed fill or clone leaves no
                 // volume this create made behind (its filler is gone).
                 if fresh && get(&volume).is_none() {
-                    let _ = self.exec.run(&argv::volume_remove(&backing));
+                    let _ = self.docker.run(&argv::volume_remove(&backing));
                 }
                 return Err(e);
             }
@@ -206,16 +206,16 @@ impl Driver {
         clone: Option<(&CloneSpec, &Path)>,
     ) -> Result<Option<Cloned>> {
         let id = crate::sandbox::gc::filler::new_id(key);
-        let cid = run_ok(&*self.exec, &rs::backing_filler(image, backing, &id))?.stdout_str().trim().to_string();
+        let cid = run_ok(&*self.docker, &rs::backing_filler(image, backing, &id))?.stdout_str().trim().to_string();
         let filled = (|| {
             let args = rs::copy_in_archive(&cid, &id.dir());
-            let out = self.exec.run_input(&args, &backing_tar(user))?;
+            let out = self.docker.run_input(&args, &backing_tar(user))?;
             if out.status != 0 {
                 return Err(status_error(&args, &out).into());
             }
             clone.map(|(c, scratch)| self.clone_remote((&cid, &id.dir()), c, user, scratch)).transpose()
         })();
-        let _ = self.exec.run(&remote::remove_filler(&cid));
+        let _ = self.docker.run(&remote::remove_filler(&cid));
         filled
     }
 
@@ -228,7 +228,7 @@ impl Driver {
         let volume = persist::volume_name(session);
         let backing = rs::backing_name(session);
         let _lock = persist::remote_lock(&state.dir, session)?;
-        let users = run_ok(&*self.exec, &argv::volume_users(Some(&volume)))?;
+        let users = run_ok(&*self.docker, &argv::volume_users(Some(&volume)))?;
         if let Some(user) = parse::rows::<VolumeUser>(&users.stdout_str()).into_iter().next() {
             return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
         }
@@ -243,7 +243,7 @@ impl Driver {
         // The overlay first: the backing volume holds its directories.
         for name in [&volume, &backing].into_iter().filter(|n| found.iter().any(|f| f.name == **n)) {
             let args = argv::volume_remove(name);
-            let out = self.exec.run(&args)?;
+            let out = self.docker.run(&args)?;
             if out.status != 0 && !parse::no_such_volume(&out.stderr_str()) {
                 return Err(status_error(&args, &out).into());
             }
@@ -259,8 +259,8 @@ impl Driver {
     /// whose session volume is gone.
     pub(super) fn remote_state_list(&self) -> Result<Vec<VolumeInfo>> {
         let key = &self.state()?.key;
-        let out = run_ok(&*self.exec, &rs::state_volumes())?;
-        let users = run_ok(&*self.exec, &argv::volume_users(None))?;
+        let out = run_ok(&*self.docker, &rs::state_volumes())?;
+        let users = run_ok(&*self.docker, &argv::volume_users(None))?;
         let users: Vec<VolumeUser> = parse::rows(&users.stdout_str());
         let rows: Vec<(String, String, String, String)> = parse::rows(&out.stdout_str());
         let rows: Vec<_> =

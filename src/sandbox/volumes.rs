@@ -23,7 +23,7 @@ impl Driver {
     fn purge_volume_locked(&self, volume: &str, session: &str) -> Result<()> {
         let state = &self.state()?.state;
         let args = crate::docker::argv::volume_remove(volume);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         if out.status != 0 && !parse::no_such_volume(&out.stderr_str()) {
             return Err(status_error(&args, &out).into());
         }
@@ -45,11 +45,11 @@ impl Driver {
         let HostState { state, key } = self.state()?;
         let name = persist::volume_name(session);
         let _lock = persist::lock(&state.dir, session)?;
-        let users = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&name)))?;
+        let users = run_ok(&*self.docker, &crate::docker::argv::volume_users(Some(&name)))?;
         if let Some(user) = parse::rows::<VolumeUser>(&users.stdout_str()).into_iter().next() {
             return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
         }
-        let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
+        let out = run_ok(&*self.docker, &crate::docker::argv::session_volumes())?;
         let listed: Vec<SessionVolume> = parse::rows(&out.stdout_str());
         let dir = persist::host_dir(&state.dir, session);
         match listed.iter().find(|v| v.name == name) {
@@ -69,8 +69,8 @@ impl Driver {
             return self.remote_state_list();
         }
         let HostState { state, key } = self.state()?;
-        let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
-        let users = run_ok(&*self.exec, &crate::docker::argv::volume_users(None))?;
+        let out = run_ok(&*self.docker, &crate::docker::argv::session_volumes())?;
+        let users = run_ok(&*self.docker, &crate::docker::argv::volume_users(None))?;
         let users: Vec<VolumeUser> = parse::rows(&users.stdout_str());
         Ok(parse::rows::<SessionVolume>(&out.stdout_str())
             .into_iter()

@@ -67,7 +67,7 @@ impl Driver {
                 ports: &f.ports,
                 uid,
             };
-            jobs.push((self.exec.spawn(&argv::forward_run(&plan))?, f));
+            jobs.push((self.docker.spawn(&argv::forward_run(&plan))?, f));
         }
         Ok(Some(ForwardJobs { jobs }))
     }
@@ -100,7 +100,7 @@ impl Driver {
         for f in ran {
             self.check_interrupt()?;
             let up = forward::upstream(&f.network);
-            run_ok(&*self.exec, &argv::network_connect(&up, &forward::container(&f.network)))?;
+            run_ok(&*self.docker, &argv::network_connect(&up, &forward::container(&f.network)))?;
         }
         Ok(())
     }

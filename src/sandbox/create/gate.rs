@@ -80,7 +80,7 @@ impl Driver {
         let image = self.self_image()?;
         let name = argv::egress_network(e);
         let args = argv::network_inspect(&[name]);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         if out.status != 0 {
             if !parse::no_such_network(&out.stderr_str()) {
                 return Err(status_error(&args, &out).into());
@@ -113,7 +113,7 @@ impl Driver {
             return Ok(addrs);
         }
         let list = |image: &str| -> Result<String> {
-            Ok(run_ok(&*self.exec, &argv::host_addrs_run(image, &ready.seccomp))?.stdout_str())
+            Ok(run_ok(&*self.docker, &argv::host_addrs_run(image, &ready.seccomp))?.stdout_str())
         };
         let failed = |reason: String| EgressError::HostAddrs { endpoint: engine.endpoint.clone(), reason };
         let text = self.again_if_image_gone(list(&ready.image), ready, list).map_err(|e| failed(e.to_string()))?;
@@ -125,7 +125,7 @@ impl Driver {
     /// sbx's own egress network; another create may have made it meanwhile.
     fn make_egress_network(&self, name: &str) -> Result<()> {
         let args = argv::egress_network_create(name);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         if out.status != 0 && !out.stderr_str().contains("already exists") {
             return Err(status_error(&args, &out).into());
         }
@@ -136,7 +136,7 @@ impl Driver {
     pub(super) fn spawn_gate<'a>(&self, args: GateArgs<'a>) -> Result<GateJob<'a>> {
         let dns = args.dns();
         if !args.remote {
-            let job = self.exec.spawn(&argv::gate_run(&args.plan(&args.ready.image, &dns)))?;
+            let job = self.docker.spawn(&argv::gate_run(&args.plan(&args.ready.image, &dns)))?;
             return Ok(GateJob { job, args });
         }
         // A remote engine cannot bind this machine's directory:
@@ -145,11 +145,11 @@ impl Driver {
         // given, which `gate_started` reads as `docker run -d`'s answer.
         let create = |image: &str| -> Result<String> {
             let argv = argv::gate_create(&args.plan(image, &dns));
-            Ok(run_ok(&*self.exec, &argv)?.stdout_str().trim().to_string())
+            Ok(run_ok(&*self.docker, &argv)?.stdout_str().trim().to_string())
         };
         let cid = self.again_if_image_gone(create(&args.ready.image), args.ready, create)?;
         self.publish_policy(args.id, &cid, &args.ready.policy)?;
-        let job = self.exec.spawn(&argv::start(&cid))?;
+        let job = self.docker.spawn(&argv::start(&cid))?;
         Ok(GateJob { job, args })
     }
 
@@ -174,7 +174,7 @@ impl Driver {
         policy: &crate::spec::egress::Policy,
     ) -> Result<()> {
         let args = argv::remote::copy_in(container, gate::POLICY_DIR);
-        let out = self.exec.run_input(&args, &crate::host::egress::tar(policy))?;
+        let out = self.docker.run_input(&args, &crate::host::egress::tar(policy))?;
         if out.status != 0 {
             let reason = format!("`docker cp` into the gate failed: {}", out.stderr_str().trim());
             return Err(EgressError::Publish { id: id.to_string(), reason }.into());
@@ -201,13 +201,13 @@ impl Driver {
             false => self.again_if_image_gone(started, gate.ready, |image| {
                 let dns = gate.dns();
                 let argv = argv::gate_run(&gate.plan(image, &dns));
-                Ok(run_ok(&*self.exec, &argv)?.stdout_str().trim().to_string())
+                Ok(run_ok(&*self.docker, &argv)?.stdout_str().trim().to_string())
             })?,
         };
         self.check_interrupt()?;
         let name = argv::egress_network(e);
         let args = argv::network_connect(name, &gate::container(id));
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         if out.status != 0 {
             // Another host's sbx gc (its own gates gone) may remove sbx's
             // network between `prepare_gate` and here: make it again, once.
@@ -215,7 +215,7 @@ impl Driver {
                 return Err(status_error(&args, &out).into());
             }
             self.make_egress_network(name)?;
-            run_ok(&*self.exec, &args)?;
+            run_ok(&*self.docker, &args)?;
         }
         Ok(cid)
     }

@@ -42,7 +42,7 @@ impl Driver {
             }
         };
         let args = argv::pull(img);
-        let done = self.exec.run_stream(&args, None, &mut read);
+        let done = self.docker.run_stream(&args, None, &mut read);
         drop(bar);
         // Ctrl-C killed the pull: say that, not how the pull ended.
         self.check_interrupt()?;
@@ -72,7 +72,7 @@ impl Driver {
 
     /// The engine lists `img` under the digest asked for.
     fn check_pulled(&self, img: &str) -> Result<()> {
-        let out = crate::docker::run_ok(&*self.exec, &argv::repo_digests(img))?;
+        let out = crate::docker::run_ok(&*self.docker, &argv::repo_digests(img))?;
         let found = parse::repo_digests(&out.stdout_str());
         if found.iter().any(|have| same_content(img, have)) {
             return Ok(());

@@ -85,7 +85,7 @@ impl Driver {
         };
         let cache = data_dir.join("helper").join("remote-verified");
         let line = format!("{endpoint} {name}");
-        let out = self.exec.run(&remote::helper_volume_labels(&name))?;
+        let out = self.docker.run(&remote::helper_volume_labels(&name))?;
         let labelled = out.status == 0 && labels_say(&out.stdout_str(), key);
         if labelled && std::fs::read_to_string(&cache).is_ok_and(|t| t.lines().any(|l| l == line)) {
             return Ok(name);
@@ -98,14 +98,14 @@ impl Driver {
             )));
         }
         if out.status != 0 {
-            run_ok(&*self.exec, &remote::helper_volume_create(&name, key))?;
+            run_ok(&*self.docker, &remote::helper_volume_create(&name, key))?;
         }
         // Named and labelled so gc removes it if this process is killed mid-fill.
         let filler = crate::sandbox::gc::filler::new_id(&self.state()?.key);
         let args = remote::helper_filler(image, &name, &filler);
-        let cid = run_ok(&*self.exec, &args)?.stdout_str().trim().to_string();
+        let cid = run_ok(&*self.docker, &args)?.stdout_str().trim().to_string();
         let filled = self.fill_helper(&cid, &filler.dir(), readable);
-        let _ = self.exec.run(&remote::remove_filler(&cid));
+        let _ = self.docker.run(&remote::remove_filler(&cid));
         filled.map_err(untrusted)?;
         // Best effort: without it the next create verifies again.
         let _ = std::fs::create_dir_all(data_dir.join("helper"));
@@ -124,7 +124,7 @@ impl Driver {
         let path = format!("{dir}/helper");
         let mut why = String::new();
         for _ in 0..FILL_TRIES {
-            match self.exec.run(&remote::copy_out(cid, &path)) {
+            match self.docker.run(&remote::copy_out(cid, &path)) {
                 Ok(out) if out.status == 0 => match helper_in_tar(&out.stdout, "helper", readable) {
                     Ok(()) => return Ok(()),
                     Err(e) => why = e,
@@ -133,7 +133,7 @@ impl Driver {
                 Err(e) => why = e.to_string(),
             }
             let tar = crate::host::helper::tar(readable);
-            match self.exec.run_input(&remote::copy_in(cid, dir), &tar) {
+            match self.docker.run_input(&remote::copy_in(cid, dir), &tar) {
                 Ok(out) if out.status == 0 => {}
                 Ok(out) => why = format!("filling it failed: {}", out.stderr_str().trim()),
                 Err(e) => why = e.to_string(),
@@ -151,7 +151,7 @@ impl Driver {
     /// VOLUME placed over /run through a symlink would cover it).
     pub(in crate::sandbox) fn check_remote_layout(&self, id: &str, image: &str, readable: bool) -> Result<()> {
         let args = remote::copy_out(id, "/run");
-        let out = run_ok(&*self.exec, &args)?;
+        let out = run_ok(&*self.docker, &args)?;
         check_run_tar(&out.stdout, readable).map_err(|found| {
             Error::Image(ImageError::Redirected { image: image.to_string(), path: paths::HELPER_DIR.into(), found })
         })

@@ -79,7 +79,7 @@ impl Driver {
     /// true when nothing is left.
     fn teardown(&self, id: &str, dir: &Path, private: &[PrivateRoute]) -> bool {
         let mut clean = true;
-        match self.exec.run(&argv::remove(&[id])) {
+        match self.docker.run(&argv::remove(&[id])) {
             Ok(out) if out.status == 0 || parse::no_such_container(&out.stderr_str()) => {}
             Ok(out) => {
                 let why = crate::docker::explain::first_line(&out.stderr_str());

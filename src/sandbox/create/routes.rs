@@ -90,7 +90,7 @@ impl Driver {
             .collect();
         let nets = unique(r.networks.iter().map(|r| r.network.clone()));
         let args = argv::network_inspect(&nets);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         let report = parse::networks(&nets, &out.stdout_str(), &out.stderr_str());
         if !report.missing.is_empty() {
             return Err(Error::Route(RouteError::NetworkMissing { networks: report.missing }));
@@ -105,7 +105,7 @@ impl Driver {
     /// Private routes attach existing service containers: they must run.
     fn check_services(&self, hosts: &[String]) -> Result<()> {
         let args = argv::inspect(hosts);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         let found = crate::docker::parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
         // A route naming another sandbox would attach it
         // to this one's network. Refused whoever's key made it, and also a

@@ -27,7 +27,7 @@ impl Driver {
         if let Some(seen) = key.as_deref().and_then(|k| self.state().ok()?.state.runtimes(k)) {
             return Ok(RuntimeCheck::Seen(seen));
         }
-        Ok(RuntimeCheck::Asked(self.exec.spawn(&argv::runtimes())?, key))
+        Ok(RuntimeCheck::Asked(self.docker.spawn(&argv::runtimes())?, key))
     }
 
     /// The registration of `spec.runtime`, checked against what this
@@ -46,7 +46,7 @@ impl Driver {
                 Ok(reg) => return Ok(reg),
                 // Only what passed is trusted from memory: ask the engine again.
                 Err(_) => (
-                    run_ok(&*self.exec, &argv::runtimes())?.stdout_str(),
+                    run_ok(&*self.docker, &argv::runtimes())?.stdout_str(),
                     crate::host::state::engine_key(self.engine()?.default),
                 ),
             },
@@ -124,7 +124,7 @@ impl Driver {
         let mut names: Vec<String> = wanted.iter().map(|w| w.1.clone()).collect();
         names.dedup();
         let args = argv::inspect(&names);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         // Missing containers are named below; only output that is not JSON fails here.
         let found = parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args)).unwrap_or_default();
         let mut hosts = Vec::new();

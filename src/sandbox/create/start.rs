@@ -61,7 +61,7 @@ impl Driver {
         for argv in setup {
             self.check_interrupt()?;
             let args = argv::exec(id, &argv::ExecOpts::default(), argv);
-            let out = self.exec.run(&args)?;
+            let out = self.docker.run(&args)?;
             let text = inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr)));
             if !text.is_empty() {
                 eprint!("{text}");
@@ -94,20 +94,20 @@ impl Driver {
             _ => e.into(),
         };
         let cid = if nets.len() <= 1 && remote.is_none() {
-            run_ok(&*self.exec, &argv::container(plan, true)).map_err(missing)?.stdout_str().trim().to_string()
+            run_ok(&*self.docker, &argv::container(plan, true)).map_err(missing)?.stdout_str().trim().to_string()
         } else {
             let cid =
-                run_ok(&*self.exec, &argv::container(plan, false)).map_err(missing)?.stdout_str().trim().to_string();
+                run_ok(&*self.docker, &argv::container(plan, false)).map_err(missing)?.stdout_str().trim().to_string();
             if let Some(readable) = remote {
                 self.check_interrupt()?;
                 self.check_remote_layout(&cid, plan.spec.image.as_str(), readable)?;
             }
             for net in nets.iter().skip(1) {
                 self.check_interrupt()?;
-                run_ok(&*self.exec, &argv::network_connect(net, plan.id))?;
+                run_ok(&*self.docker, &argv::network_connect(net, plan.id))?;
             }
             self.check_interrupt()?;
-            run_ok(&*self.exec, &argv::start(plan.id))?;
+            run_ok(&*self.docker, &argv::start(plan.id))?;
             cid
         };
         self.await_ready(&Boot { remote: remote.is_some(), ..Boot::of(plan) }, &cid)?;
@@ -191,7 +191,7 @@ impl Driver {
     /// The sandbox's main process, from one `docker container inspect`.
     fn main_process(&self, plan: &Boot) -> Result<MainProcess> {
         let args = argv::running_pid(plan.id);
-        let out = run_ok(&*self.exec, &args)?;
+        let out = run_ok(&*self.docker, &args)?;
         match parse::main_state(&out.stdout_str()) {
             MainState::Running(pid) => Ok(MainProcess::Running(pid)),
             MainState::Stopped(code) => Ok(MainProcess::Exited(Error::Sandbox(SandboxError::DiedAtBoot {
@@ -261,7 +261,7 @@ impl Driver {
         loop {
             self.check_interrupt()?;
             let left = plan.socket_wait.saturating_sub(started.elapsed());
-            let out = self.exec.run(&probe_argv(cid, left.min(Duration::from_millis(500))))?;
+            let out = self.docker.run(&probe_argv(cid, left.min(Duration::from_millis(500))))?;
             if out.status == 0 {
                 return Ok(());
             }
@@ -284,13 +284,13 @@ impl Driver {
 
     /// The boot crash, with its logs, once the container stopped; one `docker container inspect`.
     fn died_at_boot(&self, id: &str) -> Result<Option<Error>> {
-        let out = self.exec.run(&argv::state(id))?;
+        let out = self.docker.run(&argv::state(id))?;
         Ok(parse::stopped(&out.stdout_str())
             .map(|code| Error::Sandbox(SandboxError::DiedAtBoot { id: id.to_string(), code, logs: self.logs(id) })))
     }
 
     fn logs(&self, id: &str) -> String {
-        match self.exec.run(&argv::logs(id, false, Some(argv::LOG_TAIL))) {
+        match self.docker.run(&argv::logs(id, false, Some(argv::LOG_TAIL))) {
             Ok(out) => inert(&format!("{}{}", out.stdout_str(), String::from_utf8_lossy(&out.stderr))),
             Err(e) => format!("(logs unavailable: {e})"),
         }

@@ -168,7 +168,7 @@ impl Driver {
         let cached = if cached { state.image_user(img) } else { None };
         let job = match cached {
             Some(_) => None,
-            None => Some(self.exec.spawn(&argv::image_user(img))?),
+            None => Some(self.docker.spawn(&argv::image_user(img))?),
         };
         Ok((cached, job))
     }
@@ -213,7 +213,7 @@ impl Driver {
         let c = match self.image_user(img, job.wait()?) {
             Err(Error::Image(ImageError::Missing { .. })) if self.pulls(spec) => {
                 self.pull(&spec.image)?;
-                self.image_user(img, self.exec.run(&argv::image_user(img))?)?
+                self.image_user(img, self.docker.run(&argv::image_user(img))?)?
             }
             r => r?,
         };

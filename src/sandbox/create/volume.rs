@@ -35,7 +35,7 @@ impl Driver {
     /// sandbox) has it: two sandboxes never share a session's /state.
     fn volume_not_in_use(&self, session: &str) -> Result<String> {
         let volume = persist::volume_name(session);
-        let out = run_ok(&*self.exec, &crate::docker::argv::volume_users(Some(&volume)))?;
+        let out = run_ok(&*self.docker, &crate::docker::argv::volume_users(Some(&volume)))?;
         if let Some(user) = parse::rows::<VolumeUser>(&out.stdout_str()).into_iter().next() {
             return Err(Error::Session(SessionError::VolumeInUse { session: session.to_string(), id: user.container }));
         }
@@ -103,7 +103,7 @@ impl Driver {
             None => Ok(()),
         }
         .and_then(|()| {
-            run_ok(&*self.exec, &crate::docker::argv::volume_create(&volume, &dir, session, &owner))
+            run_ok(&*self.docker, &crate::docker::argv::volume_create(&volume, &dir, session, &owner))
                 .map(drop)
                 .map_err(Error::from)
         });
@@ -157,12 +157,12 @@ impl Driver {
             // directory (docker keeps an existing volume's options): made again.
             if made.fresh {
                 let args = crate::docker::argv::volume_remove(&volume);
-                let out = self.exec.run(&args)?;
+                let out = self.docker.run(&args)?;
                 if out.status != 0 && !parse::no_such_volume(&out.stderr_str()) {
                     return Err(crate::docker::status_error(&args, &out).into());
                 }
             }
-            run_ok(&*self.exec, &crate::docker::argv::volume_create(&volume, &data, session, &owner))
+            run_ok(&*self.docker, &crate::docker::argv::volume_create(&volume, &data, session, &owner))
                 .map(drop)
                 .map_err(Error::from)
         });

@@ -46,7 +46,7 @@ impl Driver {
         // A create may have finished since `docker ps`: keep any that is a container now.
         if !doomed.is_empty() {
             let ids: Vec<String> = doomed.iter().cloned().collect();
-            let out = self.exec.run(&argv::inspect(&ids))?;
+            let out = self.docker.run(&argv::inspect(&ids))?;
             for r in parse::parse_inspect(&out.stdout_str(), "docker container inspect")? {
                 doomed.remove(&r.name);
             }
@@ -59,7 +59,7 @@ impl Driver {
             dirs_going.iter().map(|id| crate::host::egress::dir(&data, id).display().to_string()).collect();
         // sbx's own egress network, once no gate is left and no create is in flight.
         let nets: Vec<String> = if gates_left == 0 && keep.is_empty() {
-            let out = run_ok(&*self.exec, &argv::egress_networks())?;
+            let out = run_ok(&*self.docker, &argv::egress_networks())?;
             parse::rows::<String>(&out.stdout_str())
         } else {
             Vec::new()
@@ -87,7 +87,7 @@ impl Driver {
         }
         for n in &nets {
             // Refused while a container uses it (a gate of another host's sbx): it stays.
-            let out = self.exec.run(&argv::network_remove(&[n]))?;
+            let out = self.docker.run(&argv::network_remove(&[n]))?;
             if out.status != 0 {
                 report.egress_networks.retain(|x| x != n);
             }

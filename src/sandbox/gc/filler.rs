@@ -112,14 +112,14 @@ impl Driver {
     /// a filler's age decides). Only against a remote engine: only there
     /// are they made.
     pub(super) fn gc_fillers(&self, key: &[u8], dry_run: bool, report: &mut GcReport) -> Result<()> {
-        let out = run_ok(&*self.exec, &remote::fillers())?;
+        let out = run_ok(&*self.docker, &remote::fillers())?;
         let boot = boot_id();
         let rows = crate::docker::parse::rows::<Row>(&out.stdout_str());
         let fates: Vec<(Fate, Row)> =
             rows.into_iter().map(|r| (fate(&r, key, &boot, &|p: &ProcId| p.is_alive()), r)).collect();
         let mut engine_now = None;
         if fates.iter().any(|(f, _)| *f == Fate::IfOld) {
-            let out = run_ok(&*self.exec, &crate::docker::argv::engine_time())?;
+            let out = run_ok(&*self.docker, &crate::docker::argv::engine_time())?;
             engine_now = crate::docker::parse::engine_time(&out.stdout_str());
             if engine_now.is_none() {
                 let error =

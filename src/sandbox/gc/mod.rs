@@ -103,12 +103,12 @@ impl Driver {
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|n| mine(n))
             .collect();
-        let out = run_ok(&*self.exec, &argv::private_networks())?;
+        let out = run_ok(&*self.docker, &argv::private_networks())?;
         let private_networks: Vec<PrivateNetwork> = parse::rows::<PrivateNetwork>(&out.stdout_str())
             .into_iter()
             .filter(|n| n.owner == state::owner_token(key, &n.sandbox))
             .collect();
-        let out = run_ok(&*self.exec, &argv::list())?;
+        let out = run_ok(&*self.docker, &argv::list())?;
         let all = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?;
         // Every sbx's sandboxes on this engine: what the uid table keeps.
         self.prune_uids(&all);
@@ -144,7 +144,7 @@ impl Driver {
         // creates in flight: keep any candidate orphan that is a container now.
         if !plan.orphan_dirs.is_empty() {
             let args = argv::inspect(&plan.orphan_dirs);
-            let out = self.exec.run(&args)?;
+            let out = self.docker.run(&args)?;
             let exists: Vec<String> =
                 crate::docker::parse::parse_inspect(&out.stdout_str(), "docker container inspect")?
                     .into_iter()
@@ -336,7 +336,7 @@ impl Driver {
             return Ok(Vec::new());
         }
         sessions.values_mut().for_each(|paths| paths.sort());
-        let out = run_ok(&*self.exec, &crate::docker::argv::session_volumes())?;
+        let out = run_ok(&*self.docker, &crate::docker::argv::session_volumes())?;
         let volumes: Vec<String> = parse::rows::<SessionVolume>(&out.stdout_str())
             .into_iter()
             .filter(|v| v.owner == state::owner_token(key, &v.name))
@@ -358,7 +358,7 @@ impl Driver {
         let Some(_lock) = persist::try_lock(&state.dir, session)? else { return Ok(Orphan::Live) };
         let name = persist::volume_name(session);
         let args = argv::volume_inspect(&name);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         if out.status == 0 {
             return Ok(Orphan::Live);
         }
@@ -367,7 +367,7 @@ impl Driver {
         }
         if persist::session_holds_data(&state.dir, session) {
             let dir = persist::image::volume_device(&state.dir, session);
-            run_ok(&*self.exec, &argv::volume_create(&name, &dir, session, &state::owner_token(key, &name)))?;
+            run_ok(&*self.docker, &argv::volume_create(&name, &dir, session, &state::owner_token(key, &name)))?;
             return Ok(Orphan::Restored);
         }
         remove_session_state(state, session)?;

@@ -18,14 +18,14 @@ impl Driver {
         if !state.dir.join(crate::model::record::AUDIT_PROBES_MARK).exists() {
             return Ok(());
         }
-        let out = run_ok(&*self.exec, &argv::audit_probes())?;
+        let out = run_ok(&*self.docker, &argv::audit_probes())?;
         let going = parse::expired_probes(&out.stdout_str(), key, SystemTime::now());
         report.probes = going.iter().map(|(name, _)| name.clone()).collect();
         if dry_run || going.is_empty() {
             return Ok(());
         }
         let cids: Vec<&str> = going.iter().map(|(_, cid)| cid.as_str()).collect();
-        if let Err(e) = run_ok(&*self.exec, &argv::remove(&cids)) {
+        if let Err(e) = run_ok(&*self.docker, &argv::remove(&cids)) {
             report
                 .failed
                 .push(GcFailure { item: format!("audit probes {}", report.probes.join(" ")), error: e.to_string() });

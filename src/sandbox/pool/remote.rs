@@ -117,7 +117,7 @@ impl Driver {
             return Ok(Vec::new());
         }
         let args = argv::inspect(&containers);
-        let out = self.exec.run(&args)?;
+        let out = self.docker.run(&args)?;
         let raws = parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
         if out.status != 0 {
             let asked: Vec<String> = containers.iter().map(|c| c.to_string()).collect();
