@@ -161,122 +161,23 @@ impl SandboxSpec {
     pub fn from_request(req: &CreateRequest, docker_host: Option<&str>) -> Result<Self, Invalid> {
         let image = ImageRef::parse(&req.image)?;
         let session = req.session.as_deref().map(parse_session).transpose()?;
-        let mut routes = Vec::with_capacity(req.routes.len());
-        let mut kinds = BTreeSet::new();
-        for r in &req.routes {
-            let route = Route::parse(r)?;
-            if !kinds.insert(route.kind.clone()) {
-                return Err(Invalid::new("route", r, format!("the kind {:?} is given twice", route.kind))
-                    .hint("give each route a distinct KIND"));
-            }
-            // The forwarder relays exactly the route's port: it must have one.
-            if req.private_routes && route.port_or_default().is_none() {
-                return Err(Invalid::new("route", r, "with --private-routes a route names the one port sbx relays")
-                    .hint("give the port: KIND:HOST:PORT, or an http(s):// URL"));
-            }
-            routes.push(route);
-        }
+        let routes = routes_of(req)?;
         let sockets = docker_socket_paths(docker_host);
-        let mut mounts = Vec::new();
-        for m in &req.ro {
-            mounts.push(MountSpec::parse(m, true, &sockets)?);
-        }
-        for m in &req.rw {
-            mounts.push(MountSpec::parse(m, false, &sockets)?);
-        }
-        let mut targets = BTreeSet::new();
-        for m in &mounts {
-            if !targets.insert(m.sandbox.clone()) {
-                return Err(Invalid::new("mount", m.sandbox.clone(), "two mounts target the same sandbox path"));
-            }
-        }
+        let mounts = mounts_of(req, &sockets)?;
         let state_dir = req.state_dir.as_deref().map(|d| MountSpec::state_dir(d, &sockets)).transpose()?;
-        if let Some(m) = req.memory_mib {
-            if !(6..=16 * 1024 * 1024).contains(&m) {
-                return Err(Invalid::new(
-                    "--memory",
-                    m.to_string(),
-                    "it must be between 6 and 16777216 MiB (docker's minimum is 6)",
-                ));
-            }
-        }
-        let cpus = parse_cpus(req.cpus.as_deref().unwrap_or(DEFAULT_CPUS))?;
-        let pids = req.pids.unwrap_or(DEFAULT_PIDS);
-        if pids == 0 {
-            return Err(Invalid::new("--pids", "0", "a sandbox needs at least one process"));
-        }
-        if pids > MAX_PIDS {
-            return Err(Invalid::new("--pids", pids.to_string(), format!("the kernel allows at most {MAX_PIDS}")));
-        }
+        let (cpus, pids) = limits_of(req)?;
         let env = req.env.iter().map(|e| parse_env(e)).collect::<Result<_, _>>()?;
-        let user =
-            req.user.as_deref().map(UserSpec::parse).transpose()?.map(|u| u.outside_sbx_range("--user")).transpose()?;
-        // Root's links in a writable host mount would be root's own, the one
-        // owner `sbx cp` follows a link of (see `workbench::transfer::host`).
-        if user.is_some_and(|u| u.uid == 0) && (!mounts.iter().all(|m| m.readonly) || state_dir.is_some()) {
-            return Err(Invalid::new(
-                "--user",
-                req.user.clone().unwrap_or_default(),
-                "a sandbox running as root makes what it writes in a --rw or --state-dir mount root's, \
-                 links included, and root's links are the ones sbx cp follows on the host",
-            )
-            .hint("mount the directory --ro, or run the sandbox as another uid (--user UID)"));
-        }
+        let user = user_of(req, &mounts, state_dir.is_some())?;
         let socket_wait = match &req.socket_wait {
             Some(w) => parse_duration("--socket-wait", w)?,
             None => DEFAULT_SOCKET_WAIT,
         };
         let labels = req.labels.iter().map(|l| parse_label(l)).collect::<Result<_, _>>()?;
         let ttl = req.ttl.as_deref().map(parse_ttl).transpose()?;
-        if req.persist && session.is_none() {
-            return Err(
-                Invalid::new("--persist", "", "a persistent /state belongs to a session").hint("add --session KEY")
-            );
-        }
-        if req.persist && state_dir.is_some() {
-            return Err(Invalid::new(
-                "--persist",
-                "",
-                "--persist and --state-dir both choose what /state is; pick one",
-            ));
-        }
-        let persist_size = req.persist_size.as_deref().map(PersistSize::parse).transpose()?;
-        let clone = req.clone.as_deref().map(CloneSpec::parse).transpose()?;
-        if clone.is_some() && !req.persist && state_dir.is_none() {
-            return Err(Invalid::new(
-                "--clone",
-                req.clone.clone().unwrap_or_default(),
-                "the workspace must be on the host to be filled before the sandbox starts",
-            )
-            .hint("add --persist (with --session) or --state-dir DIR"));
-        }
+        let (persist_size, clone) = persistence_of(req, session.is_some(), state_dir.is_some())?;
         let setup = req.setup.iter().map(|c| parse_setup(c)).collect::<Result<_, _>>()?;
         let seccomp_profile = req.seccomp_profile.as_deref().map(super::seccomp::check_custom).transpose()?;
-        let egress = super::egress::EgressSpec::from_flags(
-            &req.allow,
-            req.egress,
-            req.egress_dns.as_deref(),
-            req.egress_network.as_deref(),
-            req.allow_unsafe_cidr,
-        )?;
-        if egress.is_none() && (req.egress_dns.is_some() || req.egress_network.is_some() || req.allow_unsafe_cidr) {
-            let flag = if req.egress_dns.is_some() {
-                "--egress-dns"
-            } else if req.egress_network.is_some() {
-                "--egress-network"
-            } else {
-                "--allow-unsafe-cidr"
-            };
-            return Err(Invalid::new(
-                flag,
-                "",
-                "it configures the egress gate, which only --allow or --egress observe makes",
-            )
-            .hint("add --allow HOST[:PORT] (or --egress observe)"));
-        }
-        if let Some(n) = req.egress_network.as_deref() {
-            check_network_name(n)?;
-        }
+        let egress = egress_of(req)?;
         let runtime = parse_runtime(req.runtime.as_deref())?;
         Ok(SandboxSpec {
             image,
@@ -307,6 +208,142 @@ impl SandboxSpec {
             pool: None,
         })
     }
+}
+
+/// `--route`s, each parsed, of distinct kinds; with `--private-routes`
+/// each names the one port the forwarder relays.
+fn routes_of(req: &CreateRequest) -> Result<Vec<Route>, Invalid> {
+    let mut routes = Vec::with_capacity(req.routes.len());
+    let mut kinds = BTreeSet::new();
+    for r in &req.routes {
+        let route = Route::parse(r)?;
+        if !kinds.insert(route.kind.clone()) {
+            return Err(Invalid::new("route", r, format!("the kind {:?} is given twice", route.kind))
+                .hint("give each route a distinct KIND"));
+        }
+        // The forwarder relays exactly the route's port: it must have one.
+        if req.private_routes && route.port_or_default().is_none() {
+            return Err(Invalid::new("route", r, "with --private-routes a route names the one port sbx relays")
+                .hint("give the port: KIND:HOST:PORT, or an http(s):// URL"));
+        }
+        routes.push(route);
+    }
+    Ok(routes)
+}
+
+/// `--ro` then `--rw`, none of them a docker socket, no two at one path.
+fn mounts_of(req: &CreateRequest, sockets: &[std::path::PathBuf]) -> Result<Vec<MountSpec>, Invalid> {
+    let mut mounts = Vec::new();
+    for m in &req.ro {
+        mounts.push(MountSpec::parse(m, true, sockets)?);
+    }
+    for m in &req.rw {
+        mounts.push(MountSpec::parse(m, false, sockets)?);
+    }
+    let mut targets = BTreeSet::new();
+    for m in &mounts {
+        if !targets.insert(m.sandbox.clone()) {
+            return Err(Invalid::new("mount", m.sandbox.clone(), "two mounts target the same sandbox path"));
+        }
+    }
+    Ok(mounts)
+}
+
+/// `--memory` within docker's range, `--cpus` and `--pids` (defaults filled in).
+fn limits_of(req: &CreateRequest) -> Result<(String, u32), Invalid> {
+    if let Some(m) = req.memory_mib {
+        if !(6..=16 * 1024 * 1024).contains(&m) {
+            return Err(Invalid::new(
+                "--memory",
+                m.to_string(),
+                "it must be between 6 and 16777216 MiB (docker's minimum is 6)",
+            ));
+        }
+    }
+    let cpus = parse_cpus(req.cpus.as_deref().unwrap_or(DEFAULT_CPUS))?;
+    let pids = req.pids.unwrap_or(DEFAULT_PIDS);
+    if pids == 0 {
+        return Err(Invalid::new("--pids", "0", "a sandbox needs at least one process"));
+    }
+    if pids > MAX_PIDS {
+        return Err(Invalid::new("--pids", pids.to_string(), format!("the kernel allows at most {MAX_PIDS}")));
+    }
+    Ok((cpus, pids))
+}
+
+/// `--user`, outside sbx's range, and never root with a writable host mount.
+fn user_of(req: &CreateRequest, mounts: &[MountSpec], state_dir: bool) -> Result<Option<UserSpec>, Invalid> {
+    let user =
+        req.user.as_deref().map(UserSpec::parse).transpose()?.map(|u| u.outside_sbx_range("--user")).transpose()?;
+    // Root's links in a writable host mount would be root's own, the one
+    // owner `sbx cp` follows a link of (see `workbench::transfer::host`).
+    if user.is_some_and(|u| u.uid == 0) && (!mounts.iter().all(|m| m.readonly) || state_dir) {
+        return Err(Invalid::new(
+            "--user",
+            req.user.clone().unwrap_or_default(),
+            "a sandbox running as root makes what it writes in a --rw or --state-dir mount root's, \
+             links included, and root's links are the ones sbx cp follows on the host",
+        )
+        .hint("mount the directory --ro, or run the sandbox as another uid (--user UID)"));
+    }
+    Ok(user)
+}
+
+/// `--persist` (with a session, not with `--state-dir`), `--persist-size`,
+/// and `--clone` (only into a /state on the host).
+fn persistence_of(
+    req: &CreateRequest,
+    session: bool,
+    state_dir: bool,
+) -> Result<(Option<PersistSize>, Option<CloneSpec>), Invalid> {
+    if req.persist && !session {
+        return Err(Invalid::new("--persist", "", "a persistent /state belongs to a session").hint("add --session KEY"));
+    }
+    if req.persist && state_dir {
+        return Err(Invalid::new("--persist", "", "--persist and --state-dir both choose what /state is; pick one"));
+    }
+    let persist_size = req.persist_size.as_deref().map(PersistSize::parse).transpose()?;
+    let clone = req.clone.as_deref().map(CloneSpec::parse).transpose()?;
+    if clone.is_some() && !req.persist && !state_dir {
+        return Err(Invalid::new(
+            "--clone",
+            req.clone.clone().unwrap_or_default(),
+            "the workspace must be on the host to be filled before the sandbox starts",
+        )
+        .hint("add --persist (with --session) or --state-dir DIR"));
+    }
+    Ok((persist_size, clone))
+}
+
+/// The egress gate's flags: `--allow` and `--egress` make it; the others
+/// only configure it, so alone they are refused.
+fn egress_of(req: &CreateRequest) -> Result<Option<super::egress::EgressSpec>, Invalid> {
+    let egress = super::egress::EgressSpec::from_flags(
+        &req.allow,
+        req.egress,
+        req.egress_dns.as_deref(),
+        req.egress_network.as_deref(),
+        req.allow_unsafe_cidr,
+    )?;
+    if egress.is_none() && (req.egress_dns.is_some() || req.egress_network.is_some() || req.allow_unsafe_cidr) {
+        let flag = if req.egress_dns.is_some() {
+            "--egress-dns"
+        } else if req.egress_network.is_some() {
+            "--egress-network"
+        } else {
+            "--allow-unsafe-cidr"
+        };
+        return Err(Invalid::new(
+            flag,
+            "",
+            "it configures the egress gate, which only --allow or --egress observe makes",
+        )
+        .hint("add --allow HOST[:PORT] (or --egress observe)"));
+    }
+    if let Some(n) = req.egress_network.as_deref() {
+        check_network_name(n)?;
+    }
+    Ok(egress)
 }
 
 /// `--runtime NAME` (create and doctor), runc when not given: a name as
