@@ -22,46 +22,7 @@ impl Doctor<'_> {
     }
 
     pub(super) fn probe(&self, routes: &[Route], runtime: &Registered, checks: &mut Vec<Check>) {
-        // Each route network on its own first, so one missing network does
-        // not hide what the others would show.
-        let mut usable = Vec::new();
-        if !routes.is_empty() {
-            let nets: Vec<String> = routes.iter().map(Route::network).collect();
-            match self.exec.run(&argv::network_inspect(&nets)) {
-                Ok(out) => {
-                    let report = parse::networks(&nets, &out.stdout_str(), &out.stderr_str());
-                    for r in routes {
-                        let n = r.network();
-                        let name = format!("route {}", r.kind);
-                        match report.nets.get(&n) {
-                            Some(info) => {
-                                // What a sandbox on this shared network would reach besides the target.
-                                let one =
-                                    [crate::model::record::RouteNetwork { kind: r.kind.clone(), network: n.clone() }];
-                                let nets = std::collections::BTreeMap::from([(n.clone(), info.clone())]);
-                                for g in crate::sandbox::boundary::assess("", std::slice::from_ref(r), &one, &nets) {
-                                    let status = if g.property == "egress" { Status::Fail } else { Status::Warn };
-                                    checks.push(check(
-                                        &format!("{name} {}", g.property),
-                                        status,
-                                        format!("{}; tier 1", g.detail),
-                                        Some(g.fix),
-                                    ));
-                                }
-                                usable.push(r.clone());
-                            }
-                            None => checks.push(check(
-                                &name,
-                                Status::Fail,
-                                format!("network {n} does not exist"),
-                                Some(crate::error::missing_network_fix(std::slice::from_ref(&n))),
-                            )),
-                        }
-                    }
-                }
-                Err(e) => checks.push(check("routes", Status::Fail, e.to_string(), None)),
-            }
-        }
+        let usable = self.usable_routes(routes, checks);
         let image = match self.probe_image().and_then(|i| ImageRef::parse(&i).map_err(Error::from)) {
             Ok(i) => i,
             Err(e) => {
@@ -71,35 +32,7 @@ impl Doctor<'_> {
         };
         let targets: Vec<String> =
             usable.iter().filter_map(|r| Some(format!("{}:{}", r.host, route_port(r)?))).collect();
-        let spec = SandboxSpec {
-            image,
-            session: Some(crate::model::record::PROBE_SESSION.into()),
-            routes: usable.clone(),
-            mounts: vec![],
-            state_dir: None,
-            memory_mib: Some(64),
-            cpus: None,
-            pids: crate::spec::DEFAULT_PIDS,
-            env: vec![],
-            user: None,
-            socket_wait: std::time::Duration::from_secs(30),
-            strict_egress: false,
-            labels: vec![],
-            ttl: Some(std::time::Duration::from_secs(300)),
-            private_routes: false,
-            persist: false,
-            persist_size: None,
-            clone: None,
-            setup: vec![],
-            command: targets.clone(),
-            seccomp_profile: None,
-            channel: crate::host::channel::Choice::Auto,
-            egress: None,
-            runtime: self.runtime.to_string(),
-            // sbx's own image, imported here: there is nothing to pull.
-            pull: crate::spec::PullPolicy::Never,
-            pool: None,
-        };
+        let spec = self.probe_spec(image, &usable, &targets);
         let started = std::time::Instant::now();
         // Another sbx build on this engine may have dropped sbx's image
         // between the import and the create.
@@ -148,6 +81,87 @@ impl Doctor<'_> {
             Err(e) => {
                 checks.push(check("channel", Status::Fail, format!("no exchange over the socket: {e}"), e.hint()))
             }
+        }
+    }
+
+    /// The routes a probe can take: each route network inspected on its own
+    /// first, so one missing network does not hide what the others would
+    /// show; what a sandbox on a shared network would reach besides its
+    /// target is said (a failure for egress, else a warning).
+    fn usable_routes(&self, routes: &[Route], checks: &mut Vec<Check>) -> Vec<Route> {
+        let mut usable = Vec::new();
+        if !routes.is_empty() {
+            let nets: Vec<String> = routes.iter().map(Route::network).collect();
+            match self.exec.run(&argv::network_inspect(&nets)) {
+                Ok(out) => {
+                    let report = parse::networks(&nets, &out.stdout_str(), &out.stderr_str());
+                    for r in routes {
+                        let n = r.network();
+                        let name = format!("route {}", r.kind);
+                        match report.nets.get(&n) {
+                            Some(info) => {
+                                // What a sandbox on this shared network would reach besides the target.
+                                let one =
+                                    [crate::model::record::RouteNetwork { kind: r.kind.clone(), network: n.clone() }];
+                                let nets = std::collections::BTreeMap::from([(n.clone(), info.clone())]);
+                                for g in crate::sandbox::boundary::assess("", std::slice::from_ref(r), &one, &nets) {
+                                    let status = if g.property == "egress" { Status::Fail } else { Status::Warn };
+                                    checks.push(check(
+                                        &format!("{name} {}", g.property),
+                                        status,
+                                        format!("{}; tier 1", g.detail),
+                                        Some(g.fix),
+                                    ));
+                                }
+                                usable.push(r.clone());
+                            }
+                            None => checks.push(check(
+                                &name,
+                                Status::Fail,
+                                format!("network {n} does not exist"),
+                                Some(crate::error::missing_network_fix(std::slice::from_ref(&n))),
+                            )),
+                        }
+                    }
+                }
+                Err(e) => checks.push(check("routes", Status::Fail, e.to_string(), None)),
+            }
+        }
+        usable
+    }
+
+    /// The probe sandbox: sbx's own image on the usable routes, 64 MiB, a
+    /// 5-minute TTL (gc reaps one a killed doctor left), never pulled, in
+    /// the session events and audit tell doctor's probe apart by.
+    fn probe_spec(&self, image: ImageRef, usable: &[Route], targets: &[String]) -> SandboxSpec {
+        SandboxSpec {
+            image,
+            session: Some(crate::model::record::PROBE_SESSION.into()),
+            routes: usable.to_vec(),
+            mounts: vec![],
+            state_dir: None,
+            memory_mib: Some(64),
+            cpus: None,
+            pids: crate::spec::DEFAULT_PIDS,
+            env: vec![],
+            user: None,
+            socket_wait: std::time::Duration::from_secs(30),
+            strict_egress: false,
+            labels: vec![],
+            ttl: Some(std::time::Duration::from_secs(300)),
+            private_routes: false,
+            persist: false,
+            persist_size: None,
+            clone: None,
+            setup: vec![],
+            command: targets.to_vec(),
+            seccomp_profile: None,
+            channel: crate::host::channel::Choice::Auto,
+            egress: None,
+            runtime: self.runtime.to_string(),
+            // sbx's own image, imported here: there is nothing to pull.
+            pull: crate::spec::PullPolicy::Never,
+            pool: None,
         }
     }
 
