@@ -4,9 +4,6 @@
 //! exactly its shape, names are hex-decoded and validated (no '/', no NUL,
 //! not `.`/`..`, at most NAME_MAX bytes), and nothing is allocated from a
 //! size the sandbox claims.
-//!
-//! layout: ~440 lines, over the tree's ~400, on purpose: the parser and its
-//! tests on hostile lines read best side by side.
 
 use std::io::BufRead;
 

@@ -95,9 +95,148 @@ impl Driver {
         // gc against a remote engine) are not this engine's to judge: only
         // ids attributed to it count (`State::set_engine`).
         let mine = |id: &str| state.belongs(id, &engine.endpoint);
+        let (owned, creating, mut plan) = self.reap_plan(state, key, &root, &mine, dry_run)?;
+        let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
+        let mut report = GcReport {
+            dry_run,
+            containers: plan.containers.clone(),
+            networks: plan.networks.iter().map(|p| p.network.clone()).collect(),
+            ..GcReport::default()
+        };
+        if let Err(e) = self.gc_audit_probes(dry_run, &mut report) {
+            report.failed.push(GcFailure { item: "audit probes".into(), error: e.to_string() });
+        }
+        let reaped: Vec<&RawContainer> =
+            owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
+        let mut dirs = reaped_dirs(&reaped, &plan, &root, local);
+        report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
+        let orphaned = if local { self.orphan_volume_state(state, key)? } else { Vec::new() };
+        // What a dry run says; a real one reports what it then did.
+        for (session, paths) in &orphaned {
+            if persist::session_holds_data(&state.dir, session) {
+                report.restored_volumes.push(persist::volume_name(session));
+            } else {
+                report.volume_state.extend(paths.iter().cloned());
+            }
+        }
+        // This machine's, whichever engine: their cloning process is gone.
+        let mut at = vec![state.dir.join("volumes"), persist::remote_dir(&state.dir)];
+        at.extend(persist::image::mounted_dirs(&state.dir));
+        let scratch: Vec<PathBuf> = at.iter().flat_map(|d| persist::stale_scratch(d)).collect();
+        report.clone_scratch = scratch.iter().map(|p| p.display().to_string()).collect();
+        // A killed create's half-made image or loop device (never an image: data).
+        report.persist_leftovers = if local { persist::image::leftovers(&state.dir, !dry_run) } else { Vec::new() };
+        // What stays: sandboxes not reaped, and creates in flight.
+        let reaping: BTreeSet<&str> = plan.containers.iter().map(|r| r.id.as_str()).collect();
+        let mut keep: BTreeSet<String> =
+            owned.iter().map(|c| c.name.clone()).filter(|n| !reaping.contains(n.as_str())).collect();
+        keep.extend(creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| p.is_alive())).map(|c| c.id.clone()));
+        if !local {
+            self.gc_fillers(key, dry_run, &mut report)?;
+        }
+        if dry_run {
+            report.forwarders = self.gc_forwarders(&keep, true)?;
+            self.gc_egress(&keep, &mine, true, &mut report)?;
+            return Ok(report);
+        }
+        // Before the removal, so `sbx events` shows why it goes before it goes.
+        let now = SystemTime::now();
+        for c in reaped.iter().filter(|c| expiry(c).is_some_and(|e| e <= now)) {
+            journal_expired(&state.dir, &c.name, c.labels.get(record::SESSION).cloned());
+        }
+        for p in &scratch {
+            if let Err(e) = std::fs::remove_dir_all(p) {
+                report.clone_scratch.retain(|d| *d != p.display().to_string());
+                report.failed.push(GcFailure { item: format!("clone scratch {}", p.display()), error: e.to_string() });
+            }
+        }
+        report.volume_state.clear();
+        report.restored_volumes.clear();
+        self.settle_orphans(state, key, &orphaned, &mut report);
+        let mut fail = |item: String, e: &dyn std::fmt::Display| {
+            report.failed.push(GcFailure { item, error: e.to_string() });
+        };
+        let (hung, left) = self.remove_reaped(&reaped, &mut fail);
+        // Forwarders before their networks; those of sandboxes still there stay.
+        let standing: BTreeSet<String> = keep.iter().chain(left.iter()).cloned().collect();
+        let forwarders = match self.gc_forwarders(&standing, false) {
+            Ok(names) => names,
+            Err(e) => {
+                fail("route forwarders".into(), &e);
+                Vec::new()
+            }
+        };
+        if hung && !plan.networks.is_empty() {
+            // Each network call would only wait out its own deadline too.
+            fail(format!("private route networks {}", report.networks.join(" ")), &NOT_TRIED);
+            report.networks.clear();
+        } else if let Err(e) = self.remove_private(&plan.networks) {
+            fail(format!("private route networks {}", report.networks.join(" ")), &e);
+        }
+        // A sandbox still there keeps its directory and state for the next gc.
+        report.containers.retain(|c| !left.contains(&c.id));
+
+        dirs.retain(|(_, id)| !left.contains(id));
+        report.socket_dirs.retain(|d| dirs.iter().any(|(dir, _)| dir.display().to_string() == *d));
+        plan.forget.retain(|id| !left.contains(id));
+        let mut kept = Vec::new();
+        for (dir, id) in &dirs {
+            if let Err(e) = socket::remove_dir(dir, id) {
+                fail(format!("socket directory {}", dir.display()), &e);
+                kept.push(dir.display().to_string());
+            }
+        }
+        report.socket_dirs.retain(|d| !kept.contains(d));
+        for id in &plan.forget {
+            state.forget(id);
+        }
+        let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
+        let removed: Vec<String> = report.containers.iter().map(|c| c.id.clone()).collect();
+        self.pool_forget_gone(state, &standing, &removed, &mine);
+        report.forwarders = forwarders;
+        // Gates of sandboxes still there (a failed removal) stay with them.
+        keep.extend(left);
+        if let Err(e) = self.gc_egress(&keep, &mine, false, &mut report) {
+            report.failed.push(GcFailure { item: "egress gates".into(), error: e.to_string() });
+        }
+        Ok(report)
+    }
+
+    /// Session state whose volume is gone: removed when it holds nothing,
+    /// its volume made again when it holds a session's work; a create of
+    /// that session holding its lock now (or having made its volume) means
+    /// it is not orphaned.
+    fn settle_orphans(&self, state: &State, key: &[u8], orphaned: &[(String, Vec<String>)], report: &mut GcReport) {
+        for (session, paths) in orphaned {
+            match self.settle_orphan_volume_state(state, key, session) {
+                Ok(Orphan::Removed) => report.volume_state.extend(paths.iter().cloned()),
+                Ok(Orphan::Restored) => report.restored_volumes.push(persist::volume_name(session)),
+                Ok(Orphan::Live) => {}
+                Err(e) => {
+                    report.failed.push(GcFailure { item: format!("session state {session}"), error: e.to_string() })
+                }
+            }
+        }
+    }
+
+    /// What this gc reaps, from the socket entries, the engine's private
+    /// networks and sbx containers, the creates in flight and the ids with
+    /// state, plus idle pool members past their time. Order matters: socket
+    /// entries, then containers, then creates in flight, so a create racing
+    /// this gc is seen in at least one of them; and a create may have
+    /// finished between `docker ps` and reading the creates in flight, so
+    /// any candidate orphan that is a container now is kept.
+    fn reap_plan(
+        &self,
+        state: &State,
+        key: &[u8],
+        root: &Path,
+        mine: &dyn Fn(&str) -> bool,
+        dry_run: bool,
+    ) -> Result<(Vec<RawContainer>, Vec<state::Creating>, plan::GcPlan)> {
         // Order matters: socket entries, then containers, then creates in
         // flight, so a create racing this gc is seen in at least one of them.
-        let entries: Vec<String> = std::fs::read_dir(&root)
+        let entries: Vec<String> = std::fs::read_dir(root)
             .map_err(|e| Error::io(format!("reading {}", root.display()), e))?
             .flatten()
             .filter_map(|e| e.file_name().into_string().ok())
@@ -158,98 +297,17 @@ impl Driver {
             }
             plan.orphan_dirs.retain(|d| !exists.contains(d));
         }
-        let mut report = GcReport {
-            dry_run,
-            containers: plan.containers.clone(),
-            socket_dirs: Vec::new(),
-            networks: plan.networks.iter().map(|p| p.network.clone()).collect(),
-            volume_state: Vec::new(),
-            restored_volumes: Vec::new(),
-            clone_scratch: Vec::new(),
-            persist_leftovers: Vec::new(),
-            gates: Vec::new(),
-            forwarders: Vec::new(),
-            policy_dirs: Vec::new(),
-            egress_logs: Vec::new(),
-            egress_networks: Vec::new(),
-            fillers: Vec::new(),
-            probes: Vec::new(),
-            failed: Vec::new(),
-        };
-        if let Err(e) = self.gc_audit_probes(dry_run, &mut report) {
-            report.failed.push(GcFailure { item: "audit probes".into(), error: e.to_string() });
-        }
-        let reaped: Vec<&RawContainer> =
-            owned.iter().filter(|c| plan.containers.iter().any(|r| r.id == c.name)).collect();
-        // A remote create's sandbox has its socket inside and
-        // only a marker here, named by its id, whichever engine it is on.
-        let relayed = |c: &&&RawContainer| {
-            c.labels.get(record::SOCKET).map(String::as_str) == Some(crate::model::paths::SANDBOX_SOCKET)
-        };
-        let mut dirs: Vec<(PathBuf, String)> = reaped
-            .iter()
-            .filter(|c| local && !relayed(c))
-            .filter_map(|c| Some((Path::new(c.labels.get(record::SOCKET)?).parent()?.to_path_buf(), c.name.clone())))
-            .collect();
-        dirs.extend(reaped.iter().filter(relayed).map(|c| (root.join(&c.name), c.name.clone())));
-        dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
-        report.socket_dirs = dirs.iter().filter(|(d, _)| d.exists()).map(|(d, _)| d.display().to_string()).collect();
-        let orphaned = if local { self.orphan_volume_state(state, key)? } else { Vec::new() };
-        // What a dry run says; a real one reports what it then did.
-        for (session, paths) in &orphaned {
-            if persist::session_holds_data(&state.dir, session) {
-                report.restored_volumes.push(persist::volume_name(session));
-            } else {
-                report.volume_state.extend(paths.iter().cloned());
-            }
-        }
-        // This machine's, whichever engine: their cloning process is gone.
-        let mut at = vec![state.dir.join("volumes"), persist::remote_dir(&state.dir)];
-        at.extend(persist::image::mounted_dirs(&state.dir));
-        let scratch: Vec<PathBuf> = at.iter().flat_map(|d| persist::stale_scratch(d)).collect();
-        report.clone_scratch = scratch.iter().map(|p| p.display().to_string()).collect();
-        // A killed create's half-made image or loop device (never an image: data).
-        report.persist_leftovers = if local { persist::image::leftovers(&state.dir, !dry_run) } else { Vec::new() };
-        // What stays: sandboxes not reaped, and creates in flight.
-        let reaping: BTreeSet<&str> = plan.containers.iter().map(|r| r.id.as_str()).collect();
-        let mut keep: BTreeSet<String> =
-            owned.iter().map(|c| c.name.clone()).filter(|n| !reaping.contains(n.as_str())).collect();
-        keep.extend(creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| p.is_alive())).map(|c| c.id.clone()));
-        if !local {
-            self.gc_fillers(key, dry_run, &mut report)?;
-        }
-        if dry_run {
-            report.forwarders = self.gc_forwarders(&keep, true)?;
-            self.gc_egress(&keep, &mine, true, &mut report)?;
-            return Ok(report);
-        }
-        // Before the removal, so `sbx events` shows why it goes before it goes.
-        let now = SystemTime::now();
-        for c in reaped.iter().filter(|c| expiry(c).is_some_and(|e| e <= now)) {
-            journal_expired(&state.dir, &c.name, c.labels.get(record::SESSION).cloned());
-        }
-        for p in &scratch {
-            if let Err(e) = std::fs::remove_dir_all(p) {
-                report.clone_scratch.retain(|d| *d != p.display().to_string());
-                report.failed.push(GcFailure { item: format!("clone scratch {}", p.display()), error: e.to_string() });
-            }
-        }
-        report.volume_state.clear();
-        report.restored_volumes.clear();
-        for (session, paths) in &orphaned {
-            match self.settle_orphan_volume_state(state, key, session) {
-                Ok(Orphan::Removed) => report.volume_state.extend(paths.iter().cloned()),
-                Ok(Orphan::Restored) => report.restored_volumes.push(persist::volume_name(session)),
-                // A create of that session holds its lock now, or made its volume: not orphaned.
-                Ok(Orphan::Live) => {}
-                Err(e) => {
-                    report.failed.push(GcFailure { item: format!("session state {session}"), error: e.to_string() })
-                }
-            }
-        }
-        let mut fail = |item: String, e: &dyn std::fmt::Display| {
-            report.failed.push(GcFailure { item, error: e.to_string() });
-        };
+        Ok((owned, creating, plan))
+    }
+
+    /// Remove the reaped sandboxes in paced batches (one failed batch is
+    /// reported, the rest go on); returns whether the engine stopped
+    /// answering, and the ids still there.
+    fn remove_reaped(
+        &self,
+        reaped: &[&RawContainer],
+        fail: &mut dyn FnMut(String, &dyn std::fmt::Display),
+    ) -> (bool, BTreeSet<String>) {
         let mut hung = false;
         let mut left: BTreeSet<String> = BTreeSet::new();
         if !reaped.is_empty() {
@@ -271,49 +329,7 @@ impl Driver {
                 fail(format!("containers {}", untried.join(" ")), &NOT_TRIED);
             }
         }
-        // Forwarders before their networks; those of sandboxes still there stay.
-        let standing: BTreeSet<String> = keep.iter().chain(left.iter()).cloned().collect();
-        let forwarders = match self.gc_forwarders(&standing, false) {
-            Ok(names) => names,
-            Err(e) => {
-                fail("route forwarders".into(), &e);
-                Vec::new()
-            }
-        };
-        if hung && !plan.networks.is_empty() {
-            // Each network call would only wait out its own deadline too.
-            fail(format!("private route networks {}", report.networks.join(" ")), &NOT_TRIED);
-            report.networks.clear();
-        } else if let Err(e) = self.remove_private(&plan.networks) {
-            fail(format!("private route networks {}", report.networks.join(" ")), &e);
-        }
-        // A sandbox still there keeps its directory and state for the next gc.
-        report.containers.retain(|c| !left.contains(&c.id));
-
-        dirs.retain(|(_, id)| !left.contains(id));
-        report.socket_dirs.retain(|d| dirs.iter().any(|(dir, _)| dir.display().to_string() == *d));
-        plan.forget.retain(|id| !left.contains(id));
-        let mut kept = Vec::new();
-        for (dir, id) in &dirs {
-            if let Err(e) = socket::remove_dir(dir, id) {
-                fail(format!("socket directory {}", dir.display()), &e);
-                kept.push(dir.display().to_string());
-            }
-        }
-        report.socket_dirs.retain(|d| !kept.contains(d));
-        for id in &plan.forget {
-            state.forget(id);
-        }
-        let standing: Vec<String> = keep.iter().chain(left.iter()).cloned().collect();
-        let removed: Vec<String> = report.containers.iter().map(|c| c.id.clone()).collect();
-        self.pool_forget_gone(state, &standing, &removed, &mine);
-        report.forwarders = forwarders;
-        // Gates of sandboxes still there (a failed removal) stay with them.
-        keep.extend(left);
-        if let Err(e) = self.gc_egress(&keep, &mine, false, &mut report) {
-            report.failed.push(GcFailure { item: "egress gates".into(), error: e.to_string() });
-        }
-        Ok(report)
+        (hung, left)
     }
 
     /// Sessions whose directory or lock file under the data dir has no
@@ -390,4 +406,23 @@ pub(crate) fn journal_expired(dir: &Path, id: &str, session: Option<String>) {
     let mut e = crate::model::event::Event::new(SystemTime::now(), id, crate::model::event::Kind::Expired);
     e.session = session.filter(|s| !s.is_empty());
     crate::host::journal::record(dir, &e);
+}
+
+/// The socket directories of the reaped sandboxes and of orphans, each with
+/// its id. A remote create's sandbox has its socket inside and only a
+/// marker here, named by its id, whichever engine it is on.
+fn reaped_dirs(reaped: &[&RawContainer], plan: &plan::GcPlan, root: &Path, local: bool) -> Vec<(PathBuf, String)> {
+    // A remote create's sandbox has its socket inside and
+    // only a marker here, named by its id, whichever engine it is on.
+    let relayed = |c: &&&RawContainer| {
+        c.labels.get(record::SOCKET).map(String::as_str) == Some(crate::model::paths::SANDBOX_SOCKET)
+    };
+    let mut dirs: Vec<(PathBuf, String)> = reaped
+        .iter()
+        .filter(|c| local && !relayed(c))
+        .filter_map(|c| Some((Path::new(c.labels.get(record::SOCKET)?).parent()?.to_path_buf(), c.name.clone())))
+        .collect();
+    dirs.extend(reaped.iter().filter(relayed).map(|c| (root.join(&c.name), c.name.clone())));
+    dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
+    dirs
 }
