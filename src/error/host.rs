@@ -90,7 +90,7 @@ impl HostError {
                 Some("destroy sandboxes you no longer need, then `sbx gc` (it frees the uids of sandboxes gone)".into())
             }
             HostError::RemoteUnsupported { .. } => Some(
-                "run sbx on the engine's machine (or point it at a local engine: unset DOCKER_HOST, `--context default`); remote support is in progress (issue 16)".into(),
+                "run sbx on the engine's machine (or point it at a local engine: unset DOCKER_HOST, `--context default`)".into(),
             ),
         }
     }
