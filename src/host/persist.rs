@@ -161,6 +161,15 @@ pub fn prepare_dir(dir: &Path, uid: u32, gid: u32) -> Result<bool> {
     // As root: the sandbox user must own it (an image's root-owned /state
     // made it unwritable, issue 10 item 3). Not root: it is already ours.
     if nix::unistd::geteuid().is_root() {
+        // A session whose files are another uid's (made by an sbx that ran
+        // every sandbox as 65534, or under an explicit --user) would be
+        // unwritable to the uid it runs as now: its whole tree follows,
+        // links themselves and never what they name. No sandbox has the
+        // volume meanwhile (the caller holds the session's lock).
+        let st = nix::sys::stat::fstat(fd).map_err(|e| Error::io(format!("inspecting {}", dir.display()), e.into()))?;
+        if !fresh && (st.st_uid != uid || st.st_gid != gid) {
+            chown_tree(dir, uid, gid);
+        }
         nix::unistd::fchown(fd, Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(gid)))
             .map_err(|e| Error::io(format!("giving {} to {uid}:{gid}", dir.display()), e.into()))?;
     }

@@ -322,3 +322,22 @@ fn a_grow_waits_for_the_file_system_to_end_and_refuses_while_it_lives() {
     assert_success(&w.sbx(&["destroy", "--purge", &last.id]), "purge");
     assert_eq!(loops_backing(&img), Vec::<String>::new(), "no loop device left");
 }
+
+/// A session written as another uid (`--user`, or by an sbx that ran every
+/// sandbox as 65534) stays writable when its next sandbox runs as the uid
+/// sbx chose: the whole tree follows the session's uid.
+#[test]
+fn a_session_written_as_another_uid_stays_writable_under_the_next_uid() {
+    let w = World::new();
+    let session = format!("{}-u", w.case);
+    let bound = ["--session", session.as_str(), "--persist", "--persist-size", "32MiB"];
+    let a = w.create(&[&bound[..], &["--user", "4242:4242"]].concat());
+    assert_success(&a.exec(&["mkdir", "/state/dir"]), "mkdir as 4242");
+    assert_success(&a.exec(&["write", "/state/dir/f"]), "write as 4242");
+    assert_success(&w.sbx(&["destroy", &a.id]), "destroy");
+    let b = w.create(&bound);
+    assert_ne!(b.uid(), 4242);
+    assert_success(&b.exec(&["write", "/state/dir/f"]), "rewrite a file the earlier uid made");
+    assert_success(&b.exec(&["write", "/state/dir/g"]), "a new file in its directory");
+    assert_success(&w.sbx(&["destroy", "--purge", &b.id]), "destroy --purge");
+}
