@@ -117,7 +117,7 @@ fn listen(
 
 /// One connection: TCP <-> `docker exec -i ID helper relay PORT`, with
 /// half-close passed on in both directions. Both directions copy with
-/// `relay::copy` (read/write, no splice: issue 10.1).
+/// `relay::copy` (read/write, no splice).
 fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16, out: &Printer, live: &Relays) {
     // A hung engine ends this connection at the start deadline.
     let Ok(Piped { mut stdin, mut stdout, wait, stop }) = docker.open_pipe(&workbench::relay_argv(id, port)) else {

@@ -84,10 +84,10 @@ pub enum Mode<'a> {
     Terminal(Attach),
     /// `input` (if any) writes stdin from a thread and `output` reads stdout
     /// as it comes: nothing is held whole (a sandbox can send far more than
-    /// fits in memory, issue 9 finding 6). Outcome: [`Outcome::Streamed`].
+    /// fits in memory). Outcome: [`Outcome::Streamed`].
     Streamed { input: Option<&'a mut StreamIn<'a>>, output: &'a mut StreamOut<'a> },
     /// stdin and stdout handed to the caller, for a channel relayed through
-    /// sbx (`docker exec -i ... helper connect`, issue 10 item 7).
+    /// sbx (`docker exec -i ... helper connect`).
     /// Outcome: [`Outcome::Piped`].
     Piped,
 }

@@ -9,7 +9,7 @@ pub enum TransferError {
     #[error("{command}: {reason}")]
     NotTar { command: &'static str, reason: String },
     /// What sbx refused while moving files: the sandbox's stream broke the
-    /// format or a limit (it is hostile: issue 9), or a host path would be
+    /// format or a limit (it is hostile), or a host path would be
     /// read or written through a link. `context` says what sbx was doing.
     #[error("{context}: {reason}")]
     Refused { context: String, reason: String },

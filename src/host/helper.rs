@@ -178,7 +178,7 @@ pub fn mode(readable: bool) -> u32 {
 }
 
 /// The helper as a tar of one root-owned file named `helper` (what `docker
-/// cp` extracts into a remote engine's helper volume, issue 16).
+/// cp` extracts into a remote engine's helper volume).
 pub fn tar(readable: bool) -> Vec<u8> {
     super::tarball::root_file(FILE, mode(readable), BYTES)
 }

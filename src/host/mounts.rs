@@ -71,7 +71,7 @@ fn check_placement(mountinfo: &str, image: &str, helper: bool, socket_dir: Optio
 
 /// A mount listed after the first one at `at` whose mount point is `at`,
 /// above it or below it: what the sandbox sees there is then not sbx's.
-/// Found by attacking the fix for issue 9 finding 1: docker mounts in order
+/// Found by attacking the fix for a redirected mount: docker mounts in order
 /// of path depth and runc follows the image's symlinks, so `VOLUME
 /// /x/y/z` with `/x/y/z -> /run` in the image put a writable volume (holding
 /// the image's own `sbx/helper`) over /run after /run/sbx was mounted.

@@ -146,7 +146,7 @@ fn open_dir(path: &Path) -> std::io::Result<File> {
 }
 
 /// The session's host directory, made by sbx (never copied from the image:
-/// the volume is mounted `volume-nocopy`, issue 9 finding 13) and given to
+/// the volume is mounted `volume-nocopy`) and given to
 /// the sandbox user, 0700. Returns whether it was made now.
 pub fn prepare_dir(dir: &Path, uid: u32, gid: u32) -> Result<bool> {
     use std::os::fd::AsRawFd;
@@ -159,7 +159,7 @@ pub fn prepare_dir(dir: &Path, uid: u32, gid: u32) -> Result<bool> {
     let d = open_dir(dir).map_err(|e| Error::io(format!("opening {} (it must be a directory)", dir.display()), e))?;
     let fd = d.as_raw_fd();
     // As root: the sandbox user must own it (an image's root-owned /state
-    // made it unwritable, issue 10 item 3). Not root: it is already ours.
+    // made it unwritable). Not root: it is already ours.
     if nix::unistd::geteuid().is_root() {
         // A session whose files are another uid's (made by an sbx that ran
         // every sandbox as 65534, or under an explicit --user) would be

@@ -39,7 +39,7 @@ pub const EXPIRES: &str = "sbx.expires";
 pub const CHANNEL: &str = "sbx.channel";
 
 /// The engine's OCI runtime the sandbox runs under (`create --runtime`);
-/// absent on sandboxes from before issue 13: runc.
+/// absent on sandboxes made before sbx recorded it: runc.
 pub const RUNTIME: &str = "sbx.runtime";
 /// The sandbox's `--memory` in MiB, so `ls` can sum the limits from its one `docker ps`.
 pub const MEMORY: &str = "sbx.memory";

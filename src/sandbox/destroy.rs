@@ -206,7 +206,7 @@ impl Driver {
             }
         }
         // A gated sandbox's policy directory here is its, on any engine
-        // (a remote gate gets a copy, issue 16).
+        // (a remote gate gets a copy).
         let data = &self.state()?.state.dir;
         for t in &gated {
             crate::host::egress::remove(data, &t.id)?;

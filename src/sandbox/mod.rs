@@ -117,7 +117,7 @@ impl Driver {
 
     /// Err (exit 1, before any docker call) when the engine is remote and
     /// `what` needs this machine to be the engine's (its /proc, its files):
-    /// what later slices of issue 16 bring.
+    /// what later work brings.
     pub fn local_only(&self, what: &str) -> Result<()> {
         let engine = self.engine()?;
         if engine.is_remote() {

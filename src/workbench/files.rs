@@ -198,8 +198,8 @@ mod tests {
         assert!(parse_cp_side("sbx-01:/tmp").is_err());
     }
 
-    /// Issue 9 finding 1b through the seam: the helper's answer names a
-    /// sibling of what was asked for; issue 10 item 2: restore of nothing.
+    /// Through the seam: the helper's answer names a
+    /// sibling of what was asked for; a restore of nothing.
     #[test]
     fn cp_out_refuses_a_hostile_stream_and_restore_refuses_no_archive() {
         let f = FakeDocker::new();

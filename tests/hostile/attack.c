@@ -29,7 +29,7 @@ static void report(const char *what, int rc) {
     }
 }
 
-/* `attack fill`: issue 9 finding 7, try to fill the host through /run/sandbox. */
+/* `attack fill`: try to fill the host through /run/sandbox. */
 static int fill(void) {
     static char buf[1 << 20];
     memset(buf, 'x', sizeof buf);

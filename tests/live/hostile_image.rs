@@ -192,7 +192,7 @@ fn mounted(path: &Path) -> bool {
     mounts.lines().any(|l| l.split(' ').nth(4) == Some(path.to_str().unwrap()))
 }
 
-/// Issue 9 finding 7 (as root): each socket directory is its own small
+/// As root, each socket directory is its own small
 /// tmpfs, so writes to /run/sandbox stop at ENOSPC instead of filling the
 /// host; destroy, and gc for an orphan, unmount it.
 #[test]

@@ -271,7 +271,7 @@ fn the_lifecycle_works_for_a_non_root_user() {
     assert_eq!(gc["socket_dirs"], serde_json::json!([]), "{gc}");
 }
 
-/// Issue 9 finding 11 through the relayed channel: the helper stops waiting
+/// Through the relayed channel too: the helper stops waiting
 /// for an accept at the deadline `connect --timeout` gives it.
 #[test]
 fn a_relayed_connect_gives_up_on_a_full_backlog() {

@@ -299,7 +299,7 @@ fn sbx_stdin(w: &World, args: &[&str], env: &[(String, String)], input: &[u8]) -
     out
 }
 
-/// The whole life of a sandbox on a remote engine (issue 16 slice 2): made
+/// The whole life of a sandbox on a remote engine: made
 /// with the relayed channel and the helper from a volume there, a round
 /// trip of several MiB and an interactive exchange through `connect`, a
 /// route reached and revoked, exec, cp both ways, a port-forward curl
@@ -424,7 +424,7 @@ fn ttl_and_gc_reach_the_remote_engine() {
     assert_eq!(w.socket_dirs(), Vec::<String>::new());
 }
 
-/// Issue 9 finding 1 on a remote engine, where this machine's /proc says
+/// A mount an image redirects, on a remote engine, where this machine's /proc says
 /// nothing: an image whose symlinks move /run/sbx or /run is refused before
 /// the sandbox starts (exit 1), and one whose VOLUME could land over /run
 /// through a symlink (sbx's tmpfs, which `docker cp` of the created sandbox

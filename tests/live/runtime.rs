@@ -1,4 +1,4 @@
-//! Everything sbx promises, under gVisor (`--runtime runsc`, issue 13): what
+//! Everything sbx promises, under gVisor (`--runtime runsc`): what
 //! the workload sees, the hardening, the socket channel and its refusals,
 //! routes by name and revoke, the egress gate, TTL and gc, cleanup after a
 //! failed create, the workbench, persistent sessions and the exec channel.

@@ -1,4 +1,4 @@
-//! Issue 9's trust findings: nothing the image or another sandbox controls
+//! Trust: nothing the image or another sandbox controls
 //! may become sbx's record or redirect what sbx does, and a container that
 //! merely carries sbx's labels is never adopted.
 

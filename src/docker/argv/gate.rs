@@ -19,7 +19,7 @@ pub struct GatePlan<'a> {
     /// sbx's own image (`host::self_image`).
     pub image: &'a str,
     /// Where /policy comes from: this machine's directory, or (a remote
-    /// engine, issue 16) a volume of the gate's own that sbx fills.
+    /// engine) a volume of the gate's own that sbx fills.
     pub policy: PolicySource<'a>,
     /// sbx's seccomp profile file.
     pub seccomp: &'a Path,

@@ -248,7 +248,7 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
         channel::Kind::Direct => {
             push("--mount", format!("type=bind,src={},dst={SANDBOX_SOCKET_DIR}", plan.socket_dir.display()))
         }
-        // Issue 9 finding 7 without root: bounded, and nothing of it on the host.
+        // Without root the socket directory is still bounded, and nothing of it is on the host.
         channel::Kind::Exec => push(
             "--tmpfs",
             format!("{SANDBOX_SOCKET_DIR}:rw,noexec,nosuid,nodev,{},mode=0700,{own}", paths::SOCKET_TMPFS_OPTIONS),

@@ -33,7 +33,7 @@ pub fn session_volume_create(name: &str, opts: &[&str], session: &str, owner: &s
 
 /// Running containers that have a volume mounted, one JSON array per line:
 /// `[names, sbx.volume label]`. One volume by what is really mounted (a
-/// label is anyone's to set: issue 9 finding 5 blocked a session with
+/// label is anyone's to set: an image's label once blocked a session with
 /// `LABEL sbx.volume=...`), all of sbx's by volume label.
 pub fn volume_users(volume: Option<&str>) -> Vec<OsString> {
     let filter = match volume {

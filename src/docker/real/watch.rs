@@ -49,7 +49,7 @@ pub(super) fn end_wait(args: &[OsString]) -> Option<(Vec<OsString>, String)> {
 pub const END_GRACE: Duration = Duration::from_millis(500);
 
 /// A deadline on the start of a streaming call (exec, logs -f, the helper's
-/// relays and transfers): issue 10 asks that no sbx command hangs forever on
+/// relays and transfers): no sbx command may hang forever on
 /// a hung engine, but a stream as a whole runs as long as its user wants.
 ///
 /// docker gives no sign that an exec has started (the command's output goes

@@ -14,7 +14,7 @@ use nix::unistd::AccessFlags;
 use crate::error::SocketError;
 
 /// Whether this process may connect to the socket behind `fd` (write
-/// permission on the inode; issue 10 item 7: a sandbox user's socket with
+/// permission on the inode; a sandbox user's socket with
 /// umask 022 is not writable by a non-root caller). Err: why not.
 pub fn may_connect(fd: &OwnedFd) -> Result<(), String> {
     let via = format!("/proc/self/fd/{}", fd.as_raw_fd());

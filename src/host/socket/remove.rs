@@ -13,7 +13,7 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 const MAX_OPEN_LEVELS: usize = 16;
 
 /// Remove `parent/name` and everything below it, without following
-/// symlinks. Issue 9 finding 8: the sandbox can nest 100,000 directories
+/// symlinks. The sandbox can nest 100,000 directories
 /// there, and one descriptor per level (std's `remove_dir_all`) runs out
 /// (EMFILE). Here at most `MAX_OPEN_LEVELS` levels are open: a subtree
 /// found deeper is renamed up into the top directory and removed from

@@ -142,7 +142,7 @@ impl Driver {
         Err(why)
     }
 
-    /// Issue 9 finding 1 without this machine's /proc: the created (not yet
+    /// A redirected mount, without this machine's /proc: the created (not yet
     /// started, so nothing of the image has run) sandbox's /run as `docker
     /// cp` gives it, with its volumes mounted where the engine places them.
     /// /run and /run/sbx must be directories, not symlinks (which would

