@@ -152,7 +152,9 @@ fn functions_stay_short() {
 #[test]
 fn a_planted_long_function_is_found() {
     let body = "    let x = \"}\"; // }\n".repeat(121);
-    let text = format!("/// doc {{\npub(crate) fn planted() {{\n{body}}}\nfn short() {{ let c = '}}'; }}\n");
+    let text = format!(
+        "/// doc {{\npub(crate) fn planted() {{\n{body}}}\nfn short() {{ let (c, q) = ('}}', '\\''); let s = \"}}\"; }}\n"
+    );
     assert_eq!(long_functions(&text, MAX_FN_LINES), [("planted".to_string(), 2, 123)]);
     assert!(long_functions(&text, 200).is_empty());
 }
@@ -189,8 +191,11 @@ fn code_only(text: &str) -> Vec<u8> {
             }
             i + j + 1
         } else if rest[0] == b'\'' && (rest.get(2) == Some(&b'\'') || rest.get(1) == Some(&b'\\')) {
-            // A char literal ('}' or '\n'), not a lifetime.
-            i + rest[1..].iter().skip(1).position(|&c| c == b'\'').map_or(rest.len(), |p| p + 3)
+            // A char literal ('}', '\n', '\'' or '\u{7d}'), not a lifetime: it
+            // ends at the first quote after its character (after the
+            // backslash and the escaped character when it is an escape).
+            let from = if rest[1] == b'\\' { 3 } else { 2 };
+            i + rest.get(from..).and_then(|r| r.iter().position(|&c| c == b'\'')).map_or(rest.len(), |p| from + p + 1)
         } else {
             i += 1;
             continue;
