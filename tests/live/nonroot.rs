@@ -110,6 +110,8 @@ impl Drop for UserWorld {
         for c in ids.lines() {
             let _ = docker(&["rm", "-f", "-v", c]);
         }
+        // A session test that failed before `--purge` (as this user) left its volume.
+        remove_case_volumes(&self.case);
         let _ = std::fs::remove_dir_all(&self.socket_root);
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }

@@ -1,6 +1,6 @@
 //! Persistent sessions and `--clone`: a session's volume outlives its
 //! sandbox, and holds against what an image and an earlier sandbox of the
-//! session can plant (8 and 13, issue 10): nothing from
+//! session can plant: nothing from
 //! the image's /state reaches the volume, the volume is the sandbox user's and
 //! mounted nosuid,nodev (after a restart too), a clone never follows anything
 //! a sandbox wrote, and purge and gc remove whatever tree a sandbox left.

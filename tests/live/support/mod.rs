@@ -27,7 +27,7 @@ pub use fixture::{fixture_binary, fixture_image};
 pub use image::{armed_with, attacker, gcc_static, Image, ImageTree};
 pub use internet::{curl, exec_in, tools_image, Internet};
 pub use ssh::Remote;
-pub use world::{Network, Sandbox, Service, World};
+pub use world::{remove_case_volumes, Network, Sandbox, Service, World};
 
 pub const SBX: &str = env!("CARGO_BIN_EXE_sbx");
 

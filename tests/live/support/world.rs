@@ -152,15 +152,7 @@ impl Drop for World {
                 let _ = docker(&["network", "rm", net]);
             }
         }
-        // Persistent session volumes of this test (sessions are named after
-        // the case), then the backing volumes of remote ones (an overlay's
-        // directories are in them).
-        for prefix in ["sbx-state-", "sbx-data-"] {
-            let vols = docker_ok(&["volume", "ls", "-q", "--filter", &format!("name={prefix}{}", self.case)]);
-            for v in vols.lines() {
-                let _ = docker(&["volume", "rm", v]);
-            }
-        }
+        remove_case_volumes(&self.case);
         let _ = std::fs::remove_dir_all(&self.socket_root);
         // A session directory keeps its nosuid bind (or its image's mount) until `destroy --purge`;
         // a test that failed before purging must not leave it mounted.
@@ -313,5 +305,17 @@ impl Service {
 impl Drop for Service {
     fn drop(&mut self) {
         let _ = docker(&["rm", "-f", "-v", &self.name]);
+    }
+}
+
+/// The persistent session volumes of test `case` (sessions are named after
+/// the case), then the backing volumes of remote ones (an overlay's
+/// directories are in them): what a test that failed before `--purge` left.
+pub fn remove_case_volumes(case: &str) {
+    for prefix in ["sbx-state-", "sbx-data-"] {
+        let vols = docker_ok(&["volume", "ls", "-q", "--filter", &format!("name={prefix}{case}")]);
+        for v in vols.lines() {
+            let _ = docker(&["volume", "rm", v]);
+        }
     }
 }
