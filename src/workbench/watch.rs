@@ -75,9 +75,17 @@ pub fn watch(
     let (ready, gone) = match read {
         Ok(r) => r,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(WatchEnd::Closed),
-        // The helper was killed mid-line: by its sandbox's end (a destroy
-        // while it floods events; seen in full CI runs), else a failure.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !still_runs(exec, id)? => {
+        // A cut-off or garbled line: the helper killed mid-write by its
+        // sandbox's end (a destroy while it floods events; under gVisor the
+        // stream's last bytes came as a whole line no helper writes, seen
+        // in a full CI run, with the exec's status not 0). The lines before
+        // it were checked and given; with the sandbox gone this is its end,
+        // while it runs, or after a helper that exited well, a refusal.
+        Err(e)
+            if (e.kind() == std::io::ErrorKind::UnexpectedEof
+                || (e.kind() == std::io::ErrorKind::InvalidData && status != 0))
+                && !still_runs(exec, id)? =>
+        {
             return Ok(WatchEnd::SandboxEnded)
         }
         Err(e) => return Err(transfer_failure(format!("watching {id}:{path}"), e)),
@@ -226,13 +234,25 @@ mod tests {
         assert_eq!(run(&f, false).0.unwrap_err().kind(), "watch_limit");
         f.push(Output::fail(1, "Error response from daemon: Container 0123abcd is not running"));
         assert_eq!(run(&f, false).0.unwrap_err().kind(), "not_running");
-        for out in ["EV created f 61\n", "READY\nREADY\n", "READY\nEV created f 2f\n", "READY\nEV created f 61"] {
+        let hostile = ["EV created f 61\n", "READY\nREADY\n", "READY\nEV created f 2f\n", "READY\nEV created f 61"];
+        for out in hostile.iter().chain(&["READY\nEV crea\n", "READY\nZZ\n"]) {
             f.push(Output::ok(out));
             if out.ends_with('1') {
                 still_running(&f); // cut off while the sandbox runs
             }
             let e = run(&f, false).0.unwrap_err();
             assert!(e.to_string().contains("refusing the helper's events"), "{out:?}: {e}");
+        }
+        // Garbled by a helper killed while the sandbox runs: a refusal.
+        f.push(Output { status: 137, stdout: b"READY\nZZ\n".to_vec(), stderr: vec![] });
+        still_running(&f);
+        assert!(run(&f, false).0.unwrap_err().to_string().contains("an unknown line"));
+        // The same lines with the sandbox gone: its end, the lines before given.
+        for out in ["READY\nEV created f 61\nEV crea\n", "READY\nEV created f 61\nZZ\n"] {
+            f.push(Output { status: 137, stdout: out.as_bytes().to_vec(), stderr: vec![] });
+            f.push(Output::fail(1, &format!("Error: No such object: {ID}")));
+            let (r, got) = run(&f, false);
+            assert_eq!((r.unwrap(), got.len()), (WatchEnd::SandboxEnded, 2), "{out:?}");
         }
     }
 
