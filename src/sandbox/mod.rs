@@ -7,30 +7,16 @@
 //! Every docker call goes through the injected [`DockerExec`]; the driver
 //! decides what to run, in which order, and what to undo when a step fails.
 
-pub mod boundary;
-mod channel;
-mod create;
-mod destroy;
-mod egress;
-pub mod events;
-mod forward;
-pub mod gc;
-mod lifecycle;
-mod networks;
-pub mod pool;
-mod remote_clone;
-mod remote_state;
-mod revoke;
-mod start_remote;
-mod ttl;
-mod uids;
-mod volumes;
+mod ops;
+pub mod shared;
 
-pub use create::Created;
-pub use destroy::Destroyed;
-pub use gc::{GcFailure, GcReport};
-pub use lifecycle::{whole_seconds, Changed};
-pub use revoke::Revoked;
+pub use ops::create::Created;
+pub use ops::destroy::Destroyed;
+pub use ops::gc::{GcFailure, GcReport};
+pub use ops::lifecycle::{whole_seconds, Changed};
+pub use ops::revoke::Revoked;
+pub use ops::{events, gc, pool};
+pub use shared::boundary;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -247,7 +247,7 @@ fn gc_keeps_a_fresh_filler_whose_label_says_it_is_old() {
     let key = std::fs::read(w.state_dir.join("key")).unwrap();
     let name = format!("sbx-fill-{}", w.case.replace(|c: char| !c.is_ascii_alphanumeric(), ""));
     let value = "1 another-machine 2 3";
-    let owner = sbx::sandbox::gc::filler::token(&key, &name, value);
+    let owner = sbx::sandbox::shared::fillers::token(&key, &name, value);
     let (filler, owner, label) = (format!("sbx.helper.filler={value}"), format!("sbx.owner={owner}"), w.case_label());
     docker_ok(&[
         "create",

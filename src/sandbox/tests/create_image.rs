@@ -4,7 +4,7 @@
 use super::*;
 use crate::error::ImageError;
 use crate::model::ids::SBX_UID_BASE;
-use crate::sandbox::create::choose_user;
+use crate::sandbox::ops::create::choose_user;
 use crate::sandbox::testing::{reserved, CALLER, DOCKER_GID, UID, USER};
 use crate::spec::UserSpec;
 /// Whatever the image says, a sandbox gets a uid of its own: the image's
@@ -33,7 +33,7 @@ fn only_the_flag_chooses_the_user_and_an_image_user_in_sbxs_range_is_refused() {
 
 #[test]
 fn the_warning_names_the_uid_only_when_the_image_asked_for_a_non_root_user() {
-    use crate::sandbox::create::image_user_warning as warn;
+    use crate::sandbox::ops::create::image_user_warning as warn;
     for asked in ["", "0", "root", "0:1000", "root:root"] {
         assert_eq!(warn(asked, UID), None, "{asked}");
     }

@@ -99,8 +99,10 @@ fn a_first_remote_persist_makes_a_nosuid_overlay_over_a_backing_volume_naming_no
         {
             let f = &calls[6];
             let (name, value) = (&f[2], f[6].strip_prefix("sbx.helper.filler=").unwrap_or_default());
-            let owner =
-                format!("sbx.owner={}", crate::sandbox::gc::filler::token(&rig.state().key().unwrap(), name, value));
+            let owner = format!(
+                "sbx.owner={}",
+                crate::sandbox::shared::fillers::token(&rig.state().key().unwrap(), name, value)
+            );
             let mut want = strs(&["create", "--name", name, "--network", "none", "--label"]);
             want.extend([f[6].clone(), "--label".into(), owner]);
             let mount = format!("type=volume,src=sbx-data-s,dst=/{name},volume-nocopy");

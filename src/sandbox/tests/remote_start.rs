@@ -175,7 +175,7 @@ fn gc_against_the_remote_engine_reaps_the_marker_of_its_sandbox_removed_behind_s
 
 #[test]
 fn remote_gc_removes_sbx_s_fillers_whose_create_is_gone_and_no_other() {
-    use crate::sandbox::gc::filler;
+    use crate::sandbox::shared::fillers as filler;
     let rig = Rig::new();
     std::fs::create_dir_all(&rig.state).unwrap();
     let key = rig.state().key().unwrap();
@@ -206,7 +206,7 @@ fn remote_gc_removes_sbx_s_fillers_whose_create_is_gone_and_no_other() {
 /// 2001 here).
 #[test]
 fn remote_gc_ages_other_machines_fillers_by_the_engine_s_clock_not_their_label() {
-    use crate::sandbox::gc::filler;
+    use crate::sandbox::shared::fillers as filler;
     let gc = |info: &str, removes: bool| {
         let rig = Rig::new();
         std::fs::create_dir_all(&rig.state).unwrap();
