@@ -1,8 +1,10 @@
-//! The sandbox lifecycle in terms of docker calls: [`Driver`] and one file
-//! per operation (create, destroy, revoke, gc, ttl, volumes, channel, egress,
-//! lifecycle: stop/start/pause/resume), each
-//! an `impl Driver` block. This file holds the driver itself and the
-//! look-ups every operation shares (inspect, list, ownership).
+//! The sandbox lifecycle in terms of docker calls: [`Driver`], one file or
+//! folder per operation under `ops/` (create, destroy, egress, events, gc,
+//! lifecycle: stop/start/pause/resume, pool, revoke, ttl, volumes), each an
+//! `impl Driver` block, and under `shared/` what more than one of them uses.
+//! An operation names only `shared/` and the driver's public API, never
+//! another operation (`src/layering.rs`). This file holds the driver itself
+//! and the look-ups every operation shares (inspect, list, ownership).
 //!
 //! Every docker call goes through the injected [`DockerExec`]; the driver
 //! decides what to run, in which order, and what to undo when a step fails.
@@ -273,7 +275,7 @@ impl Driver {
         let raw = self.inspect_one(id)?;
         let mut r = [self.record(&raw)];
         if let Ok(HostState { state, .. }) = self.state() {
-            crate::sandbox::gc::plan::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
+            crate::sandbox::shared::creating::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
         }
         if let Ok(h) = self.state() {
             read_allowlists(&mut r, &h.state.dir);
@@ -287,7 +289,7 @@ impl Driver {
         let mut r = raw.record(raw.expiry(moved), SystemTime::now());
         // A pool member's session is its claim's (labels cannot change).
         if let (Some(pool), Ok(h)) = (raw.labels.get(crate::model::record::POOL), self.state()) {
-            r.session = pool::session_of(&h.state, &raw.name, pool);
+            r.session = shared::members::session_of(&h.state, &raw.name, pool);
         }
         // Docker says `exited` for a sandbox `sbx stop` stopped too: its exit
         // code is the stop's SIGTERM or SIGKILL, nothing about the program.
@@ -331,7 +333,7 @@ impl Driver {
         // Every sbx's sandboxes, on this engine: what the uid table keeps.
         self.prune_uids(&raws);
         let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect();
-        crate::sandbox::gc::plan::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
+        crate::sandbox::shared::creating::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
         read_allowlists(&mut recs, &state.dir);
         Ok(recs)
     }

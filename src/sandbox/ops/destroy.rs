@@ -3,19 +3,17 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::docker::parse::RawContainer;
-use crate::docker::{argv, parse, status_error};
 use crate::error::{Error, Result, SandboxError};
 use crate::host::socket;
-use crate::host::state::{Mark, SandboxRecord};
+use crate::host::state::SandboxRecord;
 use crate::model::record::PrivateRoute;
 use crate::model::{gate, record};
 use crate::sandbox::shared::networks::private_of;
-use crate::sandbox::{is_timeout, Driver};
+use crate::sandbox::Driver;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Destroyed {
@@ -236,63 +234,6 @@ impl Driver {
             state.forget(&t.id);
         }
         Ok((gone.into_iter().map(|t| t.id).collect(), failure))
-    }
-
-    /// Thaw the targets `sbx pause` froze: `docker rm -f` of a paused
-    /// gVisor sandbox waits out a 10 s kill timeout (see `Mark::Paused`).
-    /// Best effort: the removal that follows works either way.
-    /// Takes (sandbox id, container) pairs.
-    pub(in crate::sandbox) fn thaw<'a>(&self, targets: impl Iterator<Item = (&'a str, &'a str)>) {
-        let Ok(h) = self.state() else { return };
-        for (_, container) in targets.filter(|(id, _)| h.state.marked(id, Mark::Paused)) {
-            let _ = self.docker.run(&argv::unpause(container));
-        }
-    }
-
-    /// [`remove_tolerant`](Self::remove_tolerant) in paced batches (
-    /// never one `docker rm` of many, see `docker::pace`). Every batch runs
-    /// even when one fails, except after the engine stopped answering (each
-    /// would only wait out its deadline). Returns the batches not removed,
-    /// each with its error, or None for a batch never tried.
-    pub(in crate::sandbox) fn remove_paced(&self, ids: &[String]) -> Vec<(Vec<String>, Option<Error>)> {
-        self.pace
-            .run_until(ids, |batch| self.remove_tolerant(batch), |r| r.as_ref().is_err_and(is_timeout))
-            .into_iter()
-            .filter_map(|(batch, r)| match r {
-                Some(Ok(())) => None,
-                Some(Err(e)) => Some((batch.to_vec(), Some(e))),
-                None => Some((batch.to_vec(), None)),
-            })
-            .collect()
-    }
-
-    /// `docker rm -f` that counts "no such container" as done, and waits
-    /// out "removal already in progress" (a racing destroy, watchdog or gc
-    /// got there first) so the container is gone when this returns.
-    pub(in crate::sandbox) fn remove_tolerant(&self, ids: &[String]) -> Result<()> {
-        let args = argv::remove(ids);
-        let out = self.docker.run(&args)?;
-        if out.status == 0 {
-            return Ok(());
-        }
-        let Some(mut racing) = parse::removal_races(&out.stderr_str(), ids) else {
-            return Err(status_error(&args, &out).into());
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !racing.is_empty() {
-            if Instant::now() > deadline {
-                return Err(status_error(&args, &out).into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-            let out = self.docker.run(&argv::inspect(&racing))?;
-            let still: Vec<String> =
-                crate::docker::parse::parse_inspect(&out.stdout_str(), "docker container inspect")?
-                    .into_iter()
-                    .map(|r| r.name)
-                    .collect();
-            racing.retain(|id| still.contains(id));
-        }
-        Ok(())
     }
 
     /// The error to answer with after paced removals: the first failed batch's

@@ -1,87 +1,10 @@
-//! Egress gates after create: the policy of a running gate
-//! (`allow`, `deny`, `egress log`), removing a sandbox's gate and
-//! policy directory (rollback, destroy, revoke) and reaping what is left of
-//! gates whose sandbox is gone (gc). A gate is found by its container id
-//! from the sandbox's record, else by its `sbx.gate-of` label with this
-//! host's owner token: never by name alone, which another container could take.
+//! `allow`, `deny`, `egress log`: the policy of a running gate (the gate
+//! itself, its removal and its reaping are `shared::gates`).
 
-use std::collections::BTreeSet;
-
-use crate::docker::parse::{self, Gate};
-use crate::docker::{argv, run_ok};
 use crate::error::{EgressError, Result};
-use crate::host::state::{self, State};
 use crate::model::gate;
 use crate::sandbox::Driver;
-use crate::spec::egress::{LogLine, Policy};
-
-impl Driver {
-    /// This host's gates (owner token checked).
-    pub(in crate::sandbox) fn owned_gates(&self) -> Result<Vec<Gate>> {
-        let key = &self.state()?.key;
-        let out = run_ok(&*self.docker, &argv::gates())?;
-        Ok(parse::rows::<Gate>(&out.stdout_str())
-            .into_iter()
-            .filter(|g| g.owner == state::owner_token(key, &g.sandbox))
-            .collect())
-    }
-
-    /// Remove the gates of `ids` (`known`: container ids from their records;
-    /// the rest are looked up by label). Already gone is fine.
-    pub(in crate::sandbox) fn remove_gates(&self, ids: &[String], known: &[String]) -> Result<()> {
-        for id in ids {
-            self.keep_gate_log(id, &gate::container(id));
-        }
-        let mut cids: Vec<String> = known.to_vec();
-        if ids.len() > known.len() {
-            let wanted: BTreeSet<&String> = ids.iter().collect();
-            cids.extend(self.owned_gates()?.into_iter().filter(|g| wanted.contains(&g.sandbox)).map(|g| g.container));
-        }
-        cids.sort();
-        cids.dedup();
-        if cids.is_empty() {
-            return Ok(());
-        }
-        self.remove_tolerant(&cids)
-    }
-
-    /// Keep the decision log of sandbox `id`'s gate (`container`: its id or
-    /// name) on the host before the gate goes: only lines that parse as
-    /// records of this sandbox, re-serialized, bounded by sbx
-    /// (`host::egress::keep_log`). Best effort: a gate already gone has none.
-    pub(in crate::sandbox) fn keep_gate_log(&self, id: &str, container: &str) {
-        let Ok(out) = self.docker.run(&argv::logs(container, false, None)) else { return };
-        if out.status != 0 {
-            return;
-        }
-        let lines: Vec<String> = out
-            .stdout_str()
-            .lines()
-            .filter_map(|l| LogLine::parse(l).ok())
-            .filter(|l| l.sandbox == id)
-            .filter_map(|l| serde_json::to_string(&l).ok())
-            .collect();
-        let kept = self.state().and_then(|s| crate::host::egress::keep_log(&s.state.dir, id, &lines));
-        if let Err(e) = kept {
-            self.warn("egress_log", &format!("could not keep the decision log of {id}'s gate: {e}"));
-        }
-    }
-
-    /// Rollback's and revoke's: the gate of `id`, then its policy directory.
-    /// True when both are gone; a failure is said on stderr and left to gc.
-    pub(in crate::sandbox) fn remove_gate(&self, id: &str, state: &State, cid: Option<String>) -> bool {
-        let known: Vec<String> = cid.into_iter().collect();
-        if let Err(e) = self.remove_gates(&[id.to_string()], &known) {
-            self.warn("cleanup", &format!("could not remove the egress gate of {id}: {e}; `sbx gc` will"));
-            return false;
-        }
-        if let Err(e) = crate::host::egress::remove(&state.dir, id) {
-            self.warn("cleanup", &format!("could not remove the egress policy of {id}: {e}; `sbx gc` will"));
-            return false;
-        }
-        true
-    }
-}
+use crate::spec::egress::Policy;
 
 impl Driver {
     /// Sandbox `id`, proven this host's, with a gate that still stands:

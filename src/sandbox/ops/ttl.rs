@@ -30,7 +30,7 @@ impl Driver {
                     // The sandbox record makes this one `docker rm`, close to the expiry.
                     tracing::info!(id, "TTL expired; destroying");
                     let session = state.record(id).and_then(|r| r.session);
-                    crate::sandbox::gc::journal_expired(&state.dir, id, session);
+                    crate::sandbox::shared::removal::journal_expired(&state.dir, id, session);
                     self.destroy(&[id.to_string()])?;
                     return Ok(());
                 }

@@ -4,12 +4,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::docker::argv::remote;
 use crate::docker::parse::{self, MainState};
 use crate::docker::{argv, run_ok};
 use crate::error::{DockerError, Error, Result};
 use crate::error::{ImageError, SandboxError};
 use crate::host::channel::{self, Kind};
 use crate::host::socket;
+use crate::model::paths;
 use crate::model::runtime::Family;
 use crate::sandbox::{unique, Driver};
 
@@ -295,6 +297,21 @@ impl Driver {
             Err(e) => format!("(logs unavailable: {e})"),
         }
     }
+
+    /// A redirected mount, without this machine's /proc: the created (not yet
+    /// started, so nothing of the image has run) sandbox's /run as `docker
+    /// cp` gives it, with its volumes mounted where the engine places them.
+    /// /run and /run/sbx must be directories, not symlinks (which would
+    /// move the mounts), /run/sandbox and /run/sbx-bg too where the image
+    /// has them, and /run/sbx/helper must be exactly sbx's helper (an image
+    /// VOLUME placed over /run through a symlink would cover it).
+    pub(in crate::sandbox) fn check_remote_layout(&self, id: &str, image: &str, readable: bool) -> Result<()> {
+        let args = remote::copy_out(id, "/run");
+        let out = run_ok(&*self.docker, &args)?;
+        check_run_tar(&out.stdout, readable).map_err(|found| {
+            Error::Image(ImageError::Redirected { image: image.to_string(), path: paths::HELPER_DIR.into(), found })
+        })
+    }
 }
 
 /// Most of the sandbox's output sbx quotes in its own messages.
@@ -316,4 +333,39 @@ fn inert(text: &str) -> String {
     } else {
         kept
     }
+}
+
+/// The entry `name` of `tar` is exactly sbx's helper.
+pub(in crate::sandbox) fn helper_in_tar(tar: &[u8], name: &str, readable: bool) -> std::result::Result<(), String> {
+    let mut a = tar::Archive::new(tar);
+    for entry in a.entries().map_err(|e| e.to_string())? {
+        let mut entry = entry.map_err(|e| e.to_string())?;
+        let path = entry.path().map_err(|e| e.to_string())?.to_string_lossy().trim_end_matches('/').to_string();
+        if path == name {
+            return crate::host::helper::check_entry(&mut entry, readable);
+        }
+    }
+    Err(format!("no {name} in it"))
+}
+
+/// The checks of [`Driver::check_remote_layout`] on the tar of /run.
+pub(in crate::sandbox) fn check_run_tar(tar: &[u8], readable: bool) -> std::result::Result<(), String> {
+    let dirs = ["run", "run/sbx", "run/sandbox", "run/sbx-bg"];
+    debug_assert_eq!(format!("/{}", dirs[3]), paths::HELPER_BG_DIR);
+    let mut seen_sbx = false;
+    let mut a = tar::Archive::new(tar);
+    for entry in a.entries().map_err(|e| e.to_string())? {
+        let mut entry = entry.map_err(|e| e.to_string())?;
+        let path = entry.path().map_err(|e| e.to_string())?.to_string_lossy().trim_end_matches('/').to_string();
+        if dirs.contains(&path.as_str()) && entry.header().entry_type() != tar::EntryType::Directory {
+            let link = entry.link_name().ok().flatten().map(|l| format!(" to {}", l.display())).unwrap_or_default();
+            return Err(format!("/{path} in the image is a {:?}{link}, not a directory", entry.header().entry_type()));
+        }
+        seen_sbx |= path == "run/sbx";
+        if path == "run/sbx/helper" {
+            return crate::host::helper::check_entry(&mut entry, readable)
+                .map_err(|e| format!("what the sandbox would see at {}: {e}", paths::HELPER_PATH));
+        }
+    }
+    Err(if seen_sbx { "no sbx helper in /run/sbx".into() } else { "no /run/sbx in the created sandbox".into() })
 }

@@ -165,23 +165,6 @@ impl Driver {
         self.self_image_again(first, &ready.image, retry)
     }
 
-    /// Copy `policy` into sandbox `id`'s remote gate's /policy volume
-    /// (`container`: the gate's id).
-    pub(in crate::sandbox) fn publish_policy(
-        &self,
-        id: &str,
-        container: &str,
-        policy: &crate::spec::egress::Policy,
-    ) -> Result<()> {
-        let args = argv::remote::copy_in(container, gate::POLICY_DIR);
-        let out = self.docker.run_input(&args, &crate::host::egress::tar(policy))?;
-        if out.status != 0 {
-            let reason = format!("`docker cp` into the gate failed: {}", out.stderr_str().trim());
-            return Err(EgressError::Publish { id: id.to_string(), reason }.into());
-        }
-        Ok(())
-    }
-
     /// The gate's `docker run` answered: its container id, once it is on
     /// the egress network too.
     pub(super) fn gate_started(&self, g: GateJob<'_>) -> Result<String> {

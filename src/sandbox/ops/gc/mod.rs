@@ -3,8 +3,10 @@
 //! decided by the pure [`plan`]; this file asks docker and removes it.
 
 mod egress;
+mod filler;
 
 pub mod plan;
+mod pools;
 mod probes;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,7 +23,8 @@ use crate::host::persist;
 use crate::host::socket;
 use crate::host::state::{self, ProcId, State};
 use crate::model::record;
-use crate::sandbox::ops::volumes::remove_session_state;
+use crate::sandbox::shared::removal::journal_expired;
+use crate::sandbox::shared::sessions::remove_session_state;
 use crate::sandbox::{is_timeout, Driver, HostState};
 
 /// What `gc` removed, or would remove with `--dry-run`.
@@ -399,13 +402,6 @@ enum Orphan {
     Removed,
     /// Its directory holds the session's work: its volume was made again.
     Restored,
-}
-
-/// Record that sandbox `id` expired and is being removed (`sbx events`).
-pub(crate) fn journal_expired(dir: &Path, id: &str, session: Option<String>) {
-    let mut e = crate::model::event::Event::new(SystemTime::now(), id, crate::model::event::Kind::Expired);
-    e.session = session.filter(|s| !s.is_empty());
-    crate::host::journal::record(dir, &e);
 }
 
 /// The socket directories of the reaped sandboxes and of orphans, each with

@@ -102,26 +102,10 @@ pub fn plan(i: &Inputs) -> GcPlan {
     plan
 }
 
-/// What `ls` and `inspect` show for a sandbox whose `sbx create` has not
-/// finished: `creating` while its process lives, `abandoned` once it is
-/// gone (killed, or the host crashed) until `gc` reaps it (
-/// a SIGKILLed create showed as `running`).
-pub fn mark_creates(
-    records: &mut [crate::model::record::Record],
-    creating: &[Creating],
-    alive: &dyn Fn(&ProcId) -> bool,
-) {
-    for r in records {
-        if let Some(c) = creating.iter().find(|c| c.id == r.id) {
-            let live = c.by.as_ref().is_some_and(alive);
-            r.state = if live { "creating" } else { "abandoned" }.to_string();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::shared::creating::mark_creates;
     use std::collections::BTreeMap;
     use std::time::Duration;
 

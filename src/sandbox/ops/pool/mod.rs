@@ -4,7 +4,6 @@
 //! owner say it is still alive, the claim record holds the session. On a
 //! remote engine the claim spends one docker call instead (`remote`).
 
-mod reaps;
 pub mod remote;
 
 use std::path::PathBuf;
@@ -14,9 +13,9 @@ use crate::docker::parse::{self, MainState, RawContainer};
 use crate::docker::{argv, run_ok};
 use crate::error::{DockerError, Error, Result};
 use crate::host::pool::{unix_now, Member, Pool, Status};
-use crate::host::socket;
 use crate::host::state::{self, Claim, ProcId, State};
 use crate::model::record;
+use crate::sandbox::shared::members::{alive, claimer_alive, is_remote};
 use crate::sandbox::{Driver, HostState};
 use crate::spec::{CreateRequest, SandboxSpec};
 
@@ -47,28 +46,11 @@ pub fn sandbox_spec(pool: &Pool, req: &CreateRequest, docker_host: Option<&str>)
     Ok(spec)
 }
 
-/// Alive without asking the engine: the main process recorded at fill time
-/// still runs (pid and start time), and a direct socket still passes
-/// create's readiness check (opened O_PATH, owner checked, never connected:
-/// a connection would be the program's first client).
-pub fn alive(m: &Member) -> bool {
-    if !(ProcId { pid: m.pid, start: m.start }).is_alive() {
-        return false;
-    }
-    match &m.socket {
-        Some(path) => matches!(
-            socket::open_checked(path, &socket::allowed_owners(Some(m.uid))),
-            Ok(Some((fd, _))) if socket::may_connect(&fd).is_ok()
-        ),
-        None => true,
-    }
-}
-
 impl Driver {
     /// Claim a ready member of `pool`: None when there is none. No docker
     /// call on a local engine; one per member tried on a remote one.
     pub fn claim(&self, pool: &Pool, session: Option<&str>, ttl: Option<Duration>) -> Result<Option<Claimed>> {
-        let remote = remote::is_remote(&self.pool_spec(pool)?);
+        let remote = is_remote(&self.pool_spec(pool)?);
         let HostState { state, .. } = self.state()?;
         // Start 0 (no /proc) never matches a live process: gc would take the claim for dead.
         let me = ProcId::current().unwrap_or(ProcId { pid: std::process::id() as i32, start: 0 });
@@ -192,7 +174,7 @@ impl Driver {
         let members: Vec<(String, Option<Member>)> =
             pool.ready().into_iter().map(|id| (id.clone(), pool.member("ready", &id))).collect();
         let live = match pool.spec() {
-            Ok(spec) if remote::is_remote(&spec) => {
+            Ok(spec) if is_remote(&spec) => {
                 let known: Vec<Member> = members.iter().filter_map(|(_, m)| m.clone()).collect();
                 Some(
                     self.remote_alive(&pool.name, &known)
@@ -356,18 +338,5 @@ impl Driver {
                 }
             }
         }
-    }
-}
-
-fn claimer_alive(c: &Claim) -> bool {
-    (ProcId { pid: c.pid, start: c.start }).is_alive()
-}
-
-/// What `ls` and `inspect` show as a pool member's session: its claim's,
-/// or `pool:NAME` while unclaimed (no session key has a ':').
-pub fn session_of(state: &State, id: &str, pool: &str) -> String {
-    match state.claim(id) {
-        Some(c) => c.session.unwrap_or_else(|| id.to_string()),
-        None => format!("pool:{pool}"),
     }
 }

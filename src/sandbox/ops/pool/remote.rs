@@ -3,40 +3,14 @@
 //! that engine. A remote member's main process runs on the engine's
 //! machine, so this machine's /proc and socket paths say nothing about it:
 //! its liveness is the engine's answer to one `docker container inspect`
-//! of its container id, checked against what the fill recorded.
+//! of its container id, checked against what the fill recorded
+//! (`shared::members::remote_alive`, which gc uses too).
 
 use crate::docker::argv;
-use crate::docker::parse::{self, RawContainer};
 use crate::error::{DockerError, Error, Invalid, Result};
 use crate::host::pool::{unix_now, Member, Pool, PoolSpec, RemoteProc};
-use crate::model::engine::{location_of, Location, DEFAULT_ENDPOINT};
-use crate::model::record;
+use crate::model::engine::DEFAULT_ENDPOINT;
 use crate::sandbox::Driver;
-
-/// The pool's engine is a remote one: its members are checked through docker.
-pub fn is_remote(spec: &PoolSpec) -> bool {
-    location_of(spec.endpoint()) == Location::Remote
-}
-
-/// A remote member as the engine reports it now is the one the fill
-/// recorded, alive: the same container, sbx's (owner token) and of this
-/// pool, running and not paused, with the same main process (pid and
-/// start time: a restarted container has a new one).
-pub fn verified(raw: &RawContainer, m: &Member, pool: &str, key: &[u8]) -> bool {
-    let Some(r) = &m.remote else { return false };
-    let s = &raw.full["State"];
-    raw.name == m.id
-        && raw.full["Id"].as_str() == Some(r.container.as_str())
-        && raw.is_sbx(key)
-        && raw.labels.get(record::POOL).map(String::as_str) == Some(pool)
-        && s["Status"].as_str() == Some("running")
-        && s["Running"].as_bool() == Some(true)
-        && s["Paused"].as_bool() == Some(false)
-        && s["Restarting"].as_bool() != Some(true)
-        && m.pid > 0
-        && s["Pid"].as_i64() == Some(i64::from(m.pid))
-        && s["StartedAt"].as_str() == Some(r.started_at.as_str())
-}
 
 /// How to reach the engine at `endpoint` again, for the refusal's hint.
 fn reach(endpoint: &str, context: Option<&str>) -> String {
@@ -105,28 +79,5 @@ impl Driver {
             created: json,
             remote: Some(RemoteProc { container, started_at }),
         })
-    }
-
-    /// Which of `members` (of pool `name`) the engine reports alive, from
-    /// one `docker container inspect` of their containers. Err when the
-    /// engine did not answer for all of them (unknown is not dead).
-    pub(crate) fn remote_alive(&self, name: &str, members: &[Member]) -> Result<Vec<String>> {
-        let containers: Vec<&str> =
-            members.iter().filter_map(|m| m.remote.as_ref()).map(|r| r.container.as_str()).collect();
-        if containers.is_empty() {
-            return Ok(Vec::new());
-        }
-        let args = argv::inspect(&containers);
-        let out = self.docker.run(&args)?;
-        let raws = parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
-        if out.status != 0 {
-            let asked: Vec<String> = containers.iter().map(|c| c.to_string()).collect();
-            let missing = parse::missing_containers(&asked, &out.stderr_str());
-            if missing.len() + raws.len() != containers.len() {
-                return Err(crate::docker::status_error(&args, &out).into());
-            }
-        }
-        let key = &self.state()?.key;
-        Ok(members.iter().filter(|m| raws.iter().any(|r| verified(r, m, name, key))).map(|m| m.id.clone()).collect())
     }
 }

@@ -2,12 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use super::{alive, claimer_alive, remote};
 use crate::docker::parse::RawContainer;
 use crate::host::pool::{unix_now, Member, Pool};
 use crate::host::state::State;
 use crate::model::record;
 use crate::sandbox::gc::plan::Reap;
+use crate::sandbox::shared::members::{alive, claimer_alive, is_remote};
 use crate::sandbox::Driver;
 
 impl Driver {
@@ -51,7 +51,7 @@ impl Driver {
                 continue;
             };
             if let Some(m) = pool.member("ready", id) {
-                let dead = if remote::is_remote(&spec) {
+                let dead = if is_remote(&spec) {
                     let l = live.entry(name.clone()).or_insert_with(|| {
                         let ms: Vec<Member> = pool.ready().iter().filter_map(|i| pool.member("ready", i)).collect();
                         self.remote_alive(name, &ms).ok()
