@@ -403,9 +403,15 @@ fn names(code: &str, name: &str, kind: ItemKind) -> bool {
             return false;
         }
         let called = after.starts_with('(') || after.starts_with("::<");
+        // A path's last part (`destroy::private_of`), not a module (`gc::plan::Reap`).
+        let path_end = before.ends_with("::") && !after.starts_with("::");
+        // An entry of a `use` group: `{private_of, ...}`, `..., private_of}`.
+        let grouped = before.trim_end().ends_with(['{', ','])
+            && after.trim_start().starts_with([',', '}'])
+            && before.rfind("use ").is_some_and(|u| !before[u..].contains(';'));
         match kind {
             ItemKind::Method => (before.ends_with('.') || before.ends_with("::")) && called,
-            ItemKind::Fn => !before.ends_with('.') && (called || before.ends_with("::")),
+            ItemKind::Fn => !before.ends_with('.') && (called || path_end || grouped),
             ItemKind::Word => !before.ends_with('.'),
         }
     })
@@ -419,7 +425,10 @@ fn names(code: &str, name: &str, kind: ItemKind) -> bool {
 fn operation_violations(files: &[(PathBuf, String)]) -> Vec<String> {
     let code: Vec<(&Path, Place, String)> = files
         .iter()
-        .map(|(rel, text)| (rel.as_path(), place_of(rel), without_tests(&String::from_utf8_lossy(&code_only(text)))))
+        .map(|(rel, text)| {
+            let code = without_tests(&String::from_utf8_lossy(&code_only(text)));
+            (rel.as_path(), place_of(rel), without_reexports(&code))
+        })
         .filter(|(_, place, _)| *place != Place::Test)
         .collect();
     let mut wrong = Vec::new();
@@ -440,6 +449,12 @@ fn operation_violations(files: &[(PathBuf, String)]) -> Vec<String> {
         }
     }
     wrong
+}
+
+/// `code` without its `pub use` statements: a re-export is the public API
+/// (`sandbox::whole_seconds`), not a use.
+fn without_reexports(code: &str) -> String {
+    code.lines().map(|l| if l.trim_start().starts_with("pub use ") { "" } else { l }).collect::<Vec<_>>().join("\n")
 }
 
 /// Whether `code` defines an item called `name` itself (at any depth), which
@@ -463,7 +478,7 @@ fn operations_name_only_shared_items_and_the_public_api() {
 
 #[test]
 fn a_planted_reach_into_another_operation_is_found() {
-    let destroy = "impl Driver {\n    pub fn destroy(&self) {}\n    pub(in crate::sandbox) fn remove_tolerant(&self) {}\n}\nfn private_of() {}\n#[cfg(test)]\nmod tests {\n    fn helper() {}\n}\n";
+    let destroy = "impl Driver {\n    pub fn destroy(&self) {}\n    pub(in crate::sandbox) fn remove_tolerant(&self) {}\n}\nfn private_of() {}\npub struct Destroyed {}\n#[cfg(test)]\nmod tests {\n    fn helper() {}\n}\n";
     let shared = "impl Driver {\n    pub(in crate::sandbox) fn remove_gates(&self) {}\n}\n";
     let egress = |body: &str| {
         format!("use crate::sandbox::Driver;\nimpl Driver {{\n    pub fn allow(&self) {{\n        {body}\n    }}\n}}\n")
@@ -479,7 +494,16 @@ fn a_planted_reach_into_another_operation_is_found() {
     // The public API, shared helpers, and a comment or string naming a helper: fine.
     let fine = "self.destroy(); self.remove_gates(); // self.remove_tolerant()\n let s = \"private_of()\"; helper();";
     assert_eq!(operation_violations(&tree(fine)), Vec::<String>::new());
-    for planted in ["self.remove_tolerant();", "crate::sandbox::ops::destroy::private_of();"] {
+    let fine = format!("{fine}\n use crate::sandbox::ops::destroy::Destroyed; let private_of = 1; f(private_of);");
+    let fine = format!("{fine}\npub use crate::sandbox::ops::destroy::private_of;");
+    assert_eq!(operation_violations(&tree(&fine)), Vec::<String>::new());
+    for planted in [
+        "self.remove_tolerant();",
+        "crate::sandbox::ops::destroy::private_of();",
+        "use crate::sandbox::ops::destroy::{private_of, Destroyed};",
+        "use crate::sandbox::ops::destroy::private_of;",
+        "pub(crate) use crate::sandbox::ops::destroy::private_of;",
+    ] {
         let got = operation_violations(&tree(planted));
         assert_eq!(got.len(), 1, "{planted}: {got:?}");
         assert!(got[0].starts_with("ops/egress.rs names ") && got[0].contains("of operation destroy"), "{got:?}");
