@@ -72,3 +72,13 @@ impl ProcStatus {
         Some(p)
     }
 }
+
+/// Why a sandbox has no process to read: it is not running (docker's
+/// `created`, `exited`, `dead`...).
+pub(super) fn not_running(c: &serde_json::Value) -> Option<String> {
+    if c["State"]["Running"] == true {
+        return None;
+    }
+    let status = c["State"]["Status"].as_str().unwrap_or("not running");
+    Some(format!("the sandbox is not running ({status}): it has no process to read (`sbx start` runs it again)"))
+}

@@ -1,6 +1,7 @@
 //! Reading one sandbox for audit: its inspect, its host process, its
 //! image's labels, the host's AppArmor, and its runtime's registration.
 
+use super::proc_status::not_running;
 use super::{audit, runtime_summary, AuditReport, Facts, ProcStatus, RuntimeFacts};
 
 pub fn apparmor_enabled() -> bool {
@@ -75,16 +76,6 @@ fn forwarded_members(
         found.push((name, names));
     }
     Ok(found)
-}
-
-/// Why a sandbox has no process to read: it is not running (docker's
-/// `created`, `exited`, `dead`...).
-pub(super) fn not_running(c: &serde_json::Value) -> Option<String> {
-    if c["State"]["Running"] == true {
-        return None;
-    }
-    let status = c["State"]["Status"].as_str().unwrap_or("not running");
-    Some(format!("the sandbox is not running ({status}): it has no process to read (`sbx start` runs it again)"))
 }
 
 /// A paused sandbox's process is read as it stands, frozen: say so.

@@ -23,7 +23,7 @@ pub const PROBE_LIFETIME: Duration = Duration::from_secs(45);
 /// why there is none.
 pub fn process_status(driver: &Driver, id: &str, raw: &RawContainer) -> Result<(Option<ProcStatus>, String)> {
     let full = &raw.full;
-    if let Some(why) = super::read::not_running(full) {
+    if let Some(why) = super::proc_status::not_running(full) {
         return Ok((None, why));
     }
     let cid = full["Id"].as_str().filter(|c| c.len() == 64 && c.bytes().all(|b| b.is_ascii_hexdigit()));
