@@ -2,7 +2,6 @@
 //! promises, under the runtime it ran under (under gVisor some of
 //! /proc/self/status is not reported, and is established from the host).
 
-use super::probe_run::route_port;
 use super::{check, Check, Status};
 use crate::checks::audit::ProcStatus;
 use crate::checks::probe::Report;
@@ -237,6 +236,15 @@ pub fn evaluate(r: &Report, nonce: &str, routes: &[Route], targets: &[String], s
             None,
         ));
     }
+}
+
+/// The port route `r` reaches: its own, else its scheme's (none for a bare host).
+pub(super) fn route_port(r: &Route) -> Option<u16> {
+    r.port.or_else(|| match r.target.split_once("://").map(|(s, _)| s) {
+        Some("http") | Some("ws") => Some(80),
+        Some("https") | Some("wss") => Some(443),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 
-use super::judge::{evaluate, Seen};
+use super::judge::{evaluate, route_port, Seen};
 use super::{check, Check, Doctor, Status};
 use crate::checks::audit::ProcStatus;
 use crate::checks::probe::Report;
@@ -243,12 +243,4 @@ const EXCHANGE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30
 struct Exchange {
     nonce: String,
     report: Report,
-}
-
-pub(super) fn route_port(r: &Route) -> Option<u16> {
-    r.port.or_else(|| match r.target.split_once("://").map(|(s, _)| s) {
-        Some("http") | Some("ws") => Some(80),
-        Some("https") | Some("wss") => Some(443),
-        _ => None,
-    })
 }
