@@ -5,9 +5,6 @@ use crate::error::Result;
 use crate::spec::{CreateRequest, SandboxSpec};
 
 pub fn exec(mut req: CreateRequest, ctx: &Context) -> Result<()> {
-    if req.pool.is_some() {
-        return super::pool::claim(req, ctx);
-    }
     // The environment's defaults; an option given on the command line wins.
     req.strict_egress |= ctx.env.strict_egress;
     if req.seccomp_profile.is_none() {

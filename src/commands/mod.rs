@@ -36,9 +36,9 @@ pub(crate) mod watchdog;
 use crate::cli::{Command, VolumesAction};
 use crate::error::{Error, Result};
 use crate::error::{HostError, SandboxError, TransferError};
+use crate::host::env::{Dirs, Env};
 use crate::output::Printer;
 use crate::sandbox::Driver;
-use crate::{Dirs, Env};
 
 /// What every command is handed: built once by `run` (the real docker) or
 /// by a test (the fake).
@@ -94,6 +94,8 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::WaitPort(a) => done(port_forward::wait_port(&a, ctx)),
         Command::Backup(a) => done(backup::backup(&a.id, &a.max_bytes, ctx)),
         Command::Restore(a) => done(backup::restore(&a.id, &a.max_bytes, ctx)),
+        // `--pool`: a claim, which may fall back to a create (pool -> create, never back).
+        Command::Create(a) if a.pool.is_some() => done(pool::claim(*a, ctx)),
         Command::Create(a) => done(create::exec(*a, ctx)),
         Command::Connect(a) => done(connect::exec(&a.id, &a.timeout, ctx)),
         Command::Revoke(a) => done(revoke::exec(&a.id, &a.kind, ctx)),
