@@ -10,9 +10,9 @@ use serde::Serialize;
 use super::Context;
 use crate::cli::{PoolAction, PoolCreateArgs};
 use crate::error::{Error, Invalid, Result, SandboxError};
+use crate::host::env::Dirs;
 use crate::host::pool::{check_name, Pool, PoolSpec};
 use crate::spec::CreateRequest;
-use crate::Dirs;
 
 pub fn exec(action: PoolAction, ctx: &Context) -> Result<()> {
     match action {

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use super::Context;
 use crate::error::{Error, Result};
-use crate::Dirs;
+use crate::host::env::Dirs;
 
 pub fn exec(id: &str, dir: &Path, ctx: &Context) -> Result<()> {
     let id = crate::spec::parse_id(id)?;

@@ -11,6 +11,7 @@
 pub mod channel;
 pub mod egress;
 pub mod engine;
+pub mod env;
 pub mod gvisor;
 pub mod helper;
 pub mod host_addrs;
