@@ -9,7 +9,7 @@
 //! only state (`model::record`).
 //!
 //! Where things go, bottom layer first; a module imports only the ones
-//! above it in this list (a unit test, `layering.rs`, checks it):
+//! above it in this list (a unit test, `layering/`, checks it):
 //!
 //! | module      | owns                                                                   | a new ... goes here        |
 //! |-------------|------------------------------------------------------------------------|----------------------------|
@@ -21,7 +21,7 @@
 //! | `host`      | this machine: state dir, socket dirs, persist, helper, channel, interrupts | host-side resource     |
 //! | `gate`      | the programs of sbx's own image: the egress gate (`sbx __gate`), a private route's forwarder (`sbx __forward`) | gate behaviour     |
 //! | `workbench` | working inside a sandbox: exec, ps, files and the transfer format, stats, ports | in-sandbox operation |
-//! | `sandbox`   | the lifecycle, one file per operation (create, destroy, revoke, gc, ttl, volumes) | lifecycle step   |
+//! | `sandbox`   | the lifecycle: `ops/`, one file per operation (create, destroy, gc, ...); `shared/`, what several use | lifecycle step |
 //! | `checks`    | what sbx measures for the operator: audit rules, doctor, the probe    | check                      |
 //! | `cli`       | clap's view of the command line (parsing only)                        | flag                       |
 //! | `commands`  | one file per subcommand, handed a `Context` by `dispatch`             | subcommand                 |

@@ -3,7 +3,7 @@
 //! a sandbox), `doctor` (is this host fit: engine, runtime, directories, a
 //! probe sandbox end to end) and `probe` (the static program doctor's probe
 //! image runs). A new check of a sandbox or of the host goes here; what a
-//! route reaches is judged during create (`sandbox::boundary`).
+//! route reaches is judged during create (`sandbox::shared::boundary`).
 
 pub mod audit;
 pub mod doctor;

@@ -1,5 +1,5 @@
 //! `sbx stop`, `start`, `pause`, `resume`: one sandbox's processes end, run
-//! again, freeze or thaw (see `sandbox::lifecycle`). Nothing on stdout but
+//! again, freeze or thaw (see `sandbox::ops::lifecycle`). Nothing on stdout but
 //! `--json`'s result; "already" is a note on stderr.
 
 use super::Context;

@@ -4,7 +4,8 @@
 //! seccomp profile file, sbx's own image (`self_image`: doctor's probe and the
 //! egress gate), how sbx reaches a sandbox's socket (`channel`:
 //! direct or relayed), gVisor's gofer (`gvisor`), the byte relay and signal handling, the ids no sandbox may run as
-//! (`invoker`), the host's RAM for the default `--memory` (`memory`). Everything a
+//! (`invoker`), the host's RAM for the default `--memory` (`memory`), what sbx reads
+//! from its environment and the global options' dirs (`env`). Everything a
 //! sandbox can touch from inside is opened by descriptor and checked here
 //! before sbx acts on it.
 

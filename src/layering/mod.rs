@@ -4,7 +4,9 @@
 //! code small enough to read: no function over [`MAX_FN_LINES`] lines (from
 //! its `fn` line to its closing brace) and no file over [`MAX_LINES`],
 //! without exceptions; test files (`tests.rs`, anything under a `tests/`
-//! folder) are not counted.
+//! folder) are not counted. `circles`: no files that name each other in a
+//! circle. `operations`: an operation under `sandbox/ops/` names only
+//! `sandbox/shared/` and `Driver`'s public API, never another operation.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! What a route really lets a sandbox reach: the gaps, and the tier they
-//! leave. `sandbox::boundary::assess` finds the gaps of a sandbox's routes.
+//! leave. `sandbox::shared::boundary::assess` finds the gaps of a sandbox's routes.
 //!
 //! `--internal` alone does not contain a sandbox. On engine 20.10 (and
 //! later) a sandbox on an internal network still reaches:

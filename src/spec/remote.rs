@@ -9,8 +9,8 @@ use crate::model::invalid::Invalid;
 
 /// Exit 2 when `engine` is remote and `req` names a path of this machine.
 /// `--persist` is not refused: its volume is made on the engine
-/// (`sandbox::remote_state`); nor is `--clone` with it: it clones here and
-/// copies the tree in (`sandbox::remote_clone`). `--clone` without
+/// (`sandbox::shared::remote_state`); nor is `--clone` with it: it clones here and
+/// copies the tree in (`sandbox::shared::remote_clone`). `--clone` without
 /// `--persist` is refused, as locally without `--persist` or `--state-dir`.
 pub fn refuse_host_paths(req: &CreateRequest, engine: &Engine) -> Result<(), Invalid> {
     if !engine.is_remote() {

@@ -20,11 +20,11 @@ pub fn helper_volume_create(name: &str, key: &str) -> Vec<OsString> {
 }
 
 /// The label that marks a filler; its value says when and by whom it was
-/// made (see `sandbox::gc::filler`), `sbx.owner` covers it.
+/// made (see `sandbox::shared::fillers`), `sbx.owner` covers it.
 pub const FILLER_LABEL: &str = "sbx.helper.filler";
 
 /// A filler's name (`sbx-fill-HEX`), its [`FILLER_LABEL`] value and its
-/// owner token (see `sandbox::gc::filler`).
+/// owner token (see `sandbox::shared::fillers`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FillerId {
     pub name: String,
@@ -49,7 +49,7 @@ impl FillerId {
 /// can fill and read it. `volume-nocopy`: the image is the sandbox's
 /// (hostile), and without it docker copies whatever the image has at that
 /// path into the fresh volume. Labelled so gc finds it if sbx is killed
-/// mid-fill (`sandbox::gc::filler`).
+/// mid-fill (`sandbox::ops::gc::filler`).
 pub fn filler(image: &str, volume: &str, id: &FillerId, leaf: &str) -> Vec<OsString> {
     let dir = id.dir();
     let mut a = os(&[

@@ -58,7 +58,7 @@ pub struct RunPlan<'a> {
     /// What the engine's registration of `spec.runtime` is (see `runtime`).
     pub family: crate::model::runtime::Family,
     /// The image's VOLUMEs that get a tmpfs of sbx's, checked and cleaned
-    /// (see `sandbox::create::image`).
+    /// (see `sandbox::ops::create::image`).
     pub image_volumes: &'a [String],
 }
 

@@ -84,7 +84,7 @@ impl Driver {
     /// volume may have changed since), then readiness. On failure it is
     /// stopped again, not destroyed: its /state may be all the work there is.
     /// Against a remote engine the mounts are checked before the start,
-    /// through `docker cp` (see `start_remote`).
+    /// through `docker cp` (see `lifecycle::remote`).
     pub fn start(&self, id: &str, socket_wait: Duration) -> Result<Changed> {
         let raw = self.inspect_one(id)?;
         let state = &self.state()?.state;
