@@ -907,8 +907,23 @@ fn write_report(
         return;
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
+    // benches/soak.py's figures take an hour and an engine restart to make:
+    // a rewrite keeps them as they were.
+    if let Some(soak) = std::fs::read_to_string(&path).ok().and_then(|old| soak_section(&old)) {
+        t.push('\n');
+        t.push_str(&soak);
+    }
     std::fs::write(&path, t).unwrap();
     eprintln!("wrote {}", path.display());
+}
+
+/// The `## Soak (benches/soak.py)` section of a BENCHMARKS.md, up to the
+/// next `## ` heading, as soak.py writes it.
+fn soak_section(md: &str) -> Option<String> {
+    let start = md.find("## Soak (benches/soak.py)")?;
+    let rest = &md[start..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 4);
+    Some(format!("{}\n", rest[..end].trim_end()))
 }
 
 const CASES_DOC: &str = "
