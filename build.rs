@@ -2,7 +2,7 @@
 //! embedded in sbx and mounted read-only into every sandbox (see
 //! `src/host/helper.rs`). Std only, so plain rustc builds it: no crates to fetch.
 //! Without a static C library (Debian: `libc6-dev`) the build fails and says
-//! so (issue 10: it used to build an empty helper and fail at run time);
+//! so (it used to build an empty helper and fail at run time);
 //! `SBX_NO_HELPER=1` builds without one on purpose, and the commands that
 //! need it then say so at run time.
 

@@ -18,7 +18,7 @@
 //!   probe-socket PATH MILLIS   exit 0 once a unix socket is at PATH (within MILLIS), 3 if none
 //!                              came, 4 if something else is there (a symlink, FIFO, file ...)
 //!   connect PATH MILLIS        relay stdin/stdout to the unix socket at PATH (the relayed
-//!                              channel, issue 10 item 7); exit codes as `probe-socket`, and
+//!                              channel); exit codes as `probe-socket`, and
 //!                              5: the connection failed, 6: not accepted within MILLIS
 //!   send PATH                  write PATH (file, directory or symlink, never followed) as a record stream
 //!                              (send/receive exit 5: no such path, 6: read-only, 7: denied, 8: no space)
@@ -581,8 +581,8 @@ fn probe_socket(path: &Path, millis: u64) -> i32 {
 
 /// The relayed channel: connect to the socket through /proc/self/fd/N (the
 /// inode checked, whatever the path names a moment later), then relay
-/// stdin to it and it to stdout, each chunk as it comes (never io::copy:
-/// issue 10 item 1). EOF on stdin is passed on as shutdown(SHUT_WR); EOF
+/// stdin to it and it to stdout, each chunk as it comes (never io::copy,
+/// which waits to fill its buffer). EOF on stdin is passed on as shutdown(SHUT_WR); EOF
 /// from the socket ends the helper at once, which closes stdout.
 fn connect(path: &Path, millis: u64) -> i32 {
     use std::os::fd::AsRawFd;

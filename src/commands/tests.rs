@@ -110,6 +110,8 @@ fn create_prints_the_id_and_its_warnings_on_stderr() {
     assert_eq!((r.code, r.stdout.as_str()), (0, "sbx-00000000000f\n"));
     assert!(r.stderr.starts_with("sbx: warning: ") && r.stderr.contains("\"node\" is not used"), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1);
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect"]);
+    assert_eq!(rig.fake.calls()[0].last().unwrap(), IMG);
 }
 
 #[test]
@@ -124,6 +126,8 @@ fn create_under_json_prints_one_object_with_the_warnings_in_it() {
     assert_eq!(v["tier"], 2);
     assert!(v["warnings"][0].as_str().unwrap().contains("\"node\" is not used"), "{v}");
     assert_eq!(v["user"], crate::sandbox::testing::USER, "the uid sbx chose is in the result");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect"]);
+    assert_eq!(rig.fake.calls()[0].last().unwrap(), IMG);
 }
 
 #[test]
@@ -148,6 +152,7 @@ fn create_errors_in_text_and_json() {
     assert_eq!((r.code, r.stdout.as_str()), (1, ""));
     assert_eq!(r.stderr.lines().count(), 1);
     assert_eq!(json(&r.stderr)["error"]["kind"], "image_missing");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "image inspect"], "one inspect a valid create, none an invalid one");
 }
 
 #[test]
@@ -163,6 +168,8 @@ fn the_drivers_cleanup_warnings_reach_the_commands_printer() {
     assert_eq!(lines[0]["warning"]["kind"], "cleanup");
     assert!(lines[0]["warning"]["message"].as_str().unwrap().contains("`sbx gc` will"));
     assert_eq!(lines[1]["error"]["kind"], "docker_failed");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "rm"]);
+    assert_eq!(rig.fake.calls()[2], ["rm", "-f", "-v", "--", ID], "the failed run is cleaned up");
 }
 
 #[test]
@@ -182,6 +189,7 @@ fn ls_prints_a_table_or_json() {
     let v = json(&r.stdout);
     assert_eq!(v.as_array().unwrap().len(), 1);
     assert_eq!((&v[0]["id"], &v[0]["session"]), (&ID.into(), &"task-1".into()));
+    assert_eq!(rig.fake.verbs(), ["ps", "ps"]);
 }
 
 #[test]
@@ -202,6 +210,7 @@ fn ls_without_docker_fails_in_text_and_json() {
     assert_eq!(v["error"]["kind"], "docker_missing");
     assert_eq!(v["error"]["message"], "could not run `docker`: No such file or directory");
     assert!(v["error"]["hint"].as_str().unwrap().contains("SBX_DOCKER"));
+    assert_eq!(rig.fake.verbs(), ["ps", "ps"]);
 }
 
 #[test]
@@ -222,6 +231,8 @@ fn inspect_prints_the_record_as_pretty_json() {
     rig.fake.push(Output::fail(1, MISSING));
     let r = rig.sbx(&["--json", "inspect", ID]);
     assert_eq!((r.code, json(&r.stderr)["error"]["kind"].as_str()), (1, Some("not_found")));
+    assert_eq!(rig.fake.verbs(), ["container inspect"; 3]);
+    assert!(rig.fake.calls().iter().all(|c| c.last().unwrap() == ID), "{:?}", rig.fake.calls());
 }
 
 #[test]
@@ -244,6 +255,9 @@ fn destroy_is_silent_in_text_and_reports_in_json() {
         "sbx: error: invalid sandbox id \"nope\": sandbox ids look like sbx-0123456789ab\n\
          sbx: hint: `sbx ls` lists the sandboxes on this engine\n"
     );
+    assert_eq!(rig.fake.verbs(), ["container inspect", "rm", "container inspect"], "no call for an invalid id");
+    assert_eq!(rig.fake.calls()[1], ["rm", "-f", "-v", "--", ID]);
+    assert_eq!(rig.fake.calls()[2].last().unwrap(), ID);
 }
 
 #[test]
@@ -268,6 +282,9 @@ fn revoke_notes_shared_networks_on_stderr_and_prints_json() {
     let r = rig.sbx(&["revoke", ID, "nope"]);
     assert_eq!((r.code, r.stdout.as_str()), (1, ""));
     assert!(r.stderr.starts_with("sbx: error: ") && r.stderr.contains("its routes: docs"), "{}", r.stderr);
+    let verbs = ["container inspect", "network disconnect", "container inspect", "container inspect"];
+    assert_eq!(rig.fake.verbs(), verbs, "an already revoked or unknown route disconnects nothing");
+    assert_eq!(rig.fake.calls()[1], ["network", "disconnect", "--force", "--", "sbx-proxy", ID]);
 }
 
 #[test]
@@ -300,6 +317,7 @@ fn gc_says_what_it_would_remove_and_fails_when_it_cannot() {
     let r = rig.sbx(&["--json", "gc"]);
     assert_eq!((r.code, r.stdout.as_str()), (1, ""));
     assert_eq!(json(&r.stderr)["error"]["kind"], "docker_missing");
+    assert_eq!(rig.fake.verbs(), ["network ls", "ps", "network ls", "ps", "network ls"], "a dry run removes nothing");
 }
 
 #[test]
@@ -327,6 +345,8 @@ fn ttl_prints_the_new_expiry() {
         "{\"error\":{\"hint\":\"write a duration such as 500ms, 90s, 30m or 2h\",\"kind\":\"invalid_input\",\
          \"message\":\"invalid --ttl \\\"nope\\\": it is not a duration\"}}\n"
     );
+    assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"], "the expiry is kept on the host");
+    assert!(rig.fake.calls().iter().all(|c| c.last().unwrap() == ID), "{:?}", rig.fake.calls());
 }
 
 mod checks;

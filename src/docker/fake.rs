@@ -105,6 +105,30 @@ impl FakeDocker {
         self.calls().iter().map(|c| verb(c)).collect()
     }
 
+    /// Every call as one line, its `--format` template left out, e.g.
+    /// `container inspect -- sbx-0123456789ab`: which calls were made on
+    /// what, for tests whose templates the argv builders' own tests pin.
+    pub fn brief(&self) -> Vec<String> {
+        self.calls()
+            .iter()
+            .map(|c| {
+                let mut words: Vec<&str> = Vec::with_capacity(c.len());
+                let mut args = c.iter();
+                while let Some(a) = args.next() {
+                    // After `--` every word is an operand, `--format` too.
+                    if a == "--" {
+                        words.extend(std::iter::once(a).chain(args.by_ref()).map(String::as_str));
+                    } else if a == "--format" {
+                        args.next();
+                    } else {
+                        words.push(a);
+                    }
+                }
+                words.join(" ")
+            })
+            .collect()
+    }
+
     /// Stdin given to calls, as (index into `calls`, bytes).
     pub fn inputs(&self) -> Vec<(usize, Vec<u8>)> {
         self.invocations().into_iter().enumerate().filter_map(|(i, c)| Some((i, c.stdin?))).collect()
@@ -261,6 +285,7 @@ mod tests {
         let fake = FakeDocker::new();
         fake.push(Output::ok("")).push(Output::ok(""));
         let _ = fake.run(&["ps".into()]);
+        assert_eq!(fake.calls(), [["ps"]]);
     }
 
     #[test]
@@ -268,5 +293,17 @@ mod tests {
         let fake = FakeDocker::new();
         fake.push(Output::ok(""));
         let _ = fake.run(&["ps".into()]);
+        assert_eq!(fake.calls(), [["ps"]]);
+    }
+
+    #[test]
+    fn brief_leaves_out_only_the_format_template() {
+        let fake = FakeDocker::new();
+        fake.push(Output::ok("")).push(Output::ok(""));
+        let inspect = ["container", "inspect", "--format", "{{json .}}", "--", "sbx-0123456789ab"];
+        let _ = fake.run(&inspect.map(Into::into));
+        let _ = fake.run(&["rm", "-f", "--", "--format"].map(Into::into));
+        assert_eq!(fake.brief(), ["container inspect -- sbx-0123456789ab", "rm -f -- --format"]);
+        assert_eq!(fake.calls()[0], inspect, "the calls themselves keep it");
     }
 }

@@ -165,6 +165,7 @@ mod tests {
         let choice = EngineChoice { config_dir: Some(dir), ..Default::default() };
         let e = choice.resolve(&fake).unwrap();
         assert!(!e.is_remote() && !e.default && e.context.as_deref() == Some("mine"));
+        assert_eq!(fake.calls(), [["context", "inspect", "--format", "{{json .Endpoints.docker.Host}}", "--", "mine"]]);
     }
 
     #[test]
@@ -189,5 +190,6 @@ mod tests {
         let choice = EngineChoice { context: Some("gone".into()), ..Default::default() };
         let Err(Error::Invalid(i)) = choice.resolve(&fake) else { panic!("accepted") };
         assert!(i.reason.contains("context not found"), "{}", i.reason);
+        assert_eq!(fake.calls(), [["context", "inspect", "--format", "{{json .Endpoints.docker.Host}}", "--", "gone"]]);
     }
 }

@@ -1,5 +1,4 @@
-//! Where sbx's mounts really landed in a running sandbox (issue 9 finding
-//! 1): runc, and gVisor's gofer, follow the image's symlinks when they place
+//! Where sbx's mounts really landed in a running sandbox: runc, and gVisor's gofer, follow the image's symlinks when they place
 //! a mount, so after start sbx reads the kernel's mount table of the
 //! sandbox's main process (runc) or of gVisor's gofer (see `gvisor`), which
 //! the sandbox cannot forge, and refuses an image that moved or covered the

@@ -255,11 +255,13 @@ mod tests {
             let e = collect(&f, "/tmp/a", OPTS).unwrap_err();
             assert!(e.to_string().contains(why), "{out:?}: {e}");
             assert!(e.to_string().starts_with(&format!("listing {ID}:/tmp/a")), "{e}");
+            assert_eq!(f.calls(), [["exec", "--", ID, "/run/sbx/helper", "list", "/tmp/a", "2", "10"]]);
         }
         let many: String = (0..11).map(|i| format!("E f 644 0 0 {:02x} -\n", i + 0x41)).collect();
         let f = FakeDocker::new();
         f.push(Output::ok(&format!("ROOT d\n{many}END 11 0\n")));
         assert!(collect(&f, "/t", OPTS).unwrap_err().to_string().contains("more than the 10 entries"));
+        assert_eq!(f.calls(), [["exec", "--", ID, "/run/sbx/helper", "list", "/t", "2", "10"]]);
     }
 
     #[test]
@@ -273,6 +275,8 @@ mod tests {
         assert_eq!(collect(&f, "/nope", OPTS).unwrap_err().kind(), "no_such_path");
         f.push(Output::fail(1, "Error response from daemon: Container 0123abcd is not running"));
         assert_eq!(collect(&f, "/nope", OPTS).unwrap_err().kind(), "not_running");
+        let list = |path: &str| format!("exec -- {ID} /run/sbx/helper list {path} 2 10");
+        assert_eq!(f.brief(), [list("/tmp/l"), list("/nope"), list("/nope")], "no look-up after either failure");
     }
 
     /// A helper its sandbox stopped: cut off at the deadline, said as the helper's silence.
@@ -285,6 +289,8 @@ mod tests {
         assert!(e.to_string().contains("did not answer for 3s while listing /tmp"), "{e}");
         f.push_timeout(std::time::Duration::from_secs(3));
         assert_eq!(mkdir(&f, ID, "/tmp/a", false).unwrap_err().kind(), "helper_timeout");
+        let helper = |args: &str| format!("exec -- {ID} /run/sbx/helper {args}");
+        assert_eq!(f.brief(), [helper("list /tmp 2 10"), helper("mkdir /tmp/a")]);
     }
 
     #[test]

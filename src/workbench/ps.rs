@@ -209,6 +209,7 @@ mod tests {
             r#"reading the helper's ps output "{\"handle\":\"p1\"}x": missing field `command` at line 1 column 15"#
         );
         assert_eq!((e.kind(), e.exit_code(), e.hint()), ("io", 1, None));
+        assert_eq!(f.calls(), [["exec", "--", "sbx-0123456789ab", "/run/sbx/helper", "ps"]]);
     }
 
     #[test]

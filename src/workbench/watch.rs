@@ -222,6 +222,14 @@ mod tests {
         f.push(Output { status: 1, stdout: b"READY\n".to_vec(), stderr: b"sbx-helper: boom".to_vec() });
         still_running(&f);
         assert_eq!(run(&f, false).0.unwrap_err().kind(), "helper_failed");
+        // Each watch, then the look-ups that judged how it ended.
+        let asks = crate::workbench::helper::STILL_RUNS_ASKS;
+        let (w, i) = (format!("exec -i -- {ID} /run/sbx/helper watch /tmp/w"), format!("container inspect -- {ID}"));
+        let want: Vec<String> = [0, 1, 1, 1, 2, 1, asks, asks]
+            .into_iter()
+            .flat_map(|n| std::iter::once(w.clone()).chain(std::iter::repeat_n(i.clone(), n)))
+            .collect();
+        assert_eq!(f.brief(), want);
     }
 
     #[test]
@@ -254,6 +262,14 @@ mod tests {
             let (r, got) = run(&f, false);
             assert_eq!((r.unwrap(), got.len()), (WatchEnd::SandboxEnded, 2), "{out:?}");
         }
+        // A look-up only where the helper died or was cut off.
+        let asks = crate::workbench::helper::STILL_RUNS_ASKS;
+        let (w, i) = (format!("exec -i -- {ID} /run/sbx/helper watch /tmp/w"), format!("container inspect -- {ID}"));
+        let want: Vec<String> = [0, 0, 0, 0, 0, 0, asks, 0, 0, asks, 1, 1]
+            .into_iter()
+            .flat_map(|n| std::iter::once(w.clone()).chain(std::iter::repeat_n(i.clone(), n)))
+            .collect();
+        assert_eq!(f.brief(), want);
     }
 
     #[test]
@@ -264,5 +280,7 @@ mod tests {
         signals.raise(2);
         let r = watch(&f, ID, "/tmp/w", false, &signals, &mut |_| Ok(()));
         assert_eq!(r.unwrap(), WatchEnd::Signal(2));
+        assert_eq!(f.calls(), [["exec", "-i", "--", ID, "/run/sbx/helper", "watch", "/tmp/w"]]);
+        assert_eq!(f.invocations()[0].mode, crate::docker::ModeKind::Piped);
     }
 }

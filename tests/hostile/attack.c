@@ -1,6 +1,6 @@
 /* Attacker program for tests/hostile.rs: run inside a sandbox, it tries
- * every way to move or replace sbx's helper at /run/sbx/helper (issue 9
- * finding 1). Prints one line per attempt; exits 0 only if all failed. */
+ * every way to move or replace sbx's helper at /run/sbx/helper. Prints
+ * one line per attempt; exits 0 only if all failed. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

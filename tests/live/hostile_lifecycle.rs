@@ -118,8 +118,7 @@ fn every_command_on_a_paused_sandbox_answers_at_once() {
 }
 
 /// The socket directory's own small tmpfs (1 MiB, 64 inodes) is what keeps
-/// a sandbox from filling the host through /run/sandbox (issue 9 finding
-/// 7). A reboot empties it but leaves the directory when the socket root is
+/// a sandbox from filling the host through /run/sandbox. A reboot empties it but leaves the directory when the socket root is
 /// on a disk (`--socket-dir /var/...`): `start` must not bind the bare
 /// directory, or the restarted sandbox writes to the host's disk unbounded.
 #[test]

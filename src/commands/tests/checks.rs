@@ -133,6 +133,7 @@ fn doctor_without_docker_says_how_to_fix_it_and_fails() {
     assert_eq!(v["ok"], false);
     assert_eq!((&v["checks"][1]["name"], &v["checks"][1]["status"]), (&"docker".into(), &"fail".into()));
     assert_eq!(json(&r.stderr)["error"]["kind"], "doctor_failed");
+    assert_eq!(rig.fake.verbs(), ["version", "version"], "one docker check a run, no probe after it");
 }
 
 /// `doctor --runtime` lists the engine's runtimes and fails on

@@ -48,6 +48,8 @@ fn allow_and_deny_rewrite_the_policy_and_print_the_allowlist() {
     assert_eq!(v["mode"], "enforce");
     assert!(r.stderr.contains("nothere.example:443"), "{}", r.stderr);
     assert_eq!(rig.rules_now(), ["files.example:8080", "github.com:443"]);
+    assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"], "an inspect each, no other call");
+    assert!(rig.fake.calls().iter().all(|c| c.last().unwrap() == ID), "{:?}", rig.fake.calls());
 }
 
 #[test]
@@ -167,6 +169,7 @@ fn ls_shows_the_egress_mode_and_json_the_allowlist() {
         serde_json::json!({"mode": "enforce", "network": "sbx-egress-net", "active": true,
             "allow": ["files.example:80", "pypi.org:443"]})
     );
+    assert_eq!(rig.fake.verbs(), ["ps", "ps"], "the allowlist is read on the host");
 }
 
 use crate::spec::egress::LogLine;

@@ -61,6 +61,10 @@ fn depth_note_only_when_recursion_was_asked_for() {
     let n = json(&r.stderr);
     assert_eq!(n["note"]["kind"], "depth_limit");
     assert_eq!(n["note"]["message"], "1 directory at depth 1 was not descended into (--max-depth)");
+    assert_eq!(rig.fake.verbs(), ["container inspect", "exec", "container inspect", "exec"]);
+    let calls = rig.fake.calls();
+    assert_eq!(calls[1], ["exec", "--", CID, "/run/sbx/helper", "list", "/tmp", "1", "100000"]);
+    assert_eq!(calls[3], calls[1], "without -r the listing is depth 1 too");
 }
 
 #[test]

@@ -75,4 +75,6 @@ fn wrong_state_errors_say_what_to_do() {
     let r = rig.sbx(&["pause", ID]);
     assert_eq!(r.code, 1);
     assert!(r.stderr.starts_with(&format!("sbx: error: no sandbox {ID}")), "{}", r.stderr);
+    assert_eq!(rig.fake.verbs(), ["container inspect"; 3], "refused on the inspect, nothing changed");
+    assert!(rig.fake.calls().iter().all(|c| c.last().unwrap() == ID), "{:?}", rig.fake.calls());
 }

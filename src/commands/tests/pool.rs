@@ -82,6 +82,7 @@ fn a_claim_without_json_warns_on_stderr_as_create_does() {
     let r = rig.sbx(&["create", "--pool", "p"]);
     assert_eq!((r.code, r.stdout.as_str()), (0, format!("{ID}\n").as_str()));
     assert!(r.stderr.contains("the image runs as root"), "{}", r.stderr);
+    assert!(rig.fake.calls().is_empty(), "a claim called docker: {:?}", rig.fake.calls());
 }
 
 #[test]

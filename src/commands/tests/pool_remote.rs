@@ -122,6 +122,7 @@ fn a_remote_claim_the_engine_cannot_answer_leaves_the_member_ready() {
     assert_eq!((r.code, r.stdout.as_str()), (1, ""), "{}", r.stderr);
     assert!(r.stderr.contains("Connection refused"), "{}", r.stderr);
     assert_eq!((pool.ready(), pool.dead(), pool.claimed()), (vec![ID.to_string()], vec![], vec![]));
+    assert_eq!(rig.fake.calls(), [inspect_argv()], "the one inspect of the member, then nothing");
 }
 
 #[test]

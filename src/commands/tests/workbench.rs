@@ -73,6 +73,9 @@ fn ps_leaves_out_records_whose_handle_sbx_did_not_make() {
     let handles: Vec<&str> = v.as_array().unwrap().iter().map(|p| p["handle"].as_str().unwrap()).collect();
     assert_eq!(handles, ["p0000abcd", "p0000abce"]);
     assert_eq!(json(&r.stderr)["warning"]["kind"], "foreign_records", "{}", r.stderr);
+    assert_eq!(rig.fake.verbs(), ["container inspect", "exec", "container inspect", "exec"]);
+    assert_eq!(rig.fake.calls()[1], ["exec", "--", CID, "/run/sbx/helper", "ps"]);
+    assert_eq!(rig.fake.calls()[3], rig.fake.calls()[1]);
 }
 
 #[test]

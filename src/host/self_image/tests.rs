@@ -147,6 +147,8 @@ fn an_import_answer_that_is_no_image_id_is_refused() {
     let e = ensure(&fake, &d.exe(), d.place()).unwrap_err();
     assert!(e.to_string().contains("sha256:ID"), "{e}");
     assert!(!d.0.join(RECORD).exists() || Records::read(&d.0).engines.values().all(|v| v.is_empty()));
+    assert_eq!(fake.verbs(), ["info", "import"]);
+    assert_eq!(fake.calls()[1], ["import", "--change", "ENTRYPOINT [\"/sbx\", \"__probe\"]", "-"]);
 }
 
 #[test]

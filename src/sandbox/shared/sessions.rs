@@ -42,8 +42,8 @@ pub(in crate::sandbox) fn remove_session_state(state: &State, session: &str) -> 
     persist::unbind(&dir);
     image::remove(&state.dir, session)?;
     // The sandbox filled this tree: std's remove_dir_all holds one
-    // descriptor per level and a deep /state ran it out of them (EMFILE,
-    // issue 9 finding 8 in the volume); remove_tree holds a bounded number.
+    // descriptor per level and a deep /state ran it out of them (EMFILE);
+    // remove_tree holds a bounded number.
     let parent = dir.parent().unwrap_or(Path::new("/"));
     socket::remove_tree(parent, session).map_err(|e| Error::io(format!("removing {}", dir.display()), e.into()))?;
     // The lock file goes with its volume.

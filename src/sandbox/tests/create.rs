@@ -133,6 +133,8 @@ fn missing_image_and_missing_docker() {
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     assert_eq!(err.kind(), "docker_missing");
     assert!(err.hint().unwrap().contains("docker CLI"));
+    assert_eq!(rig.fake.verbs(), ["image inspect", "image inspect"], "nothing is run after either");
+    assert_eq!(rig.fake.calls()[0].last().unwrap(), IMG);
     let rig = Rig::new();
     rig.fake.push(Output::fail(
         1,
@@ -140,6 +142,7 @@ fn missing_image_and_missing_docker() {
     ));
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     assert!(err.hint().unwrap().contains("start the docker daemon"), "{:?}", err.hint());
+    assert_eq!(rig.fake.verbs(), ["image inspect"]);
 }
 
 #[test]

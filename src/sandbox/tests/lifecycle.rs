@@ -64,6 +64,8 @@ fn an_exited_program_without_the_mark_stays_exited() {
     rig.fake.push(Output::ok(&exited.to_string()));
     let r = rig.driver().inspect(ID).unwrap();
     assert_eq!((r.state.as_str(), r.exit_code, r.reason.as_deref()), ("exited", Some(3), Some("exited with code 3")));
+    assert_eq!(rig.fake.verbs(), ["container inspect"]);
+    assert_eq!(rig.fake.calls()[0].last().unwrap(), ID);
 }
 
 #[test]
@@ -130,6 +132,9 @@ fn a_gone_socket_directory_is_made_again() {
     rig.running();
     rig.driver().start(ID, Duration::from_secs(5)).unwrap();
     assert!(rig.sock_dir().is_dir());
+    assert_eq!(rig.fake.verbs(), ["container inspect", "start", "container inspect"]);
+    assert_eq!(rig.fake.calls()[1], ["start", "--", &cid()]);
+    assert_eq!(rig.fake.calls()[2].last().unwrap(), ID);
 }
 
 #[test]
@@ -245,6 +250,8 @@ fn a_stale_stopped_mark_is_dropped_once_the_sandbox_is_seen_running() {
     assert!(!rig.state().marked(ID, Mark::Stopped), "the stale mark is gone");
     rig.fake.push(rig.in_state("exited"));
     assert_eq!(rig.driver().inspect(ID).unwrap().state, "exited");
+    assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"]);
+    assert!(rig.fake.calls().iter().all(|c| c.last().unwrap() == ID), "{:?}", rig.fake.calls());
 }
 
 /// A sandbox this data dir recorded: `docker pause`/`unpause` on the

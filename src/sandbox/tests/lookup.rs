@@ -37,6 +37,8 @@ fn channel_requires_a_running_sandbox() {
     };
     assert_eq!(path, rig.sock_dir().join("sandbox.sock"));
     assert!(owners.contains(&65534));
+    assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"], "an inspect each, nothing more");
+    assert!(rig.fake.calls().iter().all(|c| c.last().unwrap() == ID), "{:?}", rig.fake.calls());
 }
 
 /// A relayed sandbox is reached by `docker exec` on its
@@ -67,6 +69,8 @@ fn a_relayed_sandbox_is_reached_through_docker_exec() {
         ..Default::default()
     });
     assert_eq!((r.channel, r.socket.as_str()), (crate::host::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
+    assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"], "the channel itself makes no call");
+    assert!(rig.fake.calls().iter().all(|c| c.last().unwrap() == ID), "{:?}", rig.fake.calls());
 }
 
 /// With `--channel exec` nothing of

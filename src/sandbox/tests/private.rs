@@ -173,6 +173,9 @@ fn a_private_network_already_gone_does_not_fail_the_destroy() {
         "Error response from daemon: error while removing network: network has active endpoints\nexit status 1",
     ));
     assert!(rig.driver().remove_private(&private).is_err(), "a real failure still fails");
+    let net = format!("{ID}-inference");
+    let once = [vec!["network", "disconnect", "--force", "--", &net, "proxy"], vec!["network", "rm", "--", &net]];
+    assert_eq!(rig.fake.calls(), [once.clone(), once].concat());
 }
 
 #[test]

@@ -65,6 +65,9 @@ fn the_pull_shows_layer_progress_on_a_terminal_and_nothing_on_stdout() {
         let (p, c) = crate::output::capture(false);
         p.with_progress(tty).scope(|| rig.driver().create(&pinned(None))).unwrap();
         assert_eq!(c.stdout(), "", "docker pull's output never reaches stdout");
+        let verbs = ["image inspect", "pull", "image inspect", "image inspect", "run", "container inspect"];
+        assert_eq!(rig.fake.verbs(), verbs, "the same calls, terminal or not");
+        assert_eq!(rig.fake.calls()[1], ["pull", "--", &repo_img()]);
         c.stderr()
     };
     let shown = run(true);

@@ -254,4 +254,6 @@ fn ttl_of_a_remote_sandbox_watches_its_expiry_here() {
     let (_, watch) = remote(&rig).set_ttl(ID, Duration::from_secs(3600)).unwrap();
     assert_eq!(watch, Some(rig.state().expiry_file(ID)));
     assert!(!rig.sock_dir().exists() && rig.state().belongs(ID, FAR) && rig.state().expiry(ID).is_some());
+    assert_eq!(rig.fake.verbs(), ["container inspect"], "the expiry is kept here, nothing is run there");
+    assert_eq!(rig.fake.calls()[0].last().unwrap(), ID);
 }

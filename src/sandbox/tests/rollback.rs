@@ -169,6 +169,10 @@ fn a_sandbox_that_exits_while_its_mounts_are_read_is_a_boot_crash() {
     let err = rig.driver().create(&spec(CreateRequest::default())).unwrap_err();
     assert!(matches!(&err, Error::Sandbox(SandboxError::DiedAtBoot { code: 3, .. })), "{err:?}");
     assert!(err.to_string().contains("crashing on purpose"), "{err}");
+    let verbs = ["image inspect", "run", "container inspect", "container inspect", "logs", "rm"];
+    assert_eq!(rig.fake.verbs(), verbs);
+    assert_eq!(rig.fake.calls()[4], ["logs", "--tail", "20", "--", ID]);
+    assert_eq!(rig.fake.calls()[5], ["rm", "-f", "-v", "--", ID], "the crashed sandbox is removed");
 }
 
 /// A hostile image's boot output is quoted in sbx's own error: its escape
@@ -190,4 +194,7 @@ fn boot_logs_quoted_in_an_error_are_inert_and_bounded() {
     assert!(!err.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "{:?}", &err[..200.min(err.len())]);
     assert!(err.len() < 20 * 1024, "{} bytes", err.len());
     assert!(err.contains("last line"), "the end of the output is kept");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "logs", "rm"]);
+    assert_eq!(rig.fake.calls()[3], ["logs", "--tail", "20", "--", ID]);
+    assert_eq!(rig.fake.calls()[4], ["rm", "-f", "-v", "--", ID]);
 }

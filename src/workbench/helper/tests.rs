@@ -64,6 +64,17 @@ fn a_stream_whose_sandbox_went_says_so() {
     f.push(Output::fail(helper_exit::NO_SUCH_PATH, ""));
     assert_eq!(backup(&f, id, std::io::sink(), &Limits::default()).unwrap_err().kind(), "no_such_path");
     assert_eq!(f.remaining(), 0);
+    let helper = |args: &str| format!("exec -- {id} /run/sbx/helper {args}");
+    let (sleep, asked) = (format!("exec -- {id} sleep"), format!("container inspect -- {id}"));
+    let mut want = vec![sleep.clone(), sleep.clone(), asked.clone(), helper("logs p0000abcd -f -1"), asked.clone()];
+    want.push(format!("logs --follow -- {id}"));
+    for args in ["wait-port 80 60000", "send /tmp/big", "send /state/workspace", "list /tmp 1 10"] {
+        want.extend([helper(args), asked.clone()]);
+    }
+    want.push(sleep);
+    want.extend(std::iter::repeat_n(asked, STILL_RUNS_ASKS));
+    want.push(helper("send /state/workspace"));
+    assert_eq!(f.brief(), want, "a look-up only after a failure that may be the sandbox's end");
 }
 
 /// A helper call cut off at its deadline is the helper's silence (a
@@ -114,6 +125,14 @@ fn a_helper_that_stops_answering_is_named_never_the_engine() {
     f.push_timeout(secs);
     silent(restore(&f, id, tar.as_slice(), &Limits::default()), "writing /state/workspace");
     assert_eq!(f.remaining(), 0);
+    let helper = |args: &str| format!("exec -- {id} /run/sbx/helper {args}");
+    let mut want: Vec<String> = ["ps", "wait-port 80 3000", "kill p0000abcd 15", "bg p0000abcd -- srv"]
+        .into_iter()
+        .chain(["send /state/workspace", "send /tmp/x"])
+        .map(helper)
+        .collect();
+    want.push(format!("exec -i -- {id} /run/sbx/helper receive /state/workspace --replace"));
+    assert_eq!(f.brief(), want, "a silence is never followed by a look-up");
 }
 
 /// A refusal inside an io::Error is a transfer error; a failed system
@@ -170,4 +189,10 @@ fn helper_failures_are_said_in_sbx_words() {
     let msg = e.to_string();
     assert!(msg.contains("signalling p0000abcd") && msg.contains("the sandbox said: weird"), "{msg}");
     assert!(!msg.contains("docker exec") && !msg.contains('\x1b'), "{msg}");
+    let helper = |args: &str| format!("exec -- {id} /run/sbx/helper {args}");
+    let kill = helper("kill p0000abcd 15");
+    let mut want = vec![kill.clone(), kill.clone(), helper("logs p00000000 -1")];
+    want.push(format!("exec -i -- {id} /run/sbx/helper receive /etc/a.txt"));
+    want.extend([helper("send /state/workspace"), kill.clone(), kill]);
+    assert_eq!(f.brief(), want);
 }

@@ -2,8 +2,8 @@
 //!
 //! `backup` turns the helper's record stream into tar as it arrives (holes
 //! become zeros: plain tar has no portable sparse form). `restore` reads a
-//! tar that must be checked whole before the sandbox changes (issue 10 item
-//! 2: an empty, truncated or non-tar stdin emptied the workspace), so the
+//! tar that must be checked whole before the sandbox changes (an empty,
+//! truncated or non-tar stdin once emptied the workspace), so the
 //! archive is spooled to an unnamed temporary file first, checked end to
 //! end, then sent.
 

@@ -102,6 +102,9 @@ fn an_answer_that_is_not_the_probe_s_is_an_error_never_a_pass() {
         let e = of_sandbox(&remote(&rig), ID).unwrap_err();
         assert_eq!(e.kind(), "audit_probe", "{e}");
         assert!(e.to_string().starts_with(&format!("audit of {ID}: the status probe gave no usable answer: ")), "{e}");
+        assert_eq!(rig.fake.verbs(), ["container inspect", "run"], "nothing is judged after a forged answer");
+        let probe = &rig.fake.calls()[1];
+        assert!(probe.windows(2).any(|w| w[0] == "--pid" && w[1] == format!("container:{CID}")), "{probe:?}");
     }
 }
 
@@ -169,4 +172,6 @@ fn the_engine_s_apparmor_counts_not_this_machine_s() {
     let report = of_sandbox(&remote(&rig), ID).unwrap();
     // good() runs under docker-default: enforced, and judged so.
     assert_eq!(rule(&report, "5.2").detail, "profile \"docker-default\"");
+    assert_eq!(rig.fake.verbs(), ["container inspect", "run", "image inspect", "info"], "the engine is asked");
+    assert_eq!(rig.fake.calls()[2].last().unwrap(), IMG);
 }
