@@ -107,10 +107,9 @@ impl Env {
 /// Parse `args`, run the command, report any error on stderr; returns the
 /// process exit code.
 pub fn run(args: Vec<OsString>, env: Env) -> u8 {
-    let wants_json = args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json");
     let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return refuse(e, &args, &Printer::stdio(wants_json)),
+        Err(e) => return refuse(e, &args, &Printer::stdio(wants_json(&args))),
     };
     let logging = init_tracing(cli.verbose);
     // Log lines would interleave with a progress line rewritten in place.
@@ -144,6 +143,11 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     code
 }
 
+/// `--json` before any `--`: how a line clap refused is answered.
+fn wants_json(args: &[OsString]) -> bool {
+    args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json")
+}
+
 /// Answer a command line clap did not accept: help and version are
 /// printed (exit 0), anything else is invalid input (exit 2).
 fn refuse(e: clap::Error, args: &[OsString], out: &Printer) -> u8 {
@@ -151,6 +155,19 @@ fn refuse(e: clap::Error, args: &[OsString], out: &Printer) -> u8 {
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
         return EXIT_OK;
+    }
+    // An id or pool name clap's value parser refused: said as sbx says a
+    // refused value (exit 2, `invalid_input`), not in clap's words, unless
+    // clap refuses the line for something else too.
+    if e.kind() == ErrorKind::ValueValidation {
+        if let Some(inv) = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<error::Invalid>()) {
+            if let Err(other) = cli::unchecked_names().try_get_matches_from(args) {
+                return refuse(other, args, out);
+            }
+            let e = Error::from(inv.clone());
+            out.error(&e);
+            return e.exit_code();
+        }
     }
     if e.kind() == ErrorKind::UnknownArgument {
         if let Some(inv) = cli::missing_dashes(args) {

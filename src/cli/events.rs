@@ -3,13 +3,14 @@
 // Field doc comments here are clap's help text.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
+use crate::model::names::SandboxId;
 use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// Only these sandboxes [default: every sandbox of this host].
     #[arg(value_name = "ID")]
-    pub ids: Vec<String>,
+    pub ids: Vec<SandboxId>,
     /// Replay from this time on: RFC 3339, a duration ago (10m) or unix seconds.
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,

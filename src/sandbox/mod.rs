@@ -47,8 +47,10 @@ use crate::host::socket::RootChoice;
 use crate::host::state::{ProcId, State, StateChoice};
 use crate::model::engine::Engine;
 use crate::model::ids::Reserved;
+use crate::model::names::{ContainerId, SandboxId};
 use crate::model::record::Record;
 use crate::spec;
+use crate::workbench::Target;
 
 /// Returns the signal number once one is pending (see `interrupt`).
 pub type InterruptCheck = Arc<dyn Fn() -> Option<i32> + Send + Sync>;
@@ -269,18 +271,18 @@ impl Driver {
         Ok(raws)
     }
 
-    /// What a command that touches sandbox `id` acts on, once `id` is proven
-    /// to be this host's (`exec` ran in a hand-made
-    /// container that copied sbx's labels): the full container id, from the
-    /// record create wrote (no docker call; acting on the id means a
-    /// container later given the same name is never touched), else from an
-    /// inspect whose owner token matches.
-    pub fn owned(&self, id: &str) -> Result<String> {
+    /// The one way to reach sandbox `id`, once it is proven this host's
+    /// (`exec` ran in a hand-made container that copied sbx's labels): its
+    /// full container id, from the record create wrote (no docker call;
+    /// acting on the id means a container later given the same name is
+    /// never touched), else from an inspect whose owner token matches.
+    pub fn open(&self, id: &SandboxId) -> Result<Target<'_>> {
         let state = &self.state()?.state;
-        if let Some(r) = state.record(id) {
-            return Ok(r.container);
-        }
-        container_id(&self.inspect_one(id)?)
+        let container = match state.record(id) {
+            Some(r) => ContainerId::known(r.container),
+            None => ContainerId::known(container_id(&self.inspect_one(id)?)?),
+        };
+        Ok(Target::new(&*self.docker, id.clone(), container))
     }
 
     pub fn inspect(&self, id: &str) -> Result<Record> {
@@ -369,9 +371,9 @@ fn is_timeout(e: &Error) -> bool {
 /// The full container id (64 hex digits) from an inspect: what sbx acts on,
 /// never a name another container could take.
 fn container_id(raw: &RawContainer) -> Result<String> {
-    match raw.full["Id"].as_str() {
-        Some(cid) if cid.len() == 64 && cid.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(cid.to_string()),
-        _ => {
+    match raw.full["Id"].as_str().and_then(ContainerId::full) {
+        Some(cid) => Ok(cid.into()),
+        None => {
             Err(DockerError::Parse { command: "docker container inspect".into(), reason: "no container Id".into() }
                 .into())
         }
