@@ -308,15 +308,11 @@ impl Driver {
         // Docker says `exited` for a sandbox `sbx stop` stopped too: its exit
         // code is the stop's SIGTERM or SIGKILL, nothing about the program.
         let stoppable = r.state == "exited" || r.state == "created";
-        let marked = self.state().is_ok_and(|h| h.state.marked(&raw.name, crate::host::state::Mark::Stopped));
         // Running with a mark: started outside sbx (`docker start`), or a
-        // `docker stop` that failed. The mark is stale; were it kept, a later
-        // death of the program would read as `stopped`, hiding its exit code.
-        if marked && r.state == "running" {
-            if let Ok(h) = self.state() {
-                h.state.unmark(&raw.name, crate::host::state::Mark::Stopped);
-            }
-        }
+        // `docker stop` that failed. The mark is stale and read only once
+        // the sandbox is stopped; gc, which sees it running, drops it. A
+        // read writes nothing.
+        let marked = self.state().is_ok_and(|h| h.state.marked(&raw.name, crate::host::state::Mark::Stopped));
         if stoppable && marked {
             r.state = "stopped".into();
             r.exit_code = None;
