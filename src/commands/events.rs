@@ -9,7 +9,7 @@ use crate::error::{Invalid, Result};
 use crate::model::event::Event;
 use crate::model::text::inert_chars;
 use crate::sandbox::events::Flow;
-use crate::spec::{parse_event_kind, parse_time, EventQuery};
+use crate::spec::{parse_event_kind, parse_id, parse_time, EventQuery};
 
 pub fn query(a: &EventsArgs, now: SystemTime) -> Result<EventQuery> {
     let since = a.since.as_deref().map(|s| parse_time("--since", s, now)).transpose()?;
@@ -23,7 +23,7 @@ pub fn query(a: &EventsArgs, now: SystemTime) -> Result<EventQuery> {
     Ok(EventQuery {
         since,
         until,
-        ids: a.ids.iter().map(ToString::to_string).collect(),
+        ids: a.ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?,
         until_event: a.until_event.iter().map(|k| parse_event_kind(k)).collect::<Result<_, _>>()?,
     })
 }
