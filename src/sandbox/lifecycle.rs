@@ -69,8 +69,8 @@ impl Driver {
         };
         if live {
             run_ok(&*self.docker, &argv::stop(&cid, whole_seconds(grace)))?;
-            // Again after: a gc that saw it still running meanwhile
-            // cleared the first mark as stale.
+            // Again after: an `ls` that saw it still running meanwhile
+            // cleared the first mark as stale (see `Driver::seen`).
             state.mark(id, Mark::Stopped)?;
         }
         state.unmark(id, Mark::Paused);

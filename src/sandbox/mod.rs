@@ -287,7 +287,7 @@ impl Driver {
 
     pub fn inspect(&self, id: &str) -> Result<Record> {
         let raw = self.inspect_one(id)?;
-        let mut r = [self.record(&raw)];
+        let mut r = [self.seen(&raw)];
         if let Ok(HostState { state, .. }) = self.state() {
             crate::sandbox::gc::plan::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
         }
@@ -298,6 +298,7 @@ impl Driver {
         Ok(r)
     }
 
+    /// What docker reported of `raw`, as sbx says it: a view, it writes nothing.
     fn record(&self, raw: &RawContainer) -> Record {
         let moved = self.state().ok().and_then(|h| h.state.expiry(&raw.name));
         let mut r = raw.record(raw.expiry(moved), SystemTime::now());
@@ -308,10 +309,6 @@ impl Driver {
         // Docker says `exited` for a sandbox `sbx stop` stopped too: its exit
         // code is the stop's SIGTERM or SIGKILL, nothing about the program.
         let stoppable = r.state == "exited" || r.state == "created";
-        // Running with a mark: started outside sbx (`docker start`), or a
-        // `docker stop` that failed. The mark is stale and read only once
-        // the sandbox is stopped; gc, which sees it running, drops it. A
-        // read writes nothing.
         let marked = self.state().is_ok_and(|h| h.state.marked(&raw.name, crate::host::state::Mark::Stopped));
         if stoppable && marked {
             r.state = "stopped".into();
@@ -320,6 +317,24 @@ impl Driver {
             r.reason = Some(format!("stopped by `sbx stop`; `sbx start {}` runs it again", raw.name));
         }
         r
+    }
+
+    /// [`Driver::record`] of `raw`, once what docker says of it has settled
+    /// the one thing only a look at it can: a Stopped mark on a sandbox
+    /// docker reports running (started outside sbx with `docker start`, or
+    /// a `docker stop` that failed) is stale, and goes. Were it kept, a later
+    /// death of the program would read as `stopped`, hiding its exit code;
+    /// no docker call or later read could tell (`docker ps` has no start
+    /// time). The only state a look writes, and only here.
+    fn seen(&self, raw: &RawContainer) -> Record {
+        if raw.state == "running" {
+            if let Ok(h) = self.state() {
+                if h.state.marked(&raw.name, crate::host::state::Mark::Stopped) {
+                    h.state.unmark(&raw.name, crate::host::state::Mark::Stopped);
+                }
+            }
+        }
+        self.record(raw)
     }
 
     /// Sandbox `id` as docker inspects it, once proven this host's.
@@ -342,7 +357,7 @@ impl Driver {
         let raws = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?;
         // Every sbx's sandboxes, on this engine: what the uid table keeps.
         self.prune_uids(&raws);
-        let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect();
+        let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.seen(r)).collect();
         crate::sandbox::gc::plan::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
         read_allowlists(&mut recs, &state.dir);
         Ok(recs)

@@ -252,14 +252,6 @@ impl Driver {
         // Every sbx's sandboxes on this engine: what the uid table keeps.
         self.prune_uids(&all);
         let owned: Vec<RawContainer> = all.into_iter().filter(|r| r.is_sbx(key)).collect();
-        // A stopped mark on a sandbox running now is stale (a `docker start`
-        // outside sbx, a failed `docker stop`): were it kept, a later death
-        // of the program would read as `stopped`, hiding its exit code.
-        if !dry_run {
-            for r in owned.iter().filter(|r| r.state == "running" && mine(&r.name)) {
-                state.unmark(&r.name, state::Mark::Stopped);
-            }
-        }
         let creating = state.creating();
         let my_creating: Vec<_> = creating.iter().filter(|c| mine(&c.id)).cloned().collect();
         // Ids with state to forget once their container is gone: expiries,
