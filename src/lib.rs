@@ -54,29 +54,14 @@ use crate::output::Printer;
 /// Parse `args`, run the command, report any error on stderr; returns the
 /// process exit code.
 pub fn run(args: Vec<OsString>, env: Env) -> u8 {
-    let wants_json = args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json");
     let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return refuse(e, &args, &Printer::stdio(wants_json)),
+        Err(e) => return refuse_line(e, &args, &env),
     };
-    let logging = init_tracing(cli.verbose);
-    // Log lines would interleave with a progress line rewritten in place.
-    let out = Printer::stdio(cli.json);
-    let out = if logging { out.with_progress(false) } else { out };
-    if let Err(e) = docker::Deadlines::from_env(env.docker_timeout.as_deref())
-        .and_then(|d| d.with_pull(env.pull_timeout.as_deref()))
-    {
-        let e = Error::from(e);
-        out.error(&e);
-        return e.exit_code();
-    }
-    let dirs = Dirs::new(cli.socket_dir, cli.data_dir, &env).with_context(cli.context, &env);
-    // `--context` with DOCKER_HOST, or a name docker would refuse: before any docker call.
-    if let Err(e) = dirs.engine_choice(&env).check() {
-        let e = Error::from(e);
-        out.error(&e);
-        return e.exit_code();
-    }
+    let (out, dirs) = match preflight(cli.verbose, cli.json, (cli.socket_dir, cli.data_dir, cli.context), &env) {
+        Ok(ready) => ready,
+        Err(code) => return code,
+    };
     let driver = real_driver(&env, &dirs);
     let ctx = commands::Context {
         driver,
@@ -91,6 +76,59 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
     code
 }
 
+/// The log, the printer, the docker deadlines and the engine choice, checked
+/// before any command (exit 2 before any docker call); Err: the exit code.
+fn preflight(
+    verbose: u8,
+    json: bool,
+    (socket_dir, data_dir, context): (Option<std::path::PathBuf>, Option<std::path::PathBuf>, Option<String>),
+    env: &Env,
+) -> std::result::Result<(Printer, Dirs), u8> {
+    let logging = init_tracing(verbose);
+    // Log lines would interleave with a progress line rewritten in place.
+    let out = Printer::stdio(json);
+    let out = if logging { out.with_progress(false) } else { out };
+    if let Err(e) = docker::Deadlines::from_env(env.docker_timeout.as_deref())
+        .and_then(|d| d.with_pull(env.pull_timeout.as_deref()))
+    {
+        let e = Error::from(e);
+        out.error(&e);
+        return Err(e.exit_code());
+    }
+    let dirs = Dirs::new(socket_dir, data_dir, env).with_context(context, env);
+    // `--context` with DOCKER_HOST, or a name docker would refuse: before any docker call.
+    if let Err(e) = dirs.engine_choice(env).check() {
+        let e = Error::from(e);
+        out.error(&e);
+        return Err(e.exit_code());
+    }
+    Ok((out, dirs))
+}
+
+/// A line clap refused. One whose only fault is a malformed sandbox id or
+/// pool name is refused where its command refused it before clap checked
+/// names: after [`preflight`].
+fn refuse_line(e: clap::Error, args: &[OsString], env: &Env) -> u8 {
+    let names_only = e.kind() == clap::error::ErrorKind::ValueValidation
+        && std::error::Error::source(&e).is_some_and(|s| s.is::<error::Invalid>());
+    let Some(m) = names_only.then(|| cli::unchecked_names().try_get_matches_from(args).ok()).flatten() else {
+        return refuse(e, args, &Printer::stdio(wants_json(args)));
+    };
+    let given = |k: &str| m.get_one::<std::path::PathBuf>(k).cloned();
+    let place = (given("socket_dir"), given("data_dir"), m.get_one::<String>("context").cloned());
+    let code = match preflight(m.get_count("verbose"), m.get_flag("json"), place, env) {
+        Ok((out, _)) => refuse(e, args, &out),
+        Err(code) => code,
+    };
+    log_own_cpu();
+    code
+}
+
+/// `--json` before any `--`: how a line clap refused is answered.
+fn wants_json(args: &[OsString]) -> bool {
+    args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json")
+}
+
 /// Answer a command line clap did not accept: help and version are
 /// printed (exit 0), anything else is invalid input (exit 2).
 fn refuse(e: clap::Error, args: &[OsString], out: &Printer) -> u8 {
@@ -98,6 +136,19 @@ fn refuse(e: clap::Error, args: &[OsString], out: &Printer) -> u8 {
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
         return EXIT_OK;
+    }
+    // An id or pool name clap's value parser refused: said as sbx says a
+    // refused value (exit 2, `invalid_input`), not in clap's words, unless
+    // clap refuses the line for something else too.
+    if e.kind() == ErrorKind::ValueValidation {
+        if let Some(inv) = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<error::Invalid>()) {
+            if let Err(other) = cli::unchecked_names().try_get_matches_from(args) {
+                return refuse(other, args, out);
+            }
+            let e = Error::from(inv.clone());
+            out.error(&e);
+            return e.exit_code();
+        }
     }
     if e.kind() == ErrorKind::UnknownArgument {
         if let Some(inv) = cli::missing_dashes(args) {
@@ -167,6 +218,35 @@ mod refuse_tests {
         assert_eq!(m, "invalid value 'often' for '--pull <missing|never>'");
         let m = message(&["sbx", "--json", "revoke", "sbx-0123456789ab"]);
         assert_eq!(m, "the following required arguments were not provided: <KIND>");
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    /// clap checks sandbox ids and pool names (`model::names`) and sbx says
+    /// a malformed one in its own words; whatever else clap refuses on the
+    /// same line is said first, as before clap checked names.
+    #[test]
+    fn a_malformed_name_is_said_in_sbx_words_after_clap_own_refusals() {
+        use clap::Parser;
+        let said = |args: &[&str]| {
+            let e = super::cli::Cli::try_parse_from(args).unwrap_err();
+            let (out, c) = crate::output::capture(true);
+            let os: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            assert_eq!(super::refuse(e, &os, &out), super::EXIT_INVALID, "{args:?}");
+            let v: serde_json::Value = serde_json::from_str(c.stderr().trim()).unwrap();
+            (v["error"]["message"].as_str().unwrap().to_string(), v["error"]["hint"].as_str().unwrap_or("").to_string())
+        };
+        let (m, h) = said(&["sbx", "--json", "inspect", "sbx-0123456789AB"]);
+        assert_eq!(m, "invalid sandbox id \"sbx-0123456789AB\": sandbox ids look like sbx-0123456789ab");
+        assert_eq!(h, "`sbx ls` lists the sandboxes on this engine");
+        let (m, _) = said(&["sbx", "--json", "pool", "rm", "a/b"]);
+        assert!(m.starts_with("invalid pool name \"a/b\": it must be 1-40 of"), "{m}");
+        let (m, h) = said(&["sbx", "--json", "revoke", "x"]);
+        assert_eq!(m, "the following required arguments were not provided: <KIND>");
+        assert_eq!(h, "Usage: sbx revoke <ID> <KIND>; see `sbx --help`");
+        let (m, _) = said(&["sbx", "--json", "wait-port", "x", "80x"]);
+        assert!(m.starts_with("invalid value '80x' for '<PORT>'"), "{m}");
     }
 }
 

@@ -8,6 +8,8 @@ use clap::Args;
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// Only these sandboxes [default: every sandbox of this host].
+    // A filter, not a sandbox to reach: checked by `events` after --since
+    // and --until, as it always was.
     #[arg(value_name = "ID")]
     pub ids: Vec<String>,
     /// Replay from this time on: RFC 3339, a duration ago (10m) or unix seconds.

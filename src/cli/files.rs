@@ -1,13 +1,14 @@
 //! The arguments of the commands on a sandbox's files: `cp`, `backup`,
 //! `restore`, and `files`, `mkdir`, `watch`.
 
+use crate::model::names::SandboxId;
 use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct FilesArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// Absolute path in the sandbox: a directory's entries, or the entry itself (a symlink is never followed).
     #[arg(value_name = "PATH")]
     pub path: String,
@@ -26,7 +27,7 @@ pub struct FilesArgs {
 pub struct MkdirArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// Absolute path of the new directory in the sandbox.
     #[arg(value_name = "PATH")]
     pub path: String,
@@ -39,7 +40,7 @@ pub struct MkdirArgs {
 pub struct WatchArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// Absolute path of a directory in the sandbox.
     #[arg(value_name = "PATH")]
     pub path: String,
@@ -66,7 +67,7 @@ pub struct CpArgs {
 #[derive(Debug, Args)]
 pub struct BackupArgs {
     /// Sandbox id.
-    pub id: String,
+    pub id: SandboxId,
     /// Refuse a workspace (backup) or an archive (restore) larger than this, e.g. 512M, 4GiB.
     #[arg(long, value_name = "SIZE", default_value = "1GiB")]
     pub max_bytes: String,

@@ -3,13 +3,14 @@
 // Field doc comments here are clap's help text.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
+use crate::model::names::SandboxId;
 use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct StopArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// SIGTERM first, SIGKILL after this long (whole seconds; a fraction rounds up).
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub grace: String,
@@ -19,7 +20,7 @@ pub struct StopArgs {
 pub struct StartArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// How long to wait for the sandbox to bind its socket again; 0 returns once it runs [default: 90s].
     #[arg(long, value_name = "DURATION")]
     pub socket_wait: Option<String>,

@@ -1,5 +1,6 @@
 //! The command line, as clap parses it. Parsing only; validation happens in
-//! `spec`, and nothing here touches docker. The `Command` enum (one variant
+//! `spec` (sandbox ids and pool names: their `model::names` types, which
+//! clap parses), and nothing here touches docker. The `Command` enum (one variant
 //! per subcommand, its help line and examples) reads best whole here; the
 //! argument structs of a group of commands go in their own file (`pool`,
 //! `lifecycle`, `workbench`, `events`, `docs`).
@@ -21,6 +22,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::model::names::{PoolName, SandboxId};
+
 pub use dashes::missing_dashes;
 pub use docs::{public_command, CompletionsArgs, ManArgs, Shell};
 pub use events::EventsArgs;
@@ -29,6 +32,26 @@ pub use files::{BackupArgs, CpArgs, FilesArgs, MkdirArgs, WatchArgs};
 pub use lifecycle::{StartArgs, StopArgs};
 pub use pool::{PoolAction, PoolArgs, PoolCreateArgs, PoolNameArg};
 pub use workbench::{ExecArgs, KillArgs, LogsArgs, PortForwardArgs, StatsArgs, WaitPortArgs};
+
+/// The command line with sandbox ids and pool names taken as plain text:
+/// whatever else clap refuses on a line that also has a malformed name (a
+/// missing argument, `--help` after it) is said first, as it was before
+/// clap checked names.
+pub fn unchecked_names() -> clap::Command {
+    fn loosen(cmd: clap::Command) -> clap::Command {
+        let is_name = |a: &clap::Arg| {
+            let t = a.get_value_parser().type_id();
+            t == std::any::TypeId::of::<SandboxId>() || t == std::any::TypeId::of::<PoolName>()
+        };
+        // `mut_arg` moves an argument last: every one, in order, keeps the positions.
+        let ids: Vec<clap::Id> = cmd.get_arguments().map(|a| a.get_id().clone()).collect();
+        let cmd = ids.into_iter().fold(cmd, |c, id| {
+            c.mut_arg(id, |a| if is_name(&a) { a.value_parser(clap::value_parser!(String)) } else { a })
+        });
+        cmd.mut_subcommands(loosen)
+    }
+    loosen(<Cli as clap::CommandFactory>::command())
+}
 
 /// Disposable, hardened Docker sandboxes for AI-agent sessions.
 ///
@@ -203,7 +226,7 @@ pub enum Command {
 pub struct EgressRulesArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// HOST[:PORT] (port 443 unless given), `*.SUFFIX[:PORT]` or CIDR:PORT, as `create --allow` takes them.
     #[arg(required = true, value_name = "RULE")]
     pub rules: Vec<String>,
@@ -225,7 +248,7 @@ pub enum EgressAction {
     Log {
         /// Sandbox id.
         #[arg(value_name = "ID")]
-        id: String,
+        id: SandboxId,
         /// Keep following new decisions.
         #[arg(short, long)]
         follow: bool,
@@ -234,7 +257,7 @@ pub enum EgressAction {
     Policy {
         /// Sandbox id.
         #[arg(value_name = "ID")]
-        id: String,
+        id: SandboxId,
     },
 }
 
@@ -242,7 +265,7 @@ pub enum EgressAction {
 pub struct TtlArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// New time to live from now, e.g. 90s, 30m, 2h.
     #[arg(value_name = "DURATION")]
     pub duration: String,
@@ -283,7 +306,7 @@ pub struct ProbeArgs {
 #[derive(Debug, Args)]
 pub struct WatchdogArgs {
     /// Sandbox id.
-    pub id: String,
+    pub id: SandboxId,
     /// The sandbox's socket directory: when it is gone, so is the sandbox.
     #[arg(long)]
     pub dir: PathBuf,
@@ -292,14 +315,14 @@ pub struct WatchdogArgs {
 #[derive(Debug, Args)]
 pub struct IdArg {
     /// Sandbox id (sbx-<12 hex>), as `create` printed it.
-    pub id: String,
+    pub id: SandboxId,
 }
 
 #[derive(Debug, Args)]
 pub struct RevokeArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// Route kind to cut (as in --route KIND:TARGET), `egress` for the egress gate, or `all` to destroy the sandbox.
     #[arg(value_name = "KIND")]
     pub kind: String,
@@ -309,7 +332,7 @@ pub struct RevokeArgs {
 pub struct DestroyArgs {
     /// Sandbox ids.
     #[arg(required = true, value_name = "ID")]
-    pub ids: Vec<String>,
+    pub ids: Vec<SandboxId>,
     /// Also remove the persistent /state volume of their sessions (`create --persist`).
     #[arg(long)]
     pub purge: bool,
@@ -318,7 +341,7 @@ pub struct DestroyArgs {
 #[derive(Debug, Args)]
 pub struct ConnectArgs {
     /// Sandbox id.
-    pub id: String,
+    pub id: SandboxId,
     /// Give up if the sandbox has not accepted the connection within this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub timeout: String,

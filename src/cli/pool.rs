@@ -3,6 +3,7 @@
 // Field doc comments here are clap's help text.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
+use crate::model::names::PoolName;
 use clap::{Args, Subcommand};
 
 use super::examples::{EX_POOL_CREATE, EX_POOL_FILL, EX_POOL_LS, EX_POOL_RM};
@@ -49,14 +50,14 @@ pub enum PoolAction {
 pub struct PoolNameArg {
     /// Pool name, as `sbx pool create` recorded it (`sbx pool ls` lists them).
     #[arg(value_name = "NAME")]
-    pub name: String,
+    pub name: PoolName,
 }
 
 #[derive(Debug, Args)]
 pub struct PoolCreateArgs {
     /// Pool name: 1-40 of A-Z, a-z, 0-9, '.', '_', '-'.
     #[arg(value_name = "NAME")]
-    pub name: String,
+    pub name: PoolName,
     /// How many ready sandboxes to keep (1-1000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub size: u32,

@@ -4,12 +4,13 @@
 // Field doc comments here are clap's help text, in its notation.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
+use crate::model::names::SandboxId;
 use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// Sandbox id.
-    pub id: String,
+    pub id: SandboxId,
     /// Keep stdin open and pass it to the command.
     #[arg(short, long)]
     pub interactive: bool,
@@ -38,7 +39,7 @@ pub struct ExecArgs {
 pub struct KillArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// Process handle (p<8 hex>) as `sbx exec -d` printed it; `sbx ps ID` lists them.
     #[arg(value_name = "HANDLE")]
     pub handle: String,
@@ -51,7 +52,7 @@ pub struct KillArgs {
 pub struct LogsArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// A background process handle (from `sbx exec -d`); without it, the sandbox's own output.
     #[arg(value_name = "HANDLE")]
     pub handle: Option<String>,
@@ -67,7 +68,7 @@ pub struct LogsArgs {
 pub struct StatsArgs {
     /// Sandbox ids.
     #[arg(required = true, value_name = "ID")]
-    pub ids: Vec<String>,
+    pub ids: Vec<SandboxId>,
     /// Refresh every 2 seconds until Ctrl-C.
     #[arg(long)]
     pub watch: bool,
@@ -77,7 +78,7 @@ pub struct StatsArgs {
 pub struct PortForwardArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// [LOCAL:]PORT: listen on 127.0.0.1:LOCAL (0 or none: a free port), relay to the sandbox's PORT.
     #[arg(required = true, value_name = "[LOCAL:]PORT")]
     pub ports: Vec<String>,
@@ -87,7 +88,7 @@ pub struct PortForwardArgs {
 pub struct WaitPortArgs {
     /// Sandbox id.
     #[arg(value_name = "ID")]
-    pub id: String,
+    pub id: SandboxId,
     /// TCP port (1-65535) on the sandbox's own loopback.
     #[arg(value_name = "PORT")]
     pub port: u16,

@@ -3,11 +3,10 @@
 use super::Context;
 use crate::error::CheckError;
 use crate::error::{Error, Result};
-use crate::spec::parse_id;
+use crate::model::names::SandboxId;
 
-pub fn exec(id: &str, ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
-    let report = crate::checks::audit::of_sandbox(&ctx.driver, &id)?;
+pub fn exec(id: &SandboxId, ctx: &Context) -> Result<()> {
+    let report = crate::checks::audit::of_sandbox(&ctx.driver, id)?;
     if let (Some(note), false) = (&report.note, ctx.json()) {
         ctx.out.note("paused", note);
     }
@@ -25,6 +24,6 @@ pub fn exec(id: &str, ctx: &Context) -> Result<()> {
         Ok(())
     } else {
         let failed = report.rules.iter().filter(|r| !r.pass).map(|r| format!("{} {}", r.id, r.title)).collect();
-        Err(Error::Check(CheckError::AuditFailed { id, failed }))
+        Err(Error::Check(CheckError::AuditFailed { id: id.to_string(), failed }))
     }
 }

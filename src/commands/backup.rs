@@ -2,23 +2,20 @@
 
 use super::Context;
 use crate::error::{Error, Invalid, Result};
-use crate::spec::parse_id;
+use crate::model::names::SandboxId;
 use crate::workbench;
 use crate::workbench::transfer::{parse_max_bytes, skipped_warning, Limits};
 
-pub fn backup(id: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
+pub fn backup(id: &SandboxId, max_bytes: &str, ctx: &Context) -> Result<()> {
     let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
     if nix::unistd::isatty(1).unwrap_or(false) {
         return Err(Invalid::new("stdout", "a terminal", "a tar stream would go to the terminal")
             .hint(format!("redirect it: sbx backup {id} > state.tar"))
             .into());
     }
-    let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
+    let target = ctx.driver.open(id)?;
     let mut out = std::io::stdout().lock();
-    let skipped =
-        workbench::backup(driver.docker(), &target, &mut out, &limits).map_err(|e| super::named(e, &target, &id))?;
+    let skipped = workbench::backup(&target, &mut out, &limits)?;
     std::io::Write::flush(&mut out).map_err(|e| Error::io("writing stdout", e))?;
     if let Some(w) = skipped_warning(&skipped) {
         ctx.out.warn("skipped", &w);
@@ -26,16 +23,12 @@ pub fn backup(id: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
     Ok(())
 }
 
-pub fn restore(id: &str, max_bytes: &str, ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
+pub fn restore(id: &SandboxId, max_bytes: &str, ctx: &Context) -> Result<()> {
     let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
     if nix::unistd::isatty(0).unwrap_or(false) {
         return Err(Invalid::new("stdin", "a terminal", "restore reads a tar stream")
             .hint(format!("sbx restore {id} < state.tar"))
             .into());
     }
-    let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
-    workbench::restore(driver.docker(), &target, std::io::stdin().lock(), &limits)
-        .map_err(|e| super::named(e, &target, &id))
+    workbench::restore(&ctx.driver.open(id)?, std::io::stdin().lock(), &limits)
 }

@@ -20,22 +20,16 @@ pub fn exec(src: &str, dst: &str, max_bytes: &str, ctx: &Context) -> Result<()> 
             .into());
     }
     let limits = Limits { max_bytes: parse_max_bytes(max_bytes)?, ..Limits::default() };
-    let driver = &ctx.driver;
-    // The sandbox side is proven this host's and then named by its container id.
-    let mut names = Vec::new();
-    let mut owned = |side: CpSide| -> Result<CpSide> {
+    // The sandbox side is proven this host's (and then named by its container id).
+    let open = |side: CpSide| -> Result<CpSide<workbench::Target>> {
         Ok(match side {
-            CpSide::Sandbox { id, path } => {
-                let target = driver.owned(&id)?;
-                names.push((target.clone(), id));
-                CpSide::Sandbox { id: target, path }
-            }
-            host => host,
+            CpSide::Sandbox { id, path } => CpSide::Sandbox { id: ctx.driver.open(&id)?, path },
+            CpSide::Host(p) => CpSide::Host(p),
+            CpSide::Tar => CpSide::Tar,
         })
     };
-    let (s, d) = (owned(s)?, owned(d)?);
-    let skipped = workbench::cp(driver.docker(), &s, &d, &limits)
-        .map_err(|e| names.iter().fold(e, |e, (t, id)| super::named(e, t, id)))?;
+    let (s, d) = (open(s)?, open(d)?);
+    let skipped = workbench::cp(&s, &d, &limits)?;
     if let Some(w) = skipped_warning(&skipped) {
         ctx.out.warn("skipped", &w);
     }

@@ -2,10 +2,10 @@
 
 use super::Context;
 use crate::error::Result;
-use crate::spec::parse_id;
+use crate::model::names::SandboxId;
 
-pub fn exec(ids: &[String], purge: bool, ctx: &Context) -> Result<()> {
-    let ids: Vec<String> = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
+pub fn exec(ids: &[SandboxId], purge: bool, ctx: &Context) -> Result<()> {
+    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
     let done = ctx.driver.destroy_purging(&ids, purge)?;
     tracing::debug!(removed = ?done.removed, already_gone = ?done.already_gone, "destroyed");
     if ctx.json() {

@@ -10,19 +10,19 @@ use super::Context;
 use crate::cli::{EgressAction, EgressRulesArgs};
 use crate::docker::argv;
 use crate::error::Result;
+use crate::model::names::SandboxId;
 use crate::model::text::inert_chars;
 use crate::spec::egress::{suggested_allows, AllowRule, LogLine};
-use crate::spec::parse_id;
 
 /// A gate line longer than this is not a decision record.
 const MAX_LINE: u64 = 16 * 1024;
 
 /// `sbx allow ID RULE...` (`deny` false) or `sbx deny ID RULE...`.
 pub fn change(a: &EgressRulesArgs, deny: bool, ctx: &Context) -> Result<()> {
-    let id = parse_id(&a.id)?;
+    let id = &a.id;
     // Every rule is checked before anything changes (exit 2).
     let rules = a.rules.iter().map(|r| AllowRule::parse(r, a.allow_unsafe_cidr)).collect::<Result<Vec<_>, _>>()?;
-    let (policy, removed) = ctx.driver.change_egress(&id, |p| {
+    let (policy, removed) = ctx.driver.change_egress(id, |p| {
         if deny {
             p.deny(&rules)
         } else {
@@ -52,9 +52,8 @@ pub fn exec(action: &EgressAction, ctx: &Context) -> Result<()> {
     }
 }
 
-fn log(id: &str, follow: bool, ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
-    let source = source(ctx, &id)?;
+fn log(id: &SandboxId, follow: bool, ctx: &Context) -> Result<()> {
+    let source = source(ctx, id)?;
     if !ctx.json() {
         ctx.out.data(&row(&COLUMNS.map(|c| c.0.to_string())))?;
     }
@@ -73,9 +72,8 @@ fn log(id: &str, follow: bool, ctx: &Context) -> Result<()> {
     Ok(())
 }
 
-fn policy(id: &str, ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
-    let source = source(ctx, &id)?;
+fn policy(id: &SandboxId, ctx: &Context) -> Result<()> {
+    let source = source(ctx, id)?;
     let mut lines = Vec::new();
     read_log(ctx, &source, false, &mut |l| {
         lines.extend(l);

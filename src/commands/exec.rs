@@ -4,11 +4,11 @@
 use super::Context;
 use crate::cli::ExecArgs;
 use crate::error::{Invalid, Result};
-use crate::spec::{parse_env, parse_id, UserSpec};
+use crate::model::names::SandboxId;
+use crate::spec::{parse_env, UserSpec};
 use crate::workbench::{self, ExecOpts};
 
 pub fn exec(a: ExecArgs, ctx: &Context) -> Result<u8> {
-    let id = parse_id(&a.id)?;
     let envs = a.env.iter().map(|e| parse_env(e)).collect::<Result<Vec<_>, _>>()?;
     if let Some(w) = &a.workdir {
         if !w.starts_with('/') {
@@ -26,21 +26,18 @@ pub fn exec(a: ExecArgs, ctx: &Context) -> Result<u8> {
     }
     let opts = ExecOpts { interactive: a.interactive, tty: a.tty, env: envs, workdir: a.workdir, user };
     let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
+    let target = driver.open(&a.id)?;
     if opts.user.as_deref().is_some_and(|u| u.starts_with("0:")) {
-        refuse_root_with_writable_mount(&driver.inspect_one(&id)?.full)?;
+        refuse_root_with_writable_mount(&driver.inspect_one(&a.id)?.full)?;
     }
-    let named = |e| super::named(e, &target, &id);
     if a.detach {
-        let (handle, _pid) =
-            workbench::exec_detached(driver.docker(), &target, &opts, &workbench::new_handle(), &a.command)
-                .map_err(named)?;
+        let (handle, _pid) = workbench::exec_detached(&target, &opts, &workbench::new_handle(), &a.command)?;
         ctx.out.data(&format!("{handle}\n"))?;
         return Ok(0);
     }
     // Signals reaching sbx go on to the command.
     let watch = (ctx.watch_signals)().map_err(|e| crate::error::Error::io("watching for signals", e))?;
-    let code = workbench::exec_watched(driver.docker(), &target, &opts, &a.command, &watch).map_err(named)?;
+    let code = workbench::exec_watched(&target, &opts, &a.command, &watch)?;
     Ok(code.clamp(0, 255) as u8)
 }
 
@@ -69,11 +66,8 @@ fn refuse_root_with_writable_mount(inspect: &serde_json::Value) -> Result<()> {
     }
 }
 
-pub fn shell(id: &str, ctx: &Context) -> Result<u8> {
-    let id = parse_id(id)?;
+pub fn shell(id: &SandboxId, ctx: &Context) -> Result<u8> {
     let tty = nix::unistd::isatty(0).unwrap_or(false) && nix::unistd::isatty(1).unwrap_or(false);
-    let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
-    let code = workbench::shell(driver.docker(), &target, tty).map_err(|e| super::named(e, &target, &id))?;
+    let code = workbench::shell(&ctx.driver.open(id)?, tty)?;
     Ok(code.clamp(0, 255) as u8)
 }

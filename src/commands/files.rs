@@ -6,13 +6,11 @@ use super::Context;
 use crate::cli::{FilesArgs, MkdirArgs};
 use crate::error::{Invalid, Result};
 use crate::model::text::inert_name;
-use crate::spec::parse_id;
 use crate::workbench::lines::{Entry, Kind};
 use crate::workbench::listing::{Item, DEFAULT_DEPTH, MAX_DEPTH, MAX_LIMIT};
 use crate::workbench::{self, ListOpts};
 
 pub fn files(a: &FilesArgs, ctx: &Context) -> Result<()> {
-    let id = parse_id(&a.id)?;
     let path = workbench::sandbox_path("path", &a.path)?;
     let max_depth = match a.max_depth {
         Some(n) if !(1..=MAX_DEPTH).contains(&n) => {
@@ -27,8 +25,7 @@ pub fn files(a: &FilesArgs, ctx: &Context) -> Result<()> {
         return Err(Invalid::new("--limit", a.limit.to_string(), format!("give 1 to {MAX_LIMIT}")).into());
     }
     let opts = ListOpts { max_depth, limit: a.limit };
-    let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
+    let target = ctx.driver.open(&a.id)?;
     let json = ctx.json();
     let mut root_is_dir = true;
     let mut first = true;
@@ -50,8 +47,7 @@ pub fn files(a: &FilesArgs, ctx: &Context) -> Result<()> {
         };
         write_out(ctx, &text)
     };
-    let sum =
-        workbench::list(driver.docker(), &target, &path, opts, &mut sink).map_err(|e| super::named(e, &target, &id))?;
+    let sum = workbench::list(&target, &path, opts, &mut sink)?;
     if json {
         match write_out(ctx, if first { "]\n" } else { "\n]\n" }) {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
@@ -165,15 +161,11 @@ pub fn entry_json(e: &Entry, path: &str, root_is_dir: bool) -> serde_json::Value
 }
 
 pub fn mkdir(a: &MkdirArgs, ctx: &Context) -> Result<()> {
-    let id = parse_id(&a.id)?;
     let path = workbench::sandbox_path("path", &a.path)?;
     if path == "/" {
         return Err(Invalid::new("path", &a.path, "name a directory below /").into());
     }
-    let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
-    let created =
-        workbench::mkdir(driver.docker(), &target, &path, a.parents).map_err(|e| super::named(e, &target, &id))?;
+    let created = workbench::mkdir(&ctx.driver.open(&a.id)?, &path, a.parents)?;
     if ctx.json() {
         return ctx.out.json_line(&serde_json::json!({ "path": path, "created": created }));
     }

@@ -2,11 +2,10 @@
 
 use super::Context;
 use crate::error::Result;
-use crate::spec::parse_id;
+use crate::model::names::SandboxId;
 
-pub fn exec(id: &str, ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
-    let rec = ctx.driver.inspect(&id)?;
+pub fn exec(id: &SandboxId, ctx: &Context) -> Result<()> {
+    let rec = ctx.driver.inspect(id)?;
     let text = serde_json::to_string_pretty(&rec).map_err(crate::output::json_error)?;
     ctx.out.data(&format!("{text}\n"))
 }

@@ -35,7 +35,6 @@ pub(crate) mod watchdog;
 
 use crate::cli::{Command, VolumesAction};
 use crate::error::{Error, Result};
-use crate::error::{HostError, SandboxError, TransferError};
 use crate::host::env::{Dirs, Env};
 use crate::output::Printer;
 use crate::sandbox::Driver;
@@ -130,37 +129,6 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
             done(crate::host::host_addrs::print().map_err(|e| Error::io("listing the host's addresses", e)))
         }
         Command::Forward(a) => done(crate::gate::forward::run(a).map_err(|e| Error::io("route forwarder", e))),
-    }
-}
-
-/// Errors about `target` (the container id a command acted on) name the
-/// sandbox id the user gave instead.
-pub(crate) fn named(e: Error, target: &str, id: &str) -> Error {
-    match e {
-        Error::Sandbox(SandboxError::NotFound { id: t }) => {
-            Error::Sandbox(SandboxError::NotFound { id: t.replace(target, id) })
-        }
-        Error::Sandbox(SandboxError::NotRunning { id: t, state }) if t == target => {
-            Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state })
-        }
-        Error::Sandbox(SandboxError::HelperMissing { id: t }) if t == target => {
-            Error::Sandbox(SandboxError::HelperMissing { id: id.to_string() })
-        }
-        Error::Sandbox(SandboxError::NoShell { id: t, tried }) if t == target => {
-            Error::Sandbox(SandboxError::NoShell { id: id.to_string(), tried })
-        }
-        Error::Explained(x) => Error::Explained(x.named(target, id)),
-        // The helper's line is only quoted, as the `Io` context it once was.
-        Error::Sandbox(SandboxError::HelperOutput { what, line, source }) => {
-            Error::Sandbox(SandboxError::HelperOutput { what, line: line.replace(target, id), source })
-        }
-        Error::Transfer(TransferError::Refused { context, reason }) => {
-            Error::Transfer(TransferError::Refused { context: context.replace(target, id), reason })
-        }
-        Error::Host(HostError::Io { context, source }) => {
-            Error::Host(HostError::Io { context: context.replace(target, id), source })
-        }
-        e => e,
     }
 }
 

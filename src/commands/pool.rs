@@ -11,7 +11,8 @@ use super::Context;
 use crate::cli::{PoolAction, PoolCreateArgs};
 use crate::error::{Error, Invalid, Result, SandboxError};
 use crate::host::env::Dirs;
-use crate::host::pool::{check_name, Pool, PoolSpec};
+use crate::host::pool::{Pool, PoolSpec};
+use crate::model::names::PoolName;
 use crate::spec::CreateRequest;
 
 pub fn exec(action: PoolAction, ctx: &Context) -> Result<()> {
@@ -24,14 +25,14 @@ pub fn exec(action: PoolAction, ctx: &Context) -> Result<()> {
 }
 
 /// The refiller: top up under the pool's lock; failures land in its status for `pool ls`.
-pub fn refill(name: &str, ctx: &Context) -> Result<()> {
+pub fn refill(name: &PoolName, ctx: &Context) -> Result<()> {
     let pool = open(name, ctx)?;
     ctx.driver.fill_pool(&pool, ctx.env.docker_host.as_deref())
 }
 
 /// The pool, once sbx drives its engine (else exit 2, nothing done).
-fn open(name: &str, ctx: &Context) -> Result<Pool> {
-    let name = check_name(name)?;
+fn open(name: &PoolName, ctx: &Context) -> Result<Pool> {
+    let name = name.to_string();
     let state = ctx.driver.state()?;
     let pool = Pool::at(&state.state.dir, &name);
     if !pool.exists() {
@@ -79,7 +80,7 @@ fn with_env(mut req: CreateRequest, ctx: &Context) -> Result<CreateRequest> {
 }
 
 fn create(a: PoolCreateArgs, ctx: &Context) -> Result<()> {
-    let name = check_name(&a.name)?;
+    let name = a.name.to_string();
     const ONE_SESSION: &[&str] = &["--session", "--ttl", "--persist", "--clone", "--setup", "--pool", "--no-fallback"];
     let session_only: Vec<String> =
         given_flags(&a.request, &[]).into_iter().filter(|f| ONE_SESSION.contains(&f.as_str())).collect();
@@ -214,7 +215,7 @@ fn mib(b: u64) -> String {
     format!("{:.1}MiB", b as f64 / (1024.0 * 1024.0))
 }
 
-fn fill(name: &str, ctx: &Context) -> Result<()> {
+fn fill(name: &PoolName, ctx: &Context) -> Result<()> {
     let pool = open(name, ctx)?;
     (ctx.catch_signals)();
     ctx.driver.fill_pool(&pool, ctx.env.docker_host.as_deref())?;
@@ -225,7 +226,7 @@ fn fill(name: &str, ctx: &Context) -> Result<()> {
     }
 }
 
-fn rm(name: &str, ctx: &Context) -> Result<()> {
+fn rm(name: &PoolName, ctx: &Context) -> Result<()> {
     let pool = open(name, ctx)?;
     (ctx.catch_signals)();
     let removed = ctx.driver.pool_rm(&pool)?;
@@ -239,7 +240,7 @@ fn rm(name: &str, ctx: &Context) -> Result<()> {
 /// `sbx create --pool NAME`: claim a ready member (no docker call), or
 /// create one cold from the pool's spec.
 pub fn claim(req: CreateRequest, ctx: &Context) -> Result<()> {
-    let name = check_name(req.pool.as_deref().unwrap_or_default())?;
+    let name: PoolName = req.pool.as_deref().unwrap_or_default().parse()?;
     let fixed = given_flags(&req, &["session", "ttl", "pool", "no_fallback"]);
     if !fixed.is_empty() {
         return Err(Invalid::new("create --pool", fixed.join(" "), "the pool fixes these for its sandboxes")
@@ -264,7 +265,7 @@ pub fn claim(req: CreateRequest, ctx: &Context) -> Result<()> {
     let Some(c) = claimed else {
         ensure_refiller(&pool, &ctx.dirs);
         if req.no_fallback {
-            return Err(Error::Sandbox(SandboxError::PoolEmpty { name }));
+            return Err(Error::Sandbox(SandboxError::PoolEmpty { name: name.to_string() }));
         }
         ctx.out.note("pool_fallback", &format!("pool {name} has no ready sandbox; creating one from its spec"));
         let spec = pool.spec()?;

@@ -13,9 +13,10 @@ use super::Context;
 use crate::cli::WaitPortArgs;
 use crate::docker::{DockerError, DockerExec, Piped};
 use crate::error::{Error, Invalid, Result};
+use crate::model::names::SandboxId;
 use crate::output::Printer;
-use crate::spec::{parse_duration, parse_id};
-use crate::workbench;
+use crate::spec::parse_duration;
+use crate::workbench::{self, Target};
 
 fn parse_spec(s: &str) -> std::result::Result<(u16, u16), Invalid> {
     let bad = || Invalid::new("port", s, "write [LOCAL:]PORT with ports from 1 to 65535 (LOCAL 0: any free port)");
@@ -27,19 +28,18 @@ fn parse_spec(s: &str) -> std::result::Result<(u16, u16), Invalid> {
     Ok((local, remote))
 }
 
-pub fn exec(id: &str, specs: &[String], ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
+pub fn exec(id: &SandboxId, specs: &[String], ctx: &Context) -> Result<()> {
     let pairs = specs.iter().map(|s| parse_spec(s)).collect::<Result<Vec<_>, _>>()?;
     // The sandbox must exist and run; the relays then need no more checks.
     let driver = &ctx.driver;
-    driver.channel(&id)?;
-    let target = driver.owned(&id)?;
+    driver.channel(id)?;
+    let target = driver.open(id)?;
     (ctx.catch_signals)();
     let live = Relays::default();
-    let lines = listen(&pairs, &id, &target, driver.docker_handle(), &ctx.out, &live)?;
+    let lines = listen(&pairs, &target, driver.docker_handle(), &ctx.out, &live)?;
     // Runs until Ctrl-C, or until its sandbox stops or goes: `docker wait`
     // beside it says when (a forward to nothing must not run on for ever).
-    let (ended, stop_wait) = until_ended(driver.docker(), &target)?;
+    let (ended, stop_wait) = until_ended(&target)?;
     ctx.out.data(&lines)?;
     ctx.out.note("forwarding", "forwarding; Ctrl-C to stop");
     let gone = loop {
@@ -63,7 +63,7 @@ pub fn exec(id: &str, specs: &[String], ctx: &Context) -> Result<()> {
     match ended.join() {
         // A hung engine: the watch's start deadline, said as such.
         Ok(Err(e @ DockerError::Timeout { .. })) => Err(e.into()),
-        _ => Err(super::named(crate::workbench::helper::ended(&target), &target, &id)),
+        _ => Err(crate::workbench::helper::ended(&target)),
     }
 }
 
@@ -75,10 +75,10 @@ type Relays = Arc<std::sync::Mutex<std::collections::HashMap<u64, Arc<dyn Fn() +
 /// answer); the closure kills it (Ctrl-C: no `docker wait` outlives sbx).
 #[allow(clippy::type_complexity)]
 fn until_ended(
-    docker: &dyn DockerExec,
-    target: &str,
+    target: &Target,
 ) -> Result<(std::thread::JoinHandle<std::result::Result<(i32, String), DockerError>>, Box<dyn Fn() + Send + Sync>)> {
-    let Piped { stdout, wait, stop, .. } = docker.open_pipe(&crate::docker::argv::wait_exit(target))?;
+    let Piped { stdout, wait, stop, .. } =
+        target.docker.open_pipe(&crate::docker::argv::wait_exit(&target.container))?;
     let handle = std::thread::spawn(move || {
         let mut out = stdout;
         let _ = std::io::copy(&mut out, &mut std::io::sink());
@@ -88,12 +88,11 @@ fn until_ended(
 }
 
 /// Listens on 127.0.0.1 for each (local, remote) pair and relays every
-/// connection to container `target` in a thread of its own; returns the
-/// `ADDR -> ID:PORT` lines to print (`id` as the user wrote it).
+/// connection to `target` in a thread of its own (through `docker`, the
+/// same engine, shared); returns the `ADDR -> ID:PORT` lines to print.
 fn listen(
     pairs: &[(u16, u16)],
-    id: &str,
-    target: &str,
+    target: &Target,
     docker: Arc<dyn DockerExec>,
     out: &Printer,
     live: &Relays,
@@ -103,24 +102,29 @@ fn listen(
         let listener = TcpListener::bind(("127.0.0.1", local))
             .map_err(|e| Error::io(format!("listening on 127.0.0.1:{local}"), e))?;
         let addr = listener.local_addr().map_err(|e| Error::io("reading the local address", e))?;
-        lines.push_str(&format!("{addr} -> {id}:{remote}\n"));
-        let (docker, target, out, live) = (docker.clone(), target.to_string(), out.clone(), live.clone());
+        lines.push_str(&format!("{addr} -> {}:{remote}\n", target.sandbox));
+        let ids = (target.sandbox.clone(), target.container.clone());
+        let (docker, out, live) = (docker.clone(), out.clone(), live.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (docker, target, out, live) = (docker.clone(), target.clone(), out.clone(), live.clone());
-                std::thread::spawn(move || relay(conn, docker.as_ref(), &target, remote, &out, &live));
+                let (docker, (sandbox, container), out, live) =
+                    (docker.clone(), ids.clone(), out.clone(), live.clone());
+                std::thread::spawn(move || {
+                    relay(conn, &Target::new(docker.as_ref(), sandbox, container), remote, &out, &live)
+                });
             }
         });
     }
     Ok(lines)
 }
 
-/// One connection: TCP <-> `docker exec -i ID helper relay PORT`, with
+/// One connection: TCP <-> `docker exec -i CONTAINER helper relay PORT`, with
 /// half-close passed on in both directions. Both directions copy with
 /// `relay::copy` (read/write, no splice).
-fn relay(conn: TcpStream, docker: &dyn DockerExec, id: &str, port: u16, out: &Printer, live: &Relays) {
+fn relay(conn: TcpStream, target: &Target, port: u16, out: &Printer, live: &Relays) {
     // A hung engine ends this connection at the start deadline.
-    let Ok(Piped { mut stdin, mut stdout, wait, stop }) = docker.open_pipe(&workbench::relay_argv(id, port)) else {
+    let Ok(Piped { mut stdin, mut stdout, wait, stop }) = target.docker.open_pipe(&workbench::relay_argv(target, port))
+    else {
         return;
     };
     let key = rand::random::<u64>();
@@ -150,7 +154,6 @@ impl Drop for Forget<'_> {
 }
 
 pub fn wait_port(a: &WaitPortArgs, ctx: &Context) -> Result<()> {
-    let id = parse_id(&a.id)?;
     if a.port == 0 {
         return Err(Invalid::new("port", "0", "ports run from 1 to 65535").into());
     }
@@ -158,13 +161,11 @@ pub fn wait_port(a: &WaitPortArgs, ctx: &Context) -> Result<()> {
         Some(t) => parse_duration("--timeout", t)?,
         None => Duration::from_secs(30),
     };
-    let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
-    if workbench::wait_port(driver.docker(), &target, a.port, timeout).map_err(|e| super::named(e, &target, &id))? {
+    if workbench::wait_port(&ctx.driver.open(&a.id)?, a.port, timeout)? {
         Ok(())
     } else {
         Err(crate::error::Explained::PortTimeout {
-            id,
+            id: a.id.to_string(),
             port: a.port,
             waited: humantime::format_duration(timeout).to_string(),
         }
@@ -177,6 +178,7 @@ mod tests {
     use super::*;
     use crate::docker::fake::{Call, FakeDocker};
     use crate::docker::{ModeKind, Output};
+    use crate::model::names::ContainerId;
 
     #[test]
     fn port_specs() {
@@ -201,12 +203,13 @@ mod tests {
         client.write_all(b"ping").unwrap();
         client.shutdown(Shutdown::Write).unwrap();
         let (out, printed) = crate::output::capture(false);
-        relay(conn, &fake, "sbx-0123456789ab", 8080, &out, &Relays::default());
+        let t = Target::test(&fake, "sbx-0123456789ab");
+        relay(conn, &t, 8080, &out, &Relays::default());
         assert_eq!(printed.stderr(), "");
         let mut back = String::new();
         client.read_to_string(&mut back).unwrap();
         assert_eq!(back, "pong");
-        let args = workbench::relay_argv("sbx-0123456789ab", 8080);
+        let args = workbench::relay_argv(&t, 8080);
         let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(fake.invocations(), vec![Call { args, stdin: Some(b"ping".to_vec()), mode: ModeKind::Piped }]);
     }
@@ -219,9 +222,9 @@ mod tests {
         let fake = FakeDocker::new();
         fake.push(Output::ok("pong"));
         let (out, printed) = crate::output::capture(false);
-        let target = "0".repeat(64);
+        let target = Target::new(&fake, "sbx-0123456789ab".parse().unwrap(), ContainerId::known("0".repeat(64)));
         let live = Relays::default();
-        let lines = listen(&[(0, 8080)], "sbx-0123456789ab", &target, Arc::new(fake.clone()), &out, &live).unwrap();
+        let lines = listen(&[(0, 8080)], &target, Arc::new(fake.clone()), &out, &live).unwrap();
         let (addr, rest) = lines.split_once(" -> ").unwrap();
         assert_eq!(rest, "sbx-0123456789ab:8080\n");
         assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{lines}");
@@ -250,7 +253,8 @@ mod tests {
         let fake = FakeDocker::new();
         fake.push(Output::ok("137\n"));
         let target = "0".repeat(64);
-        let (ended, _stop) = until_ended(&fake, &target).unwrap();
+        let t = Target::new(&fake, "sbx-0123456789ab".parse().unwrap(), ContainerId::known(target.as_str()));
+        let (ended, _stop) = until_ended(&t).unwrap();
         assert_eq!(ended.join().unwrap().unwrap().0, 0);
         assert_eq!(fake.calls(), vec![vec!["wait".to_string(), "--".into(), target]]);
     }
@@ -290,7 +294,7 @@ mod tests {
             let (conn, _) = listener.accept().unwrap();
             client.shutdown(Shutdown::Write).unwrap();
             let (out, printed) = crate::output::capture(json);
-            relay(conn, &TimesOutAfterOpening, "sbx-0123456789ab", 8080, &out, &Relays::default());
+            relay(conn, &Target::test(&TimesOutAfterOpening, "sbx-0123456789ab"), 8080, &out, &Relays::default());
             assert_eq!(printed.stderr(), want);
             assert_eq!(printed.stdout(), "");
         }

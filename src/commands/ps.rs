@@ -3,15 +3,12 @@
 use super::Context;
 use crate::cli::KillArgs;
 use crate::error::Result;
+use crate::model::names::SandboxId;
 use crate::model::text::{for_terminal, inert_name};
-use crate::spec::parse_id;
 use crate::workbench;
 
-pub fn ps(id: &str, ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
-    let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
-    let found = workbench::ps(driver.docker(), &target).map_err(|e| super::named(e, &target, &id))?;
+pub fn ps(id: &SandboxId, ctx: &Context) -> Result<()> {
+    let found = workbench::ps(&ctx.driver.open(id)?)?;
     if found.foreign > 0 {
         ctx.out.warn(
             "foreign_records",
@@ -46,10 +43,7 @@ pub fn table(list: &[workbench::BgProcess]) -> String {
 }
 
 pub fn kill(a: &KillArgs, ctx: &Context) -> Result<()> {
-    let id = parse_id(&a.id)?;
     workbench::validate_handle(&a.handle)?;
     let sig = workbench::parse_signal(&a.signal)?;
-    let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
-    workbench::kill(driver.docker(), &target, &a.handle, sig).map_err(|e| super::named(e, &target, &id))
+    workbench::kill(&ctx.driver.open(&a.id)?, &a.handle, sig)
 }

@@ -3,13 +3,13 @@
 
 use super::Context;
 use crate::error::{Invalid, Result};
-use crate::spec::{parse_id, validate_kind, EGRESS_KIND};
+use crate::model::names::SandboxId;
+use crate::spec::{validate_kind, EGRESS_KIND};
 
-pub fn exec(id: &str, kind: &str, ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
+pub fn exec(id: &SandboxId, kind: &str, ctx: &Context) -> Result<()> {
     let driver = &ctx.driver;
     if kind == "all" {
-        let done = driver.destroy(&[id])?;
+        let done = driver.destroy(&[id.to_string()])?;
         if ctx.json() {
             ctx.out.json_line(&done)?;
         }
@@ -19,7 +19,7 @@ pub fn exec(id: &str, kind: &str, ctx: &Context) -> Result<()> {
     if kind != EGRESS_KIND {
         validate_kind(kind).map_err(|r| Invalid::new("route kind", kind, r))?;
     }
-    let r = driver.revoke(&id, kind)?;
+    let r = driver.revoke(id, kind)?;
     if r.already {
         ctx.out.note("already_revoked", &format!("route {} of {} was already revoked", r.kind, r.id));
     } else if r.cut.len() > 1 {

@@ -3,35 +3,28 @@
 use super::Context;
 use crate::error::SandboxError;
 use crate::error::{Error, Result};
-use crate::spec::parse_id;
+use crate::model::names::SandboxId;
 use crate::workbench::{self, Stats};
 
-pub fn exec(ids: &[String], watch: bool, ctx: &Context) -> Result<()> {
-    let ids: Vec<String> = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
+pub fn exec(ids: &[SandboxId], watch: bool, ctx: &Context) -> Result<()> {
     let driver = &ctx.driver;
     // A missing sandbox is reported alone, after the others are shown
     // (`stats MISSING LIVE` named both as missing).
     let mut missing = Vec::new();
     let mut targets = Vec::new();
-    for id in &ids {
-        match driver.owned(id) {
-            Ok(t) => targets.push((t, id.clone())),
-            Err(Error::Sandbox(SandboxError::NotFound { .. })) => missing.push(id.clone()),
+    for id in ids {
+        match driver.open(id) {
+            Ok(t) => targets.push(t),
+            Err(Error::Sandbox(SandboxError::NotFound { .. })) => missing.push(id.to_string()),
             Err(e) => return Err(e),
         }
     }
-    let named = |mut e, targets: &[(String, String)]| {
-        for (t, id) in targets {
-            e = super::named(e, t, id);
-        }
-        e
-    };
     if watch {
         (ctx.catch_signals)();
     }
     loop {
-        let asked: Vec<String> = targets.iter().map(|(t, _)| t.clone()).collect();
-        let (s, gone) = workbench::stats_present(driver.docker(), &asked).map_err(|e| named(e, &targets))?;
+        let asked: Vec<String> = targets.iter().map(|t| t.container.to_string()).collect();
+        let (s, gone) = workbench::stats_present(driver.docker(), &asked)?;
         if !s.is_empty() || (missing.is_empty() && gone.is_empty()) {
             if ctx.json() {
                 ctx.out.json_line(&s)?;
@@ -39,10 +32,10 @@ pub fn exec(ids: &[String], watch: bool, ctx: &Context) -> Result<()> {
                 ctx.out.data(&table(&s))?;
             }
         }
-        targets.retain(|(t, id)| {
-            let g = gone.contains(t);
+        targets.retain(|t| {
+            let g = gone.iter().any(|c| c == t.container.as_str());
             if g {
-                missing.push(id.clone());
+                missing.push(t.sandbox.to_string());
             }
             !g
         });

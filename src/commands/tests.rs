@@ -22,7 +22,7 @@ const CID: &str = "ababababababababababababababababababababababababababababababa
 
 /// What only the commands' tests script.
 impl Rig {
-    /// The inspect that proves sandbox ID this host's (`Driver::owned`):
+    /// The inspect that proves sandbox ID this host's (`Driver::open`):
     /// commands then act on [`CID`].
     fn owns(&self) {
         let mut v: serde_json::Value = serde_json::from_str(&self.record_line(&[])).unwrap();
@@ -52,7 +52,18 @@ impl Rig {
 
     /// `sbx ARGS...` with `driver` (a remote engine's, say).
     fn sbx_on(&self, args: &[&str], env: Env, driver: Driver) -> Ran {
-        let cli = crate::cli::Cli::try_parse_from(std::iter::once("sbx").chain(args.iter().copied())).unwrap();
+        let argv: Vec<std::ffi::OsString> =
+            std::iter::once("sbx").chain(args.iter().copied()).map(Into::into).collect();
+        let cli = match crate::cli::Cli::try_parse_from(&argv) {
+            Ok(cli) => cli,
+            // A malformed id or pool name: refused as `sbx` refuses it.
+            Err(e) => {
+                let (out, captured) = output::capture(crate::wants_json(&argv));
+                let code = crate::refuse(e, &argv, &out);
+                assert_eq!(self.fake.remaining(), 0, "unused answers after {args:?}");
+                return Ran { code, stdout: captured.stdout(), stderr: captured.stderr() };
+            }
+        };
         let (out, captured) = output::capture(cli.json);
         let ctx = Context {
             driver,

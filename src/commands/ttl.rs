@@ -2,14 +2,14 @@
 
 use super::Context;
 use crate::error::Result;
-use crate::spec::{parse_id, parse_ttl};
+use crate::model::names::SandboxId;
+use crate::spec::parse_ttl;
 
-pub fn exec(id: &str, duration: &str, ctx: &Context) -> Result<()> {
-    let id = parse_id(id)?;
+pub fn exec(id: &SandboxId, duration: &str, ctx: &Context) -> Result<()> {
     let ttl = parse_ttl(duration)?;
-    let (at, unwatched) = ctx.driver.set_ttl(&id, ttl)?;
+    let (at, unwatched) = ctx.driver.set_ttl(id, ttl)?;
     if let Some(watched) = unwatched {
-        super::watchdog::spawn(&id, &watched, &ctx.dirs)?;
+        super::watchdog::spawn(id, &watched, &ctx.dirs)?;
     }
     let expires_at = humantime::format_rfc3339_millis(at).to_string();
     if ctx.json() {

@@ -6,15 +6,13 @@ use super::Context;
 use crate::cli::WatchArgs;
 use crate::error::{Error, Result};
 use crate::model::text::inert_name;
-use crate::spec::parse_id;
 use crate::workbench::lines::{RelPath, WatchLine};
 use crate::workbench::{self, WatchEnd};
 
 pub fn exec(a: &WatchArgs, ctx: &Context) -> Result<u8> {
-    let id = parse_id(&a.id)?;
+    let id = &a.id;
     let path = workbench::sandbox_path("path", &a.path)?;
-    let driver = &ctx.driver;
-    let target = driver.owned(&id)?;
+    let target = ctx.driver.open(id)?;
     let signals = (ctx.watch_signals)().map_err(|e| Error::io("watching for signals", e))?;
     let shown_root = inert_name(path.as_bytes());
     let json = ctx.json();
@@ -30,8 +28,7 @@ pub fn exec(a: &WatchArgs, ctx: &Context) -> Result<u8> {
         }
         ctx.out.stream(&text)
     };
-    let end = workbench::watch(driver.docker(), &target, &path, a.recursive, &signals, &mut sink)
-        .map_err(|e| super::named(e, &target, &id))?;
+    let end = workbench::watch(&target, &path, a.recursive, &signals, &mut sink)?;
     Ok(match end {
         WatchEnd::Signal(sig) => (128 + sig).clamp(0, 255) as u8,
         WatchEnd::Gone => {

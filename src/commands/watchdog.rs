@@ -9,9 +9,8 @@ use super::Context;
 use crate::error::{Error, Result};
 use crate::host::env::Dirs;
 
-pub fn exec(id: &str, dir: &Path, ctx: &Context) -> Result<()> {
-    let id = crate::spec::parse_id(id)?;
-    ctx.driver.watch(&id, dir)
+pub fn exec(id: &crate::model::names::SandboxId, dir: &Path, ctx: &Context) -> Result<()> {
+    ctx.driver.watch(id, dir)
 }
 
 /// Start the watchdog in its own session with no terminal and no inherited

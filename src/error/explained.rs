@@ -3,8 +3,8 @@
 use super::EXIT_FAILED;
 
 /// Failures sbx says in its own words: the daemon's known answers and the
-/// in-sandbox helper's exit codes. Ids are the ones the
-/// user gave once `commands::named` has run.
+/// in-sandbox helper's exit codes. Ids are the sandbox ids the user gave
+/// (a workbench `Target`'s), never a container id.
 #[derive(Debug, thiserror::Error)]
 pub enum Explained {
     #[error("sandbox {id} is not running (it exited or was stopped)")]
@@ -50,31 +50,6 @@ pub enum Explained {
 }
 
 impl Explained {
-    /// The same failure naming `id` instead of the container id `target`.
-    pub fn named(self, target: &str, id: &str) -> Self {
-        let n = |s: String| if s == target { id.to_string() } else { s };
-        use Explained::*;
-        match self {
-            Stopped { id } => Stopped { id: n(id) },
-            Paused { id } => Paused { id: n(id) },
-            NoProcess { id, handle } => NoProcess { id: n(id), handle },
-            ProcessExited { id, handle } => ProcessExited { id: n(id), handle },
-            NoSuchPath { id, path } => NoSuchPath { id: n(id), path },
-            ReadOnly { id, path } => ReadOnly { id: n(id), path },
-            Denied { id, path } => Denied { id: n(id), path },
-            NoSpace { id, path } => NoSpace { id: n(id), path },
-            Exists { id, path } => Exists { id: n(id), path },
-            NotADirectory { id, path } => NotADirectory { id: n(id), path },
-            NoParent { id, path } => NoParent { id: n(id), path },
-            WatchLimit { id, path } => WatchLimit { id: n(id), path },
-            PortTimeout { id, port, waited } => PortTimeout { id: n(id), port, waited },
-            HelperTimeout { id, doing, waited } => HelperTimeout { id: n(id), doing, waited },
-            CannotRun { id, command, not_found, background } => CannotRun { id: n(id), command, not_found, background },
-            Helper { id, doing, code, detail } => Helper { id: n(id), doing, code, detail },
-            e @ CpuRange { .. } => e,
-        }
-    }
-
     pub(super) fn exit_code(&self) -> u8 {
         match self {
             // The shell's convention, which scripts expect of `sbx exec`.

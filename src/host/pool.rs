@@ -122,22 +122,10 @@ pub struct Status {
     pub last_error: Option<String>,
 }
 
-/// Pool names: what a session key may be, at most 40 characters (they end up
-/// in file names and a label).
+/// Pool names: what a session key may be, at most 40 characters (see
+/// [`PoolName`](crate::model::names::PoolName), which clap parses).
 pub fn check_name(name: &str) -> std::result::Result<String, Invalid> {
-    let ok = !name.is_empty()
-        && name.len() <= 40
-        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
-        Ok(name.to_string())
-    } else {
-        Err(Invalid::new(
-            "pool name",
-            name,
-            "it must be 1-40 of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit",
-        ))
-    }
+    name.parse::<crate::model::names::PoolName>().map(String::from)
 }
 
 #[derive(Debug, Clone)]

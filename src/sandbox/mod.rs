@@ -35,8 +35,10 @@ use crate::host::socket::RootChoice;
 use crate::host::state::{ProcId, State, StateChoice};
 use crate::model::engine::Engine;
 use crate::model::ids::Reserved;
+use crate::model::names::{ContainerId, SandboxId};
 use crate::model::record::Record;
 use crate::spec;
+use crate::workbench::Target;
 
 /// Returns the signal number once one is pending (see `interrupt`).
 pub type InterruptCheck = Arc<dyn Fn() -> Option<i32> + Send + Sync>;
@@ -257,23 +259,23 @@ impl Driver {
         Ok(raws)
     }
 
-    /// What a command that touches sandbox `id` acts on, once `id` is proven
-    /// to be this host's (`exec` ran in a hand-made
-    /// container that copied sbx's labels): the full container id, from the
-    /// record create wrote (no docker call; acting on the id means a
-    /// container later given the same name is never touched), else from an
-    /// inspect whose owner token matches.
-    pub fn owned(&self, id: &str) -> Result<String> {
+    /// The one way to reach sandbox `id`, once it is proven this host's
+    /// (`exec` ran in a hand-made container that copied sbx's labels): its
+    /// full container id, from the record create wrote (no docker call;
+    /// acting on the id means a container later given the same name is
+    /// never touched), else from an inspect whose owner token matches.
+    pub fn open(&self, id: &SandboxId) -> Result<Target<'_>> {
         let state = &self.state()?.state;
-        if let Some(r) = state.record(id) {
-            return Ok(r.container);
-        }
-        container_id(&self.inspect_one(id)?)
+        let container = match state.record(id) {
+            Some(r) => ContainerId::known(r.container),
+            None => ContainerId::known(container_id(&self.inspect_one(id)?)?),
+        };
+        Ok(Target::new(&*self.docker, id.clone(), container))
     }
 
     pub fn inspect(&self, id: &str) -> Result<Record> {
         let raw = self.inspect_one(id)?;
-        let mut r = [self.record(&raw)];
+        let mut r = [self.seen(&raw)];
         if let Ok(HostState { state, .. }) = self.state() {
             crate::sandbox::shared::creating::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
         }
@@ -284,6 +286,7 @@ impl Driver {
         Ok(r)
     }
 
+    /// What docker reported of `raw`, as sbx says it: a view, it writes nothing.
     fn record(&self, raw: &RawContainer) -> Record {
         let moved = self.state().ok().and_then(|h| h.state.expiry(&raw.name));
         let mut r = raw.record(raw.expiry(moved), SystemTime::now());
@@ -295,14 +298,6 @@ impl Driver {
         // code is the stop's SIGTERM or SIGKILL, nothing about the program.
         let stoppable = r.state == "exited" || r.state == "created";
         let marked = self.state().is_ok_and(|h| h.state.marked(&raw.name, crate::host::state::Mark::Stopped));
-        // Running with a mark: started outside sbx (`docker start`), or a
-        // `docker stop` that failed. The mark is stale; were it kept, a later
-        // death of the program would read as `stopped`, hiding its exit code.
-        if marked && r.state == "running" {
-            if let Ok(h) = self.state() {
-                h.state.unmark(&raw.name, crate::host::state::Mark::Stopped);
-            }
-        }
         if stoppable && marked {
             r.state = "stopped".into();
             r.exit_code = None;
@@ -310,6 +305,24 @@ impl Driver {
             r.reason = Some(format!("stopped by `sbx stop`; `sbx start {}` runs it again", raw.name));
         }
         r
+    }
+
+    /// [`Driver::record`] of `raw`, once what docker says of it has settled
+    /// the one thing only a look at it can: a Stopped mark on a sandbox
+    /// docker reports running (started outside sbx with `docker start`, or
+    /// a `docker stop` that failed) is stale, and goes. Were it kept, a later
+    /// death of the program would read as `stopped`, hiding its exit code;
+    /// no docker call or later read could tell (`docker ps` has no start
+    /// time). The only state a look writes, and only here.
+    fn seen(&self, raw: &RawContainer) -> Record {
+        if raw.state == "running" {
+            if let Ok(h) = self.state() {
+                if h.state.marked(&raw.name, crate::host::state::Mark::Stopped) {
+                    h.state.unmark(&raw.name, crate::host::state::Mark::Stopped);
+                }
+            }
+        }
+        self.record(raw)
     }
 
     /// Sandbox `id` as docker inspects it, once proven this host's.
@@ -332,7 +345,7 @@ impl Driver {
         let raws = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?;
         // Every sbx's sandboxes, on this engine: what the uid table keeps.
         self.prune_uids(&raws);
-        let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.record(r)).collect();
+        let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.seen(r)).collect();
         crate::sandbox::shared::creating::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
         read_allowlists(&mut recs, &state.dir);
         Ok(recs)
@@ -357,9 +370,9 @@ fn is_timeout(e: &Error) -> bool {
 /// The full container id (64 hex digits) from an inspect: what sbx acts on,
 /// never a name another container could take.
 fn container_id(raw: &RawContainer) -> Result<String> {
-    match raw.full["Id"].as_str() {
-        Some(cid) if cid.len() == 64 && cid.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(cid.to_string()),
-        _ => {
+    match raw.full["Id"].as_str().and_then(ContainerId::full) {
+        Some(cid) => Ok(cid.into()),
+        None => {
             Err(DockerError::Parse { command: "docker container inspect".into(), reason: "no container Id".into() }
                 .into())
         }

@@ -320,18 +320,10 @@ fn parse_cpus_on(s: &str, host: u64) -> Result<String, Invalid> {
     Ok(s.to_string())
 }
 
-/// Sandbox ids are container names sbx generates: `sbx-` and 12 hex digits.
-/// They also name the socket directory, so nothing else may pass.
+/// Sandbox ids are container names sbx generates: `sbx-` and 12 hex digits
+/// (see [`SandboxId`](crate::model::names::SandboxId), which clap parses).
 pub fn parse_id(s: &str) -> Result<String, Invalid> {
-    let ok = s
-        .strip_prefix("sbx-")
-        .is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err(Invalid::new("sandbox id", s, "sandbox ids look like sbx-0123456789ab")
-            .hint("`sbx ls` lists the sandboxes on this engine"))
-    }
+    s.parse::<crate::model::names::SandboxId>().map(String::from)
 }
 
 pub fn new_id() -> String {

@@ -2,37 +2,38 @@
 //! docker's own failures told apart from the command's exit code.
 
 use crate::docker::argv::{self, ExecOpts};
-use crate::docker::{Attach, DockerExec};
+use crate::docker::Attach;
 use crate::error::SandboxError;
 use crate::error::{Error, Explained, Result};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 
 use super::helper::{ended, helper_argv, run, sandbox_error, still_runs};
+use super::Target;
 
 /// `sbx exec` in the foreground: the command's exit code. Its output goes
 /// straight to sbx's own stdout and stderr (no copy through sbx). docker
 /// answers 126 both for "cannot run" and "not found"; only then does sbx ask
 /// the helper, with the same environment, whether the command exists (127).
-pub fn exec(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String]) -> Result<i32> {
-    let argv = argv::exec(id, o, cmd);
-    let (code, held) = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: !o.tty })?;
-    exec_code(exec, id, o, cmd, code, &held)
+pub fn exec(t: &Target, o: &ExecOpts, cmd: &[String]) -> Result<i32> {
+    let argv = argv::exec(&t.container, o, cmd);
+    let (code, held) = t.docker.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: !o.tty })?;
+    exec_code(t, o, cmd, code, &held)
 }
 
 /// What `sbx exec` exits with, given docker exec's status and what docker
 /// itself said (`held`, kept from sbx's streams): docker's failures become
 /// sbx's errors; text that turns out to be the
 /// command's own is written out after all.
-fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code: i32, held: &str) -> Result<i32> {
+fn exec_code(t: &Target, o: &ExecOpts, cmd: &[String], code: i32, held: &str) -> Result<i32> {
     if !held.is_empty() {
-        if let Some(e) = sandbox_error(id, held) {
+        if let Some(e) = sandbox_error(t, held) {
             return Err(e);
         }
         let oci = held.starts_with("OCI runtime exec failed");
         if oci && (code == 126 || code == 127) && !cmd.is_empty() {
-            let not_found = exec_code(exec, id, o, cmd, 126, "")? == 127;
+            let not_found = exec_code(t, o, cmd, 126, "")? == 127;
             return Err(Explained::CannotRun {
-                id: id.to_string(),
+                id: t.sandbox.to_string(),
                 command: cmd[0].clone(),
                 not_found,
                 background: false,
@@ -44,17 +45,17 @@ fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code
     if code != 126 || cmd.is_empty() {
         // Killed (128+N): by its sandbox's end, if that has ended (the
         // command's own death by signal keeps its code).
-        if code > 128 && !still_runs(exec, id)? {
-            return Err(ended(id));
+        if code > 128 && !still_runs(t)? {
+            return Err(ended(t));
         }
-        if code == 1 && !container_exists(exec, id)? {
-            return Err(Error::Sandbox(SandboxError::NotFound { id: id.to_string() }));
+        if code == 1 && !container_exists(t)? {
+            return Err(Error::Sandbox(SandboxError::NotFound { id: t.sandbox.to_string() }));
         }
         return Ok(code);
     }
     let check = ExecOpts { interactive: false, tty: false, ..o.clone() };
-    let probe = argv::exec(id, &check, &[HELPER.to_string(), "which".into(), cmd[0].clone()]);
-    match exec.run(&probe) {
+    let probe = argv::exec(&t.container, &check, &[HELPER.to_string(), "which".into(), cmd[0].clone()]);
+    match t.docker.run(&probe) {
         Ok(out) if out.status == 1 && out.stderr.is_empty() => Ok(127),
         _ => Ok(126),
     }
@@ -70,28 +71,22 @@ pub const SIGNAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// it by that token, signals its process group, waits [`SIGNAL_GRACE`],
 /// then SIGKILLs what is left, and sbx exits 128+signal. Without a signal
 /// this costs one `-e` argument and a thread blocked on a pipe: no docker call.
-pub fn exec_watched(
-    exec: &dyn DockerExec,
-    id: &str,
-    o: &ExecOpts,
-    cmd: &[String],
-    watch: &crate::host::interrupt::Watch,
-) -> Result<i32> {
+pub fn exec_watched(t: &Target, o: &ExecOpts, cmd: &[String], watch: &crate::host::interrupt::Watch) -> Result<i32> {
     let token = format!("{:016x}", rand::random::<u64>());
     let mut tagged = o.clone();
     tagged.env.push(("SBX_EXEC".into(), token.clone()));
-    let argv = argv::exec(id, &tagged, cmd);
+    let argv = argv::exec(&t.container, &tagged, cmd);
     let (attached, signal) = std::thread::scope(|s| {
         let forwarder = s.spawn(|| {
             let sig = watch.next()?;
-            forward_signal(exec, id, o, &token, sig);
+            forward_signal(t, o, &token, sig);
             // docker exec ends with the command; should it not, end sbx anyway.
             if !watch.finished_within(std::time::Duration::from_secs(5)) {
                 std::process::exit(128 + sig);
             }
             Some(sig)
         });
-        let attached = exec.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: !o.tty });
+        let attached = t.docker.run_attached(&argv, Attach { stdin: o.interactive, capture_stderr: !o.tty });
         watch.finish();
         (attached, forwarder.join().unwrap_or(None))
     });
@@ -99,16 +94,16 @@ pub fn exec_watched(
         return Ok(128 + sig);
     }
     let (code, held) = attached?;
-    exec_code(exec, id, o, cmd, code, &held)
+    exec_code(t, o, cmd, code, &held)
 }
 
-/// `docker exec [-u USER] ID helper kill-exec TOKEN SIG GRACE`, as the
+/// `docker exec [-u USER] CONTAINER helper kill-exec TOKEN SIG GRACE`, as the
 /// command's own user (only that user may signal it), bounded in time.
-fn forward_signal(exec: &dyn DockerExec, id: &str, o: &ExecOpts, token: &str, sig: i32) {
+fn forward_signal(t: &Target, o: &ExecOpts, token: &str, sig: i32) {
     let as_user = ExecOpts { user: o.user.clone(), ..ExecOpts::default() };
     let grace = SIGNAL_GRACE.as_millis().to_string();
     let args = [HELPER, "kill-exec", token, &sig.to_string(), &grace].map(String::from);
-    let Ok(bg) = exec.spawn(&argv::exec(id, &as_user, &args)) else { return };
+    let Ok(bg) = t.docker.spawn(&argv::exec(&t.container, &as_user, &args)) else { return };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(bg.wait());
@@ -117,30 +112,30 @@ fn forward_signal(exec: &dyn DockerExec, id: &str, o: &ExecOpts, token: &str, si
 }
 
 /// Whether docker knows the container (after a failed exec: "no such container" or the command's own 1?).
-fn container_exists(exec: &dyn DockerExec, id: &str) -> Result<bool> {
-    let out = exec.run(&crate::docker::argv::state(id))?;
+fn container_exists(t: &Target) -> Result<bool> {
+    let out = t.docker.run(&crate::docker::argv::state(&t.container))?;
     Ok(!(out.status != 0 && crate::docker::parse::no_such_container(&out.stderr_str())))
 }
 
 /// An interactive terminal with the image's own shell.
-pub fn shell(exec: &dyn DockerExec, id: &str, tty: bool) -> Result<i32> {
-    let out = run(exec, id, &helper_argv(id, false, &["find-shell"]))?;
-    if let Some(e) = sandbox_error(id, &out.stderr_str()) {
+pub fn shell(t: &Target, tty: bool) -> Result<i32> {
+    let out = run(t, &helper_argv(t, false, &["find-shell"]))?;
+    if let Some(e) = sandbox_error(t, &out.stderr_str()) {
         return Err(e);
     }
     let sh = out.stdout_str().trim().to_string();
     if out.status != 0 || sh.is_empty() {
         return Err(Error::Sandbox(SandboxError::NoShell {
-            id: id.to_string(),
+            id: t.sandbox.to_string(),
             tried: "/bin/bash, /bin/sh, /usr/bin/bash, /usr/bin/sh, /bin/ash, /bin/zsh".into(),
         }));
     }
-    exec_tty(exec, id, tty, &[sh])
+    exec_tty(t, tty, &[sh])
 }
 
-fn exec_tty(exec: &dyn DockerExec, id: &str, tty: bool, cmd: &[String]) -> Result<i32> {
+fn exec_tty(t: &Target, tty: bool, cmd: &[String]) -> Result<i32> {
     let o = ExecOpts { interactive: true, tty, ..Default::default() };
-    self::exec(exec, id, &o, cmd)
+    self::exec(t, &o, cmd)
 }
 
 #[cfg(test)]
@@ -156,26 +151,26 @@ mod tests {
         // Not found: docker says 126, the helper finds no such command.
         f.push(Output::fail(126, ""));
         f.push(Output { status: 1, stdout: vec![], stderr: vec![] });
-        assert_eq!(exec(&f, id, &ExecOpts::default(), &["nope".into()]).unwrap(), 127);
+        assert_eq!(exec(&Target::test(&f, id), &ExecOpts::default(), &["nope".into()]).unwrap(), 127);
         assert_eq!(f.calls()[1], ["exec", "--", id, "/run/sbx/helper", "which", "nope"]);
         // Exists but cannot run: 126 stays.
         f.push(Output::fail(126, ""));
         f.push(Output::ok(""));
-        assert_eq!(exec(&f, id, &ExecOpts::default(), &["/tmp".into()]).unwrap(), 126);
+        assert_eq!(exec(&Target::test(&f, id), &ExecOpts::default(), &["/tmp".into()]).unwrap(), 126);
         // The command's own codes pass straight through, with one docker call.
         f.push(Output::fail(3, ""));
-        assert_eq!(exec(&f, id, &ExecOpts::default(), &["x".into()]).unwrap(), 3);
+        assert_eq!(exec(&Target::test(&f, id), &ExecOpts::default(), &["x".into()]).unwrap(), 3);
         assert_eq!(f.calls().len(), 5);
         // Exit 1: the command's, or docker's "no such container"?
         f.push(Output::fail(1, ""));
         f.push(Output::fail(1, "Error: No such container: sbx-0123456789ab"));
         assert!(matches!(
-            exec(&f, id, &ExecOpts::default(), &["x".into()]),
+            exec(&Target::test(&f, id), &ExecOpts::default(), &["x".into()]),
             Err(Error::Sandbox(SandboxError::NotFound { .. }))
         ));
         f.push(Output::fail(1, ""));
         f.push(Output::ok("running 0"));
-        assert_eq!(exec(&f, id, &ExecOpts::default(), &["x".into()]).unwrap(), 1);
+        assert_eq!(exec(&Target::test(&f, id), &ExecOpts::default(), &["x".into()]).unwrap(), 1);
     }
 
     #[test]
@@ -186,14 +181,14 @@ mod tests {
         let watch = std::sync::Arc::new(crate::host::interrupt::Watch::manual().unwrap());
         // No signal: one docker call, the command's own code.
         f.push(Output::fail(3, ""));
-        assert_eq!(exec_watched(&f, id, &o, &["x".into()], &watch).unwrap(), 3);
+        assert_eq!(exec_watched(&Target::test(&f, id), &o, &["x".into()], &watch).unwrap(), 3);
         assert_eq!(f.calls().len(), 1);
         let tag = f.calls()[0].iter().find(|a| a.starts_with("SBX_EXEC=")).cloned().expect("the command is tagged");
         // SIGTERM while it runs: the helper passes it on, sbx exits 143.
         let w = watch.clone();
         f.push_with(Output::fail(143, ""), move |_| w.raise(15));
         f.push(Output::ok(""));
-        assert_eq!(exec_watched(&f, id, &o, &["x".into()], &watch).unwrap(), 143);
+        assert_eq!(exec_watched(&Target::test(&f, id), &o, &["x".into()], &watch).unwrap(), 143);
         let calls = f.calls();
         let token = calls[1].iter().find_map(|a| a.strip_prefix("SBX_EXEC=")).unwrap().to_string();
         assert_ne!(format!("SBX_EXEC={token}"), tag, "a new token per exec");

@@ -1,18 +1,20 @@
 //! `sbx cp`, `backup` and `restore`: the docker side of moving files, over
 //! the record stream of [`super::transfer`].
 
-use crate::docker::DockerExec;
 use crate::error::{Error, Invalid, Result, TransferError};
 use crate::workbench::transfer::{self, Limits, Skipped};
 
 use super::helper::{drain, helper_argv, run_stream, streamed, transfer_failure};
+use super::Target;
+use crate::model::names::SandboxId;
 
-/// A side of `sbx cp`: a host path, or `ID:/absolute/path`.
+/// A side of `sbx cp`: a host path, or `ID:/absolute/path`; `S` is the
+/// sandbox as parsed (its id), then as opened (a [`Target`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CpSide {
+pub enum CpSide<S = SandboxId> {
     Host(std::path::PathBuf),
     Sandbox {
-        id: String,
+        id: S,
         path: String,
     },
     /// `-`: a tar stream on stdout (as destination) or stdin (as source),
@@ -23,7 +25,7 @@ pub enum CpSide {
 pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
     if let Some((id, path)) = s.split_once(':') {
         if id.starts_with("sbx-") {
-            let id = crate::spec::parse_id(id)?;
+            let id: SandboxId = id.parse()?;
             if !path.starts_with('/') {
                 return Err(Invalid::new(
                     "cp path",
@@ -50,58 +52,61 @@ pub fn parse_cp_side(s: &str) -> std::result::Result<CpSide, Invalid> {
 /// out of the sandbox is hostile: only the named source's own
 /// name and what is below it is accepted, within `limits`. Ok: what was
 /// left out (fifos, sockets, devices), for a warning.
-pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) -> Result<Skipped> {
+pub fn cp(src: &CpSide<Target>, dst: &CpSide<Target>, limits: &Limits) -> Result<Skipped> {
     let mut skipped = Skipped::default();
     match (src, dst) {
-        (CpSide::Host(from), CpSide::Sandbox { id, path }) => {
-            let argv = helper_argv(id, true, &["receive", path]);
+        (CpSide::Host(from), CpSide::Sandbox { id: t, path }) => {
+            let id = &t.sandbox;
+            let argv = helper_argv(t, true, &["receive", path]);
             let mut input = |w: &mut dyn std::io::Write| {
                 let mut enc = transfer::Encoder::new(std::io::BufWriter::new(w))?;
                 transfer::host::send_host(from, &mut enc)?;
                 skipped = enc.skipped().clone();
                 enc.end().map(drop)
             };
-            let mut r = run_stream(exec, id, &argv, Some(&mut input), &mut drain)?;
+            let mut r = run_stream(t, &argv, Some(&mut input), &mut drain)?;
             match std::mem::replace(&mut r.input, Ok(())) {
                 // A host-side failure (missing source...) is the real reason the helper failed.
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe || r.status == 0 => {
                     return Err(transfer_failure(format!("reading {}", from.display()), e))
                 }
-                _ => streamed(exec, id, &argv, r, || format!("copying into {id}:{path}"))?,
+                _ => streamed(t, &argv, r, || format!("copying into {id}:{path}"))?,
             }
         }
-        (CpSide::Sandbox { id, path }, CpSide::Host(to)) => {
+        (CpSide::Sandbox { id: t, path }, CpSide::Host(to)) => {
+            let id = &t.sandbox;
             let root = transfer::root_name(path).ok_or_else(|| {
                 Invalid::new("cp path", format!("{id}:{path}"), "name a file or directory, not the sandbox's /")
             })?;
             let mut w = transfer::host::HostWriter::new(to, &root)
                 .map_err(|e| transfer_failure(format!("opening the destination {}", to.display()), e))?;
-            let argv = helper_argv(id, false, &["send", path]);
+            let argv = helper_argv(t, false, &["send", path]);
             let mut output = |r: &mut dyn std::io::Read| {
                 let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
                 w.write_from(&mut dec)?;
                 skipped = dec.skipped().clone();
                 Ok(())
             };
-            let r = run_stream(exec, id, &argv, None, &mut output)?;
-            streamed(exec, id, &argv, r, || format!("copying {id}:{path} to {}", to.display()))?
+            let r = run_stream(t, &argv, None, &mut output)?;
+            streamed(t, &argv, r, || format!("copying {id}:{path} to {}", to.display()))?
         }
-        (CpSide::Sandbox { id, path }, CpSide::Tar) => {
+        (CpSide::Sandbox { id: t, path }, CpSide::Tar) => {
+            let id = &t.sandbox;
             let root = transfer::root_name(path).ok_or_else(|| {
                 Invalid::new("cp path", format!("{id}:{path}"), "name a file or directory, not the sandbox's /")
             })?;
-            let argv = helper_argv(id, false, &["send", path]);
+            let argv = helper_argv(t, false, &["send", path]);
             let mut output = |r: &mut dyn std::io::Read| {
                 let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
                 transfer::archive::to_tar_rooted(&mut dec, std::io::BufWriter::new(std::io::stdout().lock()))?;
                 skipped = dec.skipped().clone();
                 Ok(())
             };
-            let r = run_stream(exec, id, &argv, None, &mut output)?;
-            streamed(exec, id, &argv, r, || format!("copying {id}:{path} to stdout as tar"))?
+            let r = run_stream(t, &argv, None, &mut output)?;
+            streamed(t, &argv, r, || format!("copying {id}:{path} to stdout as tar"))?
         }
-        (CpSide::Tar, CpSide::Sandbox { id, path }) => {
-            send_archive(exec, id, std::io::stdin().lock(), limits, path, false)?
+        (CpSide::Tar, CpSide::Sandbox { id: t, path }) => {
+            send_archive(t, std::io::stdin().lock(), limits, path, false)?
         }
         _ => {
             return Err(Invalid::new(
@@ -118,8 +123,8 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
 /// The sandbox's `/state/workspace` as a tar stream, converted as it
 /// arrives (holes become zeros in tar), within `limits`. Ok: what the
 /// helper left out (fifos, sockets, devices), for a warning.
-pub fn backup(exec: &dyn DockerExec, id: &str, out: impl std::io::Write, limits: &Limits) -> Result<Skipped> {
-    let argv = helper_argv(id, false, &["send", WORKSPACE]);
+pub fn backup(t: &Target, out: impl std::io::Write, limits: &Limits) -> Result<Skipped> {
+    let argv = helper_argv(t, false, &["send", WORKSPACE]);
     let mut out = Some(out);
     let mut skipped = Skipped::default();
     let mut output = |r: &mut dyn std::io::Read| {
@@ -128,8 +133,8 @@ pub fn backup(exec: &dyn DockerExec, id: &str, out: impl std::io::Write, limits:
         skipped = dec.skipped().clone();
         Ok(())
     };
-    let r = run_stream(exec, id, &argv, None, &mut output)?;
-    streamed(exec, id, &argv, r, || format!("backing up {id}:{WORKSPACE}"))?;
+    let r = run_stream(t, &argv, None, &mut output)?;
+    streamed(t, &argv, r, || format!("backing up {}:{WORKSPACE}", t.sandbox))?;
     Ok(skipped)
 }
 
@@ -140,21 +145,14 @@ pub const WORKSPACE: &str = "/state/workspace";
 /// and checked before anything in the sandbox changes: an empty, truncated
 /// or non-tar input fails (exit 1), an entry that would escape is refused
 /// (exit 2).
-pub fn restore(exec: &dyn DockerExec, id: &str, input: impl std::io::Read, limits: &Limits) -> Result<()> {
-    send_archive(exec, id, input, limits, WORKSPACE, true)
+pub fn restore(t: &Target, input: impl std::io::Read, limits: &Limits) -> Result<()> {
+    send_archive(t, input, limits, WORKSPACE, true)
 }
 
 /// A tar archive into the sandbox, checked whole first: `restore`
 /// (replacing `dest`) and `cp - ID:/dir` (extracted into the existing
 /// directory `dest`, as `docker cp` does; nothing outside it).
-fn send_archive(
-    exec: &dyn DockerExec,
-    id: &str,
-    input: impl std::io::Read,
-    limits: &Limits,
-    dest: &str,
-    replace: bool,
-) -> Result<()> {
+fn send_archive(t: &Target, input: impl std::io::Read, limits: &Limits, dest: &str, replace: bool) -> Result<()> {
     use transfer::archive::Problem;
     let problem = |p: Problem| match p {
         Problem::NotTar(reason) => {
@@ -165,19 +163,19 @@ fn send_archive(
     };
     let mut file = transfer::archive::spool(input, limits.max_bytes).map_err(problem)?;
     transfer::archive::check(&mut file).map_err(problem)?;
-    let argv = helper_argv(id, true, &["receive", dest, if replace { "--replace" } else { "--into" }]);
+    let argv = helper_argv(t, true, &["receive", dest, if replace { "--replace" } else { "--into" }]);
     let mut input = |w: &mut dyn std::io::Write| {
         let mut enc = transfer::Encoder::new(std::io::BufWriter::new(w))?;
         transfer::archive::send_tar(&mut file, "workspace", &mut enc)?;
         enc.end().map(drop)
     };
-    let mut r = run_stream(exec, id, &argv, Some(&mut input), &mut drain)?;
+    let mut r = run_stream(t, &argv, Some(&mut input), &mut drain)?;
     if let Err(e) = std::mem::replace(&mut r.input, Ok(())) {
         if r.status == 0 {
             return Err(transfer_failure("sending the archive".into(), e));
         }
     }
-    streamed(exec, id, &argv, r, || format!("restoring {id}:{dest}"))
+    streamed(t, &argv, r, || format!("restoring {}:{dest}", t.sandbox))
 }
 
 #[cfg(test)]
@@ -190,7 +188,7 @@ mod tests {
     fn cp_sides() {
         assert_eq!(
             parse_cp_side("sbx-0123456789ab:/tmp/x").unwrap(),
-            CpSide::Sandbox { id: "sbx-0123456789ab".into(), path: "/tmp/x".into() }
+            CpSide::Sandbox { id: "sbx-0123456789ab".parse().unwrap(), path: "/tmp/x".into() }
         );
         assert_eq!(parse_cp_side("./local:file").unwrap(), CpSide::Host("./local:file".into()));
         assert!(parse_cp_side("sbx-0123456789ab:tmp").is_err());
@@ -212,15 +210,15 @@ mod tests {
             s.end_file().unwrap();
         }
         f.push(Output { status: 0, stdout: s.end().unwrap(), stderr: vec![] });
-        let src = CpSide::Sandbox { id: "sbx-0123456789ab".into(), path: "/tmp/report.txt".into() };
-        let err = cp(&f, &src, &CpSide::Host(dst.clone()), &Limits::default()).unwrap_err();
+        let src = CpSide::Sandbox { id: Target::test(&f, "sbx-0123456789ab"), path: "/tmp/report.txt".into() };
+        let err = cp(&src, &CpSide::Host(dst.clone()), &Limits::default()).unwrap_err();
         assert!(err.to_string().contains("refusing entry \"sibling.txt\""), "{err}");
         assert!(matches!(err, Error::Transfer(crate::error::TransferError::Refused { .. })), "{err}");
         assert_eq!(f.calls()[0], ["exec", "--", "sbx-0123456789ab", "/run/sbx/helper", "send", "/tmp/report.txt"]);
         assert!(!dst.join("sibling.txt").exists());
         std::fs::remove_dir_all(&dst).unwrap();
         // No docker call at all: the fake panics on an unscripted one.
-        let err = restore(&f, "sbx-0123456789ab", &b""[..], &Limits::default()).unwrap_err();
+        let err = restore(&Target::test(&f, "sbx-0123456789ab"), &b""[..], &Limits::default()).unwrap_err();
         assert!(err.to_string().contains("stdin is not a tar archive (0 bytes)"), "{err}");
         assert_eq!(f.calls().len(), 1);
     }

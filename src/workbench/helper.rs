@@ -6,22 +6,24 @@
 use std::ffi::OsString;
 
 use crate::docker::argv::{self, ExecOpts};
-use crate::docker::{DockerExec, Output};
+use crate::docker::Output;
 use crate::error::SandboxError;
 use crate::error::{Error, Explained, Result, TransferError};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 use crate::workbench::transfer::refusal;
+use crate::workbench::Target;
 
-/// `docker exec [-i] -- ID HELPER ARGS...`: a call of the in-sandbox helper.
-pub(crate) fn helper_argv(id: &str, interactive: bool, args: &[&str]) -> Vec<OsString> {
+/// `docker exec [-i] -- CONTAINER HELPER ARGS...`: a call of the in-sandbox helper.
+pub(crate) fn helper_argv(t: &Target, interactive: bool, args: &[&str]) -> Vec<OsString> {
     let mut cmd = vec![HELPER.to_string()];
     cmd.extend(args.iter().map(|a| a.to_string()));
-    argv::exec(id, &ExecOpts { interactive, ..ExecOpts::default() }, &cmd)
+    argv::exec(&t.container, &ExecOpts { interactive, ..ExecOpts::default() }, &cmd)
 }
 
 /// What a failed `docker exec` said about the sandbox itself: no helper in
 /// it, or no such sandbox. `None`: the command itself failed.
-pub(crate) fn sandbox_error(id: &str, stderr: &str) -> Option<Error> {
+pub(crate) fn sandbox_error(t: &Target, stderr: &str) -> Option<Error> {
+    let id = t.sandbox.as_str();
     if stderr.contains(HELPER) && (stderr.contains("no such file") || stderr.contains("not found")) {
         return Some(crate::host::helper::missing(id));
     }
@@ -57,9 +59,9 @@ pub mod helper_exit {
 /// A helper call that ran and failed with `code`, as an sbx error. `argv`
 /// is the helper call (`... HELPER VERB ARG ...`): its verb and first
 /// argument (a path or a handle) name what failed.
-pub(crate) fn helper_failure(id: &str, argv: &[OsString], code: i32, stderr: &str) -> Error {
+pub(crate) fn helper_failure(t: &Target, argv: &[OsString], code: i32, stderr: &str) -> Error {
     let (_, arg) = verb_arg(argv);
-    let id = id.to_string();
+    let id = t.sandbox.to_string();
     use helper_exit::*;
     match code {
         NO_PROCESS => Explained::NoProcess { id, handle: arg }.into(),
@@ -115,10 +117,10 @@ fn doing(argv: &[OsString]) -> String {
 /// helper's silence, not the engine's: a process in the sandbox (its user)
 /// can stop it with SIGSTOP at will, and blaming the engine sent operators
 /// off to restart dockerd. Anything else stays as it was.
-pub(crate) fn silent(e: crate::docker::DockerError, id: &str, argv: &[OsString]) -> Error {
+pub(crate) fn silent(e: crate::docker::DockerError, t: &Target, argv: &[OsString]) -> Error {
     match e {
         crate::docker::DockerError::Timeout { after, .. } => Explained::HelperTimeout {
-            id: id.to_string(),
+            id: t.sandbox.to_string(),
             doing: doing(argv),
             waited: humantime::format_duration(after).to_string(),
         }
@@ -128,33 +130,32 @@ pub(crate) fn silent(e: crate::docker::DockerError, id: &str, argv: &[OsString])
 }
 
 /// `exec.run` of helper call `argv`, its deadline the helper's ([`silent`]).
-pub(crate) fn run(exec: &dyn DockerExec, id: &str, argv: &[OsString]) -> Result<Output> {
-    exec.run(argv).map_err(|e| silent(e, id, argv))
+pub(crate) fn run(t: &Target, argv: &[OsString]) -> Result<Output> {
+    t.docker.run(argv).map_err(|e| silent(e, t, argv))
 }
 
 /// `exec.run_stream` of helper call `argv`, its idle deadline the helper's ([`silent`]).
 pub(crate) fn run_stream(
-    exec: &dyn DockerExec,
-    id: &str,
+    t: &Target,
     argv: &[OsString],
     input: Option<&mut crate::docker::StreamIn<'_>>,
     output: &mut crate::docker::StreamOut<'_>,
 ) -> Result<crate::docker::Streamed> {
-    exec.run_stream(argv, input, output).map_err(|e| silent(e, id, argv))
+    t.docker.run_stream(argv, input, output).map_err(|e| silent(e, t, argv))
 }
 
-/// Whether sandbox `id` still runs, as docker says, after a stream into it
+/// Whether sandbox `t` still runs, as docker says, after a stream into it
 /// ended abnormally. Asked every 250 ms for up to 3 s: `docker rm -f` or
 /// `docker kill` kills the stream's process (exit 137) well before the
 /// container stops reading as running on a loaded engine (a full CI run saw
 /// "running" right after the kill; four gVisor sandboxes going at once,
 /// for over a second).
-pub(crate) fn still_runs(exec: &dyn DockerExec, id: &str) -> Result<bool> {
+pub(crate) fn still_runs(t: &Target) -> Result<bool> {
     for i in 0..STILL_RUNS_ASKS {
         if i > 0 {
             std::thread::sleep(std::time::Duration::from_millis(250));
         }
-        let out = exec.run(&crate::docker::argv::state(id))?;
+        let out = t.docker.run(&crate::docker::argv::state(&t.container))?;
         if out.status != 0 || !out.stdout_str().starts_with("running") {
             return Ok(false);
         }
@@ -165,12 +166,12 @@ pub(crate) fn still_runs(exec: &dyn DockerExec, id: &str) -> Result<bool> {
 /// How many times [`still_runs`] asks.
 pub(crate) const STILL_RUNS_ASKS: usize = 12;
 
-/// A stream into sandbox `id` that failed with `e` for no reason sbx could
+/// A stream into sandbox `t` that failed with `e` for no reason sbx could
 /// name (the helper or docker exec killed, its stream cut, a relay gone):
 /// the sandbox's end (`not_running`) when docker says it no longer runs,
 /// else `e`. Asked only on such failures: a stream that ends well, or
 /// with the helper's own word, costs nothing.
-pub(crate) fn or_ended(exec: &dyn DockerExec, id: &str, e: Error) -> Error {
+pub(crate) fn or_ended(t: &Target, e: Error) -> Error {
     let unexplained = matches!(
         &e,
         Error::Explained(Explained::Helper { .. })
@@ -178,33 +179,33 @@ pub(crate) fn or_ended(exec: &dyn DockerExec, id: &str, e: Error) -> Error {
             | Error::Socket(crate::error::SocketError::Relay { .. })
             | Error::Docker(crate::docker::DockerError::Status { .. })
     );
-    match unexplained && matches!(still_runs(exec, id), Ok(false)) {
-        true => ended(id),
+    match unexplained && matches!(still_runs(t), Ok(false)) {
+        true => ended(t),
         false => e,
     }
 }
 
-/// Sandbox `id` stopped or was removed under a stream (`not_running`).
-pub(crate) fn ended(id: &str) -> Error {
-    SandboxError::NotRunning { id: id.to_string(), state: crate::error::ENDED.into() }.into()
+/// Sandbox `t` stopped or was removed under a stream (`not_running`).
+pub(crate) fn ended(t: &Target) -> Error {
+    SandboxError::NotRunning { id: t.sandbox.to_string(), state: crate::error::ENDED.into() }.into()
 }
 
 /// Run a helper command and require success.
-pub(crate) fn helper(exec: &dyn DockerExec, id: &str, args: &[&str]) -> Result<Output> {
-    let argv = helper_argv(id, false, args);
-    let out = run(exec, id, &argv)?;
-    check_helper(id, &argv, &out)?;
+pub(crate) fn helper(t: &Target, args: &[&str]) -> Result<Output> {
+    let argv = helper_argv(t, false, args);
+    let out = run(t, &argv)?;
+    check_helper(t, &argv, &out)?;
     Ok(out)
 }
 
-pub(crate) fn check_helper(id: &str, argv: &[OsString], out: &Output) -> Result<()> {
+pub(crate) fn check_helper(t: &Target, argv: &[OsString], out: &Output) -> Result<()> {
     if out.status == 0 {
         return Ok(());
     }
-    if let Some(e) = sandbox_error(id, &out.stderr_str()) {
+    if let Some(e) = sandbox_error(t, &out.stderr_str()) {
         return Err(e);
     }
-    Err(helper_failure(id, argv, out.status, &out.stderr_str()))
+    Err(helper_failure(t, argv, out.status, &out.stderr_str()))
 }
 
 /// Read and drop a helper's stdout (it prints nothing on success).
@@ -218,20 +219,19 @@ pub(crate) fn drain(r: &mut dyn std::io::Read) -> std::io::Result<()> {
 /// reason sbx can name, was cut off by its sandbox's end if that has
 /// ended ([`or_ended`]); one that exited 0 answers for its own output.
 pub(crate) fn streamed(
-    exec: &dyn DockerExec,
-    id: &str,
+    t: &Target,
     argv: &[OsString],
     r: crate::docker::Streamed,
     what: impl Fn() -> String,
 ) -> Result<()> {
     let killed = r.status != 0;
-    streamed_status(id, argv, r, what).map_err(|e| if killed { or_ended(exec, id, e) } else { e })
+    streamed_status(t, argv, r, what).map_err(|e| if killed { or_ended(t, e) } else { e })
 }
 
-fn streamed_status(id: &str, argv: &[OsString], r: crate::docker::Streamed, what: impl Fn() -> String) -> Result<()> {
+fn streamed_status(t: &Target, argv: &[OsString], r: crate::docker::Streamed, what: impl Fn() -> String) -> Result<()> {
     let stderr = r.stderr_str();
     if r.status != 0 {
-        if let Some(e) = sandbox_error(id, &stderr) {
+        if let Some(e) = sandbox_error(t, &stderr) {
             return Err(e);
         }
     }
@@ -242,7 +242,7 @@ fn streamed_status(id: &str, argv: &[OsString], r: crate::docker::Streamed, what
         }
     }
     if r.status != 0 {
-        return Err(helper_failure(id, argv, r.status, &stderr));
+        return Err(helper_failure(t, argv, r.status, &stderr));
     }
     Ok(())
 }

@@ -6,12 +6,12 @@
 
 use std::io::BufReader;
 
-use crate::docker::DockerExec;
 use crate::error::{Error, Explained, Invalid, Result};
 
 use super::helper::{check_helper, helper_argv, run, run_stream, streamed, transfer_failure};
 use super::lines::{self, Entry, Kind, ListLine, RelPath};
 use super::transfer::wire::refused;
+use super::Target;
 
 /// How deep and how much `files` lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,37 +143,36 @@ fn read_listing(
 /// `sink` gets each entry as it is checked; a sink error (stdout closed)
 /// stops the helper.
 pub fn list(
-    exec: &dyn DockerExec,
-    id: &str,
+    t: &Target,
     path: &str,
     opts: ListOpts,
     sink: &mut dyn FnMut(Item<'_>) -> std::io::Result<()>,
 ) -> Result<Summary> {
     let depth = opts.max_depth.to_string();
     let limit = opts.limit.to_string();
-    let argv = helper_argv(id, false, &["list", path, &depth, &limit]);
+    let argv = helper_argv(t, false, &["list", path, &depth, &limit]);
     let mut sum = Summary::default();
     let mut output = |r: &mut dyn std::io::Read| read_listing(r, opts, path, &mut sum, sink);
-    let r = run_stream(exec, id, &argv, None, &mut output)?;
+    let r = run_stream(t, &argv, None, &mut output)?;
     if let Err(e) = &r.output {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             return Ok(sum); // `sbx files ... | head`: the helper was stopped
         }
     }
-    streamed(exec, id, &argv, r, || format!("listing {id}:{path}"))?;
+    streamed(t, &argv, r, || format!("listing {}:{path}", t.sandbox))?;
     Ok(sum)
 }
 
 /// Create directory `path` in sandbox `id` (`parents`: and its missing
 /// parents; one already there is fine). Ok(true): it was created.
-pub fn mkdir(exec: &dyn DockerExec, id: &str, path: &str, parents: bool) -> Result<bool> {
+pub fn mkdir(t: &Target, path: &str, parents: bool) -> Result<bool> {
     let mut args = vec!["mkdir", path];
     if parents {
         args.push("-p");
     }
-    let argv = helper_argv(id, false, &args);
-    let out = run(exec, id, &argv)?;
-    match check_helper(id, &argv, &out) {
+    let argv = helper_argv(t, false, &args);
+    let out = run(t, &argv)?;
+    match check_helper(t, &argv, &out) {
         Ok(()) => {}
         // ENOENT from mkdir(2) is the parent's: say so.
         Err(Error::Explained(Explained::NoSuchPath { id, path })) => {
@@ -185,7 +184,7 @@ pub fn mkdir(exec: &dyn DockerExec, id: &str, path: &str, parents: bool) -> Resu
         "created" => Ok(true),
         "existed" => Ok(false),
         other => Err(transfer_failure(
-            format!("creating {id}:{path}"),
+            format!("creating {}:{path}", t.sandbox),
             refused(std::io::ErrorKind::InvalidData, format!("unexpected answer from the helper: {other:?}")),
         )),
     }
@@ -201,7 +200,7 @@ mod tests {
 
     fn collect(f: &FakeDocker, path: &str, opts: ListOpts) -> Result<(Summary, Vec<Entry>)> {
         let mut got = Vec::new();
-        let sum = list(f, ID, path, opts, &mut |i| {
+        let sum = list(&Target::test(f, ID), path, opts, &mut |i| {
             if let Item::Entry(e) = i {
                 got.push(e.clone());
             }
@@ -288,7 +287,7 @@ mod tests {
         assert_eq!(e.kind(), "helper_timeout");
         assert!(e.to_string().contains("did not answer for 3s while listing /tmp"), "{e}");
         f.push_timeout(std::time::Duration::from_secs(3));
-        assert_eq!(mkdir(&f, ID, "/tmp/a", false).unwrap_err().kind(), "helper_timeout");
+        assert_eq!(mkdir(&Target::test(&f, ID), "/tmp/a", false).unwrap_err().kind(), "helper_timeout");
         let helper = |args: &str| format!("exec -- {ID} /run/sbx/helper {args}");
         assert_eq!(f.brief(), [helper("list /tmp 2 10"), helper("mkdir /tmp/a")]);
     }
@@ -298,10 +297,10 @@ mod tests {
         use super::super::helper_exit::*;
         let f = FakeDocker::new();
         f.push(Output::ok("created\n"));
-        assert!(mkdir(&f, ID, "/tmp/a", false).unwrap());
+        assert!(mkdir(&Target::test(&f, ID), "/tmp/a", false).unwrap());
         assert_eq!(f.calls()[0], ["exec", "--", ID, "/run/sbx/helper", "mkdir", "/tmp/a"]);
         f.push(Output::ok("existed\n"));
-        assert!(!mkdir(&f, ID, "/tmp/a", true).unwrap());
+        assert!(!mkdir(&Target::test(&f, ID), "/tmp/a", true).unwrap());
         assert_eq!(f.calls()[1].last().unwrap(), "-p");
         for (code, kind) in [
             (EXISTS, "exists"),
@@ -311,12 +310,12 @@ mod tests {
             (NOT_A_DIRECTORY, "not_a_directory"),
         ] {
             f.push(Output::fail(code, ""));
-            let e = mkdir(&f, ID, "/x/y", false).unwrap_err();
+            let e = mkdir(&Target::test(&f, ID), "/x/y", false).unwrap_err();
             assert_eq!(e.kind(), kind);
             assert!(e.to_string().contains("/x/y"), "{e}");
         }
         f.push(Output::ok("\x1b[2Jforged\n"));
-        let e = mkdir(&f, ID, "/x", false).unwrap_err();
+        let e = mkdir(&Target::test(&f, ID), "/x", false).unwrap_err();
         assert!(e.to_string().contains("unexpected answer"), "{e}");
     }
 }

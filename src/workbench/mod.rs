@@ -3,6 +3,9 @@
 //! in-sandbox helper (`helper`), so it works on a read-only, networkless,
 //! capability-less sandbox whose image has nothing but its own program.
 //!
+//! Every operation takes a [`Target`] (`Driver::open` makes it): docker
+//! calls name its container, errors its sandbox id.
+//!
 //! One file per area: [`exec`](mod@exec) (foreground commands, shell),
 //! [`ps`](mod@ps) (background processes and logs), [`files`] (cp, backup,
 //! restore over [`transfer`]), [`listing`] (files, mkdir) and
@@ -19,6 +22,7 @@ pub mod listing;
 pub mod ports;
 pub mod ps;
 pub mod stats;
+pub mod target;
 pub mod transfer;
 pub mod watch;
 
@@ -32,4 +36,5 @@ pub use ps::{
     exec_detached, is_handle, kill, logs, new_handle, parse_signal, ps, signal_name, validate_handle, BgProcess, PsList,
 };
 pub use stats::{stats, stats_present, Stats};
+pub use target::Target;
 pub use watch::{watch, WatchEnd};

@@ -4,44 +4,39 @@
 use serde::{Deserialize, Serialize};
 
 use crate::docker::argv::{self, ExecOpts};
-use crate::docker::{Attach, DockerExec};
+use crate::docker::Attach;
 use crate::error::{Error, Explained, Invalid, Result, SandboxError};
 use crate::host::helper::SANDBOX_PATH as HELPER;
 
 use super::helper::{ended, helper, helper_argv, helper_exit, helper_failure, run, sandbox_error, still_runs};
+use super::Target;
 
 pub fn new_handle() -> String {
     format!("p{:08x}", rand::random::<u32>())
 }
 
 /// `sbx exec -d`: start CMD under the helper's supervisor; returns the handle.
-pub fn exec_detached(
-    exec: &dyn DockerExec,
-    id: &str,
-    o: &ExecOpts,
-    handle: &str,
-    cmd: &[String],
-) -> Result<(String, i32)> {
+pub fn exec_detached(t: &Target, o: &ExecOpts, handle: &str, cmd: &[String]) -> Result<(String, i32)> {
     let mut inner = vec![HELPER.to_string(), "bg".into(), handle.to_string(), "--".into()];
     inner.extend(cmd.iter().cloned());
-    let argv = argv::exec(id, &ExecOpts { interactive: false, tty: false, ..o.clone() }, &inner);
-    let out = run(exec, id, &argv)?;
+    let argv = argv::exec(&t.container, &ExecOpts { interactive: false, tty: false, ..o.clone() }, &inner);
+    let out = run(t, &argv)?;
     if out.status != 0 {
-        if let Some(e) = sandbox_error(id, &out.stderr_str()) {
+        if let Some(e) = sandbox_error(t, &out.stderr_str()) {
             return Err(e);
         }
         // The helper's `bg` exits 127/126 when the command cannot start.
         if matches!(out.status, 126 | 127) && !cmd.is_empty() {
             let not_found = out.status == 127;
             return Err(Explained::CannotRun {
-                id: id.to_string(),
+                id: t.sandbox.to_string(),
                 command: cmd[0].clone(),
                 not_found,
                 background: true,
             }
             .into());
         }
-        return Err(helper_failure(id, &argv, out.status, &out.stderr_str()));
+        return Err(helper_failure(t, &argv, out.status, &out.stderr_str()));
     }
     Ok((handle.to_string(), out.stdout_str().trim().parse().unwrap_or(0)))
 }
@@ -85,8 +80,8 @@ pub struct PsList {
 /// with escape sequences and newlines set the terminal's title, erased a
 /// line and printed a forged row) is no process `exec -d` started, and is
 /// dropped, in `--json` too.
-pub fn ps(exec: &dyn DockerExec, id: &str) -> Result<PsList> {
-    let out = helper(exec, id, &["ps"])?;
+pub fn ps(t: &Target) -> Result<PsList> {
+    let out = helper(t, &["ps"])?;
     let all: Vec<BgProcess> = out
         .stdout_str()
         .lines()
@@ -150,40 +145,40 @@ pub fn validate_handle(h: &str) -> std::result::Result<(), Invalid> {
     }
 }
 
-pub fn kill(exec: &dyn DockerExec, id: &str, handle: &str, signal: i32) -> Result<()> {
-    helper(exec, id, &["kill", handle, &signal.to_string()]).map(|_| ())
+pub fn kill(t: &Target, handle: &str, signal: i32) -> Result<()> {
+    helper(t, &["kill", handle, &signal.to_string()]).map(|_| ())
 }
 
 /// Logs: the sandbox's own (docker logs), or a background process's.
-pub fn logs(exec: &dyn DockerExec, id: &str, handle: Option<&str>, follow: bool, tail: Option<u64>) -> Result<i32> {
+pub fn logs(t: &Target, handle: Option<&str>, follow: bool, tail: Option<u64>) -> Result<i32> {
     let tail_s = tail.map(|t| t.to_string());
     let argv = match handle {
-        None => argv::logs(id, follow, tail_s.as_deref()),
+        None => argv::logs(&t.container, follow, tail_s.as_deref()),
         Some(h) => {
             let mut args = vec!["logs", h];
             if follow {
                 args.push("-f");
             }
             args.push(tail_s.as_deref().unwrap_or("-1"));
-            helper_argv(id, false, &args)
+            helper_argv(t, false, &args)
         }
     };
-    let (code, stderr) = match exec.run_attached(&argv, Attach { stdin: false, capture_stderr: true }) {
+    let (code, stderr) = match t.docker.run_attached(&argv, Attach { stdin: false, capture_stderr: true }) {
         // The sandbox's own output ends with the sandbox: cut by the
         // runner's watch (docker/real/watch.rs) where docker did not end it.
         Err(crate::docker::DockerError::Ended { .. }) if handle.is_none() => return Ok(0),
         other => other?,
     };
     if code != 0 {
-        if let Some(e) = sandbox_error(id, &stderr) {
+        if let Some(e) = sandbox_error(t, &stderr) {
             return Err(e);
         }
         if handle.is_some() && code == helper_exit::NO_PROCESS {
-            return Err(helper_failure(id, &argv, code, &stderr));
+            return Err(helper_failure(t, &argv, code, &stderr));
         }
         // A follow killed or cut off: by its sandbox's end?
-        if handle.is_some() && follow && !still_runs(exec, id)? {
-            return Err(ended(id));
+        if handle.is_some() && follow && !still_runs(t)? {
+            return Err(ended(t));
         }
     }
     // Held back as if docker's, but it was the sandbox's own output.
@@ -202,7 +197,7 @@ mod tests {
     fn ps_output_that_is_not_json_is_named() {
         let f = FakeDocker::new();
         f.push(Output::ok("{\"handle\":\"p1\"}x\n"));
-        let e = ps(&f, "sbx-0123456789ab").unwrap_err();
+        let e = ps(&Target::test(&f, "sbx-0123456789ab")).unwrap_err();
         assert!(matches!(&e, Error::Sandbox(SandboxError::HelperOutput { what: "ps", .. })), "{e}");
         assert_eq!(
             e.to_string(),
@@ -216,9 +211,8 @@ mod tests {
     fn background_processes_through_the_fake() {
         let f = FakeDocker::new();
         f.push(Output::ok("42\n"));
-        let (h, pid) =
-            exec_detached(&f, "sbx-0123456789ab", &ExecOpts::default(), "p0000abcd", &["srv".into(), "--port".into()])
-                .unwrap();
+        let t = Target::test(&f, "sbx-0123456789ab");
+        let (h, pid) = exec_detached(&t, &ExecOpts::default(), "p0000abcd", &["srv".into(), "--port".into()]).unwrap();
         assert_eq!((h.as_str(), pid), ("p0000abcd", 42));
         assert_eq!(
             f.calls()[0],
@@ -227,7 +221,7 @@ mod tests {
         f.push(Output::ok(
             "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":true,\"exit_code\":null}\n",
         ));
-        let list = ps(&f, "sbx-0123456789ab").unwrap().processes;
+        let list = ps(&Target::test(&f, "sbx-0123456789ab")).unwrap().processes;
         assert_eq!(list[0].pid, Some(42));
         assert!(list[0].running);
         // Ended by TERM is not "exit 143".
@@ -235,7 +229,7 @@ mod tests {
             "{\"handle\":\"p0000abcd\",\"pid\":42,\"command\":[\"srv\"],\"running\":false,\"exit_code\":null,\"signal\":15}\n\
              {\"handle\":\"p0000abce\",\"pid\":43,\"command\":[\"x\"],\"running\":false,\"exit_code\":3,\"signal\":null}\n",
         ));
-        let list = ps(&f, "sbx-0123456789ab").unwrap().processes;
+        let list = ps(&Target::test(&f, "sbx-0123456789ab")).unwrap().processes;
         assert_eq!((list[0].signal, list[0].exit_code, list[0].status()), (Some(15), None, "killed by TERM".into()));
         assert_eq!(list[1].status(), "exit 3");
         f.push(Output::fail(
@@ -243,11 +237,11 @@ mod tests {
             "OCI runtime exec failed: exec: \"/run/sbx/helper\": stat /run/sbx/helper: no such file or directory",
         ));
         assert!(matches!(
-            ps(&f, "sbx-0123456789ab"),
+            ps(&Target::test(&f, "sbx-0123456789ab")),
             Err(Error::Sandbox(crate::error::SandboxError::HelperMissing { .. }))
         ));
         f.push(Output::fail(127, "sbx-helper: cannot run \"nope\": No such file or directory"));
-        match exec_detached(&f, "sbx-0123456789ab", &ExecOpts::default(), "p1", &["nope".into()]) {
+        match exec_detached(&Target::test(&f, "sbx-0123456789ab"), &ExecOpts::default(), "p1", &["nope".into()]) {
             Err(e @ Error::Explained(Explained::CannotRun { not_found: true, .. })) => {
                 assert_eq!(e.exit_code(), 1, "exec -d exits 1");
                 assert!(!e.to_string().contains("sbx-helper"), "{e}");

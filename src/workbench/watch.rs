@@ -9,13 +9,13 @@
 
 use std::io::BufReader;
 
-use crate::docker::DockerExec;
 use crate::error::Result;
 use crate::host::interrupt::Watch;
 
 use super::helper::{helper_argv, helper_failure, sandbox_error, still_runs, transfer_failure};
 use super::lines::{self, WatchLine};
 use super::transfer::wire::refused;
+use super::Target;
 
 /// How a watch ended, when not with an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +33,7 @@ pub enum WatchEnd {
 /// Watch `path` (canonical) in sandbox `id` until a signal, the directory
 /// or the sandbox goes. `sink` gets each checked line (READY first).
 pub fn watch(
-    exec: &dyn DockerExec,
-    id: &str,
+    t: &Target,
     path: &str,
     recursive: bool,
     signals: &Watch,
@@ -45,8 +44,8 @@ pub fn watch(
         args.push("-r");
     }
     // -i: the helper reads its stdin only to learn when to stop.
-    let argv = helper_argv(id, true, &args);
-    let piped = exec.open_pipe(&argv)?;
+    let argv = helper_argv(t, true, &args);
+    let piped = t.docker.open_pipe(&argv)?;
     let (stdin, stdout, wait) = (piped.stdin, piped.stdout, piped.wait);
     let (read, signal) = std::thread::scope(|s| {
         let stopper = s.spawn(move || {
@@ -84,11 +83,11 @@ pub fn watch(
         Err(e)
             if (e.kind() == std::io::ErrorKind::UnexpectedEof
                 || (e.kind() == std::io::ErrorKind::InvalidData && status != 0))
-                && !still_runs(exec, id)? =>
+                && !still_runs(t)? =>
         {
             return Ok(WatchEnd::SandboxEnded)
         }
-        Err(e) => return Err(transfer_failure(format!("watching {id}:{path}"), e)),
+        Err(e) => return Err(transfer_failure(format!("watching {}:{path}", t.sandbox), e)),
     };
     if gone {
         return Ok(WatchEnd::Gone);
@@ -98,14 +97,14 @@ pub fn watch(
         // the helper did. Asked before docker's words are: a destroy ends
         // the exec with "No such container" or "is not running" on stderr,
         // which is this end, not a failure (seen under a loaded engine).
-        if !still_runs(exec, id)? {
+        if !still_runs(t)? {
             return Ok(WatchEnd::SandboxEnded);
         }
     }
-    if let Some(e) = sandbox_error(id, &stderr) {
+    if let Some(e) = sandbox_error(t, &stderr) {
         return Err(e);
     }
-    Err(helper_failure(id, &argv, if status == 0 { 1 } else { status }, &stderr))
+    Err(helper_failure(t, &argv, if status == 0 { 1 } else { status }, &stderr))
 }
 
 /// Read lines until the helper's stdout ends. Ok((ready, gone)); a last
@@ -156,7 +155,7 @@ mod tests {
     fn run(f: &FakeDocker, recursive: bool) -> (Result<WatchEnd>, Vec<WatchLine>) {
         let signals = Watch::manual().unwrap();
         let mut got = Vec::new();
-        let r = watch(f, ID, "/tmp/w", recursive, &signals, &mut |l| {
+        let r = watch(&Target::test(f, ID), "/tmp/w", recursive, &signals, &mut |l| {
             got.push(l.clone());
             Ok(())
         });
@@ -278,7 +277,7 @@ mod tests {
         f.push(Output::ok("READY\n"));
         let signals = Watch::manual().unwrap();
         signals.raise(2);
-        let r = watch(&f, ID, "/tmp/w", false, &signals, &mut |_| Ok(()));
+        let r = watch(&Target::test(&f, ID), "/tmp/w", false, &signals, &mut |_| Ok(()));
         assert_eq!(r.unwrap(), WatchEnd::Signal(2));
         assert_eq!(f.calls(), [["exec", "-i", "--", ID, "/run/sbx/helper", "watch", "/tmp/w"]]);
         assert_eq!(f.invocations()[0].mode, crate::docker::ModeKind::Piped);

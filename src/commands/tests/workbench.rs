@@ -371,3 +371,18 @@ fn cp_names_the_sandbox_in_its_errors_and_refuses_bad_input() {
     rig.refused(&["cp", &host_s, "nope:/x"]);
     rig.refused(&["cp", &host_s, &format!("{ID}:/x"), "--max-bytes", "lots"]);
 }
+
+/// A refusal about the sandbox side names the sandbox id the user gave,
+/// never the container id sbx acts on (it once said `<64 hex>:/`).
+#[test]
+fn a_cp_of_the_sandboxs_root_is_refused_naming_the_sandbox() {
+    let rig = Rig::new();
+    rig.owns();
+    let r = rig.sbx(&["--json", "cp", &format!("{ID}:/"), "/tmp/sbx-never-written"]);
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{}", r.stderr);
+    assert_eq!(
+        json(&r.stderr)["error"]["message"],
+        "invalid cp path \"sbx-00000000000f:/\": name a file or directory, not the sandbox's /"
+    );
+    assert!(!r.stderr.contains(CID), "{}", r.stderr);
+}

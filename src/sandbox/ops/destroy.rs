@@ -23,7 +23,7 @@ pub struct Destroyed {
 
 /// One sandbox to remove, and what goes with it, as its record or its
 /// inspect says.
-struct Target {
+struct Removal {
     id: String,
     /// What `docker rm` is given: the container id from the record (a
     /// container later given the same name is never touched), else the name.
@@ -40,14 +40,14 @@ struct Target {
     gate: Option<Option<String>>,
 }
 
-impl Target {
+impl Removal {
     fn recorded(id: String, r: SandboxRecord) -> Self {
         // A gate's internal network is among the private ones.
         let gate = match r.gate {
             Some(cid) => Some(Some(cid)),
             None => r.private.iter().any(|p| p.network == gate::network(&id)).then_some(None),
         };
-        Target {
+        Removal {
             id,
             container: r.container,
             private: r.private,
@@ -60,7 +60,7 @@ impl Target {
 
     fn inspected(raw: &RawContainer) -> Self {
         let label = |k: &str| raw.labels.get(k).cloned();
-        Target {
+        Removal {
             id: raw.name.clone(),
             container: raw.name.clone(),
             private: private_of(raw),
@@ -100,7 +100,7 @@ impl Driver {
         let mut rest = Vec::new();
         for id in ids {
             match state.record(&id).filter(|_| local && state.belongs(&id, endpoint)) {
-                Some(r) => recorded.push(Target::recorded(id, r)),
+                Some(r) => recorded.push(Removal::recorded(id, r)),
                 None => rest.push(id),
             }
         }
@@ -124,7 +124,7 @@ impl Driver {
 
     fn destroy_inspected(&self, ids: Vec<String>, purge: bool) -> Result<Destroyed> {
         let raws = self.inspect_many(&ids)?;
-        let (removed, failure) = self.remove_targets(raws.iter().map(Target::inspected).collect(), purge)?;
+        let (removed, failure) = self.remove_targets(raws.iter().map(Removal::inspected).collect(), purge)?;
         let present: Vec<&String> = raws.iter().map(|r| &r.name).collect();
         let already_gone: Vec<String> = ids.into_iter().filter(|i| !present.contains(&i)).collect();
         // This machine's files for an id gone from this engine, if they
@@ -158,7 +158,7 @@ impl Driver {
     /// `purge` its session's volume, and its state. A sandbox of a failed
     /// batch keeps all of it. Returns the ids removed and the first removal
     /// failure (the rest were still tried); Err when a cleanup step fails.
-    fn remove_targets(&self, targets: Vec<Target>, purge: bool) -> Result<(Vec<String>, Option<Error>)> {
+    fn remove_targets(&self, targets: Vec<Removal>, purge: bool) -> Result<(Vec<String>, Option<Error>)> {
         if targets.is_empty() {
             return Ok((Vec::new(), None));
         }
@@ -170,9 +170,9 @@ impl Driver {
         let name = |c: &String| targets.iter().find(|t| t.container == *c).map(|t| t.id.clone());
         let failure =
             self.first_failure(failed.into_iter().map(|(b, e)| (b.iter().filter_map(name).collect(), e)).collect());
-        let gone: Vec<Target> = targets.into_iter().filter(|t| !kept.contains(&t.container)).collect();
+        let gone: Vec<Removal> = targets.into_iter().filter(|t| !kept.contains(&t.container)).collect();
         self.release_sandbox_uids(&gone.iter().map(|t| t.id.clone()).collect::<Vec<_>>());
-        let gated: Vec<&Target> = gone.iter().filter(|t| t.gate.is_some()).collect();
+        let gated: Vec<&Removal> = gone.iter().filter(|t| t.gate.is_some()).collect();
         if !gated.is_empty() {
             let ids: Vec<String> = gated.iter().map(|t| t.id.clone()).collect();
             let known: Vec<String> = gated.iter().filter_map(|t| t.gate.clone().flatten()).collect();
@@ -191,7 +191,7 @@ impl Driver {
         self.remove_private(&private)?;
         // A remote create's marker here is named by the sandbox's id: it
         // is that sandbox's, now gone, whichever engine sbx drives now.
-        let relayed: Vec<&Target> = gone.iter().filter(|t| t.relayed_remote).collect();
+        let relayed: Vec<&Removal> = gone.iter().filter(|t| t.relayed_remote).collect();
         if !relayed.is_empty() {
             if let Ok(root) = self.roots.resolve() {
                 for t in &relayed {

@@ -32,7 +32,7 @@ impl Driver {
         } else if raw.state != "running" {
             return Err(Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state: raw.state }));
         }
-        let rec = self.record(&raw);
+        let rec = self.seen(&raw);
         Ok(match kind {
             Kind::Direct => {
                 let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());

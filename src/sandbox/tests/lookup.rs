@@ -137,11 +137,12 @@ fn a_relayed_create_refuses_what_is_not_a_socket() {
 fn every_command_acts_only_on_a_proven_sandbox() {
     // `docker run --name sbx-... --label <copied labels>`.
     let rig = Rig::new();
+    let open = |id: &str| rig.driver().open(&id.parse().unwrap()).map(|t| t.container.to_string());
     let cid = "ab".repeat(32);
     let mut line: serde_json::Value = serde_json::from_str(&rig.inspect_line(ID, ID, &["none"])).unwrap();
     line["Id"] = cid.clone().into();
     rig.fake.push(Output::ok(&format!("{line}\n")));
-    assert_eq!(rig.driver().owned(ID).unwrap(), cid);
+    assert_eq!(open(ID).unwrap(), cid);
     assert_eq!(rig.fake.verbs(), ["container inspect"]);
     // An impostor: the same labels, copied to another name.
     let impostor = "sbx-0000000000ee";
@@ -149,11 +150,11 @@ fn every_command_acts_only_on_a_proven_sandbox() {
     forged["Name"] = format!("/{impostor}").into();
     forged["Config"]["Labels"]["sbx.id"] = impostor.into();
     rig.fake.push(Output::ok(&format!("{forged}\n")));
-    let err = rig.driver().owned(impostor).unwrap_err();
+    let err = open(impostor).unwrap_err();
     assert!(matches!(err, Error::Sandbox(SandboxError::Foreign { ref id }) if id == impostor), "{err:?}");
     assert!(err.to_string().contains("not a sandbox of this host"), "{err}");
     // A sandbox this host recorded: its container id, with no docker call.
     rig.record_container(ID, &"cd".repeat(32));
-    assert_eq!(rig.driver().owned(ID).unwrap(), "cd".repeat(32));
+    assert_eq!(open(ID).unwrap(), "cd".repeat(32));
     assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"]);
 }

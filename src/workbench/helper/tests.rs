@@ -3,7 +3,7 @@
 use super::*;
 use crate::docker::fake::FakeDocker;
 use crate::workbench::transfer::Limits;
-use crate::workbench::{backup, cp, kill, logs, CpSide};
+use crate::workbench::{backup, cp, kill, logs, CpSide, Target};
 
 /// A stream into a sandbox that goes under it ends in sbx's words
 /// (`not_running`), whichever way it ends: cut by the runner's watch
@@ -24,34 +24,35 @@ fn a_stream_whose_sandbox_went_says_so() {
         other => panic!("{what}: {other:?}"),
     };
     let f = FakeDocker::new();
+    let t = Target::test(&f, id);
     let o = ExecOpts::default();
     let cmd = ["sleep".to_string()];
     f.push_ended("", id);
-    not_running(exec(&f, id, &o, &cmd).map(drop), "exec cut");
+    not_running(exec(&t, &o, &cmd).map(drop), "exec cut");
     f.push(Output::fail(137, ""));
     gone(&f);
-    not_running(exec(&f, id, &o, &cmd).map(drop), "exec killed");
+    not_running(exec(&t, &o, &cmd).map(drop), "exec killed");
     f.push(Output::fail(137, ""));
     f.push(Output::ok("exited 137"));
-    not_running(logs(&f, id, Some("p0000abcd"), true, None).map(drop), "logs -f HANDLE killed");
+    not_running(logs(&t, Some("p0000abcd"), true, None).map(drop), "logs -f HANDLE killed");
     f.push_ended("", id);
-    assert_eq!(ps::logs(&f, id, None, true, None).unwrap(), 0, "the sandbox's own output ends with it");
+    assert_eq!(ps::logs(&t, None, true, None).unwrap(), 0, "the sandbox's own output ends with it");
     f.push(Output::fail(137, ""));
     gone(&f);
-    not_running(wait_port(&f, id, 80, std::time::Duration::from_secs(60)).map(drop), "wait-port");
+    not_running(wait_port(&t, 80, std::time::Duration::from_secs(60)).map(drop), "wait-port");
     let to = std::env::temp_dir();
-    let src = CpSide::Sandbox { id: id.into(), path: "/tmp/big".into() };
+    let src = CpSide::Sandbox { id: t.clone(), path: "/tmp/big".into() };
     f.push(Output::fail(137, ""));
     gone(&f);
-    not_running(cp(&f, &src, &CpSide::Host(to), &Limits::default()).map(drop), "cp out");
+    not_running(cp(&src, &CpSide::Host(to), &Limits::default()).map(drop), "cp out");
     f.push(Output::fail(137, ""));
     gone(&f);
-    not_running(backup(&f, id, std::io::sink(), &Limits::default()).map(drop), "backup");
+    not_running(backup(&t, std::io::sink(), &Limits::default()).map(drop), "backup");
     // A listing killed mid-line: the cut-off line is the sandbox's end too.
     f.push(Output { status: 137, stdout: b"ROOT d\nE f 644 3 1".to_vec(), stderr: vec![] });
     gone(&f);
     let opts = crate::workbench::ListOpts { max_depth: 1, limit: 10 };
-    not_running(crate::workbench::list(&f, id, "/tmp", opts, &mut |_| Ok(())).map(drop), "files");
+    not_running(crate::workbench::list(&t, "/tmp", opts, &mut |_| Ok(())).map(drop), "files");
     assert_eq!(f.remaining(), 0);
     // The sandbox runs: the command's own death by signal keeps its code,
     // after docker said `running` each time it was asked.
@@ -59,10 +60,10 @@ fn a_stream_whose_sandbox_went_says_so() {
     for _ in 0..STILL_RUNS_ASKS {
         f.push(Output::ok("running 0"));
     }
-    assert_eq!(exec(&f, id, &o, &cmd).unwrap(), 137);
+    assert_eq!(exec(&t, &o, &cmd).unwrap(), 137);
     // A helper's own word is not second-guessed: no look-up.
     f.push(Output::fail(helper_exit::NO_SUCH_PATH, ""));
-    assert_eq!(backup(&f, id, std::io::sink(), &Limits::default()).unwrap_err().kind(), "no_such_path");
+    assert_eq!(backup(&t, std::io::sink(), &Limits::default()).unwrap_err().kind(), "no_such_path");
     assert_eq!(f.remaining(), 0);
     let helper = |args: &str| format!("exec -- {id} /run/sbx/helper {args}");
     let (sleep, asked) = (format!("exec -- {id} sleep"), format!("container inspect -- {id}"));
@@ -86,6 +87,7 @@ fn a_helper_that_stops_answering_is_named_never_the_engine() {
     use crate::workbench::{exec_detached, ps, restore, ExecOpts};
     let f = FakeDocker::new();
     let id = "sbx-0123456789ab";
+    let t = Target::test(&f, id);
     let secs = std::time::Duration::from_secs(3);
     let silent = |r: Result<()>, doing: &str| match r {
         Err(e @ Error::Explained(Explained::HelperTimeout { .. })) => {
@@ -100,22 +102,22 @@ fn a_helper_that_stops_answering_is_named_never_the_engine() {
         other => panic!("{doing}: {other:?}"),
     };
     f.push_timeout(secs);
-    silent(ps(&f, id).map(drop), "listing background processes");
+    silent(ps(&t).map(drop), "listing background processes");
     f.push_timeout(secs);
-    silent(crate::workbench::wait_port(&f, id, 80, secs).map(drop), "waiting for port 80");
+    silent(crate::workbench::wait_port(&t, 80, secs).map(drop), "waiting for port 80");
     f.push_timeout(secs);
-    silent(kill(&f, id, "p0000abcd", 15), "signalling p0000abcd");
+    silent(kill(&t, "p0000abcd", 15), "signalling p0000abcd");
     f.push_timeout(secs);
     let cmd = ["srv".to_string()];
     silent(
-        exec_detached(&f, id, &ExecOpts::default(), "p0000abcd", &cmd).map(drop),
+        exec_detached(&t, &ExecOpts::default(), "p0000abcd", &cmd).map(drop),
         "starting background process p0000abcd",
     );
     f.push_timeout(secs);
-    silent(backup(&f, id, std::io::sink(), &Limits::default()).map(drop), "reading /state/workspace");
+    silent(backup(&t, std::io::sink(), &Limits::default()).map(drop), "reading /state/workspace");
     f.push_timeout(secs);
-    let src = CpSide::Sandbox { id: id.into(), path: "/tmp/x".into() };
-    silent(cp(&f, &src, &CpSide::Host(std::env::temp_dir()), &Limits::default()).map(drop), "reading /tmp/x");
+    let src = CpSide::Sandbox { id: t.clone(), path: "/tmp/x".into() };
+    silent(cp(&src, &CpSide::Host(std::env::temp_dir()), &Limits::default()).map(drop), "reading /tmp/x");
     let mut tar = tar::Builder::new(Vec::new());
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Directory);
@@ -123,7 +125,7 @@ fn a_helper_that_stops_answering_is_named_never_the_engine() {
     tar.append_data(&mut h, "d", std::io::empty()).unwrap();
     let tar = tar.into_inner().unwrap();
     f.push_timeout(secs);
-    silent(restore(&f, id, tar.as_slice(), &Limits::default()), "writing /state/workspace");
+    silent(restore(&t, tar.as_slice(), &Limits::default()), "writing /state/workspace");
     assert_eq!(f.remaining(), 0);
     let helper = |args: &str| format!("exec -- {id} /run/sbx/helper {args}");
     let mut want: Vec<String> = ["ps", "wait-port 80 3000", "kill p0000abcd 15", "bg p0000abcd -- srv"]
@@ -155,21 +157,21 @@ fn transfer_failures_tell_refusals_from_io() {
 fn helper_failures_are_said_in_sbx_words() {
     let f = FakeDocker::new();
     let id = "sbx-0123456789ab";
+    let t = Target::test(&f, id);
     f.push(Output::fail(helper_exit::EXITED, ""));
-    let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
+    let e = kill(&t, "p0000abcd", 15).unwrap_err();
     assert_eq!(e.to_string(), "background process p0000abcd in sandbox sbx-0123456789ab has already exited");
     assert_eq!(e.kind(), "process_exited");
     f.push(Output::fail(helper_exit::NO_PROCESS, ""));
-    let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
+    let e = kill(&t, "p0000abcd", 15).unwrap_err();
     assert_eq!(e.kind(), "no_such_process");
     assert!(e.hint().unwrap().contains("sbx ps sbx-0123456789ab"));
     f.push(Output::fail(helper_exit::NO_PROCESS, ""));
-    assert_eq!(logs(&f, id, Some("p00000000"), false, None).unwrap_err().kind(), "no_such_process");
+    assert_eq!(logs(&t, Some("p00000000"), false, None).unwrap_err().kind(), "no_such_process");
     f.push(Output::fail(helper_exit::READ_ONLY, ""));
     let e = cp(
-        &f,
         &CpSide::Host("/dev/null".into()),
-        &CpSide::Sandbox { id: id.into(), path: "/etc/a.txt".into() },
+        &CpSide::Sandbox { id: t.clone(), path: "/etc/a.txt".into() },
         &Limits::default(),
     )
     .unwrap_err();
@@ -177,15 +179,15 @@ fn helper_failures_are_said_in_sbx_words() {
     assert!(e.to_string().contains("/etc/a.txt") && e.to_string().contains("read-only"), "{e}");
     assert!(e.hint().unwrap().contains("/tmp"), "{:?}", e.hint());
     f.push(Output::fail(helper_exit::NO_SUCH_PATH, ""));
-    let e = backup(&f, id, std::io::sink(), &Limits::default()).unwrap_err();
+    let e = backup(&t, std::io::sink(), &Limits::default()).unwrap_err();
     assert_eq!(e.to_string(), "sandbox sbx-0123456789ab has no /state/workspace");
     // Docker's own answer for an exited sandbox.
     f.push(Output::fail(1, "Error response from daemon: Container 0123abcd is not running"));
-    let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
+    let e = kill(&t, "p0000abcd", 15).unwrap_err();
     assert_eq!((e.kind(), e.to_string().contains("Error response")), ("not_running", false), "{e}");
     // Anything else: what sbx was doing, the sandbox's words labelled and made printable.
     f.push(Output::fail(1, "sbx-helper: weird \x1b[2Jthing"));
-    let e = kill(&f, id, "p0000abcd", 15).unwrap_err();
+    let e = kill(&t, "p0000abcd", 15).unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains("signalling p0000abcd") && msg.contains("the sandbox said: weird"), "{msg}");
     assert!(!msg.contains("docker exec") && !msg.contains('\x1b'), "{msg}");

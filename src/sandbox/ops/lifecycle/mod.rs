@@ -72,7 +72,7 @@ impl Driver {
         if live {
             run_ok(&*self.docker, &argv::stop(&cid, whole_seconds(grace)))?;
             // Again after: an `ls` that saw it still running meanwhile
-            // cleared the first mark as stale (see `Driver::record`).
+            // cleared the first mark as stale (see `Driver::seen`).
             state.mark(id, Mark::Stopped)?;
         }
         state.unmark(id, Mark::Paused);
