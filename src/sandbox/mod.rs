@@ -20,7 +20,7 @@ pub use ops::revoke::Revoked;
 pub use ops::{events, gc, pool};
 pub use shared::boundary;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
@@ -275,7 +275,7 @@ impl Driver {
 
     pub fn inspect(&self, id: &str) -> Result<Record> {
         let raw = self.inspect_one(id)?;
-        let mut r = [self.seen(&raw)];
+        let mut r = [self.record(&raw, started_at(&raw))];
         if let Ok(HostState { state, .. }) = self.state() {
             crate::sandbox::shared::creating::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
         }
@@ -286,8 +286,10 @@ impl Driver {
         Ok(r)
     }
 
-    /// What docker reported of `raw`, as sbx says it: a view, it writes nothing.
-    fn record(&self, raw: &RawContainer) -> Record {
+    /// What docker reported of `raw`, as sbx says it: a view, it writes
+    /// nothing. `run` is the `State.StartedAt` of the run docker reports
+    /// (None when unknown), which tells sbx's Stopped mark from a stale one.
+    pub(crate) fn record(&self, raw: &RawContainer, run: Option<&str>) -> Record {
         let moved = self.state().ok().and_then(|h| h.state.expiry(&raw.name));
         let mut r = raw.record(raw.expiry(moved), SystemTime::now());
         // A pool member's session is its claim's (labels cannot change).
@@ -297,32 +299,13 @@ impl Driver {
         // Docker says `exited` for a sandbox `sbx stop` stopped too: its exit
         // code is the stop's SIGTERM or SIGKILL, nothing about the program.
         let stoppable = r.state == "exited" || r.state == "created";
-        let marked = self.state().is_ok_and(|h| h.state.marked(&raw.name, crate::host::state::Mark::Stopped));
-        if stoppable && marked {
+        if stoppable && self.state().is_ok_and(|h| h.state.stopped_by_sbx(&raw.name, run)) {
             r.state = "stopped".into();
             r.exit_code = None;
             r.oom_killed = false;
             r.reason = Some(format!("stopped by `sbx stop`; `sbx start {}` runs it again", raw.name));
         }
         r
-    }
-
-    /// [`Driver::record`] of `raw`, once what docker says of it has settled
-    /// the one thing only a look at it can: a Stopped mark on a sandbox
-    /// docker reports running (started outside sbx with `docker start`, or
-    /// a `docker stop` that failed) is stale, and goes. Were it kept, a later
-    /// death of the program would read as `stopped`, hiding its exit code;
-    /// no docker call or later read could tell (`docker ps` has no start
-    /// time). The only state a look writes, and only here.
-    fn seen(&self, raw: &RawContainer) -> Record {
-        if raw.state == "running" {
-            if let Ok(h) = self.state() {
-                if h.state.marked(&raw.name, crate::host::state::Mark::Stopped) {
-                    h.state.unmark(&raw.name, crate::host::state::Mark::Stopped);
-                }
-            }
-        }
-        self.record(raw)
     }
 
     /// Sandbox `id` as docker inspects it, once proven this host's.
@@ -345,11 +328,38 @@ impl Driver {
         let raws = crate::docker::parse::parse_ps(&out.stdout_str(), "docker ps")?;
         // Every sbx's sandboxes, on this engine: what the uid table keeps.
         self.prune_uids(&raws);
-        let mut recs: Vec<Record> = raws.iter().filter(|r| r.is_sbx(key)).map(|r| self.seen(r)).collect();
+        let ours: Vec<&RawContainer> = raws.iter().filter(|r| r.is_sbx(key)).collect();
+        let runs = self.stopped_runs(&ours, state);
+        let mut recs: Vec<Record> =
+            ours.iter().map(|r| self.record(r, runs.get(&r.name).map(String::as_str))).collect();
         crate::sandbox::shared::creating::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
         read_allowlists(&mut recs, &state.dir);
         Ok(recs)
     }
+}
+
+impl Driver {
+    /// The `State.StartedAt` of each of `raws` (from `docker ps`, which has
+    /// no start time) that docker says exited and a Stopped mark names a run
+    /// of: one inspect for them all, none when there is no such sandbox.
+    /// Unanswered, the marks hold, as they did before they named runs.
+    fn stopped_runs(&self, raws: &[&RawContainer], state: &crate::host::state::State) -> BTreeMap<String, String> {
+        let judged: Vec<String> = raws
+            .iter()
+            .filter(|r| (r.state == "exited" || r.state == "created") && state.stopped_run(&r.name).is_some())
+            .map(|r| r.name.clone())
+            .collect();
+        if judged.is_empty() {
+            return BTreeMap::new();
+        }
+        let inspected = self.inspect_many(&judged).unwrap_or_default();
+        inspected.iter().filter_map(|r| Some((r.name.clone(), started_at(r)?.to_string()))).collect()
+    }
+}
+
+/// The `State.StartedAt` docker's inspect gave for `raw` (None from `docker ps`).
+pub(crate) fn started_at(raw: &RawContainer) -> Option<&str> {
+    raw.full["State"]["StartedAt"].as_str()
 }
 
 /// The allowlists of the gated among `recs`, as their gates read them now

@@ -128,9 +128,9 @@ fn ls_tells_a_stopped_sandbox_from_one_whose_program_exited_and_start_restarts_b
     assert_eq!(json(&out)["already"], true);
     assert_eq!(state(&w, &ended.id), "stopped");
 
-    // Started behind sbx's back (`docker start`): once seen running the
-    // mark is stale and goes, so its program's later death reads as
-    // `exited` with the code, not as `stopped`.
+    // Started behind sbx's back (`docker start`): the mark names the run
+    // sbx stopped, so its program's later death reads as `exited` with the
+    // code, not as `stopped`, whether or not anything looked in between.
     let stubborn = w.create(&["--socket-wait", "0", "--", "stubborn"]);
     assert_success(&w.sbx(&["stop", "--grace", "0s", &stubborn.id]), "stop");
     assert_eq!(state(&w, &stubborn.id), "stopped");
@@ -139,6 +139,12 @@ fn ls_tells_a_stopped_sandbox_from_one_whose_program_exited_and_start_restarts_b
     docker_ok(&["kill", &stubborn.id]);
     assert_eq!(state(&w, &stubborn.id), "exited");
     assert_eq!(json(&w.sbx(&["inspect", &stubborn.id]))["exit_code"], 137);
+    assert_success(&w.sbx(&["start", "--socket-wait", "0", &stubborn.id]), "start");
+    assert_success(&w.sbx(&["stop", "--grace", "0s", &stubborn.id]), "stop");
+    docker_ok(&["start", &stubborn.id]);
+    docker_ok(&["kill", &stubborn.id]);
+    assert_eq!(state(&w, &stubborn.id), "exited", "never looked at while it ran");
+    assert_eq!(json(&w.sbx(&["inspect", &stubborn.id]))["state"], "exited");
 }
 
 #[test]

@@ -3,8 +3,8 @@
 use super::State;
 use crate::error::Result;
 
-/// What sbx did to a sandbox that docker's own state cannot say: an empty
-/// file per sandbox, written before the docker call and cleared after its opposite.
+/// What sbx did to a sandbox that docker's own state cannot say: a file per
+/// sandbox, written before the docker call and cleared after its opposite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mark {
     /// `sbx stop`: docker reports `exited` for it and for a program that
@@ -35,6 +35,30 @@ impl State {
 
     pub fn marked(&self, id: &str, m: Mark) -> bool {
         self.file(m.kind(), id).exists()
+    }
+
+    /// `sbx stop`'s mark for the run it ended, named by that run's
+    /// `State.StartedAt`: a later look tells it from a sandbox started
+    /// again outside sbx (`docker start`) without writing anything.
+    pub fn mark_stopped_run(&self, id: &str, started_at: &str) -> Result<()> {
+        self.put(Mark::Stopped.kind(), id, started_at)
+    }
+
+    /// Whether sbx stopped the run docker now reports, whose `StartedAt` is
+    /// `started_at` (None: not known, as from `docker ps`). A mark naming
+    /// another run is stale: the sandbox was started outside sbx since, and
+    /// its program's own exit is what shows. An empty mark (a failed start's,
+    /// or an older sbx's) names no run and holds.
+    pub fn stopped_by_sbx(&self, id: &str, started_at: Option<&str>) -> bool {
+        match self.get(Mark::Stopped.kind(), id) {
+            None => false,
+            Some(run) => run.is_empty() || started_at.map_or(true, |s| s == run),
+        }
+    }
+
+    /// The run a Stopped mark names, if it names one.
+    pub fn stopped_run(&self, id: &str) -> Option<String> {
+        self.get(Mark::Stopped.kind(), id).filter(|r| !r.is_empty())
     }
 
     /// Every sandbox with a mark: gc forgets those whose container is gone

@@ -32,7 +32,7 @@ impl Driver {
             return Err(Error::Route(RouteError::Unknown {
                 id: id.to_string(),
                 kind: kind.to_string(),
-                routes: self.seen(&raw).routes.into_keys().collect(),
+                routes: self.record(&raw, crate::sandbox::started_at(&raw)).routes.into_keys().collect(),
             }));
         };
         let cut: Vec<String> = declared.iter().filter(|(_, n)| **n == network).map(|(k, _)| k.clone()).collect();

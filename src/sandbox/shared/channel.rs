@@ -32,7 +32,7 @@ impl Driver {
         } else if raw.state != "running" {
             return Err(Error::Sandbox(SandboxError::NotRunning { id: id.to_string(), state: raw.state }));
         }
-        let rec = self.seen(&raw);
+        let rec = self.record(&raw, crate::sandbox::started_at(&raw));
         Ok(match kind {
             Kind::Direct => {
                 let uid = rec.user.split(':').next().and_then(|u| u.parse().ok());

@@ -239,19 +239,59 @@ fn start_checks_where_the_mounts_landed_again() {
 }
 
 /// A sandbox seen running with a stopped mark was started outside sbx (or
-/// its `docker stop` failed): the mark goes, so a later death of its program
-/// reads as `exited` with its code, not as `stopped`.
+/// its `docker stop` failed): the mark names the run `sbx stop` ended, so a
+/// later death of its program reads as `exited` with its code, not as
+/// `stopped`, and no look writes anything to tell.
 #[test]
 fn a_stale_stopped_mark_is_dropped_once_the_sandbox_is_seen_running() {
     let rig = Rig::new();
-    rig.state().mark(ID, Mark::Stopped).unwrap();
-    rig.fake.push(rig.in_state("running"));
+    let run = |status: &str, started: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(&rig.in_state(status).stdout_str()).unwrap();
+        v["State"]["StartedAt"] = started.into();
+        Output::ok(&format!("{v}\n"))
+    };
+    rig.state().mark_stopped_run(ID, "2026-12-01T10:00:00Z").unwrap();
+    let mark = std::fs::read(rig.state().dir.join("stopped").join(ID)).unwrap();
+    rig.fake.push(run("running", "2026-12-01T11:00:00Z"));
     assert_eq!(rig.driver().inspect(ID).unwrap().state, "running");
-    assert!(!rig.state().marked(ID, Mark::Stopped), "the stale mark is gone");
-    rig.fake.push(rig.in_state("exited"));
-    assert_eq!(rig.driver().inspect(ID).unwrap().state, "exited");
-    assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"]);
+    rig.fake.push(run("exited", "2026-12-01T11:00:00Z"));
+    assert_eq!(rig.driver().inspect(ID).unwrap().state, "exited", "the stale mark does not hide the exit");
+    assert_eq!(std::fs::read(rig.state().dir.join("stopped").join(ID)).unwrap(), mark, "a look writes nothing");
+    // The run sbx stopped, and a mark that names none (an older sbx's): stopped.
+    rig.fake.push(run("exited", "2026-12-01T10:00:00Z"));
+    assert_eq!(rig.driver().inspect(ID).unwrap().state, "stopped");
+    rig.state().mark(ID, Mark::Stopped).unwrap();
+    rig.fake.push(run("exited", "2026-12-01T11:00:00Z"));
+    assert_eq!(rig.driver().inspect(ID).unwrap().state, "stopped");
+    assert_eq!(rig.fake.verbs(), ["container inspect"; 4]);
     assert!(rig.fake.calls().iter().all(|c| c.last().unwrap() == ID), "{:?}", rig.fake.calls());
+}
+
+/// `ls` reads `docker ps`, which has no start time: only a sandbox that
+/// exited with a mark naming a run costs one inspect, of all such at once.
+#[test]
+fn ls_judges_a_stopped_mark_by_one_inspect_of_the_marked_only() {
+    let rig = Rig::new();
+    let ps = |status: &str| {
+        let labels = rig.seal(serde_json::json!({"sbx.managed": "1", "sbx.id": ID, "sbx.tier": "2"}));
+        serde_json::json!({"name": ID, "state": status, "networks": "", "labels": labels}).to_string()
+    };
+    let inspected = |started: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(&rig.in_state("exited").stdout_str()).unwrap();
+        v["State"]["StartedAt"] = started.into();
+        Output::ok(&format!("{v}\n"))
+    };
+    rig.fake.push(Output::ok(&ps("exited")));
+    assert_eq!(rig.driver().list().unwrap()[0].state, "exited", "no mark: no inspect");
+    rig.state().mark_stopped_run(ID, "2026-12-01T10:00:00Z").unwrap();
+    rig.fake.push(Output::ok(&ps("running")));
+    assert_eq!(rig.driver().list().unwrap()[0].state, "running", "running: no inspect");
+    rig.fake.push(Output::ok(&ps("exited"))).push(inspected("2026-12-01T10:00:00Z"));
+    assert_eq!(rig.driver().list().unwrap()[0].state, "stopped");
+    rig.fake.push(Output::ok(&ps("exited"))).push(inspected("2026-12-01T11:00:00Z"));
+    assert_eq!(rig.driver().list().unwrap()[0].state, "exited", "started again outside sbx since");
+    assert_eq!(rig.fake.verbs(), ["ps", "ps", "ps", "container inspect", "ps", "container inspect"]);
+    assert_eq!(rig.fake.calls()[3].last().unwrap(), ID);
 }
 
 /// A sandbox this data dir recorded: `docker pause`/`unpause` on the

@@ -63,11 +63,10 @@ fn a_relayed_sandbox_is_reached_through_docker_exec() {
     v["Config"]["Labels"]["sbx.channel"] = "direct".into();
     rig.fake.push(Output::ok(&v.to_string()));
     assert!(matches!(rig.driver().channel(ID), Err(Error::Sandbox(SandboxError::Foreign { .. }))));
-    let r = rig.driver().record(&crate::docker::parse::RawContainer {
-        name: ID.into(),
-        labels: labels.clone(),
-        ..Default::default()
-    });
+    let r = rig.driver().record(
+        &crate::docker::parse::RawContainer { name: ID.into(), labels: labels.clone(), ..Default::default() },
+        None,
+    );
     assert_eq!((r.channel, r.socket.as_str()), (crate::host::channel::Kind::Exec, "/run/sandbox/sandbox.sock"));
     assert_eq!(rig.fake.verbs(), ["container inspect", "container inspect"], "the channel itself makes no call");
     assert!(rig.fake.calls().iter().all(|c| c.last().unwrap() == ID), "{:?}", rig.fake.calls());

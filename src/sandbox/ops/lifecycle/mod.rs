@@ -57,8 +57,10 @@ impl Driver {
         let state = &self.state()?.state;
         self.refuse_ready_member(id, &raw, "stop")?;
         // Before the stop: a crash in between still shows `stopped`, never
-        // `exited` as if the program had ended by itself.
-        state.mark(id, Mark::Stopped)?;
+        // `exited` as if the program had ended by itself. The mark names
+        // the run it ends, so a `docker start` outside sbx makes it stale.
+        let run = crate::sandbox::started_at(&raw).unwrap_or_default().to_string();
+        state.mark_stopped_run(id, &run)?;
         let live = match raw.state.as_str() {
             "running" | "restarting" => true,
             // A frozen process cannot handle SIGTERM, so its grace would
@@ -70,10 +72,12 @@ impl Driver {
             _ => false,
         };
         if live {
-            run_ok(&*self.docker, &argv::stop(&cid, whole_seconds(grace)))?;
-            // Again after: an `ls` that saw it still running meanwhile
-            // cleared the first mark as stale (see `Driver::seen`).
-            state.mark(id, Mark::Stopped)?;
+            if let Err(e) = run_ok(&*self.docker, &argv::stop(&cid, whole_seconds(grace))) {
+                // Still running: were the mark kept, its program's own exit
+                // later would read as `stopped`.
+                state.unmark(id, Mark::Stopped);
+                return Err(e.into());
+            }
         }
         state.unmark(id, Mark::Paused);
         Ok(Changed::new(id, "stopped", !live))
@@ -291,7 +295,8 @@ impl Driver {
 
 /// The state a wrong-state error names: `stopped` when sbx stopped it.
 fn wrong_state(id: &str, raw: &RawContainer, state: &crate::host::state::State, action: &'static str) -> Error {
-    let shown = if STARTABLE.contains(&raw.state.as_str()) && state.marked(id, Mark::Stopped) {
+    let shown = if STARTABLE.contains(&raw.state.as_str()) && state.stopped_by_sbx(id, crate::sandbox::started_at(raw))
+    {
         "stopped".to_string()
     } else {
         raw.state.clone()
