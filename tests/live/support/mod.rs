@@ -1,7 +1,7 @@
 //! Live-test support: the fixture image (`fixture`, built once per run),
 //! images a test packs itself (`image`), one test's world of unique labelled resources removed in `Drop` even when
 //! the test fails (`world`), a blocking docker stand-in (`docker_shim`), the
-//! egress tests' stand-in internet (`internet`) and client (`egress`), the engine reached through sshd on loopback (`ssh`), and running the real binary and checking what it printed (here).
+//! egress tests' stand-in internet (`internet`) and client (`egress`), the engine reached through sshd on loopback (`ssh`), the opt-in recorder of sbx invocations (`record`, `SBX_RECORD_CORPUS`), and running the real binary and checking what it printed (here).
 //!
 //! These tests need a Docker engine. They never skip: without one they fail
 //! and say so (`cargo test --lib` runs the unit tests alone).
@@ -19,6 +19,7 @@ pub mod egress;
 mod fixture;
 mod image;
 pub mod internet;
+mod record;
 mod ssh;
 mod world;
 
@@ -26,6 +27,7 @@ pub use docker_shim::Shim;
 pub use fixture::{fixture_binary, fixture_image};
 pub use image::{armed_with, attacker, gcc_static, Image, ImageTree};
 pub use internet::{curl, exec_in, tools_image, Internet};
+pub use record::{record, Invocation};
 pub use ssh::Remote;
 pub use world::{remove_case_volumes, Network, Sandbox, Service, World};
 
@@ -91,7 +93,9 @@ pub fn sbx_limited(w: &World, args: &[&str], nofile: u64) -> Output {
                 .map_err(std::io::Error::from)
         });
     }
-    cmd.output().expect("spawn sbx")
+    let out = cmd.output().expect("spawn sbx");
+    record(&Invocation { args: &w.args_with(args), env: &[], env_removed: &[], stdin: b"" }, Some(&out));
+    out
 }
 
 /// Run sbx and report its peak RSS in KiB, its docker children's
@@ -268,12 +272,15 @@ pub fn sbx_within_fed(w: &World, args: &[&str], env: &[(&str, &str)], input: &[u
     let end = Instant::now() + limit;
     while Instant::now() < end {
         if let Some(status) = child.try_wait().unwrap() {
-            return Some(Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() });
+            let out = Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() };
+            record(&Invocation { args: &w.args_with(args), env, env_removed: &[], stdin: input }, Some(&out));
+            return Some(out);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.kill();
     let _ = child.wait();
+    record(&Invocation { args: &w.args_with(args), env, env_removed: &[], stdin: input }, None);
     None
 }
 

@@ -40,11 +40,16 @@ impl World {
     pub fn sbx_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new(SBX);
         cmd.args(self.dir_args()).args(args).stdin(Stdio::null());
-        cmd.env_remove("SBX_STRICT_EGRESS").env_remove("SBX_SOCKET_DIR");
+        let removed = ["SBX_STRICT_EGRESS", "SBX_SOCKET_DIR"];
+        for k in removed {
+            cmd.env_remove(k);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
-        cmd.output().expect("spawn sbx")
+        let out = cmd.output().expect("spawn sbx");
+        record(&Invocation { args: &self.args_with(args), env, env_removed: &removed, stdin: b"" }, Some(&out));
+        out
     }
 
     /// Run sbx with `input` on its stdin (written from a thread, so a large
@@ -65,11 +70,19 @@ impl World {
         });
         let out = child.wait_with_output().expect("wait for sbx");
         feeder.join().expect("stdin feeder");
+        record(&Invocation { args: &self.args_with(args), env: &[], env_removed: &[], stdin: input }, Some(&out));
         out
     }
 
     pub fn dir_args(&self) -> Vec<std::ffi::OsString> {
         vec!["--socket-dir".into(), self.socket_root.clone().into(), "--data-dir".into(), self.state_dir.clone().into()]
+    }
+
+    /// This world's directory flags, then `args`: the argv the recorder keeps.
+    pub fn args_with(&self, args: &[&str]) -> Vec<std::ffi::OsString> {
+        let mut all = self.dir_args();
+        all.extend(args.iter().map(std::ffi::OsString::from));
+        all
     }
 
     /// `sbx create --image <fixture> --label <case> ARGS`; panics on failure.
@@ -204,6 +217,9 @@ impl Drop for Sandbox {
     /// work (unless the test already failed: then only clean up).
     fn drop(&mut self) {
         let out = Command::new(SBX).args(&self.dir_args).args(["destroy", &self.id]).output();
+        let mut args = self.dir_args.clone();
+        args.extend(["destroy".into(), self.id.clone().into()]);
+        record(&Invocation { args: &args, env: &[], env_removed: &[], stdin: b"" }, out.as_ref().ok());
         let _ = docker(&["rm", "-f", "-v", &self.id]);
         if !std::thread::panicking() {
             let out = out.expect("spawn sbx destroy");
