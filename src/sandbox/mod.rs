@@ -379,6 +379,12 @@ fn is_timeout(e: &Error) -> bool {
 
 /// The full container id (64 hex digits) from an inspect: what sbx acts on,
 /// never a name another container could take.
+/// What a docker call on `raw` names: its full container id where the
+/// inspect gave one, else its name (`docker ps` gives no id).
+pub(crate) fn acted_on(raw: &RawContainer) -> String {
+    raw.full["Id"].as_str().and_then(ContainerId::full).map_or_else(|| raw.name.clone(), Into::into)
+}
+
 fn container_id(raw: &RawContainer) -> Result<String> {
     match raw.full["Id"].as_str().and_then(ContainerId::full) {
         Some(cid) => Ok(cid.into()),

@@ -62,7 +62,9 @@ impl Removal {
         let label = |k: &str| raw.labels.get(k).cloned();
         Removal {
             id: raw.name.clone(),
-            container: raw.name.clone(),
+            // The id the inspect that proved it sbx's gave: a container given
+            // the name after that inspect is never the one removed.
+            container: crate::sandbox::acted_on(raw),
             private: private_of(raw),
             socket_dir: raw
                 .labels

@@ -44,7 +44,7 @@ impl Driver {
         }
         let mut already = !raw.networks.contains(&network);
         if !already {
-            let args = argv::network_disconnect(&network, id);
+            let args = argv::network_disconnect(&network, &crate::sandbox::acted_on(&raw));
             let out = self.docker.run(&args)?;
             if out.status != 0 {
                 if parse::not_connected(&out.stderr_str()) {

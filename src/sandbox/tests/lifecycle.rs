@@ -190,12 +190,12 @@ fn pause_and_resume_mark_and_destroy_thaws_a_paused_sandbox() {
     assert!(rig.driver().pause(ID).is_err());
     assert!(!rig.state().marked(ID, Mark::Paused));
 
-    // Destroy: thawed first, then removed.
+    // Destroy: thawed first, then removed, both on the id the inspect gave.
     rig.state().mark(ID, Mark::Paused).unwrap();
     rig.fake.push(rig.in_state("paused")).push(Output::ok("")).push(Output::ok(""));
     rig.driver().destroy(&[ID.to_string()]).unwrap();
     let calls = rig.fake.calls();
-    assert_eq!(calls[calls.len() - 2..], [vec!["unpause", "--", ID], vec!["rm", "-f", "-v", "--", ID]]);
+    assert_eq!(calls[calls.len() - 2..], [vec!["unpause", "--", &cid()], vec!["rm", "-f", "-v", "--", &cid()]]);
     assert!(!rig.state().marked(ID, Mark::Paused), "destroy forgets the marks");
 }
 
