@@ -22,6 +22,7 @@ const LAYERS: &[&str] = &[
     "sandbox",
     "checks",
     "cli",
+    "serve",
     "commands",
 ];
 
