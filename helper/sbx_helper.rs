@@ -30,6 +30,8 @@
 //!                              (exit 10: not a directory, 11: the inotify watch limit)
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
+//!   idle                       a sandbox's main process instead of the image's program (`sbx serve`):
+//!                              reap orphans, exit 0 on SIGTERM/SIGINT/SIGHUP
 //!
 //! Record stream, version 4: `send` and `receive` speak it through the
 //! host's own src/workbench/transfer/wire.rs (format, checks, walk),
@@ -64,6 +66,31 @@ extern "C" {
     fn lseek(fd: i32, offset: i64, whence: i32) -> i64;
     fn utimensat(dirfd: i32, path: *const u8, times: *const [i64; 4], flags: i32) -> i32;
     fn prctl(option: i32, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i32;
+    #[link_name = "signal"]
+    fn set_handler(signum: i32, handler: usize) -> usize;
+    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+    fn _exit(code: i32) -> !;
+}
+
+extern "C" fn exit_now(_sig: i32) {
+    // Async-signal-safe: nothing but the exit itself.
+    unsafe { _exit(0) }
+}
+
+/// The main process of a sandbox whose image's program does not run. As
+/// pid 1 it gets no signal it has no handler for, so it installs one for
+/// SIGTERM (docker stop), SIGINT and SIGHUP; meanwhile it reaps the
+/// orphans that `docker exec`'d commands leave, once a second.
+fn idle() -> i32 {
+    const WNOHANG: i32 = 1;
+    for sig in [1, 2, 15] {
+        unsafe { set_handler(sig, exit_now as usize) };
+    }
+    loop {
+        let mut status = 0;
+        while unsafe { waitpid(-1, &mut status, WNOHANG) } > 0 {}
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// Set `path`'s mtime (not following a final symlink: a link gets its own
@@ -121,6 +148,7 @@ fn main() {
         "watch" => fsops::watch(Path::new(&arg(2)), arg(3) == "-r"),
         "find-shell" => find_shell(),
         "which" => which(&arg(2)),
+        "idle" => idle(),
         other => {
             eprintln!("sbx-helper: unknown command {other:?}");
             64
