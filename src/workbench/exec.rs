@@ -60,6 +60,40 @@ fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code
     }
 }
 
+/// A command whose stdout the caller reads as it comes (`sbx serve`'s
+/// process API): `on_stdout` is handed the stream, and an error it returns
+/// kills docker exec (the client went away). Returns the exit code and
+/// the first 64 KiB of stderr; docker's own failures (no such sandbox, it
+/// is not running, the program cannot run) are errors, as for `sbx exec`.
+pub fn exec_streamed(
+    exec: &dyn DockerExec,
+    id: &str,
+    o: &ExecOpts,
+    cmd: &[String],
+    on_stdout: &mut crate::docker::StreamOut<'_>,
+) -> Result<(i32, Vec<u8>)> {
+    let argv = argv::exec(id, &ExecOpts { interactive: false, tty: false, ..o.clone() }, cmd);
+    let done = exec.run_stream(&argv, None, on_stdout)?;
+    let held = String::from_utf8_lossy(&done.stderr).to_string();
+    if let Some(e) = sandbox_error(id, &held) {
+        return Err(e);
+    }
+    if held.starts_with("OCI runtime exec failed") && (done.status == 126 || done.status == 127) && !cmd.is_empty() {
+        return Err(Explained::CannotRun {
+            id: id.to_string(),
+            command: cmd[0].clone(),
+            not_found: done.status == 127,
+            background: false,
+        }
+        .into());
+    }
+    if done.status == 1 && held.starts_with("Error response from daemon") && !container_exists(exec, id)? {
+        return Err(Error::Sandbox(SandboxError::NotFound { id: id.to_string() }));
+    }
+    done.output.map_err(|e| Error::io("relaying a command's output", e))?;
+    Ok((done.status, done.stderr))
+}
+
 /// How long a command gets to end after a signal sbx passed on, before SIGKILL.
 pub const SIGNAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
