@@ -1,0 +1,252 @@
+//! The envd API, served by sbx on the host (there is no daemon in the
+//! sandbox): `/health`, and `process.Process/Start` in Connect RPC
+//! (JSON codec, server-streaming over HTTP/1.1). Every request names its
+//! sandbox (`E2b-Sandbox-Id`) and carries that sandbox's own token
+//! (`X-Access-Token`); commands run through `docker exec` as the
+//! sandbox's own user, the way `sbx exec` runs them.
+//!
+//! The version reported (`control::ENVD_VERSION`) is 0.5.7: past 0.4.0 the SDK
+//! sends no user unless asked (so the sandbox's own user is the default),
+//! past 0.3.0/0.5.2 it may control and close stdin, and at 0.5.7 it
+//! uploads files as a plain octet stream; it stays below 0.6.2, whose
+//! file-metadata fields sbx would have to invent.
+
+use std::io::Read;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use base64::Engine;
+use bytes::{BufMut, Bytes, BytesMut};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{HeaderMap, Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+
+use super::http::{self, Body};
+use super::{Ops, Shared};
+use crate::error::{Error, SandboxError};
+use crate::workbench::ExecOpts;
+
+const CONNECT_JSON: &str = "application/connect+json";
+/// End-of-stream flag of a Connect envelope.
+const END_STREAM: u8 = 0x02;
+
+pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
+    let Some(id) = authorized(req.headers(), &shared) else {
+        return http::unauthorized();
+    };
+    let path = req.uri().path().to_string();
+    match (req.method().clone(), path.as_str()) {
+        (Method::GET, "/health") => http::empty(StatusCode::NO_CONTENT),
+        (Method::POST, "/process.Process/Start") => start(req, id, shared).await,
+        (_, "/files") => http::unsupported("/files (upload and download)"),
+        (_, p) => connect_error(
+            StatusCode::NOT_IMPLEMENTED,
+            "unimplemented",
+            &format!("{p} is not supported by sbx serve yet"),
+        ),
+    }
+}
+
+/// The sandbox the request names, when it carries that sandbox's token.
+/// A token is compared even for a sandbox that does not exist, so the
+/// answer (and its timing) is the same.
+fn authorized(h: &HeaderMap, shared: &Shared) -> Option<String> {
+    let id = h.get("e2b-sandbox-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let token = h.get("x-access-token").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let entry = crate::spec::parse_id(id).ok().and_then(|_| shared.index.get(id));
+    let expected = entry.as_ref().map(|e| e.token.as_str()).unwrap_or("\0no sandbox\0");
+    (http::matches_any(token, [expected]) && entry.is_some() && !token.is_empty()).then(|| id.to_string())
+}
+
+/// A unary (non-stream) Connect error: the HTTP status and `{"code", "message"}`.
+fn connect_error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
+    http::json(status, &json!({ "code": code, "message": message }))
+}
+
+/// One Connect envelope: flags, a big-endian length, the JSON message.
+pub fn envelope(flags: u8, msg: &Value) -> Bytes {
+    let body = serde_json::to_vec(msg).expect("JSON serializes");
+    let mut b = BytesMut::with_capacity(5 + body.len());
+    b.put_u8(flags);
+    b.put_u32(body.len() as u32);
+    b.put_slice(&body);
+    b.freeze()
+}
+
+/// The one message of a server-streaming request's body.
+pub fn unenvelope(body: &[u8]) -> Result<Value, String> {
+    if body.len() < 5 {
+        return Err("the request is not a Connect envelope".into());
+    }
+    if body[0] & 0x01 != 0 {
+        return Err("compressed messages are not supported".into());
+    }
+    let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+    if body.len() != 5 + len {
+        return Err("the envelope's length does not match the body".into());
+    }
+    serde_json::from_slice(&body[5..]).map_err(|e| format!("the message is not JSON: {e}"))
+}
+
+/// The end of a stream: `{}`, or `{"error": {code, message}}`.
+fn end_stream(error: Option<(&str, &str)>) -> Bytes {
+    let v = match error {
+        None => json!({}),
+        Some((code, message)) => json!({ "error": { "code": code, "message": message } }),
+    };
+    envelope(END_STREAM, &v)
+}
+
+/// What `Authorization: Basic` names on an envd request: a user, never a
+/// credential. sbx never changes the uid: root is refused, and so is any
+/// other name (the sandbox's own user is the only one).
+pub fn check_user(h: &HeaderMap) -> Result<(), (&'static str, String)> {
+    let Some(v) = h.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return Ok(()) };
+    let Some(b64) = v.strip_prefix("Basic ") else { return Ok(()) };
+    let raw = base64::engine::general_purpose::STANDARD.decode(b64.trim()).unwrap_or_default();
+    let text = String::from_utf8_lossy(&raw);
+    let user = text.split(':').next().unwrap_or("");
+    match user {
+        "" => Ok(()),
+        "root" => Err((
+            "permission_denied",
+            "sbx sandboxes have no root: commands run as the sandbox's own user (drop user=\"root\")".into(),
+        )),
+        u => Err((
+            "invalid_argument",
+            format!("user {u:?}: sbx runs every command as the sandbox's own user; give no user"),
+        )),
+    }
+}
+
+/// What a StartRequest asks for: the argv and how to run it.
+#[derive(Debug, PartialEq)]
+pub struct StartSpec {
+    pub cmd: Vec<String>,
+    pub opts: ExecOpts,
+}
+
+pub fn parse_start(msg: &Value) -> Result<StartSpec, String> {
+    let p = &msg["process"];
+    let cmd = p["cmd"].as_str().filter(|c| !c.is_empty()).ok_or("process.cmd is required")?;
+    let mut argv = vec![cmd.to_string()];
+    if let Some(args) = p["args"].as_array() {
+        for a in args {
+            argv.push(a.as_str().ok_or("process.args must be strings")?.to_string());
+        }
+    }
+    let mut env = Vec::new();
+    if let Some(m) = p["envs"].as_object() {
+        for (k, v) in m {
+            let v = v.as_str().ok_or("process.envs must be strings")?;
+            env.push(crate::spec::parse_env(&format!("{k}={v}")).map_err(|e| e.to_string())?);
+        }
+    }
+    let workdir = match p["cwd"].as_str().filter(|c| !c.is_empty()) {
+        Some(c) if !c.starts_with('/') => return Err(format!("cwd {c:?} must be an absolute path")),
+        c => c.map(str::to_string),
+    };
+    if !msg["pty"].is_null() {
+        return Err("a PTY is not supported by sbx serve yet".into());
+    }
+    if msg["stdin"].as_bool() == Some(true) {
+        return Err("stdin for a command is not supported by sbx serve yet".into());
+    }
+    Ok(StartSpec { cmd: argv, opts: ExecOpts { env, workdir, ..Default::default() } })
+}
+
+async fn start(req: Request<Incoming>, id: String, shared: Arc<Shared>) -> Response<Body> {
+    let ct = req.headers().get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !ct.starts_with(CONNECT_JSON) {
+        return connect_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unknown", "only application/connect+json is served");
+    }
+    let user = check_user(req.headers());
+    let body = match http::read_body(req.into_body()).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let parsed =
+        user.and_then(|()| unenvelope(&body).and_then(|m| parse_start(&m)).map_err(|m| ("invalid_argument", m)));
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(32);
+    match parsed {
+        Err((code, message)) => {
+            let _ = tx.try_send(end_stream(Some((code, &message))));
+        }
+        Ok(spec) => {
+            let pid = shared.pids.fetch_add(1, Ordering::Relaxed);
+            shared.spawn(move |ops| run_process(ops, &id, spec, pid, tx));
+        }
+    }
+    let mut r = Response::new(http::Channel(rx).boxed());
+    r.headers_mut().insert(hyper::header::CONTENT_TYPE, CONNECT_JSON.parse().expect("a content type"));
+    r
+}
+
+fn event(e: Value) -> Bytes {
+    envelope(0, &json!({ "event": e }))
+}
+
+fn data(stream: &str, bytes: &[u8]) -> Bytes {
+    event(json!({ "data": { stream: base64::engine::general_purpose::STANDARD.encode(bytes) } }))
+}
+
+/// On a worker thread: start the command, stream its stdout as it comes,
+/// then its stderr and how it ended. A client gone stops it.
+fn run_process(ops: &Ops, id: &str, spec: StartSpec, pid: u32, tx: tokio::sync::mpsc::Sender<Bytes>) {
+    let target = match ops.driver.owned(id) {
+        Ok(t) => t,
+        Err(e) => {
+            let (code, message) = code_of(&e, id, id);
+            let _ = tx.blocking_send(end_stream(Some((code, &message))));
+            return;
+        }
+    };
+    if tx.blocking_send(event(json!({ "start": { "pid": pid } }))).is_err() {
+        return;
+    }
+    let mut relay = |r: &mut dyn Read| -> std::io::Result<()> {
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            let n = r.read(&mut buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            tx.blocking_send(data("stdout", &buf[..n])).map_err(|_| std::io::Error::other("the client went away"))?;
+        }
+    };
+    let ran = crate::workbench::exec_streamed(ops.driver.docker(), &target, &spec.opts, &spec.cmd, &mut relay);
+    let frames = match ran {
+        Ok((code, stderr)) => {
+            let mut f = Vec::new();
+            if !stderr.is_empty() {
+                f.push(data("stderr", &stderr));
+            }
+            let status = format!("exit status {code}");
+            f.push(event(json!({ "end": { "exitCode": code, "exited": true, "status": status } })));
+            f.push(end_stream(None));
+            f
+        }
+        Err(e) => {
+            let (code, message) = code_of(&e, &target, id);
+            vec![end_stream(Some((code, &message)))]
+        }
+    };
+    for f in frames {
+        if tx.blocking_send(f).is_err() {
+            return;
+        }
+    }
+}
+
+/// The Connect code and message an sbx error becomes; the container id
+/// `target` it names is said as the sandbox id.
+fn code_of(e: &Error, target: &str, id: &str) -> (&'static str, String) {
+    let code = match e {
+        Error::Sandbox(SandboxError::NotFound { .. }) => "not_found",
+        Error::Sandbox(SandboxError::NotRunning { .. }) => "failed_precondition",
+        Error::Invalid(_) => "invalid_argument",
+        _ => "internal",
+    };
+    (code, e.to_string().replace(target, id))
+}
