@@ -89,7 +89,7 @@ pub fn run(args: &ServeArgs, driver: &Driver, watchdog: Watchdog<'_>, out: &Prin
     };
     let index = index::Index::open(data)?;
     let listener = bind(&config.listen)?;
-    out.note("listening", &format!("sbx serve: listening on {}", shown(&config.listen)));
+    out.note("listening", &format!("listening on {}", shown(&config.listen)));
     let (tx, rx) = std::sync::mpsc::channel::<Job>();
     let shared = Arc::new(Shared { keys, config, index, jobs: tx, pids: AtomicU32::new(1000) });
     let ops = Ops { driver, watchdog };

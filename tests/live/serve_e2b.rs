@@ -1,0 +1,215 @@
+//! `sbx serve` driven by the real E2B Python SDK (e2b 2.63.0 from PyPI, in
+//! the virtualenv scripts/test makes at [`VENV`]; made here when missing,
+//! never skipped). The SDK's URLs all point at the server on a free
+//! 127.0.0.1 port, and `E2B_DOMAIN` is a name that never resolves, so a
+//! URL the SDK builds past them fails here instead of leaving the machine.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::support::*;
+
+const VENV: &str = "/var/cache/sbx-test/e2b-2.63.0";
+const SDK: &str = "e2b==2.63.0";
+
+/// The venv's python, with the pinned SDK importable (made once per machine).
+fn sdk_python() -> PathBuf {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let py = Path::new(VENV).join("bin/python");
+        let has = |py: &Path| Command::new(py).args(["-c", "import e2b"]).output().is_ok_and(|o| o.status.success());
+        if !has(&py) {
+            std::fs::create_dir_all(Path::new(VENV).parent().unwrap()).unwrap();
+            let made = Command::new("python3").args(["-m", "venv", VENV]).output().expect("spawn python3");
+            assert_success(&made, "python3 -m venv (Debian: apt-get install python3-venv; scripts/test does)");
+            let pip = Path::new(VENV).join("bin/pip");
+            let got = Command::new(pip).args(["install", "-q", "--disable-pip-version-check", SDK]).output().unwrap();
+            assert_success(&got, "pip install e2b==2.63.0");
+            assert!(has(&py), "{SDK} installed but `import e2b` fails");
+        }
+        py
+    })
+    .clone()
+}
+
+/// A Debian image with bash: Debian's bash-static as /bin/bash and
+/// busybox-static's applets (scripts/test installs both). Its ENTRYPOINT
+/// fails at once: a sandbox of it stays up only if sbx never runs it.
+fn bash_image(w: &World) -> Image {
+    let tree = ImageTree::new(&["etc", "home"]).for_case(w).start("ENTRYPOINT [\"/bin/false\"]");
+    let bin = tree.root().join("bin");
+    std::fs::copy("/bin/bash-static", bin.join("bash")).expect("/bin/bash-static (apt-get install bash-static)");
+    std::fs::copy("/bin/busybox", bin.join("busybox")).expect("/bin/busybox (apt-get install busybox-static)");
+    for applet in ["sh", "cat", "echo", "false", "true", "sleep", "id", "ls"] {
+        std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+    }
+    tree.import()
+}
+
+/// `sbx serve` running for one test; stopped, and every sandbox of its
+/// world destroyed, on drop.
+struct Server<'w> {
+    w: &'w World,
+    child: Child,
+    addr: String,
+    log: PathBuf,
+}
+
+impl<'w> Server<'w> {
+    fn start(w: &'w World, templates: &[String]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = format!("127.0.0.1:{port}");
+        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}.log", w.case));
+        let mut cmd = Command::new(SBX);
+        cmd.args(w.dir_args()).args(["serve", "--listen", &addr]);
+        for t in templates {
+            cmd.args(["--template", t]);
+        }
+        let err = std::fs::File::create(&log).unwrap();
+        let child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err).spawn().expect("spawn sbx serve");
+        let s = Server { w, child, addr, log };
+        let up = until(Duration::from_secs(15), || TcpStream::connect(&s.addr).is_ok());
+        assert!(up.is_some(), "sbx serve did not listen on {}: {}", s.addr, s.stderr());
+        s
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn key(&self) -> String {
+        std::fs::read_to_string(self.w.state_dir.join("serve/api-key")).unwrap().trim().to_string()
+    }
+
+    /// Run `script` with the real SDK pointed at this server.
+    fn python(&self, script: &str, key: &str) -> std::process::Output {
+        let url = format!("http://{}", self.addr);
+        let mut cmd = Command::new(sdk_python());
+        cmd.args(["-c", script]).env_clear();
+        cmd.env("PATH", "/usr/bin:/bin").env("HOME", std::env::temp_dir());
+        cmd.envs([("E2B_API_URL", url.as_str()), ("E2B_SANDBOX_URL", url.as_str()), ("E2B_API_KEY", key)]);
+        cmd.envs([("E2B_DOMAIN", "sbx-serve.invalid"), ("NO_PROXY", "*"), ("no_proxy", "*")]);
+        cmd.stdin(Stdio::null()).output().expect("spawn python")
+    }
+}
+
+impl Drop for Server<'_> {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The world's own data dir: `ls` lists only what this server made.
+        let out = self.w.sbx(&["ls", "--json"]);
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            for r in v.as_array().into_iter().flatten() {
+                if let Some(id) = r["id"].as_str() {
+                    let _ = self.w.sbx(&["destroy", id]);
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// The Python example docs/serve.md shows, run as it is there.
+fn doc_example() -> String {
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/serve.md")).unwrap();
+    let start = page.find("```python\n").expect("docs/serve.md has a python example") + "```python\n".len();
+    let len = page[start..].find("```").expect("the example's block ends");
+    page[start..start + len].to_string()
+}
+
+#[test]
+fn the_e2b_sdk_creates_runs_lists_and_kills() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    assert!(s.stderr().contains("serve/api-key"), "stderr says where the key is: {}", s.stderr());
+    let out = s.python(&doc_example(), &s.key());
+    assert_success(&out, &format!("the SDK example (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out).trim(), "ok");
+    // Made through serve, an ordinary sbx sandbox: gone for `sbx ls` too.
+    let ls = json(&w.sbx(&["ls", "--json"]));
+    assert_eq!(ls, serde_json::json!([]), "kill destroyed it");
+}
+
+#[test]
+fn the_e2b_sdk_gets_its_own_exceptions() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let wrong = s.python(
+        r#"
+from e2b import Sandbox, AuthenticationException
+try:
+    Sandbox.create("debian")
+    raise SystemExit("a wrong key created a sandbox")
+except AuthenticationException as e:
+    print("auth", e)
+"#,
+        "sbx_not-the-key-0123456789abcdef",
+    );
+    assert_success(&wrong, &format!("wrong key (server said: {})", s.stderr()));
+    assert!(stdout(&wrong).starts_with("auth 401"), "{}", stdout(&wrong));
+    let script = r#"
+from e2b import Sandbox, SandboxException
+try:
+    Sandbox.create("no-such-template")
+    raise SystemExit("an unknown template created a sandbox")
+except SandboxException as e:
+    assert e.status_code == 404, e.status_code
+    print("unknown", e)
+sbx = Sandbox.create("debian")
+try:
+    sbx.commands.run("id", user="root")
+    raise SystemExit("user=root ran")
+except SandboxException as e:
+    print("root", e)
+finally:
+    sbx.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("exceptions (server said: {})", s.stderr()));
+    let text = stdout(&out);
+    assert!(text.contains("unknown 404: template 'no-such-template' not found"), "{text}");
+    assert!(text.contains("root") && text.contains("sbx sandboxes have no root"), "{text}");
+    assert_eq!(json(&w.sbx(&["ls", "--json"])), serde_json::json!([]), "nothing left, nothing made by the refusals");
+}
+
+/// A sandbox's token reaches its own envd API only: not another
+/// sandbox's, not the control plane; and a wrong one answers as a missing one.
+#[test]
+fn an_access_token_reaches_its_own_sandbox_only() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import os, urllib.request, urllib.error
+from e2b import Sandbox
+url = os.environ["E2B_API_URL"]
+def status(path, headers):
+    try:
+        return urllib.request.urlopen(urllib.request.Request(url + path, headers=headers)).status
+    except urllib.error.HTTPError as e:
+        return e.code
+a, b = Sandbox.create("debian"), Sandbox.create("debian")
+try:
+    own = {"E2b-Sandbox-Id": a.sandbox_id, "X-Access-Token": a._envd_access_token}
+    other = {"E2b-Sandbox-Id": b.sandbox_id, "X-Access-Token": a._envd_access_token}
+    wrong = {"E2b-Sandbox-Id": a.sandbox_id, "X-Access-Token": "0" * 64}
+    gone = {"E2b-Sandbox-Id": "sbx-000000000000", "X-Access-Token": a._envd_access_token}
+    print(status("/health", own), status("/health", other), status("/health", wrong), status("/health", gone))
+    print(status("/sandboxes/" + a.sandbox_id, {"X-API-KEY": a._envd_access_token}))
+    assert a._envd_access_token != b._envd_access_token
+finally:
+    a.kill(); b.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("tokens (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out), "204 401 401 401\n401\n");
+}
