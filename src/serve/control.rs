@@ -27,16 +27,24 @@ const MAX_ENV: usize = 256;
 pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    match (req.method().clone(), parts.as_slice()) {
-        (Method::POST, ["v2", "sandboxes"]) => match http::read_body(req.into_body()).await {
-            Ok(b) => create(&b, shared).await,
-            Err(r) => r,
+    let method = req.method().clone();
+    let body = match method {
+        Method::POST | Method::PUT | Method::PATCH => match http::read_body(req.into_body()).await {
+            Ok(b) => b,
+            Err(r) => return r,
         },
+        _ => Default::default(),
+    };
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (method, parts.as_slice()) {
+        (Method::POST, ["v2", "sandboxes"]) => create(&body, shared).await,
         (Method::POST, ["sandboxes"]) => http::unsupported("the v1 create (POST /sandboxes; use POST /v2/sandboxes)"),
         (Method::GET, ["v2", "sandboxes"] | ["sandboxes"]) => list(&query, shared).await,
         (Method::GET, ["sandboxes", id]) => info(id, shared).await,
         (Method::DELETE, ["sandboxes", id]) => kill(id, shared).await,
+        (Method::POST, ["sandboxes", id, "timeout"]) => super::lifecycle::set_timeout(id, &body, shared).await,
+        (Method::POST, ["sandboxes", id, "pause"]) => super::lifecycle::pause(id, &body, shared).await,
+        (Method::POST, ["v2", "sandboxes", id, "connect"]) => super::lifecycle::connect(id, &body, shared).await,
         (_, ["sandboxes", _, what] | ["v2", "sandboxes", _, what]) => http::unsupported(&format!("/{what}")),
         (_, ["sandboxes", _, what, ..]) => http::unsupported(&format!("/{what}")),
         (_, ["templates", ..] | ["v2", "templates", ..] | ["v3", "templates", ..]) => {
@@ -46,6 +54,28 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
         (_, ["volumes", ..]) => http::unsupported("volumes"),
         _ => http::error(StatusCode::NOT_FOUND, "no such route"),
     }
+}
+
+/// What a worker's result answers: `ok`'s response, the refusal's, or 503
+/// when the server is shutting down.
+pub fn response_of<T>(done: Option<Result<T, Refusal>>, ok: impl FnOnce(T) -> Response<Body>) -> Response<Body> {
+    match done {
+        Some(Ok(v)) => ok(v),
+        Some(Err(r)) => r.response(),
+        None => http::error(StatusCode::SERVICE_UNAVAILABLE, "sbx serve is shutting down"),
+    }
+}
+
+/// E2B's `Sandbox`, as create and connect answer it: with the access token.
+pub fn sandbox_json(id: &str, e: &Entry) -> Value {
+    json!({
+        "templateID": e.template,
+        "sandboxID": id,
+        "clientID": "sbx",
+        "envdVersion": ENVD_VERSION,
+        "envdAccessToken": e.token,
+        "domain": null,
+    })
 }
 
 /// A create body, checked; Err is the 4xx to answer, before anything is made.
@@ -122,20 +152,14 @@ async fn create(body: &[u8], shared: Arc<Shared>) -> Response<Body> {
     let Some(image) = image_for(&shared.config.templates, &new.template) else {
         return http::error(StatusCode::NOT_FOUND, &format!("template '{}' not found", new.template));
     };
-    let token = super::config::random_hex(32);
     let s2 = shared.clone();
-    let tok = token.clone();
-    let made = shared.blocking(move |ops| make(ops, &s2, image, new, tok)).await;
-    match made {
-        Some(Ok(v)) => http::json(StatusCode::CREATED, &v),
-        Some(Err(r)) => r.response(),
-        None => http::error(StatusCode::SERVICE_UNAVAILABLE, "sbx serve is shutting down"),
-    }
+    let made = shared.blocking(move |ops| make(ops, &s2, image, new)).await;
+    response_of(made, |v| http::json(StatusCode::CREATED, &v))
 }
 
 /// The sandbox itself, on a worker thread: the same spec and driver call
 /// as `sbx create --image IMAGE --ttl T --socket-wait 0`, idling.
-fn make(ops: &Ops, shared: &Shared, image: ImageRef, new: NewSandbox, token: String) -> Result<Value, Refusal> {
+fn make(ops: &Ops, shared: &Shared, image: ImageRef, new: NewSandbox) -> Result<Value, Refusal> {
     let failed = |e: Error| Refusal(status_of(&e), e.to_string());
     let engine = ops.driver.engine().map_err(failed)?;
     let memory = crate::host::memory::default_memory_mib(crate::host::memory::engine_mem_total_mib(engine));
@@ -158,30 +182,25 @@ fn make(ops: &Ops, shared: &Shared, image: ImageRef, new: NewSandbox, token: Str
     }
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let entry = Entry {
-        token: token.clone(),
+        // Unguessable, one per sandbox: the only credential its envd API takes.
+        token: super::config::random_hex(32),
         template: new.template.clone(),
         metadata: new.metadata,
         started_at,
         cpu_count: spec.cpus.as_deref().and_then(|c| c.parse::<f64>().ok()).map_or(1, |c| c.ceil() as u32),
         memory_mb: memory,
     };
+    let answer = sandbox_json(&id, &entry);
     if let Err(e) = shared.index.insert(&id, entry) {
         // A sandbox the API cannot reach is rolled back, not left behind.
         let _ = ops.driver.destroy(std::slice::from_ref(&id));
         return Err(failed(e));
     }
-    Ok(json!({
-        "templateID": new.template,
-        "sandboxID": id,
-        "clientID": "sbx",
-        "envdVersion": ENVD_VERSION,
-        "envdAccessToken": token,
-        "domain": null,
-    }))
+    Ok(answer)
 }
 
 /// Which HTTP status an sbx error answers with.
-fn status_of(e: &Error) -> StatusCode {
+pub fn status_of(e: &Error) -> StatusCode {
     match e {
         Error::Invalid(_) => StatusCode::BAD_REQUEST,
         Error::Sandbox(SandboxError::NotFound { .. }) => StatusCode::NOT_FOUND,

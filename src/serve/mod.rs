@@ -15,6 +15,7 @@ mod control;
 mod envd;
 mod http;
 mod index;
+mod lifecycle;
 mod query;
 
 use std::path::Path;

@@ -213,3 +213,37 @@ finally:
     assert_success(&out, &format!("tokens (server said: {})", s.stderr()));
     assert_eq!(stdout(&out), "204 401 401 401\n401\n");
 }
+
+/// set_timeout, pause and connect (resume) through the SDK: `sbx ttl`,
+/// `sbx pause` and `sbx resume` underneath, seen by `sbx ls` too.
+#[test]
+fn the_e2b_sdk_sets_the_timeout_pauses_and_connects() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import datetime
+from e2b import Sandbox
+sbx = Sandbox.create("debian", timeout=60)
+try:
+    sbx.set_timeout(3600)
+    left = sbx.get_info().end_at - datetime.datetime.now(datetime.timezone.utc)
+    assert left > datetime.timedelta(minutes=50), left
+    assert sbx.pause() is True
+    assert sbx.get_info().state == "paused"
+    assert sbx.pause() is False, "paused already"
+    print(sbx.sandbox_id)
+    again = Sandbox.connect(sbx.sandbox_id, timeout=60)
+    assert again.get_info().state == "running"
+    left = again.get_info().end_at - datetime.datetime.now(datetime.timezone.utc)
+    assert left > datetime.timedelta(minutes=50), "connect never shortens the TTL"
+    assert again.commands.run("echo back").stdout == "back\n"
+    print("ok")
+finally:
+    sbx.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("lifecycle (server said: {})", s.stderr()));
+    assert!(stdout(&out).ends_with("ok\n"), "{}", stdout(&out));
+}
