@@ -9,6 +9,8 @@
 //! every driver call, which blocks on docker, runs on a thread of its own
 //! ([`Shared::blocking`]), so one slow sandbox never stalls the others.
 //! Per-sandbox state the labels cannot hold is in one file (`index`).
+//! SIGTERM or SIGINT stops accepting and lets requests in flight end
+//! (bounded); the sandboxes stay, with their TTLs.
 
 mod config;
 mod control;
@@ -24,6 +26,7 @@ use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::{Request, Response};
+use hyper_util::server::graceful::GracefulShutdown;
 
 use crate::cli::ServeArgs;
 use crate::error::{Error, Result};
@@ -105,10 +108,35 @@ pub fn run(args: &ServeArgs, driver: &Driver, watchdog: Watchdog<'_>, out: &Prin
             .enable_all()
             .build()
             .map_err(|e| Error::io("starting the server's runtime", e))?;
-        let served = rt.block_on(accept(listener, shared));
+        let served = rt.block_on(serve(listener, shared));
         drop(rt);
+        // Streams still running past the drain are cut: their docker exec
+        // ends with sbx, and every sandbox stays, with its TTL.
+        if served.is_ok() {
+            out.note("stopped", "stopped; the sandboxes keep running until their TTL");
+            std::process::exit(0);
+        }
         served
     })
+}
+
+/// How long requests in flight get to end after SIGTERM or SIGINT.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Accept until SIGTERM/SIGINT, then stop accepting and let what is in
+/// flight end, for at most [`DRAIN`].
+async fn serve(l: Bound, shared: Arc<Shared>) -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let sig = |k| signal(k).map_err(|e| Error::io("watching for SIGTERM", e));
+    let (mut term, mut int) = (sig(SignalKind::terminate())?, sig(SignalKind::interrupt())?);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::select! {
+        r = accept(l, &shared, &graceful) => r?,
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+    Ok(())
 }
 
 fn shown(l: &Listen) -> String {
@@ -152,7 +180,7 @@ fn bind(l: &Listen) -> Result<Bound> {
     }
 }
 
-async fn accept(l: Bound, shared: Arc<Shared>) -> Result<()> {
+async fn accept(l: Bound, shared: &Arc<Shared>, graceful: &GracefulShutdown) -> Result<()> {
     let io = |e| Error::io("accepting a connection", e);
     match l {
         Bound::Tcp(t) => {
@@ -160,20 +188,20 @@ async fn accept(l: Bound, shared: Arc<Shared>) -> Result<()> {
             loop {
                 let (stream, _) = t.accept().await.map_err(io)?;
                 let _ = stream.set_nodelay(true);
-                connection(stream, &shared);
+                connection(stream, shared, graceful);
             }
         }
         Bound::Unix(u) => {
             let u = tokio::net::UnixListener::from_std(u).map_err(io)?;
             loop {
                 let (stream, _) = u.accept().await.map_err(io)?;
-                connection(stream, &shared);
+                connection(stream, shared, graceful);
             }
         }
     }
 }
 
-fn connection<S>(stream: S, shared: &Arc<Shared>)
+fn connection<S>(stream: S, shared: &Arc<Shared>, graceful: &GracefulShutdown)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -182,9 +210,10 @@ where
         let shared = shared.clone();
         async move { Ok::<_, std::convert::Infallible>(route(req, shared).await) }
     });
+    let conn =
+        hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    let conn = graceful.watch(conn);
     tokio::spawn(async move {
-        let conn =
-            hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         if let Err(e) = conn.await {
             tracing::debug!(error = %e, "connection ended");
         }

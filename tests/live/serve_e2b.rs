@@ -84,15 +84,21 @@ impl<'w> Server<'w> {
         std::fs::read_to_string(self.w.state_dir.join("serve/api-key")).unwrap().trim().to_string()
     }
 
-    /// Run `script` with the real SDK pointed at this server.
-    fn python(&self, script: &str, key: &str) -> std::process::Output {
+    /// `script` with the real SDK pointed at this server, ready to run.
+    fn sdk(&self, script: &str, key: &str) -> Command {
         let url = format!("http://{}", self.addr);
         let mut cmd = Command::new(sdk_python());
-        cmd.args(["-c", script]).env_clear();
+        cmd.args(["-u", "-c", script]).env_clear();
         cmd.env("PATH", "/usr/bin:/bin").env("HOME", std::env::temp_dir());
         cmd.envs([("E2B_API_URL", url.as_str()), ("E2B_SANDBOX_URL", url.as_str()), ("E2B_API_KEY", key)]);
         cmd.envs([("E2B_DOMAIN", "sbx-serve.invalid"), ("NO_PROXY", "*"), ("no_proxy", "*")]);
-        cmd.stdin(Stdio::null()).output().expect("spawn python")
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// Run `script` with the real SDK pointed at this server.
+    fn python(&self, script: &str, key: &str) -> std::process::Output {
+        self.sdk(script, key).output().expect("spawn python")
     }
 }
 
@@ -246,4 +252,36 @@ finally:
     let out = s.python(script, &s.key());
     assert_success(&out, &format!("lifecycle (server said: {})", s.stderr()));
     assert!(stdout(&out).ends_with("ok\n"), "{}", stdout(&out));
+}
+
+/// SIGTERM: the server stops accepting, a command in flight still ends
+/// with its output, the server exits 0, and the sandbox stays.
+#[test]
+fn sigterm_lets_a_command_in_flight_end_and_keeps_the_sandbox() {
+    use std::io::BufRead;
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let mut s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+from e2b import Sandbox
+sbx = Sandbox.create("debian", timeout=120)
+h = sbx.commands.run("sleep 2; echo done", background=True)
+print("started", sbx.sandbox_id)
+print(h.wait().stdout, end="")
+"#;
+    let mut py = s.sdk(script, &s.key()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut lines = std::io::BufReader::new(py.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("the script printed nothing").unwrap();
+    let id = first.strip_prefix("started ").unwrap_or_else(|| panic!("{first}")).to_string();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(s.child.id() as i32), nix::sys::signal::SIGTERM).unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let done = py.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}\nserver said: {}", stderr(&done), s.stderr());
+    assert_eq!(rest, ["done"], "the command in flight ended with its output");
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "serve exits 0 on SIGTERM: {status:?}; {}", s.stderr());
+    assert!(TcpStream::connect(&s.addr).is_err(), "nothing listens any more");
+    let state = w.sbx(&["inspect", &id]);
+    assert_eq!(json(&state)["state"], "running", "the sandbox outlives the server");
 }
