@@ -30,6 +30,8 @@
 //!                              (exit 10: not a directory, 11: the inotify watch limit)
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
+//!   run -- CMD...              run CMD, its pid, stdout, stderr (as they come) and exit as
+//!                              frames on stdout (src/workbench/mux.rs); exits 0 once it said how CMD ended
 //!   idle                       a sandbox's main process instead of the image's program (`sbx serve`):
 //!                              reap orphans, exit 0 on SIGTERM/SIGINT/SIGHUP
 //!
@@ -56,6 +58,11 @@ mod wire;
 #[path = "fsops.rs"]
 mod fsops;
 
+/// `run`'s frames: the host's own file, as `wire`.
+#[allow(dead_code)]
+#[path = "../src/workbench/mux.rs"]
+mod mux;
+
 /// Background processes' state (pid, command, exit, log): sbx's own tmpfs,
 /// not the sandbox's /tmp, where it cluttered what the sandbox works with.
 /// See `argv::BG_DIR` on the host.
@@ -75,6 +82,53 @@ extern "C" {
 extern "C" fn exit_now(_sig: i32) {
     // Async-signal-safe: nothing but the exit itself.
     unsafe { _exit(0) }
+}
+
+/// `run -- CMD...`: CMD with both its streams relayed as they come, each
+/// chunk a frame, under one lock so frames never interleave.
+fn run_muxed(cmd: &[String]) -> i32 {
+    use std::sync::{Arc, Mutex};
+    let out = Arc::new(Mutex::new(io::stdout()));
+    let send = |out: &Mutex<io::Stdout>, tag: u8, b: &[u8]| {
+        let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
+        mux::write_frame(&mut *o, tag, b).is_ok()
+    };
+    if cmd.is_empty() {
+        return 64;
+    }
+    let mut child = match Command::new(&cmd[0]).args(&cmd[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
+            send(&out, mux::STDERR, format!("sbx-helper: cannot run {:?}: {e}\n", cmd[0]).as_bytes());
+            send(&out, mux::EXIT, code.to_string().as_bytes());
+            return 0;
+        }
+    };
+    send(&out, mux::PID, child.id().to_string().as_bytes());
+    let pump = |mut r: Box<dyn Read + Send>, tag: u8, out: Arc<Mutex<io::Stdout>>| {
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; mux::MAX_FRAME];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 || !send(&out, tag, &buf[..n]) {
+                    break;
+                }
+            }
+        })
+    };
+    let o = pump(Box::new(child.stdout.take().expect("piped")), mux::STDOUT, out.clone());
+    let e = pump(Box::new(child.stderr.take().expect("piped")), mux::STDERR, out.clone());
+    let _ = (o.join(), e.join());
+    let end = match child.wait() {
+        Ok(st) => match (st.code(), st.signal()) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(sig)) => format!("signal {sig}"),
+            (None, None) => "255".into(),
+        },
+        Err(_) => "255".into(),
+    };
+    send(&out, mux::EXIT, end.as_bytes());
+    0
 }
 
 /// The main process of a sandbox whose image's program does not run. As
@@ -149,6 +203,7 @@ fn main() {
         "find-shell" => find_shell(),
         "which" => which(&arg(2)),
         "idle" => idle(),
+        "run" => run_muxed(after_dashes(&args)),
         other => {
             eprintln!("sbx-helper: unknown command {other:?}");
             64

@@ -3,7 +3,8 @@
 //! (JSON codec, server-streaming over HTTP/1.1). Every request names its
 //! sandbox (`E2b-Sandbox-Id`) and carries that sandbox's own token
 //! (`X-Access-Token`); commands run through `docker exec` as the
-//! sandbox's own user, the way `sbx exec` runs them.
+//! sandbox's own user, the way `sbx exec` runs them, under sbx's helper
+//! (`run`), which relays the command's pid, stdout and stderr as they come.
 //!
 //! The version reported (`control::ENVD_VERSION`) is 0.5.7: past 0.4.0 the SDK
 //! sends no user unless asked (so the sandbox's own user is the default),
@@ -11,8 +12,6 @@
 //! uploads files as a plain octet stream; it stays below 0.6.2, whose
 //! file-metadata fields sbx would have to invent.
 
-use std::io::Read;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use base64::Engine;
@@ -25,7 +24,7 @@ use serde_json::{json, Value};
 use super::http::{self, Body};
 use super::{Ops, Shared};
 use crate::error::{Error, SandboxError};
-use crate::workbench::ExecOpts;
+use crate::workbench::{ExecOpts, RunEnd, RunEvent};
 
 const CONNECT_JSON: &str = "application/connect+json";
 /// End-of-stream flag of a Connect envelope.
@@ -173,10 +172,7 @@ async fn start(req: Request<Incoming>, id: String, shared: Arc<Shared>) -> Respo
         Err((code, message)) => {
             let _ = tx.try_send(end_stream(Some((code, &message))));
         }
-        Ok(spec) => {
-            let pid = shared.pids.fetch_add(1, Ordering::Relaxed);
-            shared.spawn(move |ops| run_process(ops, &id, spec, pid, tx));
-        }
+        Ok(spec) => shared.spawn(move |ops| run_process(ops, &id, spec, tx)),
     }
     let mut r = Response::new(http::Channel(rx).boxed());
     r.headers_mut().insert(hyper::header::CONTENT_TYPE, CONNECT_JSON.parse().expect("a content type"));
@@ -191,9 +187,9 @@ fn data(stream: &str, bytes: &[u8]) -> Bytes {
     event(json!({ "data": { stream: base64::engine::general_purpose::STANDARD.encode(bytes) } }))
 }
 
-/// On a worker thread: start the command, stream its stdout as it comes,
-/// then its stderr and how it ended. A client gone stops it.
-fn run_process(ops: &Ops, id: &str, spec: StartSpec, pid: u32, tx: tokio::sync::mpsc::Sender<Bytes>) {
+/// On a worker thread: start the command, stream its pid, stdout and
+/// stderr as they come, then how it ended. A client gone stops it.
+fn run_process(ops: &Ops, id: &str, spec: StartSpec, tx: tokio::sync::mpsc::Sender<Bytes>) {
     let target = match ops.driver.owned(id) {
         Ok(t) => t,
         Err(e) => {
@@ -202,31 +198,26 @@ fn run_process(ops: &Ops, id: &str, spec: StartSpec, pid: u32, tx: tokio::sync::
             return;
         }
     };
-    if tx.blocking_send(event(json!({ "start": { "pid": pid } }))).is_err() {
-        return;
-    }
-    let mut relay = |r: &mut dyn Read| -> std::io::Result<()> {
-        let mut buf = vec![0u8; 32 * 1024];
-        loop {
-            let n = r.read(&mut buf)?;
-            if n == 0 {
-                return Ok(());
-            }
-            tx.blocking_send(data("stdout", &buf[..n])).map_err(|_| std::io::Error::other("the client went away"))?;
-        }
+    let gone = || std::io::Error::other("the client went away");
+    let mut relay = |ev: RunEvent<'_>| -> std::io::Result<()> {
+        let frame = match ev {
+            RunEvent::Started(pid) => event(json!({ "start": { "pid": pid } })),
+            RunEvent::Stdout(b) => data("stdout", b),
+            RunEvent::Stderr(b) => data("stderr", b),
+        };
+        tx.blocking_send(frame).map_err(|_| gone())
     };
     let ran = crate::workbench::exec_streamed(ops.driver.docker(), &target, &spec.opts, &spec.cmd, &mut relay);
     let frames = match ran {
-        Ok((code, stderr)) => {
-            let mut f = Vec::new();
-            if !stderr.is_empty() {
-                f.push(data("stderr", &stderr));
-            }
-            let status = format!("exit status {code}");
-            f.push(event(json!({ "end": { "exitCode": code, "exited": true, "status": status } })));
-            f.push(end_stream(None));
-            f
-        }
+        // As envd (Go's ProcessState) says it: a signal is exit code -1, not exited.
+        Ok(RunEnd::Code(code)) => vec![
+            event(json!({ "end": { "exitCode": code, "exited": true, "status": format!("exit status {code}") } })),
+            end_stream(None),
+        ],
+        Ok(RunEnd::Signal(sig)) => vec![
+            event(json!({ "end": { "exitCode": -1, "exited": false, "status": format!("signal: {sig}") } })),
+            end_stream(None),
+        ],
         Err(e) => {
             let (code, message) = code_of(&e, &target, id);
             vec![end_stream(Some((code, &message)))]

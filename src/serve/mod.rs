@@ -21,7 +21,6 @@ mod lifecycle;
 mod query;
 
 use std::path::Path;
-use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
@@ -52,8 +51,6 @@ pub struct Shared {
     config: Config,
     index: index::Index,
     jobs: std::sync::mpsc::Sender<Job>,
-    /// The pids `process.Process/Start` reports (sbx's own numbering).
-    pids: AtomicU32,
 }
 
 impl Shared {
@@ -95,7 +92,7 @@ pub fn run(args: &ServeArgs, driver: &Driver, watchdog: Watchdog<'_>, out: &Prin
     let listener = bind(&config.listen)?;
     out.note("listening", &format!("listening on {}", shown(&config.listen)));
     let (tx, rx) = std::sync::mpsc::channel::<Job>();
-    let shared = Arc::new(Shared { keys, config, index, jobs: tx, pids: AtomicU32::new(1000) });
+    let shared = Arc::new(Shared { keys, config, index, jobs: tx });
     let ops = Ops { driver, watchdog };
     std::thread::scope(|s| {
         let ops = &ops;

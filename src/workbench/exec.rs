@@ -60,38 +60,82 @@ fn exec_code(exec: &dyn DockerExec, id: &str, o: &ExecOpts, cmd: &[String], code
     }
 }
 
-/// A command whose stdout the caller reads as it comes (`sbx serve`'s
-/// process API): `on_stdout` is handed the stream, and an error it returns
-/// kills docker exec (the client went away). Returns the exit code and
-/// the first 64 KiB of stderr; docker's own failures (no such sandbox, it
-/// is not running, the program cannot run) are errors, as for `sbx exec`.
+/// What a command run through the helper's `run` says as it runs.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RunEvent<'a> {
+    /// Its pid inside the sandbox: first.
+    Started(u32),
+    Stdout(&'a [u8]),
+    Stderr(&'a [u8]),
+}
+
+/// How a command run through the helper ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    Code(i32),
+    Signal(i32),
+}
+
+/// A command through `docker exec ... helper run -- CMD` (`sbx serve`'s
+/// process API): its pid, stdout and stderr handed to `on` as they come,
+/// then how it ended. An error from `on` (the client went away) kills
+/// docker exec. docker's own failures (no such sandbox, not running, no
+/// helper) are errors, as for `sbx exec`; so is a stream the helper did
+/// not write.
 pub fn exec_streamed(
     exec: &dyn DockerExec,
     id: &str,
     o: &ExecOpts,
     cmd: &[String],
-    on_stdout: &mut crate::docker::StreamOut<'_>,
-) -> Result<(i32, Vec<u8>)> {
-    let argv = argv::exec(id, &ExecOpts { interactive: false, tty: false, ..o.clone() }, cmd);
-    let done = exec.run_stream(&argv, None, on_stdout)?;
+    on: &mut dyn FnMut(RunEvent<'_>) -> std::io::Result<()>,
+) -> Result<RunEnd> {
+    let mut full = vec![HELPER.to_string(), "run".into(), "--".into()];
+    full.extend(cmd.iter().cloned());
+    let argv = argv::exec(id, &ExecOpts { interactive: false, tty: false, ..o.clone() }, &full);
+    let mut end = None;
+    let mut relay = |r: &mut dyn std::io::Read| -> std::io::Result<()> {
+        while let Some((tag, payload)) = super::mux::read_frame(r)? {
+            match tag {
+                super::mux::PID => on(RunEvent::Started(number(&payload)? as u32))?,
+                super::mux::STDOUT => on(RunEvent::Stdout(&payload))?,
+                super::mux::STDERR => on(RunEvent::Stderr(&payload))?,
+                _ => end = Some(run_end(&payload)?),
+            }
+        }
+        Ok(())
+    };
+    let done = exec.run_stream(&argv, None, &mut relay)?;
     let held = String::from_utf8_lossy(&done.stderr).to_string();
     if let Some(e) = sandbox_error(id, &held) {
         return Err(e);
-    }
-    if held.starts_with("OCI runtime exec failed") && (done.status == 126 || done.status == 127) && !cmd.is_empty() {
-        return Err(Explained::CannotRun {
-            id: id.to_string(),
-            command: cmd[0].clone(),
-            not_found: done.status == 127,
-            background: false,
-        }
-        .into());
     }
     if done.status == 1 && held.starts_with("Error response from daemon") && !container_exists(exec, id)? {
         return Err(Error::Sandbox(SandboxError::NotFound { id: id.to_string() }));
     }
     done.output.map_err(|e| Error::io("relaying a command's output", e))?;
-    Ok((done.status, done.stderr))
+    match end {
+        Some(end) => Ok(end),
+        None if !still_runs(exec, id)? => Err(ended(id)),
+        None => Err(Error::io(
+            "running a command",
+            std::io::Error::other(format!("the helper ended without saying how the command did: {held}")),
+        )),
+    }
+}
+
+fn number(b: &[u8]) -> std::io::Result<i32> {
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "the helper's run stream: not a number"))
+}
+
+/// `N` or `signal N`.
+fn run_end(b: &[u8]) -> std::io::Result<RunEnd> {
+    match b.strip_prefix(b"signal ") {
+        Some(sig) => number(sig).map(RunEnd::Signal),
+        None => number(b).map(RunEnd::Code),
+    }
 }
 
 /// How long a command gets to end after a signal sbx passed on, before SIGKILL.

@@ -285,3 +285,32 @@ print(h.wait().stdout, end="")
     let state = w.sbx(&["inspect", &id]);
     assert_eq!(json(&state)["state"], "running", "the sandbox outlives the server");
 }
+
+/// stderr comes as it is made too, and a command's pid is its pid in the sandbox.
+#[test]
+fn stderr_streams_and_the_pid_is_the_sandboxes() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import time
+from e2b import Sandbox
+sbx = Sandbox.create("debian")
+try:
+    seen = []
+    sbx.commands.run("echo a >&2; sleep 2; echo b >&2", on_stderr=lambda l: seen.append((l, time.monotonic())))
+    assert [l for l, _ in seen] == ["a\n", "b\n"], seen
+    assert seen[1][1] - seen[0][1] > 1.5, "stderr came at the end"
+    h = sbx.commands.run("sleep 3", background=True)
+    comm = sbx.commands.run("cat /proc/%d/comm" % h.pid).stdout
+    assert comm == "sleep\n", (h.pid, comm)
+    assert h.wait().exit_code == 0
+    print("ok")
+finally:
+    sbx.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("stderr and pid (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out), "ok\n");
+}
