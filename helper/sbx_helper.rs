@@ -32,6 +32,7 @@
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
 //!   run -- CMD...              run CMD, its pid, stdout, stderr (as they come) and exit as
 //!                              frames on stdout (src/workbench/mux.rs); exits 0 once it said how CMD ended
+//!   signal-pid PID SIGNUM      signal process PID (exit 3: no such process, or pid 0/1)
 //!   idle                       a sandbox's main process instead of the image's program (`sbx serve`):
 //!                              reap orphans, exit 0 on SIGTERM/SIGINT/SIGHUP
 //!
@@ -131,6 +132,23 @@ fn run_muxed(cmd: &[String]) -> i32 {
     0
 }
 
+/// `signal-pid PID SIGNUM`: one process, as the sandbox's own user (the
+/// kernel decides what it may signal); never pid 1, the sandbox itself.
+fn signal_pid(pid: i32, sig: i32) -> i32 {
+    if pid <= 1 {
+        return 3;
+    }
+    if unsafe { kill(pid, sig) } == 0 {
+        return 0;
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(3) {
+        return 3;
+    }
+    eprintln!("sbx-helper: cannot signal {pid}: {err}");
+    1
+}
+
 /// The main process of a sandbox whose image's program does not run. As
 /// pid 1 it gets no signal it has no handler for, so it installs one for
 /// SIGTERM (docker stop), SIGINT and SIGHUP; meanwhile it reaps the
@@ -204,6 +222,7 @@ fn main() {
         "which" => which(&arg(2)),
         "idle" => idle(),
         "run" => run_muxed(after_dashes(&args)),
+        "signal-pid" => signal_pid(arg(2).parse().unwrap_or(0), arg(3).parse().unwrap_or(15)),
         other => {
             eprintln!("sbx-helper: unknown command {other:?}");
             64

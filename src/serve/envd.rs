@@ -38,6 +38,7 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
     match (req.method().clone(), path.as_str()) {
         (Method::GET, "/health") => http::empty(StatusCode::NO_CONTENT),
         (Method::POST, "/process.Process/Start") => start(req, id, shared).await,
+        (Method::POST, "/process.Process/SendSignal") => send_signal(req, id, shared).await,
         (_, "/files") => http::unsupported("/files (upload and download)"),
         (_, p) => connect_error(
             StatusCode::NOT_IMPLEMENTED,
@@ -177,6 +178,49 @@ async fn start(req: Request<Incoming>, id: String, shared: Arc<Shared>) -> Respo
     let mut r = Response::new(http::Channel(rx).boxed());
     r.headers_mut().insert(hyper::header::CONTENT_TYPE, CONNECT_JSON.parse().expect("a content type"));
     r
+}
+
+/// What a SendSignalRequest asks: a pid and SIGKILL or SIGTERM (the
+/// protobuf JSON name or number).
+pub fn parse_signal(msg: &Value) -> Result<(u32, i32), String> {
+    let pid = msg["process"]["pid"].as_u64().and_then(|p| u32::try_from(p).ok()).ok_or("process.pid is required")?;
+    let sig = match &msg["signal"] {
+        Value::String(s) if s == "SIGNAL_SIGKILL" => 9,
+        Value::String(s) if s == "SIGNAL_SIGTERM" => 15,
+        Value::Number(n) if n.as_u64() == Some(9) || n.as_u64() == Some(15) => n.as_u64().unwrap_or(15) as i32,
+        other => return Err(format!("signal {other} is neither SIGNAL_SIGKILL nor SIGNAL_SIGTERM")),
+    };
+    Ok((pid, sig))
+}
+
+/// `process.Process/SendSignal`, unary: `{}`, or not_found for a pid
+/// that is not running.
+async fn send_signal(req: Request<Incoming>, id: String, shared: Arc<Shared>) -> Response<Body> {
+    if let Err((code, m)) = check_user(req.headers()) {
+        return connect_error(StatusCode::FORBIDDEN, code, &m);
+    }
+    let body = match http::read_body(req.into_body()).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let asked = serde_json::from_slice::<Value>(&body).map_err(|e| e.to_string()).and_then(|m| parse_signal(&m));
+    let (pid, sig) = match asked {
+        Ok(x) => x,
+        Err(m) => return connect_error(StatusCode::BAD_REQUEST, "invalid_argument", &m),
+    };
+    let done = shared
+        .blocking(move |ops| {
+            let target = ops.driver.owned(&id).map_err(|e| code_of(&e, &id, &id))?;
+            crate::workbench::signal_pid(ops.driver.docker(), &target, pid, sig).map_err(|e| code_of(&e, &target, &id))
+        })
+        .await;
+    match done {
+        Some(Ok(true)) => http::json(StatusCode::OK, &json!({})),
+        Some(Ok(false)) => connect_error(StatusCode::NOT_FOUND, "not_found", &format!("process {pid} not found")),
+        Some(Err(("not_found", m))) => connect_error(StatusCode::NOT_FOUND, "not_found", &m),
+        Some(Err((code, m))) => connect_error(StatusCode::INTERNAL_SERVER_ERROR, code, &m),
+        None => connect_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "sbx serve is shutting down"),
+    }
 }
 
 fn event(e: Value) -> Bytes {

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::config::{own_key, read_key_file};
 use super::control::{image_for, parse_new};
-use super::envd::{check_user, envelope, parse_start, unenvelope};
+use super::envd::{check_user, envelope, parse_signal, parse_start, unenvelope};
 use super::http::matches_any;
 use super::index::{Entry, Index};
 use super::query::ListQuery;
@@ -193,4 +193,12 @@ fn envd_paths_are_told_from_the_control_plane() {
     assert!(!is_envd("/v2/sandboxes"));
     assert!(!is_envd("/process.Process"));
     assert!(!is_envd("/healthz"));
+}
+
+#[test]
+fn a_signal_request_names_a_pid_and_kill_or_term() {
+    assert_eq!(parse_signal(&json!({"process": {"pid": 42}, "signal": "SIGNAL_SIGKILL"})), Ok((42, 9)));
+    assert_eq!(parse_signal(&json!({"process": {"pid": 42}, "signal": 15})), Ok((42, 15)));
+    assert!(parse_signal(&json!({"process": {"pid": 42}, "signal": "SIGNAL_UNSPECIFIED"})).is_err());
+    assert!(parse_signal(&json!({"process": {"tag": "x"}, "signal": "SIGNAL_SIGKILL"})).is_err());
 }

@@ -123,6 +123,21 @@ pub fn exec_streamed(
     }
 }
 
+/// Signal one process of the sandbox (a pid [`RunEvent::Started`] named),
+/// through the helper, as the sandbox's own user; false when there is no
+/// such process.
+pub fn signal_pid(exec: &dyn DockerExec, id: &str, pid: u32, sig: i32) -> Result<bool> {
+    let out = run(exec, id, &helper_argv(id, false, &["signal-pid", &pid.to_string(), &sig.to_string()]))?;
+    if let Some(e) = sandbox_error(id, &out.stderr_str()) {
+        return Err(e);
+    }
+    match out.status {
+        0 => Ok(true),
+        3 => Ok(false),
+        _ => Err(Error::io(format!("signalling process {pid}"), std::io::Error::other(out.stderr_str()))),
+    }
+}
+
 fn number(b: &[u8]) -> std::io::Result<i32> {
     std::str::from_utf8(b)
         .ok()

@@ -286,7 +286,8 @@ print(h.wait().stdout, end="")
     assert_eq!(json(&state)["state"], "running", "the sandbox outlives the server");
 }
 
-/// stderr comes as it is made too, and a command's pid is its pid in the sandbox.
+/// stderr comes as it is made too, a command's pid is its pid in the
+/// sandbox, and the SDK's kill signals that process.
 #[test]
 fn stderr_streams_and_the_pid_is_the_sandboxes() {
     let _engine = loading_the_engine();
@@ -295,7 +296,7 @@ fn stderr_streams_and_the_pid_is_the_sandboxes() {
     let s = Server::start(&w, &[format!("debian={}", img.0)]);
     let script = r#"
 import time
-from e2b import Sandbox
+from e2b import Sandbox, CommandExitException
 sbx = Sandbox.create("debian")
 try:
     seen = []
@@ -306,6 +307,15 @@ try:
     comm = sbx.commands.run("cat /proc/%d/comm" % h.pid).stdout
     assert comm == "sleep\n", (h.pid, comm)
     assert h.wait().exit_code == 0
+    h = sbx.commands.run("sleep 30", background=True)
+    assert h.kill() is True
+    try:
+        h.wait()
+        raise AssertionError("a killed command ended well")
+    except CommandExitException as e:
+        assert e.exit_code == -1, e.exit_code
+    assert sbx.commands.kill(h.pid) is False, "gone already"
+    assert sbx.get_info().state == "running", "the sandbox outlives the command"
     print("ok")
 finally:
     sbx.kill()
