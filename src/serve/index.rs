@@ -40,11 +40,31 @@ const VERSION: u32 = 1;
 pub struct Index {
     path: PathBuf,
     entries: Mutex<BTreeMap<String, Entry>>,
+    /// `serve.lock`, held while the server runs: a second server on the
+    /// same data dir would overwrite this one's index with its own copy.
+    _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
 impl Index {
-    /// `dir/index.json`, or an empty index when there is none yet.
+    /// `dir/index.json`, or an empty index when there is none yet;
+    /// refused while another server holds it.
     pub fn open(dir: PathBuf) -> Result<Self> {
+        let lock_path = dir.join("serve.lock");
+        let f = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
+        let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+            let why = if e == nix::errno::Errno::EWOULDBLOCK {
+                std::io::Error::other("another sbx serve uses this data dir; stop it, or give this one --data-dir")
+            } else {
+                e.into()
+            };
+            Error::io(format!("locking {}", lock_path.display()), why)
+        })?;
         let path = dir.join("index.json");
         let entries = match std::fs::read(&path) {
             Ok(bytes) => {
@@ -56,7 +76,7 @@ impl Index {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         };
-        Ok(Index { path, entries: Mutex::new(entries) })
+        Ok(Index { path, entries: Mutex::new(entries), _lock: lock })
     }
 
     pub fn get(&self, id: &str) -> Option<Entry> {

@@ -177,11 +177,17 @@ fn the_index_is_one_file_0600_replaced_whole() {
     i.insert("sbx-0123456789ab", e.clone()).unwrap();
     let f = d.join("index.json");
     assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
-    assert_eq!(Index::open(d.clone()).unwrap().get("sbx-0123456789ab"), Some(e));
+    let e2 = Index::open(d.clone()).err().expect("a second server on one data dir is refused");
+    assert!(e2.to_string().contains("another sbx serve uses this data dir"), "{e2}");
+    drop(i);
+    let i = Index::open(d.clone()).expect("free again once the first is gone");
+    assert_eq!(i.get("sbx-0123456789ab"), Some(e));
     i.remove(&["sbx-0123456789ab".to_string()]).unwrap();
+    drop(i);
     assert!(Index::open(d.clone()).unwrap().all().is_empty());
-    let names: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("index.json")], "no temp file left");
+    let mut names: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["index.json", "serve.lock"].map(std::ffi::OsString::from), "no temp file left");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
