@@ -39,6 +39,7 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
         (Method::GET, "/health") => http::empty(StatusCode::NO_CONTENT),
         (Method::POST, "/process.Process/Start") => start(req, id, shared).await,
         (Method::POST, "/process.Process/SendSignal") => send_signal(req, id, shared).await,
+        (Method::POST, "/process.Process/List") => http::json(StatusCode::OK, &list(&id, &shared)),
         (_, "/files") => http::unsupported("/files (upload and download)"),
         (_, p) => connect_error(
             StatusCode::NOT_IMPLEMENTED,
@@ -125,6 +126,9 @@ pub fn check_user(h: &HeaderMap) -> Result<(), (&'static str, String)> {
 pub struct StartSpec {
     pub cmd: Vec<String>,
     pub opts: ExecOpts,
+    /// The request's `process` and `tag`, as List says them back.
+    pub config: Value,
+    pub tag: Option<String>,
 }
 
 pub fn parse_start(msg: &Value) -> Result<StartSpec, String> {
@@ -153,7 +157,8 @@ pub fn parse_start(msg: &Value) -> Result<StartSpec, String> {
     if msg["stdin"].as_bool() == Some(true) {
         return Err("stdin for a command is not supported by sbx serve yet".into());
     }
-    Ok(StartSpec { cmd: argv, opts: ExecOpts { env, workdir, ..Default::default() } })
+    let tag = msg["tag"].as_str().map(str::to_string);
+    Ok(StartSpec { cmd: argv, opts: ExecOpts { env, workdir, ..Default::default() }, config: p.clone(), tag })
 }
 
 async fn start(req: Request<Incoming>, id: String, shared: Arc<Shared>) -> Response<Body> {
@@ -173,7 +178,10 @@ async fn start(req: Request<Incoming>, id: String, shared: Arc<Shared>) -> Respo
         Err((code, message)) => {
             let _ = tx.try_send(end_stream(Some((code, &message))));
         }
-        Ok(spec) => shared.spawn(move |ops| run_process(ops, &id, spec, tx)),
+        Ok(spec) => {
+            let s2 = shared.clone();
+            shared.spawn(move |ops| run_process(ops, &s2, &id, spec, tx))
+        }
     }
     let mut r = Response::new(http::Channel(rx).boxed());
     r.headers_mut().insert(hyper::header::CONTENT_TYPE, CONNECT_JSON.parse().expect("a content type"));
@@ -233,7 +241,7 @@ fn data(stream: &str, bytes: &[u8]) -> Bytes {
 
 /// On a worker thread: start the command, stream its pid, stdout and
 /// stderr as they come, then how it ended. A client gone stops it.
-fn run_process(ops: &Ops, id: &str, spec: StartSpec, tx: tokio::sync::mpsc::Sender<Bytes>) {
+fn run_process(ops: &Ops, shared: &Shared, id: &str, spec: StartSpec, tx: tokio::sync::mpsc::Sender<Bytes>) {
     let target = match ops.driver.owned(id) {
         Ok(t) => t,
         Err(e) => {
@@ -243,15 +251,20 @@ fn run_process(ops: &Ops, id: &str, spec: StartSpec, tx: tokio::sync::mpsc::Send
         }
     };
     let gone = || std::io::Error::other("the client went away");
+    let running = Running { shared, id, pid: std::cell::Cell::new(None) };
     let mut relay = |ev: RunEvent<'_>| -> std::io::Result<()> {
         let frame = match ev {
-            RunEvent::Started(pid) => event(json!({ "start": { "pid": pid } })),
+            RunEvent::Started(pid) => {
+                running.started(pid, &spec);
+                event(json!({ "start": { "pid": pid } }))
+            }
             RunEvent::Stdout(b) => data("stdout", b),
             RunEvent::Stderr(b) => data("stderr", b),
         };
         tx.blocking_send(frame).map_err(|_| gone())
     };
     let ran = crate::workbench::exec_streamed(ops.driver.docker(), &target, &spec.opts, &spec.cmd, &mut relay);
+    drop(running);
     let frames = match ran {
         // As envd (Go's ProcessState) says it: a signal is exit code -1, not exited.
         Ok(RunEnd::Code(code)) => vec![
@@ -272,6 +285,45 @@ fn run_process(ops: &Ops, id: &str, spec: StartSpec, tx: tokio::sync::mpsc::Send
             return;
         }
     }
+}
+
+/// A command in `Shared::procs` while it runs; out of it when dropped.
+struct Running<'a> {
+    shared: &'a Shared,
+    id: &'a str,
+    pid: std::cell::Cell<Option<u32>>,
+}
+
+impl Running<'_> {
+    fn started(&self, pid: u32, spec: &StartSpec) {
+        let mut info = json!({ "config": spec.config, "pid": pid });
+        if let Some(t) = &spec.tag {
+            info["tag"] = json!(t);
+        }
+        self.pid.set(Some(pid));
+        let mut m = self.shared.procs.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(self.id.to_string()).or_default().insert(pid, info);
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let Some(pid) = self.pid.get() else { return };
+        let mut m = self.shared.procs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(by_pid) = m.get_mut(self.id) {
+            by_pid.remove(&pid);
+            if by_pid.is_empty() {
+                m.remove(self.id);
+            }
+        }
+    }
+}
+
+/// `process.Process/List`: the commands this server started in the sandbox that still run.
+fn list(id: &str, shared: &Shared) -> Value {
+    let m = shared.procs.lock().unwrap_or_else(|p| p.into_inner());
+    let procs: Vec<Value> = m.get(id).map(|p| p.values().cloned().collect()).unwrap_or_default();
+    json!({ "processes": procs })
 }
 
 /// The Connect code and message an sbx error becomes; the container id

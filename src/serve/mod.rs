@@ -51,6 +51,10 @@ pub struct Shared {
     config: Config,
     index: index::Index,
     jobs: std::sync::mpsc::Sender<Job>,
+    /// The commands running through `process.Process/Start`, by sandbox
+    /// then pid: what `process.Process/List` answers (as envd, only what
+    /// it started).
+    procs: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeMap<u32, serde_json::Value>>>,
 }
 
 impl Shared {
@@ -92,7 +96,7 @@ pub fn run(args: &ServeArgs, driver: &Driver, watchdog: Watchdog<'_>, out: &Prin
     let listener = bind(&config.listen)?;
     out.note("listening", &format!("listening on {}", shown(&config.listen)));
     let (tx, rx) = std::sync::mpsc::channel::<Job>();
-    let shared = Arc::new(Shared { keys, config, index, jobs: tx });
+    let shared = Arc::new(Shared { keys, config, index, jobs: tx, procs: Default::default() });
     let ops = Ops { driver, watchdog };
     std::thread::scope(|s| {
         let ops = &ops;

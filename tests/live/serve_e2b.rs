@@ -287,7 +287,7 @@ print(h.wait().stdout, end="")
 }
 
 /// stderr comes as it is made too, a command's pid is its pid in the
-/// sandbox, and the SDK's kill signals that process.
+/// sandbox, the SDK lists what runs, and its kill signals that process.
 #[test]
 fn stderr_streams_and_the_pid_is_the_sandboxes() {
     let _engine = loading_the_engine();
@@ -308,6 +308,9 @@ try:
     assert comm == "sleep\n", (h.pid, comm)
     assert h.wait().exit_code == 0
     h = sbx.commands.run("sleep 30", background=True)
+    listed = {p.pid: p for p in sbx.commands.list()}
+    assert h.pid in listed and listed[h.pid].cmd == "/bin/bash", listed
+    assert listed[h.pid].args == ["-l", "-c", "sleep 30"], listed[h.pid].args
     assert h.kill() is True
     try:
         h.wait()
@@ -315,6 +318,7 @@ try:
     except CommandExitException as e:
         assert e.exit_code == -1, e.exit_code
     assert sbx.commands.kill(h.pid) is False, "gone already"
+    assert h.pid not in [p.pid for p in sbx.commands.list()]
     assert sbx.get_info().state == "running", "the sandbox outlives the command"
     print("ok")
 finally:
