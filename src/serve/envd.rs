@@ -6,11 +6,13 @@
 //! sandbox's own user, the way `sbx exec` runs them, under sbx's helper
 //! (`run`), which relays the command's pid, stdout and stderr as they come.
 //!
-//! The version reported (`control::ENVD_VERSION`) is 0.5.7: past 0.4.0 the SDK
-//! sends no user unless asked (so the sandbox's own user is the default),
-//! past 0.3.0/0.5.2 it may control and close stdin, and at 0.5.7 it
-//! uploads files as a plain octet stream; it stays below 0.6.2, whose
-//! file-metadata fields sbx would have to invent.
+//! The version reported (`control::ENVD_VERSION`) is 0.5.7: past 0.4.0 the
+//! SDK sends no user unless asked (so the sandbox's own user is the
+//! default), past 0.3.0/0.5.2 it may control and close stdin, and from
+//! 0.5.7 it may upload file-like or gzipped data as a plain octet stream
+//! (bytes and str still go as multipart/form-data, so `/files` needs both);
+//! it stays below 0.6.2, whose file-metadata fields sbx would have to
+//! invent.
 
 use std::sync::Arc;
 
