@@ -1,6 +1,7 @@
 //! The envd API, served by sbx on the host (there is no daemon in the
-//! sandbox): `/health`, and `process.Process/Start` in Connect RPC
-//! (JSON codec, server-streaming over HTTP/1.1). Every request names its
+//! sandbox): `/health`, and `process.Process` Start (server-streaming),
+//! SendSignal and List (unary) in Connect RPC with the JSON codec over
+//! HTTP/1.1; the rest answers `unimplemented`. Every request names its
 //! sandbox (`E2b-Sandbox-Id`) and carries that sandbox's own token
 //! (`X-Access-Token`); commands run through `docker exec` as the
 //! sandbox's own user, the way `sbx exec` runs them, under sbx's helper
