@@ -43,7 +43,11 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
         (Method::POST, "/process.Process/Start") => start(req, id, shared).await,
         (Method::POST, "/process.Process/SendSignal") => send_signal(req, id, shared).await,
         (Method::POST, "/process.Process/List") => http::json(StatusCode::OK, &list(&id, &shared)),
-        (_, "/files") => http::unsupported("/files (upload and download)"),
+        (Method::GET, "/files") => {
+            let q = req.uri().query().unwrap_or("").to_string();
+            super::files::download(&q, id, shared).await
+        }
+        (_, "/files") => http::unsupported("uploading through /files"),
         (_, p) => connect_error(
             StatusCode::NOT_IMPLEMENTED,
             "unimplemented",

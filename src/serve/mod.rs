@@ -15,6 +15,7 @@
 mod config;
 mod control;
 mod envd;
+mod files;
 mod http;
 mod index;
 mod lifecycle;

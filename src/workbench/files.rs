@@ -115,6 +115,50 @@ pub fn cp(exec: &dyn DockerExec, src: &CpSide, dst: &CpSide, limits: &Limits) ->
     Ok(skipped)
 }
 
+/// One regular file of the sandbox (never followed if a link): its size
+/// handed to `sized` first, then its bytes to `out` as they arrive, holes
+/// as zeros, within `limits`; a directory or a link is refused.
+pub fn read_file(
+    exec: &dyn DockerExec,
+    id: &str,
+    path: &str,
+    limits: &Limits,
+    sized: &mut dyn FnMut(u64) -> std::io::Result<()>,
+    out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<u64> {
+    let root =
+        transfer::root_name(path).ok_or_else(|| Invalid::new("path", path, "name a file, not the sandbox's /"))?;
+    let argv = helper_argv(id, false, &["send", path]);
+    let mut size = 0;
+    let mut output = |r: &mut dyn std::io::Read| {
+        let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
+        let rec = dec.next_record()?.ok_or_else(|| std::io::Error::other("the helper sent nothing"))?;
+        let transfer::Kind::File { size: n } = rec.kind else {
+            return Err(transfer::wire::refused(
+                std::io::ErrorKind::InvalidInput,
+                format!("{path} is not a regular file"),
+            ));
+        };
+        size = n;
+        sized(n)?;
+        let mut bytes = transfer::archive::file_bytes(&mut dec, n);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let got = std::io::Read::read(&mut bytes, &mut buf)?;
+            if got == 0 {
+                break;
+            }
+            out(&buf[..got])?;
+        }
+        drop(bytes);
+        while dec.next_record()?.is_some() {}
+        Ok(())
+    };
+    let r = run_stream(exec, id, &argv, None, &mut output)?;
+    streamed(exec, id, &argv, r, || format!("reading {id}:{path}"))?;
+    Ok(size)
+}
+
 /// The sandbox's `/state/workspace` as a tar stream, converted as it
 /// arrives (holes become zeros in tar), within `limits`. Ok: what the
 /// helper left out (fifos, sockets, devices), for a warning.

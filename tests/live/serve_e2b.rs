@@ -43,7 +43,7 @@ fn bash_image(w: &World) -> Image {
     let bin = tree.root().join("bin");
     std::fs::copy("/bin/bash-static", bin.join("bash")).expect("/bin/bash-static (apt-get install bash-static)");
     std::fs::copy("/bin/busybox", bin.join("busybox")).expect("/bin/busybox (apt-get install busybox-static)");
-    for applet in ["sh", "cat", "echo", "false", "true", "sleep", "id", "ls"] {
+    for applet in ["sh", "cat", "echo", "false", "true", "sleep", "id", "ls", "head", "sha256sum", "ln", "mkdir"] {
         std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
     }
     tree.import()
@@ -328,4 +328,44 @@ finally:
     let out = s.python(script, &s.key());
     assert_success(&out, &format!("stderr and pid (server said: {})", s.stderr()));
     assert_eq!(stdout(&out), "ok\n");
+}
+
+/// files.read: a file's bytes exactly (several MiB, through the checked
+/// transfer code), the SDK's own exception for a missing one, and a
+/// directory or a link refused, never followed.
+#[test]
+fn the_e2b_sdk_reads_files_byte_exact() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import hashlib
+from e2b import Sandbox, FileNotFoundException, SandboxException
+sbx = Sandbox.create("debian")
+try:
+    sbx.commands.run("head -c 5000000 /dev/urandom > /tmp/big; printf 'a\\0b\\xff' > /tmp/small; ln -s /etc/passwd /tmp/link")
+    data = sbx.files.read("/tmp/big", format="bytes")
+    want = sbx.commands.run("sha256sum /tmp/big").stdout.split()[0]
+    assert len(data) == 5000000 and hashlib.sha256(data).hexdigest() == want, len(data)
+    assert sbx.files.read("/tmp/small", format="bytes") == b"a\0b\xff"
+    try:
+        sbx.files.read("/tmp/nothing")
+        raise AssertionError("a missing file was read")
+    except FileNotFoundException as e:
+        print("missing", e)
+    for p in ["/tmp", "/tmp/link"]:
+        try:
+            sbx.files.read(p)
+            raise AssertionError(p + " was read")
+        except SandboxException as e:
+            print("refused", p, e)
+    print("ok")
+finally:
+    sbx.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("files.read (server said: {})", s.stderr()));
+    let text = stdout(&out);
+    assert!(text.ends_with("ok\n") && text.contains("missing") && text.matches("refused").count() == 2, "{text}");
 }
