@@ -47,7 +47,7 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
             let q = req.uri().query().unwrap_or("").to_string();
             super::files::download(&q, id, shared).await
         }
-        (_, "/files") => http::unsupported("uploading through /files"),
+        (Method::POST, "/files") => super::files::upload(req, id, shared).await,
         (_, p) => connect_error(
             StatusCode::NOT_IMPLEMENTED,
             "unimplemented",

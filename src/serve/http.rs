@@ -70,10 +70,15 @@ impl Refusal {
 
 /// The request body, at most [`MAX_BODY`] bytes; Err is the answer to give.
 pub async fn read_body(body: Incoming) -> Result<Bytes, Response<Body>> {
-    match Limited::new(body, MAX_BODY).collect().await {
+    read_body_max(body, MAX_BODY).await
+}
+
+/// The request body, at most `max` bytes.
+pub async fn read_body_max(body: Incoming, max: usize) -> Result<Bytes, Response<Body>> {
+    match Limited::new(body, max).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            Err(error(StatusCode::PAYLOAD_TOO_LARGE, &format!("the request body is over {MAX_BODY} bytes")))
+            Err(error(StatusCode::PAYLOAD_TOO_LARGE, &format!("the request body is over {max} bytes")))
         }
         Err(_) => Err(error(StatusCode::BAD_REQUEST, "the request body could not be read")),
     }

@@ -208,3 +208,14 @@ fn a_signal_request_names_a_pid_and_kill_or_term() {
     assert!(parse_signal(&json!({"process": {"pid": 42}, "signal": "SIGNAL_UNSPECIFIED"})).is_err());
     assert!(parse_signal(&json!({"process": {"tag": "x"}, "signal": "SIGNAL_SIGKILL"})).is_err());
 }
+
+#[test]
+fn multipart_parts_keep_their_bytes_and_names() {
+    let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/a b\"\r\nContent-Type: application/octet-stream\r\n\r\n\x00\r\n--Xy\xff\r\n--XyZ\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n\r\n--XyZ--\r\n";
+    let parts = super::files::multipart(body, "XyZ").unwrap();
+    assert_eq!(parts.len(), 2);
+    assert_eq!(parts[0], (Some("/tmp/a b".to_string()), b"\x00\r\n--Xy\xff".to_vec()));
+    assert_eq!(parts[1], (None, vec![]));
+    assert!(super::files::multipart(b"no boundary", "XyZ").is_err());
+    assert!(super::files::multipart(b"--XyZ\r\nContent-Disposition: x\r\n\r\nunterminated", "XyZ").is_err());
+}

@@ -159,6 +159,36 @@ pub fn read_file(
     Ok(size)
 }
 
+/// Write `data` as the regular file `path` in the sandbox (made, or
+/// replaced; a link there is replaced, never followed), mode 0644, its
+/// parent directories made first, through the record stream `sbx cp`
+/// sends.
+pub fn write_file(exec: &dyn DockerExec, id: &str, path: &str, data: &[u8]) -> Result<()> {
+    let root =
+        transfer::root_name(path).ok_or_else(|| Invalid::new("path", path, "name a file, not the sandbox's /"))?;
+    if let Some(parent) = std::path::Path::new(path).parent().and_then(|p| p.to_str()).filter(|p| *p != "/") {
+        super::listing::mkdir(exec, id, parent, true)?;
+    }
+    let argv = helper_argv(id, true, &["receive", path]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let mut input = |w: &mut dyn std::io::Write| {
+        let mut enc = transfer::Encoder::new(std::io::BufWriter::new(w))?;
+        enc.file(root.as_bytes(), 0o644, now, data.len() as u64)?;
+        if !data.is_empty() {
+            enc.segment(0, data.len() as u64, &mut &data[..])?;
+        }
+        enc.end_file()?;
+        enc.end().map(drop)
+    };
+    let mut r = run_stream(exec, id, &argv, Some(&mut input), &mut drain)?;
+    match std::mem::replace(&mut r.input, Ok(())) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe || r.status == 0 => {
+            Err(transfer_failure(format!("writing {id}:{path}"), e))
+        }
+        _ => streamed(exec, id, &argv, r, || format!("writing {id}:{path}")),
+    }
+}
+
 /// The sandbox's `/state/workspace` as a tar stream, converted as it
 /// arrives (holes become zeros in tar), within `limits`. Ok: what the
 /// helper left out (fifos, sockets, devices), for a warning.

@@ -330,11 +330,11 @@ finally:
     assert_eq!(stdout(&out), "ok\n");
 }
 
-/// files.read: a file's bytes exactly (several MiB, through the checked
-/// transfer code), the SDK's own exception for a missing one, and a
+/// files.read and files.write: bytes exactly (several MiB, through the
+/// checked transfer code), the SDK's own exception for a missing file, a
 /// directory or a link refused, never followed.
 #[test]
-fn the_e2b_sdk_reads_files_byte_exact() {
+fn the_e2b_sdk_reads_and_writes_files_byte_exact() {
     let _engine = loading_the_engine();
     let w = World::new();
     let img = bash_image(&w);
@@ -360,6 +360,28 @@ try:
             raise AssertionError(p + " was read")
         except SandboxException as e:
             print("refused", p, e)
+    # Writes: bytes and str as multipart, a file object as an octet stream,
+    # parents made, a link refused (never followed), read back byte-exact.
+    import io, os
+    blob = os.urandom(3 * 1024 * 1024)
+    info = sbx.files.write("/tmp/new/dir/blob", blob)
+    assert (info.path, info.name) == ("/tmp/new/dir/blob", "blob"), info
+    assert sbx.files.read("/tmp/new/dir/blob", format="bytes") == blob
+    sbx.files.write("/tmp/text", "h\u00e9llo\n")
+    assert sbx.commands.run("cat /tmp/text").stdout == "h\u00e9llo\n"
+    sbx.files.write("/tmp/stream", io.BytesIO(b"\x00\xffstreamed"))
+    assert sbx.files.read("/tmp/stream", format="bytes") == b"\x00\xffstreamed"
+    try:
+        sbx.files.write("/tmp/link", "not through the link")
+        raise AssertionError("wrote through a link")
+    except SandboxException as e:
+        assert "refusing to write through it" in str(e), e
+    assert sbx.commands.run("ls -l /tmp/link").stdout.startswith("l"), "the link is left as it was"
+    try:
+        sbx.files.write("/tmp/x", "x", user="root")
+        raise AssertionError("user=root wrote")
+    except SandboxException as e:
+        print("root", e)
     print("ok")
 finally:
     sbx.kill()
@@ -368,4 +390,5 @@ finally:
     assert_success(&out, &format!("files.read (server said: {})", s.stderr()));
     let text = stdout(&out);
     assert!(text.ends_with("ok\n") && text.contains("missing") && text.matches("refused").count() == 2, "{text}");
+    assert!(text.contains("sbx sandboxes have no root"), "{text}");
 }
