@@ -28,6 +28,7 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let method = req.method().clone();
+    let idem = req.headers().get("idempotency-key").map(|v| v.to_str().map(str::to_string).map_err(drop));
     let body = match method {
         Method::POST | Method::PUT | Method::PATCH => match http::read_body(req.into_body()).await {
             Ok(b) => b,
@@ -37,7 +38,11 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
     };
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (method, parts.as_slice()) {
-        (Method::POST, ["v2", "sandboxes"]) => create(&body, shared).await,
+        (Method::POST, ["v2", "sandboxes"]) => match idem {
+            Some(Ok(k)) if super::idempotency::valid(&k) => create(&body, Some(k), shared).await,
+            Some(_) => http::error(StatusCode::BAD_REQUEST, "Idempotency-Key must be 1-255 of a-z, 0-9, '-'"),
+            None => create(&body, None, shared).await,
+        },
         (Method::POST, ["sandboxes"]) => http::unsupported("the v1 create (POST /sandboxes; use POST /v2/sandboxes)"),
         (Method::GET, ["v2", "sandboxes"] | ["sandboxes"]) => list(&query, shared).await,
         (Method::GET, ["sandboxes", id]) => info(id, shared).await,
@@ -144,7 +149,8 @@ pub fn image_for(templates: &BTreeMap<String, ImageRef>, id: &str) -> Option<Ima
     templates.get(id).cloned().or_else(|| ImageRef::parse(id).ok())
 }
 
-async fn create(body: &[u8], shared: Arc<Shared>) -> Response<Body> {
+async fn create(body: &[u8], key: Option<String>, shared: Arc<Shared>) -> Response<Body> {
+    use super::idempotency::{digest, Claim};
     let new = match parse_new(body) {
         Ok(n) => n,
         Err(r) => return r.response(),
@@ -152,8 +158,22 @@ async fn create(body: &[u8], shared: Arc<Shared>) -> Response<Body> {
     let Some(image) = image_for(&shared.config.templates, &new.template) else {
         return http::error(StatusCode::NOT_FOUND, &format!("template '{}' not found", new.template));
     };
+    let d = digest(body);
+    if let Some(k) = &key {
+        match shared.idempotency.claim(k, d) {
+            Claim::New => {}
+            Claim::Replay(v) => return http::json(StatusCode::CREATED, &v),
+            Claim::Busy => return http::error(StatusCode::CONFLICT, "a create with this Idempotency-Key is in flight"),
+            Claim::Mismatch => {
+                return http::error(StatusCode::UNPROCESSABLE_ENTITY, "this Idempotency-Key came with another request")
+            }
+        }
+    }
     let s2 = shared.clone();
     let made = shared.blocking(move |ops| make(ops, &s2, image, new)).await;
+    if let Some(k) = &key {
+        shared.idempotency.finish(k, d, made.as_ref().and_then(|r| r.as_ref().ok()));
+    }
     response_of(made, |v| http::json(StatusCode::CREATED, &v))
 }
 

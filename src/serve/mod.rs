@@ -17,6 +17,7 @@ mod control;
 mod envd;
 mod files;
 mod http;
+mod idempotency;
 mod index;
 mod lifecycle;
 mod query;
@@ -55,6 +56,7 @@ pub struct Shared {
     /// The commands running through `process.Process/Start`, by sandbox
     /// then pid: what `process.Process/List` answers (as envd, only what
     /// it started).
+    idempotency: idempotency::Keys,
     procs: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeMap<u32, serde_json::Value>>>,
 }
 
@@ -97,7 +99,8 @@ pub fn run(args: &ServeArgs, driver: &Driver, watchdog: Watchdog<'_>, out: &Prin
     let listener = bind(&config.listen)?;
     out.note("listening", &format!("listening on {}", shown(&config.listen)));
     let (tx, rx) = std::sync::mpsc::channel::<Job>();
-    let shared = Arc::new(Shared { keys, config, index, jobs: tx, procs: Default::default() });
+    let shared =
+        Arc::new(Shared { keys, config, index, jobs: tx, idempotency: Default::default(), procs: Default::default() });
     let ops = Ops { driver, watchdog };
     std::thread::scope(|s| {
         let ops = &ops;

@@ -219,3 +219,19 @@ fn multipart_parts_keep_their_bytes_and_names() {
     assert!(super::files::multipart(b"no boundary", "XyZ").is_err());
     assert!(super::files::multipart(b"--XyZ\r\nContent-Disposition: x\r\n\r\nunterminated", "XyZ").is_err());
 }
+
+#[test]
+fn an_idempotency_key_replays_its_create_once_made() {
+    use super::idempotency::{digest, valid, Claim, Keys};
+    let k = Keys::default();
+    let (a, b) = (digest(b"a"), digest(b"b"));
+    assert_eq!(k.claim("k-1", a), Claim::New);
+    assert_eq!(k.claim("k-1", a), Claim::Busy);
+    assert_eq!(k.claim("k-1", b), Claim::Mismatch);
+    k.finish("k-1", a, Some(&json!({"sandboxID": "sbx-0123456789ab"})));
+    assert_eq!(k.claim("k-1", a), Claim::Replay(json!({"sandboxID": "sbx-0123456789ab"})));
+    assert_eq!(k.claim("k-2", a), Claim::New);
+    k.finish("k-2", a, None);
+    assert_eq!(k.claim("k-2", a), Claim::New, "a failed create frees its key");
+    assert!(valid("0f2c-aa") && !valid("") && !valid("UPPER") && !valid(&"a".repeat(256)));
+}

@@ -142,6 +142,8 @@ fn the_e2b_sdk_creates_runs_lists_and_kills() {
     assert_eq!(ls, serde_json::json!([]), "kill destroyed it");
 }
 
+/// The SDK's own exceptions for a wrong key, an unknown template and
+/// user="root"; and a create retried with its Idempotency-Key makes no second sandbox.
 #[test]
 fn the_e2b_sdk_gets_its_own_exceptions() {
     let _engine = loading_the_engine();
@@ -169,8 +171,11 @@ try:
 except SandboxException as e:
     assert e.status_code == 404, e.status_code
     print("unknown", e)
-sbx = Sandbox.create("debian")
+sbx = Sandbox.create("debian", idempotency_key="retry-1")
 try:
+    again = Sandbox.create("debian", idempotency_key="retry-1")
+    assert again.sandbox_id == sbx.sandbox_id, "a retried create made a second sandbox"
+    print("sandboxes", len(Sandbox.list().next_items()))
     sbx.commands.run("id", user="root")
     raise SystemExit("user=root ran")
 except SandboxException as e:
@@ -183,6 +188,7 @@ finally:
     let text = stdout(&out);
     assert!(text.contains("unknown 404: template 'no-such-template' not found"), "{text}");
     assert!(text.contains("root") && text.contains("sbx sandboxes have no root"), "{text}");
+    assert!(text.contains("sandboxes 1\n"), "one sandbox for two creates with one Idempotency-Key: {text}");
     assert_eq!(json(&w.sbx(&["ls", "--json"])), serde_json::json!([]), "nothing left, nothing made by the refusals");
 }
 
