@@ -15,6 +15,7 @@ fn main() {
     // The record stream's format, shared with the host through `#[path]`.
     println!("cargo:rerun-if-changed=src/workbench/transfer/wire.rs");
     println!("cargo:rerun-if-changed=src/workbench/transfer/wire_decode.rs");
+    println!("cargo:rerun-if-changed=src/workbench/mux.rs");
     println!("cargo:rerun-if-env-changed=SBX_NO_HELPER");
     let opt_out = std::env::var_os("SBX_NO_HELPER").is_some_and(|v| v == "1");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("sbx-helper");

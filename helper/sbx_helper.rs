@@ -30,6 +30,11 @@
 //!                              (exit 10: not a directory, 11: the inotify watch limit)
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
+//!   run -- CMD...              run CMD, its pid, stdout, stderr (as they come) and exit as
+//!                              frames on stdout (src/workbench/mux.rs); exits 0 once it said how CMD ended
+//!   signal-pid PID SIGNUM      signal process PID (exit 3: no such process, or pid 0/1)
+//!   idle                       a sandbox's main process instead of the image's program (`sbx serve`):
+//!                              reap orphans, exit 0 on SIGTERM/SIGINT/SIGHUP
 //!
 //! Record stream, version 4: `send` and `receive` speak it through the
 //! host's own src/workbench/transfer/wire.rs (format, checks, walk),
@@ -54,6 +59,11 @@ mod wire;
 #[path = "fsops.rs"]
 mod fsops;
 
+/// `run`'s frames: the host's own file, as `wire`.
+#[allow(dead_code)]
+#[path = "../src/workbench/mux.rs"]
+mod mux;
+
 /// Background processes' state (pid, command, exit, log): sbx's own tmpfs,
 /// not the sandbox's /tmp, where it cluttered what the sandbox works with.
 /// See `argv::BG_DIR` on the host.
@@ -64,6 +74,95 @@ extern "C" {
     fn lseek(fd: i32, offset: i64, whence: i32) -> i64;
     fn utimensat(dirfd: i32, path: *const u8, times: *const [i64; 4], flags: i32) -> i32;
     fn prctl(option: i32, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i32;
+    #[link_name = "signal"]
+    fn set_handler(signum: i32, handler: usize) -> usize;
+    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+    fn _exit(code: i32) -> !;
+}
+
+extern "C" fn exit_now(_sig: i32) {
+    // Async-signal-safe: nothing but the exit itself.
+    unsafe { _exit(0) }
+}
+
+/// `run -- CMD...`: CMD with both its streams relayed as they come, each
+/// chunk a frame, under one lock so frames never interleave.
+fn run_muxed(cmd: &[String]) -> i32 {
+    use std::sync::{Arc, Mutex};
+    let out = Arc::new(Mutex::new(io::stdout()));
+    let send = |out: &Mutex<io::Stdout>, tag: u8, b: &[u8]| {
+        let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
+        mux::write_frame(&mut *o, tag, b).is_ok()
+    };
+    if cmd.is_empty() {
+        return 64;
+    }
+    let mut child = match Command::new(&cmd[0]).args(&cmd[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
+            send(&out, mux::STDERR, format!("sbx-helper: cannot run {:?}: {e}\n", cmd[0]).as_bytes());
+            send(&out, mux::EXIT, code.to_string().as_bytes());
+            return 0;
+        }
+    };
+    send(&out, mux::PID, child.id().to_string().as_bytes());
+    let pump = |mut r: Box<dyn Read + Send>, tag: u8, out: Arc<Mutex<io::Stdout>>| {
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; mux::MAX_FRAME];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 || !send(&out, tag, &buf[..n]) {
+                    break;
+                }
+            }
+        })
+    };
+    let o = pump(Box::new(child.stdout.take().expect("piped")), mux::STDOUT, out.clone());
+    let e = pump(Box::new(child.stderr.take().expect("piped")), mux::STDERR, out.clone());
+    let _ = (o.join(), e.join());
+    let end = match child.wait() {
+        Ok(st) => match (st.code(), st.signal()) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(sig)) => format!("signal {sig}"),
+            (None, None) => "255".into(),
+        },
+        Err(_) => "255".into(),
+    };
+    send(&out, mux::EXIT, end.as_bytes());
+    0
+}
+
+/// `signal-pid PID SIGNUM`: one process, as the sandbox's own user (the
+/// kernel decides what it may signal); never pid 1, the sandbox itself.
+fn signal_pid(pid: i32, sig: i32) -> i32 {
+    if pid <= 1 {
+        return 3;
+    }
+    if unsafe { kill(pid, sig) } == 0 {
+        return 0;
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(3) {
+        return 3;
+    }
+    eprintln!("sbx-helper: cannot signal {pid}: {err}");
+    1
+}
+
+/// The main process of a sandbox whose image's program does not run. As
+/// pid 1 it gets no signal it has no handler for, so it installs one for
+/// SIGTERM (docker stop), SIGINT and SIGHUP; meanwhile it reaps the
+/// orphans that `docker exec`'d commands leave, once a second.
+fn idle() -> i32 {
+    const WNOHANG: i32 = 1;
+    for sig in [1, 2, 15] {
+        unsafe { set_handler(sig, exit_now as usize) };
+    }
+    loop {
+        let mut status = 0;
+        while unsafe { waitpid(-1, &mut status, WNOHANG) } > 0 {}
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// Set `path`'s mtime (not following a final symlink: a link gets its own
@@ -121,6 +220,9 @@ fn main() {
         "watch" => fsops::watch(Path::new(&arg(2)), arg(3) == "-r"),
         "find-shell" => find_shell(),
         "which" => which(&arg(2)),
+        "idle" => idle(),
+        "run" => run_muxed(after_dashes(&args)),
+        "signal-pid" => signal_pid(arg(2).parse().unwrap_or(0), arg(3).parse().unwrap_or(15)),
         other => {
             eprintln!("sbx-helper: unknown command {other:?}");
             64

@@ -24,6 +24,7 @@
 //! | `sandbox`   | the lifecycle: `ops/`, one file per operation (create, destroy, gc, ...); `shared/`, what several use | lifecycle step |
 //! | `checks`    | what sbx measures for the operator: audit rules, doctor, the probe    | check                      |
 //! | `cli`       | clap's view of the command line (parsing only)                        | flag                       |
+//! | `serve`     | `sbx serve`: the E2B API (control plane and envd) over the driver     | HTTP route                 |
 //! | `commands`  | one file per subcommand, handed a `Context` by `dispatch`             | subcommand                 |
 
 pub mod checks;
@@ -36,6 +37,7 @@ pub mod host;
 pub mod model;
 pub mod output;
 pub mod sandbox;
+pub mod serve;
 pub mod spec;
 pub mod workbench;
 

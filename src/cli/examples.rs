@@ -132,3 +132,8 @@ pub const EX_COMPLETIONS: &str =
   sbx completions fish > ~/.config/fish/completions/sbx.fish";
 pub const EX_MAN: &str = "Examples:\n  sudo sbx man /usr/local/share/man/man1 && man sbx-create
   sbx man ~/.local/share/man/man1";
+
+pub const EX_SERVE: &str = "Examples:
+  sbx serve --template debian=sha256:<64 hex>    # E2B_API_URL=http://127.0.0.1:3000
+  sbx serve --listen 127.0.0.1:8049 --api-key-file /etc/sbx/api-keys --template py=repo@sha256:<64 hex>
+  sbx serve --listen unix:/run/sbx/serve.sock --template debian=sha256:<64 hex>";

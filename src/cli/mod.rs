@@ -16,6 +16,7 @@ mod examples;
 mod files;
 mod lifecycle;
 mod pool;
+mod serve;
 mod workbench;
 
 use std::path::PathBuf;
@@ -31,6 +32,7 @@ use examples::*;
 pub use files::{BackupArgs, CpArgs, FilesArgs, MkdirArgs, WatchArgs};
 pub use lifecycle::{StartArgs, StopArgs};
 pub use pool::{PoolAction, PoolArgs, PoolCreateArgs, PoolNameArg};
+pub use serve::ServeArgs;
 pub use workbench::{ExecArgs, KillArgs, LogsArgs, PortForwardArgs, StatsArgs, WaitPortArgs};
 
 /// The command line with sandbox ids and pool names taken as plain text:
@@ -193,6 +195,13 @@ pub enum Command {
     /// Warm pools of ready sandboxes: `sbx create --pool NAME` claims one in a few ms, without a docker call (one on a remote engine; a pool is the engine's it was made on).
     #[command(after_help = EX_POOL)]
     Pool(PoolArgs),
+    /// Serve E2B's API (control plane and envd) so the E2B SDKs drive sbx sandboxes unchanged.
+    ///
+    /// Control-plane requests need an API key (X-API-KEY or Authorization: Bearer);
+    /// envd requests need the sandbox's own access token (X-Access-Token), handed out at
+    /// create. See docs/serve.md for what of E2B's API is supported.
+    #[command(after_help = EX_SERVE)]
+    Serve(ServeArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     #[command(after_help = EX_COMPLETIONS)]
     Completions(CompletionsArgs),

@@ -27,6 +27,7 @@ mod pool;
 mod port_forward;
 mod ps;
 mod revoke;
+mod serve;
 mod stats;
 mod ttl;
 mod volumes;
@@ -118,6 +119,7 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Gc(a) => done(gc::exec(a.dry_run, ctx)),
         Command::Doctor(a) => done(doctor::exec(&a.routes, a.runtime.as_deref(), ctx)),
         Command::Pool(a) => done(pool::exec(a.action, ctx)),
+        Command::Serve(a) => done(serve::exec(&a, ctx)),
         Command::Completions(a) => done(completions::exec(a.shell, ctx)),
         Command::Man(a) => done(man::exec(&a.dir, ctx)),
         Command::PoolFill(a) => done(pool::refill(&a.name, ctx)),

@@ -109,7 +109,7 @@ impl Deadlines {
     /// archive keeps going in, but a helper that sends or takes nothing for
     /// this long was stopped by its sandbox (or the engine hung).
     pub fn idle(&self, args: &[OsString]) -> Option<Duration> {
-        if !args.first().is_some_and(|a| a == "exec") {
+        if args.first().is_none_or(|a| a != "exec") {
             return None;
         }
         // What the helper sends as it goes: a listing, `cp` out and backup

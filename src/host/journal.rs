@@ -161,7 +161,7 @@ impl Follower {
         let mut out = Vec::new();
         for line in whole.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             match (line.len() <= MAX_LINE).then(|| serde_json::from_slice::<Event>(line).ok()).flatten() {
-                Some(e) if self.since.map_or(true, |s| e.at() >= s) => out.push(e),
+                Some(e) if self.since.is_none_or(|s| e.at() >= s) => out.push(e),
                 Some(_) => {}
                 None => self.skipped += 1,
             }

@@ -27,6 +27,7 @@ const LAYERS: &[&str] = &[
     "sandbox",
     "checks",
     "cli",
+    "serve",
     "commands",
 ];
 

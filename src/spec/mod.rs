@@ -82,6 +82,10 @@ pub struct SandboxSpec {
     /// The warm pool this sandbox is a member of (`sbx.pool`): set only by
     /// the pool's filler, never from a flag.
     pub pool: Option<String>,
+    /// The main process is sbx's helper idling (`helper idle`), never the
+    /// image's ENTRYPOINT/CMD: for images that bind no socket and may not
+    /// keep running (E2B templates, `sbx serve`). Never from a flag.
+    pub idle: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -206,6 +206,7 @@ impl SandboxSpec {
             runtime,
             pull: req.pull.unwrap_or_default(),
             pool: None,
+            idle: false,
         })
     }
 }

@@ -61,6 +61,98 @@ fn exec_code(t: &Target, o: &ExecOpts, cmd: &[String], code: i32, held: &str) ->
     }
 }
 
+/// What a command run through the helper's `run` says as it runs.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RunEvent<'a> {
+    /// Its pid inside the sandbox: first.
+    Started(u32),
+    Stdout(&'a [u8]),
+    Stderr(&'a [u8]),
+}
+
+/// How a command run through the helper ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    Code(i32),
+    Signal(i32),
+}
+
+/// A command through `docker exec ... helper run -- CMD` (`sbx serve`'s
+/// process API): its pid, stdout and stderr handed to `on` as they come,
+/// then how it ended. An error from `on` (the client went away) kills
+/// docker exec. docker's own failures (no such sandbox, not running, no
+/// helper) are errors, as for `sbx exec`; so is a stream the helper did
+/// not write.
+pub fn exec_streamed(
+    t: &Target,
+    o: &ExecOpts,
+    cmd: &[String],
+    on: &mut dyn FnMut(RunEvent<'_>) -> std::io::Result<()>,
+) -> Result<RunEnd> {
+    let mut full = vec![HELPER.to_string(), "run".into(), "--".into()];
+    full.extend(cmd.iter().cloned());
+    let argv = argv::exec(&t.container, &ExecOpts { interactive: false, tty: false, ..o.clone() }, &full);
+    let mut end = None;
+    let mut relay = |r: &mut dyn std::io::Read| -> std::io::Result<()> {
+        while let Some((tag, payload)) = super::mux::read_frame(r)? {
+            match tag {
+                super::mux::PID => on(RunEvent::Started(number(&payload)? as u32))?,
+                super::mux::STDOUT => on(RunEvent::Stdout(&payload))?,
+                super::mux::STDERR => on(RunEvent::Stderr(&payload))?,
+                _ => end = Some(run_end(&payload)?),
+            }
+        }
+        Ok(())
+    };
+    let done = t.docker.run_stream(&argv, None, &mut relay)?;
+    let held = String::from_utf8_lossy(&done.stderr).to_string();
+    if let Some(e) = sandbox_error(t, &held) {
+        return Err(e);
+    }
+    if done.status == 1 && held.starts_with("Error response from daemon") && !container_exists(t)? {
+        return Err(Error::Sandbox(SandboxError::NotFound { id: t.sandbox.to_string() }));
+    }
+    done.output.map_err(|e| Error::io("relaying a command's output", e))?;
+    match end {
+        Some(end) => Ok(end),
+        None if !still_runs(t)? => Err(ended(t)),
+        None => Err(Error::io(
+            "running a command",
+            std::io::Error::other(format!("the helper ended without saying how the command did: {held}")),
+        )),
+    }
+}
+
+/// Signal one process of the sandbox (a pid [`RunEvent::Started`] named),
+/// through the helper, as the sandbox's own user; false when there is no
+/// such process.
+pub fn signal_pid(t: &Target, pid: u32, sig: i32) -> Result<bool> {
+    let out = run(t, &helper_argv(t, false, &["signal-pid", &pid.to_string(), &sig.to_string()]))?;
+    if let Some(e) = sandbox_error(t, &out.stderr_str()) {
+        return Err(e);
+    }
+    match out.status {
+        0 => Ok(true),
+        3 => Ok(false),
+        _ => Err(Error::io(format!("signalling process {pid}"), std::io::Error::other(out.stderr_str()))),
+    }
+}
+
+fn number(b: &[u8]) -> std::io::Result<i32> {
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "the helper's run stream: not a number"))
+}
+
+/// `N` or `signal N`.
+fn run_end(b: &[u8]) -> std::io::Result<RunEnd> {
+    match b.strip_prefix(b"signal ") {
+        Some(sig) => number(sig).map(RunEnd::Signal),
+        None => number(b).map(RunEnd::Code),
+    }
+}
+
 /// How long a command gets to end after a signal sbx passed on, before SIGKILL.
 pub const SIGNAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 

@@ -120,6 +120,79 @@ pub fn cp(src: &CpSide<Target>, dst: &CpSide<Target>, limits: &Limits) -> Result
     Ok(skipped)
 }
 
+/// One regular file of the sandbox (never followed if a link): its size
+/// handed to `sized` first, then its bytes to `out` as they arrive, holes
+/// as zeros, within `limits`; a directory or a link is refused.
+pub fn read_file(
+    t: &Target,
+    path: &str,
+    limits: &Limits,
+    sized: &mut dyn FnMut(u64) -> std::io::Result<()>,
+    out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<u64> {
+    let root =
+        transfer::root_name(path).ok_or_else(|| Invalid::new("path", path, "name a file, not the sandbox's /"))?;
+    let argv = helper_argv(t, false, &["send", path]);
+    let mut size = 0;
+    let mut output = |r: &mut dyn std::io::Read| {
+        let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
+        let rec = dec.next_record()?.ok_or_else(|| std::io::Error::other("the helper sent nothing"))?;
+        let transfer::Kind::File { size: n } = rec.kind else {
+            return Err(transfer::wire::refused(
+                std::io::ErrorKind::InvalidInput,
+                format!("{path} is not a regular file"),
+            ));
+        };
+        size = n;
+        sized(n)?;
+        let mut bytes = transfer::archive::file_bytes(&mut dec, n);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let got = std::io::Read::read(&mut bytes, &mut buf)?;
+            if got == 0 {
+                break;
+            }
+            out(&buf[..got])?;
+        }
+        drop(bytes);
+        while dec.next_record()?.is_some() {}
+        Ok(())
+    };
+    let r = run_stream(t, &argv, None, &mut output)?;
+    streamed(t, &argv, r, || format!("reading {}:{path}", t.sandbox))?;
+    Ok(size)
+}
+
+/// Write `data` as the regular file `path` in the sandbox (made, or
+/// replaced; a link there is replaced, never followed), mode 0644, its
+/// parent directories made first, through the record stream `sbx cp`
+/// sends.
+pub fn write_file(t: &Target, path: &str, data: &[u8]) -> Result<()> {
+    let root =
+        transfer::root_name(path).ok_or_else(|| Invalid::new("path", path, "name a file, not the sandbox's /"))?;
+    if let Some(parent) = std::path::Path::new(path).parent().and_then(|p| p.to_str()).filter(|p| *p != "/") {
+        super::listing::mkdir(t, parent, true)?;
+    }
+    let argv = helper_argv(t, true, &["receive", path]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let mut input = |w: &mut dyn std::io::Write| {
+        let mut enc = transfer::Encoder::new(std::io::BufWriter::new(w))?;
+        enc.file(root.as_bytes(), 0o644, now, data.len() as u64)?;
+        if !data.is_empty() {
+            enc.segment(0, data.len() as u64, &mut &data[..])?;
+        }
+        enc.end_file()?;
+        enc.end().map(drop)
+    };
+    let mut r = run_stream(t, &argv, Some(&mut input), &mut drain)?;
+    match std::mem::replace(&mut r.input, Ok(())) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe || r.status == 0 => {
+            Err(transfer_failure(format!("writing {}:{path}", t.sandbox), e))
+        }
+        _ => streamed(t, &argv, r, || format!("writing {}:{path}", t.sandbox)),
+    }
+}
+
 /// The sandbox's `/state/workspace` as a tar stream, converted as it
 /// arrives (holes become zeros in tar), within `limits`. Ok: what the
 /// helper left out (fifos, sockets, devices), for a warning.

@@ -19,6 +19,7 @@ pub mod files;
 pub mod helper;
 pub mod lines;
 pub mod listing;
+pub mod mux;
 pub mod ports;
 pub mod ps;
 pub mod stats;
@@ -27,8 +28,8 @@ pub mod transfer;
 pub mod watch;
 
 pub use crate::docker::argv::ExecOpts;
-pub use exec::{exec, exec_watched, shell, SIGNAL_GRACE};
-pub use files::{backup, cp, parse_cp_side, restore, CpSide, WORKSPACE};
+pub use exec::{exec, exec_streamed, exec_watched, shell, signal_pid, RunEnd, RunEvent, SIGNAL_GRACE};
+pub use files::{backup, cp, parse_cp_side, read_file, restore, write_file, CpSide, WORKSPACE};
 pub use helper::helper_exit;
 pub use listing::{list, mkdir, sandbox_path, ListOpts};
 pub use ports::{relay_argv, wait_port};

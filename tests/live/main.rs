@@ -50,6 +50,7 @@ mod runtime;
 mod runtime_attack;
 mod runtime_checks;
 mod self_image;
+mod serve_e2b;
 mod stop_pause;
 mod stream_ends;
 mod transfer;

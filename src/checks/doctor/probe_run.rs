@@ -162,6 +162,7 @@ impl Doctor<'_> {
             // sbx's own image, imported here: there is nothing to pull.
             pull: crate::spec::PullPolicy::Never,
             pool: None,
+            idle: false,
         }
     }
 

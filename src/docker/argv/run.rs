@@ -291,10 +291,24 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     push("--env", format!("SBX_SANDBOX_RUNTIME={}", s.runtime));
     // Last, so nothing before it can override the tier the sandbox sees.
     push("--env", format!("SBX_SANDBOX_TIER={}", plan.tier));
+    push_program(&mut a, s);
+    a
+}
+
+/// What the sandbox runs: the image's program (or the command given), or,
+/// for an idle sandbox, sbx's helper, from sbx's own mount that nothing of
+/// the image can replace.
+fn push_program(a: &mut Vec<OsString>, s: &SandboxSpec) {
+    if s.idle {
+        a.extend(os(&["--entrypoint", paths::HELPER_PATH]));
+    }
     a.push("--".into());
     a.push(s.image.as_str().into());
-    a.extend(s.command.iter().map(OsString::from));
-    a
+    if s.idle {
+        a.push("idle".into());
+    } else {
+        a.extend(s.command.iter().map(OsString::from));
+    }
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ pub(super) fn end_wait(args: &[OsString]) -> Option<(Vec<OsString>, String)> {
     let options = args.iter().take_while(|a| *a != "--");
     let follows =
         args.first().is_some_and(|a| a == "logs") && options.into_iter().any(|a| a == "-f" || a == "--follow");
-    if !follows && args.first().map_or(true, |a| a != "exec") {
+    if !follows && args.first().is_none_or(|a| a != "exec") {
         return None;
     }
     let target = target(args)?;

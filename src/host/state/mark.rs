@@ -52,7 +52,7 @@ impl State {
     pub fn stopped_by_sbx(&self, id: &str, started_at: Option<&str>) -> bool {
         match self.get(Mark::Stopped.kind(), id) {
             None => false,
-            Some(run) => run.is_empty() || started_at.map_or(true, |s| s == run),
+            Some(run) => run.is_empty() || started_at.is_none_or(|s| s == run),
         }
     }
 

@@ -64,7 +64,7 @@ impl Driver {
             let end = read_events(&mut *stdout, &mut |m| tx.send(m).is_ok());
             let _ = tx.send(Msg::End(end));
         });
-        let until_ok = |e: &Event| q.until.map_or(true, |u| e.at() <= u) && q.wants(&e.id);
+        let until_ok = |e: &Event| q.until.is_none_or(|u| e.at() <= u) && q.wants(&e.id);
         let mut held: Vec<Event> = if q.since.is_some() { journal.poll() } else { Vec::new() };
         let mut replaying = q.since.is_some();
         let mut polled = Instant::now();

@@ -33,7 +33,7 @@ impl Driver {
         let going: Vec<String> = self
             .owned_forwarders()?
             .into_iter()
-            .filter(|f| ids.contains(&f.sandbox) && only.as_ref().map_or(true, |n| *n == f.name))
+            .filter(|f| ids.contains(&f.sandbox) && only.as_ref().is_none_or(|n| *n == f.name))
             .map(|f| f.container)
             .collect();
         if going.is_empty() {

@@ -67,7 +67,7 @@ impl Driver {
         else {
             return Ok(());
         };
-        if !label(crate::model::record::PERSIST_SIZE).is_some_and(|s| s.parse::<u64>().is_ok()) {
+        if label(crate::model::record::PERSIST_SIZE).is_none_or(|s| s.parse::<u64>().is_err()) {
             return Ok(());
         }
         let state = &self.state()?.state;

@@ -73,6 +73,12 @@ impl<R: Read> Read for Logical<'_, R> {
     }
 }
 
+/// A file record's bytes as one stream: holes as zeros, exactly `size`
+/// bytes (`sbx serve`'s file download).
+pub fn file_bytes<R: Read>(dec: &mut Decoder<R>, size: u64) -> impl Read + '_ {
+    Logical { dec, size, pos: 0, seg: None, done: false }
+}
+
 /// A record stream as tar whose root is the stream's root itself (`.`).
 pub fn to_tar<R: Read>(dec: &mut Decoder<R>, out: impl Write) -> io::Result<()> {
     write_tar(dec, out, false)

@@ -253,3 +253,15 @@ fn egress_gives_proxy_variables_and_labels() {
     assert!(has("--label", "sbx.egress=observe") && has("--label", "sbx.egress-network=corp-out"));
     assert!(has("--env", "NO_PROXY=localhost,127.0.0.1") && has("--env", "SBX_SANDBOX_EGRESS=observe"));
 }
+
+/// An idle sandbox (`sbx serve`'s templates) runs sbx's helper, never the image's program.
+#[test]
+fn an_idle_sandbox_runs_the_helper_not_the_image() {
+    let mut s = spec(CreateRequest { command: vec!["serve".into()], ..Default::default() });
+    s.idle = true;
+    let got = strs(container(&plan(&s), true));
+    let dashes = got.iter().position(|a| a == "--").unwrap();
+    assert_eq!(got[dashes - 2..], ["--entrypoint", "/run/sbx/helper", "--", IMG, "idle"]);
+    let s = spec(CreateRequest::default());
+    assert!(!strs(container(&plan(&s), true)).contains(&"--entrypoint".to_string()));
+}

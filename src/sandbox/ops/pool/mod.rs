@@ -295,7 +295,7 @@ impl Driver {
             .iter()
             .map(|r| r.name.clone())
             .filter(|id| !taking.contains(id))
-            .filter(|id| state.claim(id).map_or(true, |c| !c.complete && !claimer_alive(&c)))
+            .filter(|id| state.claim(id).is_none_or(|c| !c.complete && !claimer_alive(&c)))
             .collect();
         if !unclaimed.is_empty() {
             self.destroy(&unclaimed)?;

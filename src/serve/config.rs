@@ -1,0 +1,158 @@
+//! `sbx serve`'s flags, validated before anything is bound or created:
+//! where to listen, the API keys, the templates.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::cli::ServeArgs;
+use crate::error::{Error, Result};
+use crate::model::invalid::Invalid;
+use crate::spec::ImageRef;
+
+/// Where `sbx serve` listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Listen {
+    /// `HOST:PORT` on loopback, or `unix:PATH`. Any other TCP address would
+    /// carry keys and tokens in the clear: refused until TLS is offered.
+    pub fn parse(s: &str) -> std::result::Result<Self, Invalid> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if !p.starts_with('/') {
+                return Err(Invalid::new("--listen", s, "a unix socket path must be absolute"));
+            }
+            return Ok(Listen::Unix(PathBuf::from(p)));
+        }
+        let addr: SocketAddr = s.parse().map_err(|_| {
+            Invalid::new("--listen", s, "it must be HOST:PORT with an IP address, or unix:PATH")
+                .hint("e.g. --listen 127.0.0.1:3000 or --listen unix:/run/sbx/serve.sock")
+        })?;
+        if !addr.ip().is_loopback() {
+            return Err(Invalid::new(
+                "--listen",
+                s,
+                "a non-loopback address would carry API keys and access tokens in the clear, and sbx serve has no TLS yet",
+            )
+            .hint("listen on 127.0.0.1 (or unix:PATH) and put a TLS-terminating proxy in front"));
+        }
+        Ok(Listen::Tcp(addr))
+    }
+}
+
+/// `--template NAME=IMAGE`: NAME as E2B template ids look, IMAGE as `create --image` takes it.
+pub fn parse_template(s: &str) -> std::result::Result<(String, ImageRef), Invalid> {
+    let (name, image) = s.split_once('=').ok_or_else(|| {
+        Invalid::new("--template", s, "it must be NAME=IMAGE").hint("e.g. --template debian=sha256:<64 hex>")
+    })?;
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if !ok {
+        return Err(Invalid::new("--template", s, "NAME must be 1-128 of A-Z, a-z, 0-9, '.', '_', '-'"));
+    }
+    Ok((name.to_string(), ImageRef::parse(image)?))
+}
+
+/// Everything `sbx serve` was told, checked.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: Listen,
+    pub templates: BTreeMap<String, ImageRef>,
+    /// `--api-key-file`, read and checked now; None: the data dir's own key.
+    pub keys: Option<Vec<String>>,
+}
+
+impl Config {
+    pub fn from_args(a: &ServeArgs) -> Result<Self> {
+        let listen = Listen::parse(&a.listen)?;
+        let mut templates = BTreeMap::new();
+        for t in &a.templates {
+            let (name, image) = parse_template(t)?;
+            if templates.insert(name.clone(), image).is_some() {
+                return Err(Invalid::new("--template", t, format!("the name {name:?} is given twice")).into());
+            }
+        }
+        let keys = a.api_key_file.as_deref().map(read_key_file).transpose()?;
+        Ok(Config { listen, templates, keys })
+    }
+}
+
+/// The shortest key sbx accepts from a key file: guessable keys are no keys.
+const MIN_KEY_LEN: usize = 16;
+
+/// One key a line (blank lines and `#` comments skipped); refused when
+/// its group or others may read it, or when it holds no usable key.
+pub fn read_key_file(path: &Path) -> Result<Vec<String>> {
+    let show = path.display().to_string();
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(format!("reading --api-key-file {show}"), e))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(Invalid::new(
+            "--api-key-file",
+            show.clone(),
+            format!("its mode {:o} lets its group or others read the keys", meta.permissions().mode() & 0o777),
+        )
+        .hint(format!("chmod 600 {show}"))
+        .into());
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading --api-key-file {show}"), e))?;
+    let mut keys = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        if line.len() < MIN_KEY_LEN || !line.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Invalid::new(
+                "--api-key-file",
+                show,
+                format!("a key must be at least {MIN_KEY_LEN} printable characters without spaces"),
+            )
+            .into());
+        }
+        keys.push(line.to_string());
+    }
+    if keys.is_empty() {
+        return Err(Invalid::new("--api-key-file", show, "it holds no key").into());
+    }
+    Ok(keys)
+}
+
+/// The data dir's own key (`serve/api-key`, 0600), made at first start;
+/// true when it was made now.
+pub fn own_key(data_dir: &Path) -> Result<(String, PathBuf, bool)> {
+    let dir = data_dir.join("serve");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let path = dir.join("api-key");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Some(k) = text.lines().map(str::trim).find(|l| l.len() >= MIN_KEY_LEN) {
+            return Ok((k.to_string(), path, false));
+        }
+    }
+    let key = format!("sbx_{}", random_hex(32));
+    let tmp = dir.join(format!(".api-key.{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        f.write_all(format!("{key}\n").as_bytes())?;
+        f.sync_all()?;
+        // A concurrent first start may have won: theirs stays, ours goes.
+        std::fs::hard_link(&tmp, &path)
+    };
+    let made = write();
+    let _ = std::fs::remove_file(&tmp);
+    match made {
+        Ok(()) => Ok((key, path, true)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => own_key(data_dir),
+        Err(e) => Err(Error::io(format!("writing {}", path.display()), e)),
+    }
+}
+
+/// `bytes` random bytes as hex, from the OS's generator.
+pub fn random_hex(bytes: usize) -> String {
+    use rand::RngCore;
+    let mut b = vec![0u8; bytes];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,130 @@
+//! What `sbx serve` keeps per sandbox that labels cannot hold (E2B
+//! metadata, the envd access token): one JSON file, `serve/index.json`
+//! under the data dir, 0600, replaced whole through a temp file and a
+//! rename, so a reader never sees half of it. Read once at start; the
+//! server's copy is the truth while it runs.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// One sandbox made through `serve`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The envd access token, `X-Access-Token`: reaches this sandbox only.
+    pub token: String,
+    /// The E2B template id it was made from.
+    pub template: String,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// RFC 3339.
+    pub started_at: String,
+    pub cpu_count: u32,
+    pub memory_mb: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct File {
+    version: u32,
+    sandboxes: BTreeMap<String, Entry>,
+}
+
+const VERSION: u32 = 1;
+
+pub struct Index {
+    path: PathBuf,
+    entries: Mutex<BTreeMap<String, Entry>>,
+    /// `serve.lock`, held while the server runs: a second server on the
+    /// same data dir would overwrite this one's index with its own copy.
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl Index {
+    /// `dir/index.json`, or an empty index when there is none yet;
+    /// refused while another server holds it.
+    pub fn open(dir: PathBuf) -> Result<Self> {
+        let lock_path = dir.join("serve.lock");
+        let f = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
+        let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+            let why = if e == nix::errno::Errno::EWOULDBLOCK {
+                std::io::Error::other("another sbx serve uses this data dir; stop it, or give this one --data-dir")
+            } else {
+                e.into()
+            };
+            Error::io(format!("locking {}", lock_path.display()), why)
+        })?;
+        let path = dir.join("index.json");
+        let entries = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let f: File = serde_json::from_slice(&bytes).map_err(|e| {
+                    Error::io(format!("reading {}", path.display()), std::io::Error::other(e.to_string()))
+                })?;
+                f.sandboxes
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        Ok(Index { path, entries: Mutex::new(entries), _lock: lock })
+    }
+
+    pub fn get(&self, id: &str) -> Option<Entry> {
+        self.lock().get(id).cloned()
+    }
+
+    pub fn all(&self) -> BTreeMap<String, Entry> {
+        self.lock().clone()
+    }
+
+    pub fn insert(&self, id: &str, e: Entry) -> Result<()> {
+        let mut m = self.lock();
+        m.insert(id.to_string(), e);
+        self.save(&m)
+    }
+
+    /// Forget sandboxes (destroyed, or gone by TTL or `sbx destroy`).
+    pub fn remove(&self, ids: &[String]) -> Result<()> {
+        let mut m = self.lock();
+        let before = m.len();
+        for id in ids {
+            m.remove(id);
+        }
+        if m.len() == before {
+            return Ok(());
+        }
+        self.save(&m)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Written under the lock, so two saves never interleave.
+    fn save(&self, m: &BTreeMap<String, Entry>) -> Result<()> {
+        let file = File { version: VERSION, sandboxes: m.clone() };
+        let bytes = serde_json::to_vec_pretty(&file).expect("the index serializes");
+        let tmp = self.path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let write = || -> std::io::Result<()> {
+            let _ = std::fs::remove_file(&tmp);
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.path)
+        };
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::io(format!("writing {}", self.path.display()), e)
+        })
+    }
+}

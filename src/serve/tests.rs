@@ -1,0 +1,237 @@
+use std::os::unix::fs::PermissionsExt;
+
+use serde_json::json;
+
+use super::config::{own_key, read_key_file};
+use super::control::{image_for, parse_new};
+use super::envd::{check_user, envelope, parse_signal, parse_start, unenvelope};
+use super::http::matches_any;
+use super::index::{Entry, Index};
+use super::query::ListQuery;
+use super::*;
+
+const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn temp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("sbx-serve-{name}-{}-{}", std::process::id(), config::random_hex(4)));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn listen_takes_loopback_and_unix_and_refuses_the_rest() {
+    assert_eq!(Listen::parse("127.0.0.1:3000").unwrap(), Listen::Tcp("127.0.0.1:3000".parse().unwrap()));
+    assert_eq!(Listen::parse("[::1]:8049").unwrap(), Listen::Tcp("[::1]:8049".parse().unwrap()));
+    assert_eq!(Listen::parse("unix:/run/x.sock").unwrap(), Listen::Unix("/run/x.sock".into()));
+    let e = Listen::parse("0.0.0.0:3000").unwrap_err();
+    assert!(e.reason.contains("no TLS yet"), "{e}");
+    assert!(Listen::parse("192.168.1.4:80").is_err());
+    assert!(Listen::parse("localhost:3000").is_err());
+    assert!(Listen::parse("unix:relative.sock").is_err());
+}
+
+#[test]
+fn a_template_is_a_name_and_a_pinned_image() {
+    let (n, i) = parse_template(&format!("debian={IMG}")).unwrap();
+    assert_eq!((n.as_str(), i.as_str()), ("debian", IMG));
+    assert!(parse_template("debian=debian:12").is_err(), "a tag alone is not pinned");
+    assert!(parse_template(&format!("-x={IMG}")).is_err());
+    assert!(parse_template("nothing").is_err());
+    let mut t = std::collections::BTreeMap::new();
+    t.insert("debian".to_string(), crate::spec::ImageRef::parse(IMG).unwrap());
+    assert_eq!(image_for(&t, "debian").unwrap().as_str(), IMG);
+    assert_eq!(image_for(&t, IMG).unwrap().as_str(), IMG, "a pinned image is a template itself");
+    assert!(image_for(&t, "base").is_none());
+}
+
+#[test]
+fn a_key_file_others_can_read_is_refused() {
+    let d = temp("keys");
+    let f = d.join("keys");
+    std::fs::write(&f, "# ours\n0123456789abcdef0123\n\nfedcba9876543210fedc\n").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let e = read_key_file(&f).unwrap_err();
+    assert!(e.to_string().contains("lets its group or others read"), "{e}");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(read_key_file(&f).unwrap(), vec!["0123456789abcdef0123", "fedcba9876543210fedc"]);
+    std::fs::write(&f, "short\n").unwrap();
+    assert!(read_key_file(&f).is_err());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn the_own_key_is_made_once_0600() {
+    let d = temp("own");
+    let (k1, path, made) = own_key(&d).unwrap();
+    assert!(made && k1.len() > 32);
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    let (k2, _, made) = own_key(&d).unwrap();
+    assert_eq!((k2, made), (k1, false));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn keys_match_exactly() {
+    let keys = ["0123456789abcdef0123", "fedcba9876543210fedc"];
+    assert!(matches_any("fedcba9876543210fedc", keys));
+    assert!(!matches_any("fedcba9876543210fed", keys));
+    assert!(!matches_any("", keys));
+    assert!(!matches_any("x", []));
+}
+
+#[test]
+fn a_create_body_is_checked_and_what_sbx_lacks_is_refused() {
+    let ok = parse_new(
+        br#"{"templateID":"debian","timeout":300,"envVars":{"A":"1"},"metadata":{"k":"v"},"autoPause":false}"#,
+    )
+    .unwrap();
+    assert_eq!(ok.template, "debian");
+    assert_eq!(ok.timeout_secs, 300);
+    assert_eq!(ok.env, vec![("A".to_string(), "1".to_string())]);
+    assert_eq!(ok.metadata.get("k").map(String::as_str), Some("v"));
+    let status = |b: &[u8]| parse_new(b).unwrap_err().0.as_u16();
+    assert_eq!(status(br#"{"templateID":"d","autoPause":true}"#), 501);
+    assert_eq!(status(br#"{"templateID":"d","allow_internet_access":true}"#), 501);
+    assert_eq!(status(br#"{"templateID":"d","network":{"allowOut":["x"]}}"#), 501);
+    assert_eq!(status(br#"{"templateID":"d","envVars":{"SBX_X":"1"}}"#), 400);
+    assert_eq!(status(br#"{"templateID":"d","envVars":{"1A":"1"}}"#), 400);
+    assert_eq!(status(br#"{"templateID":"d","timeout":0}"#), 400);
+    assert_eq!(status(br#"{"templateID":"d","timeout":-5}"#), 400);
+    assert_eq!(status(br#"{"timeout":5}"#), 400);
+    assert_eq!(status(b"not json"), 400);
+}
+
+#[test]
+fn connect_envelopes_round_trip() {
+    let msg = json!({"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "echo hi"]}});
+    let b = envelope(0, &msg);
+    assert_eq!(b[0], 0);
+    assert_eq!(u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize, b.len() - 5);
+    assert_eq!(unenvelope(&b).unwrap(), msg);
+    assert!(unenvelope(&b[..b.len() - 1]).is_err());
+    let mut compressed = b.to_vec();
+    compressed[0] = 1;
+    assert!(unenvelope(&compressed).is_err());
+}
+
+#[test]
+fn a_start_request_becomes_an_exec() {
+    let s = parse_start(&json!({"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "echo hi"], "envs": {"A": "b"}, "cwd": "/tmp"}, "stdin": false}))
+        .unwrap();
+    assert_eq!(s.cmd, ["/bin/bash", "-l", "-c", "echo hi"]);
+    assert_eq!(s.opts.env, vec![("A".to_string(), "b".to_string())]);
+    assert_eq!(s.opts.workdir.as_deref(), Some("/tmp"));
+    assert_eq!(s.opts.user, None, "never another uid");
+    assert!(parse_start(&json!({"process": {"cmd": "x", "cwd": "rel"}})).is_err());
+    assert!(parse_start(&json!({"process": {"cmd": "x", "envs": {"SBX_SOCKET": "/x"}}})).is_err());
+    assert!(parse_start(&json!({"process": {"cmd": "x"}, "pty": {"size": {"rows": 1, "cols": 1}}})).is_err());
+    assert!(parse_start(&json!({"process": {}})).is_err());
+}
+
+#[test]
+fn the_e2b_user_never_changes_the_uid() {
+    let with = |v: &str| {
+        let mut h = hyper::HeaderMap::new();
+        h.insert(hyper::header::AUTHORIZATION, v.parse().unwrap());
+        check_user(&h)
+    };
+    assert!(check_user(&hyper::HeaderMap::new()).is_ok());
+    // base64("root:") and base64("user:")
+    assert_eq!(with("Basic cm9vdDo=").unwrap_err().0, "permission_denied");
+    assert_eq!(with("Basic dXNlcjo=").unwrap_err().0, "invalid_argument");
+}
+
+#[test]
+fn the_list_query_filters_and_pages() {
+    let q = ListQuery::parse("state=running&metadata=k%3Dv%26a%3Db&limit=2").unwrap();
+    assert_eq!(q.states, Some(vec!["running".to_string()]));
+    assert_eq!(q.metadata, vec![("k".into(), "v".into()), ("a".into(), "b".into())]);
+    let meta: std::collections::BTreeMap<String, String> =
+        [("k", "v"), ("a", "b"), ("z", "y")].iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    assert!(q.wants("running", &meta));
+    assert!(!q.wants("paused", &meta));
+    assert!(!q.wants("running", &Default::default()));
+    let rows: Vec<(String, serde_json::Value)> = (0..5).map(|i| (format!("k{i}"), json!(i))).collect();
+    let (page, next) = q.page(rows.clone());
+    assert_eq!(page, vec![json!(0), json!(1)]);
+    let q2 = ListQuery::parse(&format!("limit=2&nextToken={}", next.unwrap())).unwrap();
+    assert_eq!(q2.page(rows.clone()).0, vec![json!(2), json!(3)]);
+    assert!(ListQuery::parse("state=dead").is_err());
+    assert!(ListQuery::parse("limit=0").is_err());
+    assert!(ListQuery::parse("nextToken=zz").is_err());
+    assert!(ListQuery::parse("template=x").is_err(), "a filter not applied is refused, not ignored");
+}
+
+#[test]
+fn the_index_is_one_file_0600_replaced_whole() {
+    let d = temp("index");
+    let i = Index::open(d.clone()).unwrap();
+    let e = Entry {
+        token: "t".into(),
+        template: "debian".into(),
+        metadata: [("k".to_string(), "v".to_string())].into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        cpu_count: 1,
+        memory_mb: 512,
+    };
+    i.insert("sbx-0123456789ab", e.clone()).unwrap();
+    let f = d.join("index.json");
+    assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
+    let e2 = Index::open(d.clone()).err().expect("a second server on one data dir is refused");
+    assert!(e2.to_string().contains("another sbx serve uses this data dir"), "{e2}");
+    drop(i);
+    let i = Index::open(d.clone()).expect("free again once the first is gone");
+    assert_eq!(i.get("sbx-0123456789ab"), Some(e));
+    i.remove(&["sbx-0123456789ab".to_string()]).unwrap();
+    drop(i);
+    assert!(Index::open(d.clone()).unwrap().all().is_empty());
+    let mut names: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["index.json", "serve.lock"].map(std::ffi::OsString::from), "no temp file left");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn envd_paths_are_told_from_the_control_plane() {
+    assert!(is_envd("/health"));
+    assert!(is_envd("/process.Process/Start"));
+    assert!(is_envd("/filesystem.Filesystem/Stat"));
+    assert!(!is_envd("/v2/sandboxes"));
+    assert!(!is_envd("/process.Process"));
+    assert!(!is_envd("/healthz"));
+}
+
+#[test]
+fn a_signal_request_names_a_pid_and_kill_or_term() {
+    assert_eq!(parse_signal(&json!({"process": {"pid": 42}, "signal": "SIGNAL_SIGKILL"})), Ok((42, 9)));
+    assert_eq!(parse_signal(&json!({"process": {"pid": 42}, "signal": 15})), Ok((42, 15)));
+    assert!(parse_signal(&json!({"process": {"pid": 42}, "signal": "SIGNAL_UNSPECIFIED"})).is_err());
+    assert!(parse_signal(&json!({"process": {"tag": "x"}, "signal": "SIGNAL_SIGKILL"})).is_err());
+}
+
+#[test]
+fn multipart_parts_keep_their_bytes_and_names() {
+    let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/a b\"\r\nContent-Type: application/octet-stream\r\n\r\n\x00\r\n--Xy\xff\r\n--XyZ\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n\r\n--XyZ--\r\n";
+    let parts = super::files::multipart(body, "XyZ").unwrap();
+    assert_eq!(parts.len(), 2);
+    assert_eq!(parts[0], (Some("/tmp/a b".to_string()), b"\x00\r\n--Xy\xff".to_vec()));
+    assert_eq!(parts[1], (None, vec![]));
+    assert!(super::files::multipart(b"no boundary", "XyZ").is_err());
+    assert!(super::files::multipart(b"--XyZ\r\nContent-Disposition: x\r\n\r\nunterminated", "XyZ").is_err());
+}
+
+#[test]
+fn an_idempotency_key_replays_its_create_once_made() {
+    use super::idempotency::{digest, valid, Claim, Keys};
+    let k = Keys::default();
+    let (a, b) = (digest(b"a"), digest(b"b"));
+    assert_eq!(k.claim("k-1", a), Claim::New);
+    assert_eq!(k.claim("k-1", a), Claim::Busy);
+    assert_eq!(k.claim("k-1", b), Claim::Mismatch);
+    k.finish("k-1", a, Some(&json!({"sandboxID": "sbx-0123456789ab"})));
+    assert_eq!(k.claim("k-1", a), Claim::Replay(json!({"sandboxID": "sbx-0123456789ab"})));
+    assert_eq!(k.claim("k-2", a), Claim::New);
+    k.finish("k-2", a, None);
+    assert_eq!(k.claim("k-2", a), Claim::New, "a failed create frees its key");
+    assert!(valid("0f2c-aa") && !valid("") && !valid("UPPER") && !valid(&"a".repeat(256)));
+}

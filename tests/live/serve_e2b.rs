@@ -1,0 +1,400 @@
+//! `sbx serve` driven by the real E2B Python SDK (e2b 2.63.0 from PyPI, in
+//! the virtualenv scripts/test makes at [`VENV`]; made here when missing,
+//! never skipped). The SDK's URLs all point at the server on a free
+//! 127.0.0.1 port, and `E2B_DOMAIN` is a name that never resolves, so a
+//! URL the SDK builds past them fails here instead of leaving the machine.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::support::*;
+
+const VENV: &str = "/var/cache/sbx-test/e2b-2.63.0";
+const SDK: &str = "e2b==2.63.0";
+
+/// The venv's python, with the pinned SDK importable (made once per machine).
+fn sdk_python() -> PathBuf {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let py = Path::new(VENV).join("bin/python");
+        let has = |py: &Path| Command::new(py).args(["-c", "import e2b"]).output().is_ok_and(|o| o.status.success());
+        if !has(&py) {
+            std::fs::create_dir_all(Path::new(VENV).parent().unwrap()).unwrap();
+            let made = Command::new("python3").args(["-m", "venv", VENV]).output().expect("spawn python3");
+            assert_success(&made, "python3 -m venv (Debian: apt-get install python3-venv; scripts/test does)");
+            let pip = Path::new(VENV).join("bin/pip");
+            let got = Command::new(pip).args(["install", "-q", "--disable-pip-version-check", SDK]).output().unwrap();
+            assert_success(&got, "pip install e2b==2.63.0");
+            assert!(has(&py), "{SDK} installed but `import e2b` fails");
+        }
+        py
+    })
+    .clone()
+}
+
+/// A Debian image with bash: Debian's bash-static as /bin/bash and
+/// busybox-static's applets (scripts/test installs both). Its ENTRYPOINT
+/// fails at once: a sandbox of it stays up only if sbx never runs it.
+fn bash_image(w: &World) -> Image {
+    let tree = ImageTree::new(&["etc", "home"]).for_case(w).start("ENTRYPOINT [\"/bin/false\"]");
+    let bin = tree.root().join("bin");
+    std::fs::copy("/bin/bash-static", bin.join("bash")).expect("/bin/bash-static (apt-get install bash-static)");
+    std::fs::copy("/bin/busybox", bin.join("busybox")).expect("/bin/busybox (apt-get install busybox-static)");
+    for applet in ["sh", "cat", "echo", "false", "true", "sleep", "id", "ls", "head", "sha256sum", "ln", "mkdir"] {
+        std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+    }
+    tree.import()
+}
+
+/// `sbx serve` running for one test; stopped, and every sandbox of its
+/// world destroyed, on drop.
+struct Server<'w> {
+    w: &'w World,
+    child: Child,
+    addr: String,
+    log: PathBuf,
+}
+
+impl<'w> Server<'w> {
+    fn start(w: &'w World, templates: &[String]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = format!("127.0.0.1:{port}");
+        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}.log", w.case));
+        let mut cmd = Command::new(SBX);
+        cmd.args(w.dir_args()).args(["serve", "--listen", &addr]);
+        for t in templates {
+            cmd.args(["--template", t]);
+        }
+        let err = std::fs::File::create(&log).unwrap();
+        let child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err).spawn().expect("spawn sbx serve");
+        let s = Server { w, child, addr, log };
+        let up = until(Duration::from_secs(15), || TcpStream::connect(&s.addr).is_ok());
+        assert!(up.is_some(), "sbx serve did not listen on {}: {}", s.addr, s.stderr());
+        s
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn key(&self) -> String {
+        std::fs::read_to_string(self.w.state_dir.join("serve/api-key")).unwrap().trim().to_string()
+    }
+
+    /// `script` with the real SDK pointed at this server, ready to run.
+    fn sdk(&self, script: &str, key: &str) -> Command {
+        let url = format!("http://{}", self.addr);
+        let mut cmd = Command::new(sdk_python());
+        cmd.args(["-u", "-c", script]).env_clear();
+        cmd.env("PATH", "/usr/bin:/bin").env("HOME", std::env::temp_dir());
+        cmd.envs([("E2B_API_URL", url.as_str()), ("E2B_SANDBOX_URL", url.as_str()), ("E2B_API_KEY", key)]);
+        cmd.envs([("E2B_DOMAIN", "sbx-serve.invalid"), ("NO_PROXY", "*"), ("no_proxy", "*")]);
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// Run `script` with the real SDK pointed at this server.
+    fn python(&self, script: &str, key: &str) -> std::process::Output {
+        self.sdk(script, key).output().expect("spawn python")
+    }
+}
+
+impl Drop for Server<'_> {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The world's own data dir: `ls` lists only what this server made.
+        let out = self.w.sbx(&["ls", "--json"]);
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            for r in v.as_array().into_iter().flatten() {
+                if let Some(id) = r["id"].as_str() {
+                    let _ = self.w.sbx(&["destroy", id]);
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// The Python example docs/serve.md shows, run as it is there.
+fn doc_example() -> String {
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/serve.md")).unwrap();
+    let start = page.find("```python\n").expect("docs/serve.md has a python example") + "```python\n".len();
+    let len = page[start..].find("```").expect("the example's block ends");
+    page[start..start + len].to_string()
+}
+
+#[test]
+fn the_e2b_sdk_creates_runs_lists_and_kills() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    assert!(s.stderr().contains("serve/api-key"), "stderr says where the key is: {}", s.stderr());
+    let out = s.python(&doc_example(), &s.key());
+    assert_success(&out, &format!("the SDK example (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out).trim(), "ok");
+    // Made through serve, an ordinary sbx sandbox: gone for `sbx ls` too.
+    let ls = json(&w.sbx(&["ls", "--json"]));
+    assert_eq!(ls, serde_json::json!([]), "kill destroyed it");
+}
+
+/// The SDK's own exceptions for a wrong key, an unknown template and
+/// user="root"; and a create retried with its Idempotency-Key makes no second sandbox.
+#[test]
+fn the_e2b_sdk_gets_its_own_exceptions() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let wrong = s.python(
+        r#"
+from e2b import Sandbox, AuthenticationException
+try:
+    Sandbox.create("debian")
+    raise SystemExit("a wrong key created a sandbox")
+except AuthenticationException as e:
+    print("auth", e)
+"#,
+        "sbx_not-the-key-0123456789abcdef",
+    );
+    assert_success(&wrong, &format!("wrong key (server said: {})", s.stderr()));
+    assert!(stdout(&wrong).starts_with("auth 401"), "{}", stdout(&wrong));
+    let script = r#"
+from e2b import Sandbox, SandboxException
+try:
+    Sandbox.create("no-such-template")
+    raise SystemExit("an unknown template created a sandbox")
+except SandboxException as e:
+    assert e.status_code == 404, e.status_code
+    print("unknown", e)
+sbx = Sandbox.create("debian", idempotency_key="retry-1")
+try:
+    again = Sandbox.create("debian", idempotency_key="retry-1")
+    assert again.sandbox_id == sbx.sandbox_id, "a retried create made a second sandbox"
+    print("sandboxes", len(Sandbox.list().next_items()))
+    sbx.commands.run("id", user="root")
+    raise SystemExit("user=root ran")
+except SandboxException as e:
+    print("root", e)
+finally:
+    sbx.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("exceptions (server said: {})", s.stderr()));
+    let text = stdout(&out);
+    assert!(text.contains("unknown 404: template 'no-such-template' not found"), "{text}");
+    assert!(text.contains("root") && text.contains("sbx sandboxes have no root"), "{text}");
+    assert!(text.contains("sandboxes 1\n"), "one sandbox for two creates with one Idempotency-Key: {text}");
+    assert_eq!(json(&w.sbx(&["ls", "--json"])), serde_json::json!([]), "nothing left, nothing made by the refusals");
+}
+
+/// A sandbox's token reaches its own envd API only: not another
+/// sandbox's, not the control plane; and a wrong one answers as a missing one.
+#[test]
+fn an_access_token_reaches_its_own_sandbox_only() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import os, urllib.request, urllib.error
+from e2b import Sandbox
+url = os.environ["E2B_API_URL"]
+def status(path, headers):
+    try:
+        return urllib.request.urlopen(urllib.request.Request(url + path, headers=headers)).status
+    except urllib.error.HTTPError as e:
+        return e.code
+a, b = Sandbox.create("debian"), Sandbox.create("debian")
+try:
+    own = {"E2b-Sandbox-Id": a.sandbox_id, "X-Access-Token": a._envd_access_token}
+    other = {"E2b-Sandbox-Id": b.sandbox_id, "X-Access-Token": a._envd_access_token}
+    wrong = {"E2b-Sandbox-Id": a.sandbox_id, "X-Access-Token": "0" * 64}
+    gone = {"E2b-Sandbox-Id": "sbx-000000000000", "X-Access-Token": a._envd_access_token}
+    print(status("/health", own), status("/health", other), status("/health", wrong), status("/health", gone))
+    print(status("/sandboxes/" + a.sandbox_id, {"X-API-KEY": a._envd_access_token}))
+    assert a._envd_access_token != b._envd_access_token
+finally:
+    a.kill(); b.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("tokens (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out), "204 401 401 401\n401\n");
+}
+
+/// set_timeout, pause and connect (resume) through the SDK: `sbx ttl`,
+/// `sbx pause` and `sbx resume` underneath, seen by `sbx ls` too.
+#[test]
+fn the_e2b_sdk_sets_the_timeout_pauses_and_connects() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import datetime
+from e2b import Sandbox
+sbx = Sandbox.create("debian", timeout=60)
+try:
+    sbx.set_timeout(3600)
+    left = sbx.get_info().end_at - datetime.datetime.now(datetime.timezone.utc)
+    assert left > datetime.timedelta(minutes=50), left
+    assert sbx.pause() is True
+    assert sbx.get_info().state == "paused"
+    assert sbx.pause() is False, "paused already"
+    print(sbx.sandbox_id)
+    again = Sandbox.connect(sbx.sandbox_id, timeout=60)
+    assert again.get_info().state == "running"
+    left = again.get_info().end_at - datetime.datetime.now(datetime.timezone.utc)
+    assert left > datetime.timedelta(minutes=50), "connect never shortens the TTL"
+    assert again.commands.run("echo back").stdout == "back\n"
+    print("ok")
+finally:
+    sbx.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("lifecycle (server said: {})", s.stderr()));
+    assert!(stdout(&out).ends_with("ok\n"), "{}", stdout(&out));
+}
+
+/// SIGTERM: the server stops accepting, a command in flight still ends
+/// with its output, the server exits 0, and the sandbox stays.
+#[test]
+fn sigterm_lets_a_command_in_flight_end_and_keeps_the_sandbox() {
+    use std::io::BufRead;
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let mut s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+from e2b import Sandbox
+sbx = Sandbox.create("debian", timeout=120)
+h = sbx.commands.run("sleep 2; echo done", background=True)
+print("started", sbx.sandbox_id)
+print(h.wait().stdout, end="")
+"#;
+    let mut py = s.sdk(script, &s.key()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut lines = std::io::BufReader::new(py.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("the script printed nothing").unwrap();
+    let id = first.strip_prefix("started ").unwrap_or_else(|| panic!("{first}")).to_string();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(s.child.id() as i32), nix::sys::signal::SIGTERM).unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let done = py.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}\nserver said: {}", stderr(&done), s.stderr());
+    assert_eq!(rest, ["done"], "the command in flight ended with its output");
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "serve exits 0 on SIGTERM: {status:?}; {}", s.stderr());
+    assert!(TcpStream::connect(&s.addr).is_err(), "nothing listens any more");
+    let state = w.sbx(&["inspect", &id]);
+    assert_eq!(json(&state)["state"], "running", "the sandbox outlives the server");
+}
+
+/// stderr comes as it is made too, a command's pid is its pid in the
+/// sandbox, the SDK lists what runs, and its kill signals that process.
+#[test]
+fn stderr_streams_and_the_pid_is_the_sandboxes() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import time
+from e2b import Sandbox, CommandExitException
+sbx = Sandbox.create("debian")
+try:
+    seen = []
+    sbx.commands.run("echo a >&2; sleep 3; echo b >&2", on_stderr=lambda l: seen.append((l, time.monotonic())))
+    ended = time.monotonic()
+    assert [l for l, _ in seen] == ["a\n", "b\n"], seen
+    assert ended - seen[0][1] > 1.5, "stderr came at the end"
+    h = sbx.commands.run("sleep 3", background=True)
+    comm = sbx.commands.run("cat /proc/%d/comm" % h.pid).stdout
+    assert comm == "sleep\n", (h.pid, comm)
+    assert h.wait().exit_code == 0
+    h = sbx.commands.run("sleep 30", background=True)
+    listed = {p.pid: p for p in sbx.commands.list()}
+    assert h.pid in listed and listed[h.pid].cmd == "/bin/bash", listed
+    assert listed[h.pid].args == ["-l", "-c", "sleep 30"], listed[h.pid].args
+    assert h.kill() is True
+    try:
+        h.wait()
+        raise AssertionError("a killed command ended well")
+    except CommandExitException as e:
+        assert e.exit_code == -1, e.exit_code
+    assert sbx.commands.kill(h.pid) is False, "gone already"
+    assert h.pid not in [p.pid for p in sbx.commands.list()]
+    assert sbx.get_info().state == "running", "the sandbox outlives the command"
+    print("ok")
+finally:
+    sbx.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("stderr and pid (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out), "ok\n");
+}
+
+/// files.read and files.write: bytes exactly (several MiB, through the
+/// checked transfer code), the SDK's own exception for a missing file, a
+/// directory or a link refused, never followed.
+#[test]
+fn the_e2b_sdk_reads_and_writes_files_byte_exact() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import hashlib
+from e2b import Sandbox, FileNotFoundException, SandboxException
+sbx = Sandbox.create("debian")
+try:
+    sbx.commands.run("head -c 5000000 /dev/urandom > /tmp/big; printf 'a\\0b\\xff' > /tmp/small; ln -s /etc/passwd /tmp/link")
+    data = sbx.files.read("/tmp/big", format="bytes")
+    want = sbx.commands.run("sha256sum /tmp/big").stdout.split()[0]
+    assert len(data) == 5000000 and hashlib.sha256(data).hexdigest() == want, len(data)
+    assert sbx.files.read("/tmp/small", format="bytes") == b"a\0b\xff"
+    try:
+        sbx.files.read("/tmp/nothing")
+        raise AssertionError("a missing file was read")
+    except FileNotFoundException as e:
+        print("missing", e)
+    for p in ["/tmp", "/tmp/link"]:
+        try:
+            sbx.files.read(p)
+            raise AssertionError(p + " was read")
+        except SandboxException as e:
+            print("refused", p, e)
+    # Writes: bytes and str as multipart, a file object as an octet stream,
+    # parents made, a link refused (never followed), read back byte-exact.
+    import io, os
+    blob = os.urandom(3 * 1024 * 1024)
+    info = sbx.files.write("/tmp/new/dir/blob", blob)
+    assert (info.path, info.name) == ("/tmp/new/dir/blob", "blob"), info
+    assert sbx.files.read("/tmp/new/dir/blob", format="bytes") == blob
+    sbx.files.write("/tmp/text", "h\u00e9llo\n")
+    assert sbx.commands.run("cat /tmp/text").stdout == "h\u00e9llo\n"
+    sbx.files.write("/tmp/stream", io.BytesIO(b"\x00\xffstreamed"))
+    assert sbx.files.read("/tmp/stream", format="bytes") == b"\x00\xffstreamed"
+    try:
+        sbx.files.write("/tmp/link", "not through the link")
+        raise AssertionError("wrote through a link")
+    except SandboxException as e:
+        assert "refusing to write through it" in str(e), e
+    assert sbx.commands.run("ls -l /tmp/link").stdout.startswith("l"), "the link is left as it was"
+    try:
+        sbx.files.write("/tmp/x", "x", user="root")
+        raise AssertionError("user=root wrote")
+    except SandboxException as e:
+        print("root", e)
+    print("ok")
+finally:
+    sbx.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("files.read (server said: {})", s.stderr()));
+    let text = stdout(&out);
+    assert!(text.ends_with("ok\n") && text.contains("missing") && text.matches("refused").count() == 2, "{text}");
+    assert!(text.contains("sbx sandboxes have no root"), "{text}");
+}
