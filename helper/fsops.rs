@@ -1,4 +1,4 @@
-//! The helper's `list`, `mkdir` and `watch`: a directory's
+//! The helper's `list`, `stat`, `mkdir`, `remove`, `move` and `watch`: a directory's
 //! entries and its changes, for images with no tools. Included by
 //! sbx_helper.rs with `#[path]`; std and a few libc calls only.
 //!
@@ -226,6 +226,55 @@ pub fn list(path: &Path, max_depth: u32, limit: u64) -> io::Result<()> {
     }
     writeln!(l.out, "END {} {}", l.count, l.cut)?;
     l.out.flush()
+}
+
+/// `stat PATH`: PATH itself as `list` says a single entry (ROOT, E, END),
+/// a directory and a symlink included, never followed.
+pub fn stat(path: &Path) -> io::Result<()> {
+    let md = std::fs::symlink_metadata(path)?;
+    let mut l = Lister { out: BufWriter::new(io::stdout().lock()), limit: 1, count: 0, cut: 0, max_depth: 0, truncated: false };
+    writeln!(l.out, "ROOT {}", kind_char(&md.file_type()))?;
+    let name = path.file_name().map(|n| n.as_bytes().to_vec()).unwrap_or_default();
+    l.entry(&name, &md, path)?;
+    writeln!(l.out, "END 1 0")?;
+    l.out.flush()
+}
+
+/// `remove PATH`: unlink PATH, or delete the directory PATH with all it
+/// holds. A symlink is removed itself, never followed (std's
+/// `remove_dir_all` opens each directory O_NOFOLLOW, race-free).
+pub fn remove(path: &Path) -> io::Result<()> {
+    let md = std::fs::symlink_metadata(path)?;
+    if md.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    }
+}
+
+/// `move FROM TO`: rename(2) FROM to TO (its missing parents made first),
+/// replacing what is at TO as rename does; a symlink at either end is the
+/// link itself, never written through. Then TO as `stat` says it.
+pub fn rename(from: &Path, to: &Path) -> Result<(), i32> {
+    std::fs::symlink_metadata(from).map_err(|e| crate::report(Err(e)))?;
+    if let Some(parent) = to.parent() {
+        match std::fs::create_dir_all(parent) {
+            Ok(()) => {}
+            Err(e) if matches!(errno(&e), 17 | 20) => return Err(NOT_A_DIRECTORY),
+            Err(e) => return Err(crate::report(Err(e))),
+        }
+    }
+    match std::fs::rename(from, to) {
+        Ok(()) => {}
+        Err(e) => {
+            return Err(match errno(&e) {
+                39 => EXISTS,           // ENOTEMPTY: a directory with entries at TO
+                20 | 21 => NOT_A_DIRECTORY, // a directory onto a file, or the other way
+                _ => crate::report(Err(e)),
+            })
+        }
+    }
+    stat(to).map_err(|e| crate::report(Err(e)))
 }
 
 /// `mkdir PATH [-p]`: prints `created` or (with -p) `existed`.

@@ -26,6 +26,11 @@
 //!                              contents into the existing directory DEST, leaving DEST itself as it is)
 //!   list PATH DEPTH LIMIT      PATH's entries, never following a symlink (see fsops.rs for the format)
 //!   mkdir PATH [-p]            create a directory (exit 9: exists, 10: not a directory)
+//!   stat PATH                  PATH itself as `list` says one entry, never following a symlink
+//!   remove PATH                remove a file, a symlink (never followed) or a directory with all it holds
+//!   move FROM TO               rename(2) FROM to TO, making TO's missing parents; a link at either
+//!                              end is the link itself, never written through; then TO as `stat`
+//!                              says it (exit 9: a non-empty directory at TO, 10: not a directory)
 //!   watch PATH [-r]            one line per change below PATH (inotify) until stdin ends
 //!                              (exit 10: not a directory, 11: the inotify watch limit)
 //!   find-shell                 print the first shell the image has
@@ -214,6 +219,20 @@ fn main() {
             r => report(r),
         },
         "mkdir" => match fsops::mkdir(Path::new(&arg(2)), arg(3) == "-p") {
+            Ok(()) => 0,
+            Err(code) => code,
+        },
+        "stat" => match fsops::stat(Path::new(&arg(2))) {
+            Ok(()) => 0,
+            Err(e) if e.raw_os_error() == Some(20) => NO_SUCH_PATH,
+            r => report(r),
+        },
+        "remove" => match fsops::remove(Path::new(&arg(2))) {
+            Ok(()) => 0,
+            Err(e) if e.raw_os_error() == Some(20) => NO_SUCH_PATH,
+            r => report(r),
+        },
+        "move" => match fsops::rename(Path::new(&arg(2)), Path::new(&arg(3))) {
             Ok(()) => 0,
             Err(code) => code,
         },

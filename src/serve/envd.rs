@@ -1,7 +1,8 @@
 //! The envd API, served by sbx on the host (there is no daemon in the
 //! sandbox): `/health`, and `process.Process` Start (server-streaming),
 //! SendSignal and List (unary) in Connect RPC with the JSON codec over
-//! HTTP/1.1; the rest answers `unimplemented`. Every request names its
+//! HTTP/1.1, `filesystem.Filesystem`'s unary calls (`fs`); the rest
+//! answers `unimplemented`. Every request names its
 //! sandbox (`E2b-Sandbox-Id`) and carries that sandbox's own token
 //! (`X-Access-Token`); commands run through `docker exec` as the
 //! sandbox's own user, the way `sbx exec` runs them, under sbx's helper
@@ -48,6 +49,10 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
             super::files::download(&q, id, shared).await
         }
         (Method::POST, "/files") => super::files::upload(req, id, shared).await,
+        (Method::POST, p) if super::fs::Rpc::of(p).is_some() => {
+            let (rpc, user) = (super::fs::Rpc::of(p).expect("matched"), check_user(req.headers()));
+            super::fs::handle(req, rpc, user, id, shared).await
+        }
         (_, p) => connect_error(
             StatusCode::NOT_IMPLEMENTED,
             "unimplemented",

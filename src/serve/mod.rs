@@ -17,6 +17,7 @@ mod config;
 mod control;
 mod envd;
 mod files;
+mod fs;
 mod http;
 mod idempotency;
 mod index;

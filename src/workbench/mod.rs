@@ -8,7 +8,8 @@
 //!
 //! One file per area: [`exec`](mod@exec) (foreground commands, shell),
 //! [`ps`](mod@ps) (background processes and logs), [`files`] (cp, backup,
-//! restore over [`transfer`]), [`listing`] (files, mkdir) and
+//! restore over [`transfer`]), [`listing`] (files, mkdir),
+//! [`paths`] (stat, remove, move of one path) and
 //! [`watch`](mod@watch) over the strict [`lines`] parser,
 //! [`stats`](mod@stats), [`ports`]; [`helper`]
 //! is how they all call the in-sandbox helper and word its failures. The
@@ -20,6 +21,7 @@ pub mod helper;
 pub mod lines;
 pub mod listing;
 pub mod mux;
+pub mod paths;
 pub mod ports;
 pub mod ps;
 pub mod stats;
