@@ -398,3 +398,63 @@ finally:
     assert!(text.ends_with("ok\n") && text.contains("missing") && text.matches("refused").count() == 2, "{text}");
     assert!(text.contains("sbx sandboxes have no root"), "{text}");
 }
+
+#[test]
+fn the_e2b_sdk_lists_stats_makes_moves_and_removes() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+from e2b import Sandbox, FileNotFoundException, FileType
+sbx = Sandbox.create("debian")
+try:
+    sbx.commands.run("mkdir -p /tmp/t/a/b /tmp/outside && echo keep > /tmp/outside/keep && echo hi > /tmp/t/a/f"
+                     " && echo deep > /tmp/t/a/b/g && ln -s /tmp/outside /tmp/t/out && : > \"/tmp/t/$(printf 'bad\\xff')\"")
+    top = {e.name: e for e in sbx.files.list("/tmp/t")}
+    assert sorted(top) == ["a", "bad\ufffd", "out"], sorted(top)
+    assert top["a"].type == FileType.DIR and top["a"].path == "/tmp/t/a", top["a"]
+    out = top["out"]
+    assert (out.type, out.symlink_target, out.path) == (FileType.SYMLINK, "/tmp/outside", "/tmp/t/out"), out
+    deep = sorted(e.path for e in sbx.files.list("/tmp/t", depth=3))
+    assert deep == ["/tmp/t/a", "/tmp/t/a/b", "/tmp/t/a/b/g", "/tmp/t/a/f", "/tmp/t/bad\ufffd", "/tmp/t/out"], deep
+    assert sorted(e.path for e in sbx.files.list("/tmp/t", depth=2)) == [d for d in deep if d != "/tmp/t/a/b/g"]
+    assert sbx.files.exists("/tmp/t/a/f") and not sbx.files.exists("/tmp/t/nothing")
+    info = sbx.files.get_info("/tmp/t/a/f")
+    assert (info.name, info.type, info.size, info.path) == ("f", FileType.FILE, 3, "/tmp/t/a/f"), info
+    assert info.permissions.startswith("-rw") and info.modified_time.year >= 2024, info
+    assert sbx.files.get_info("/tmp/t/out").type == FileType.SYMLINK, "a link is stat'ed itself"
+    assert sbx.files.make_dir("/tmp/t/new/deeper") is True
+    assert sbx.files.make_dir("/tmp/t/new/deeper") is False, "a second make_dir says it was there"
+    assert sbx.files.exists("/tmp/t/new/deeper") and sbx.files.get_info("/tmp/t/new/deeper").type == FileType.DIR
+    moved = sbx.files.rename("/tmp/t/a/f", "/tmp/t/new/moved/f2")
+    assert (moved.name, moved.path, moved.type) == ("f2", "/tmp/t/new/moved/f2", FileType.FILE), moved
+    assert not sbx.files.exists("/tmp/t/a/f") and sbx.files.read("/tmp/t/new/moved/f2") == "hi\n"
+    # A link at the destination is replaced, never written through.
+    sbx.commands.run("ln -s /tmp/outside/keep /tmp/t/lnk")
+    sbx.files.rename("/tmp/t/new/moved/f2", "/tmp/t/lnk")
+    assert sbx.files.get_info("/tmp/t/lnk").type == FileType.FILE
+    assert sbx.files.read("/tmp/outside/keep") == "keep\n"
+    for call in [lambda: sbx.files.get_info("/tmp/t/nothing"), lambda: sbx.files.list("/tmp/nothing"),
+                 lambda: sbx.files.remove("/tmp/t/nothing"), lambda: sbx.files.rename("/tmp/t/nothing", "/tmp/t/x")]:
+        try:
+            call()
+            raise AssertionError("a missing path was found")
+        except FileNotFoundException as e:
+            print("missing", e)
+    # The link out of the tree goes, its target stays; so does the whole tree.
+    sbx.files.remove("/tmp/t/out")
+    assert not sbx.files.exists("/tmp/t/out") and sbx.files.exists("/tmp/outside/keep")
+    sbx.commands.run("ln -s /tmp/outside /tmp/t/a/b/out2")
+    sbx.files.remove("/tmp/t")
+    assert not sbx.files.exists("/tmp/t")
+    assert sbx.files.read("/tmp/outside/keep") == "keep\n", "nothing behind a link was removed"
+    print("ok")
+finally:
+    sbx.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("files API (server said: {})", s.stderr()));
+    let text = stdout(&out);
+    assert!(text.ends_with("ok\n") && text.matches("missing").count() == 4, "{text}");
+}
