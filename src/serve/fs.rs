@@ -9,6 +9,8 @@
 //! be addressed back by the path it is shown with. Owner and group are
 //! empty (the helper says neither); `mode` is the permission bits and
 //! `permissions` Go's `FileMode.String()` of them, as envd answers.
+//! ListDir leaves out what the helper could not read (it says `W` lines
+//! for those), as a listing of what could be seen.
 
 use std::sync::Arc;
 
@@ -217,10 +219,18 @@ fn run(t: &crate::workbench::Target, asked: Asked) -> Result<Value, Refused> {
     match asked {
         Asked::Stat(p) => stat_json(t, &p),
         Asked::ListDir(p, depth) => list_dir(t, &p, depth),
-        Asked::MakeDir(p) => match listing::mkdir(t, &p, true).map_err(|e| code_of(&e))? {
-            true => stat_json(t, &p),
-            false => Err(("already_exists", format!("directory {p} already exists"))),
-        },
+        Asked::MakeDir(p) => {
+            let exists = || ("already_exists", format!("{p} already exists"));
+            if !listing::mkdir(t, &p, true).map_err(|e| code_of(&e))? {
+                return Err(exists());
+            }
+            // `mkdir -p` takes a symlink to a directory for one: it is there, not made.
+            let e = paths::stat(t, &p).map_err(|e| code_of(&e))?;
+            match e.kind {
+                Kind::Dir => Ok(json!({ "entry": entry_json(p.as_bytes(), &e) })),
+                _ => Err(exists()),
+            }
+        }
         Asked::Move(from, to) => {
             let e = paths::rename(t, &from, &to).map_err(|e| code_of(&e))?;
             Ok(json!({ "entry": entry_json(to.as_bytes(), &e) }))

@@ -85,3 +85,54 @@ fn errors_are_the_codes_the_sdk_maps() {
         assert!(m.contains("/x"), "{m}");
     }
 }
+
+const ID: &str = "sbx-0123456789ab";
+
+/// What each call asks the helper, and what its answer becomes.
+#[test]
+fn calls_run_through_the_helper() {
+    use crate::docker::fake::FakeDocker;
+    use crate::docker::Output;
+    let f = FakeDocker::new();
+    let t = crate::workbench::Target::test(&f, ID);
+    f.push(Output::ok("ROOT d\nE d 755 0 10 61 -\nE f 644 3 10 61/62 -\nE l 777 4 10 6c 2f657463\nEND 3 0\n"));
+    let v = run(&t, Asked::ListDir("/t".into(), 2)).unwrap();
+    let paths: Vec<&str> = v["entries"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/t/a", "/t/a/b", "/t/l"]);
+    assert_eq!(v["entries"][2]["symlinkTarget"], "/etc");
+    f.push(Output::ok("ROOT l\nE l 777 4 10 74 2f657463\nEND 1 0\n"));
+    let (code, m) = run(&t, Asked::ListDir("/t".into(), 1)).unwrap_err();
+    assert_eq!(code, "invalid_argument");
+    assert!(m.contains("not a directory"), "{m}");
+    // A symlink to a directory is there already: never reported as made.
+    f.push(Output::ok("created\n"));
+    f.push(Output::ok("ROOT l\nE l 777 4 10 6e 2f746d70\nEND 1 0\n"));
+    assert_eq!(run(&t, Asked::MakeDir("/t/n".into())).unwrap_err().0, "already_exists");
+    f.push(Output::ok("existed\n"));
+    assert_eq!(run(&t, Asked::MakeDir("/t/n".into())).unwrap_err().0, "already_exists");
+    f.push(Output::ok("created\n"));
+    f.push(Output::ok("ROOT d\nE d 755 0 10 6e -\nEND 1 0\n"));
+    assert_eq!(run(&t, Asked::MakeDir("/t/n".into())).unwrap()["entry"]["type"], "FILE_TYPE_DIRECTORY");
+    f.push(Output::fail(crate::workbench::helper_exit::NO_SUCH_PATH, ""));
+    assert_eq!(run(&t, Asked::Remove("/t/x".into())).unwrap_err().0, "not_found");
+    f.push(Output::ok(""));
+    assert_eq!(run(&t, Asked::Remove("/t/x".into())).unwrap(), json!({}));
+    f.push(Output::ok("ROOT f\nE f 644 3 10 79 -\nEND 1 0\n"));
+    assert_eq!(run(&t, Asked::Move("/t/x".into(), "/t/y".into())).unwrap()["entry"]["path"], "/t/y");
+    let helper = |args: &str| format!("exec -- {ID} /run/sbx/helper {args}");
+    assert_eq!(
+        f.brief(),
+        [
+            helper("list /t 2 100000"),
+            helper("list /t 1 100000"),
+            helper("mkdir /t/n -p"),
+            helper("stat /t/n"),
+            helper("mkdir /t/n -p"),
+            helper("mkdir /t/n -p"),
+            helper("stat /t/n"),
+            helper("remove /t/x"),
+            helper("remove /t/x"),
+            helper("move /t/x /t/y"),
+        ]
+    );
+}
