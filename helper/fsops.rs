@@ -11,8 +11,8 @@
 //!   watch: READY | EV created|modified|deleted d|f PATH | MV FROM TO | OVERFLOW
 //!          | LIMIT PATH | W PATH ERRNO | GONE
 //!
-//! layout: ~570 lines, over the tree's ~400, on purpose: the helper is
-//! built by plain rustc from few files, and these three commands share the
+//! layout: ~620 lines, over the tree's ~400, on purpose: the helper is
+//! built by plain rustc from few files, and these commands share the
 //! encoding and the no-follow directory walk.
 
 use std::collections::HashMap;
@@ -232,7 +232,8 @@ pub fn list(path: &Path, max_depth: u32, limit: u64) -> io::Result<()> {
 /// a directory and a symlink included, never followed.
 pub fn stat(path: &Path) -> io::Result<()> {
     let md = std::fs::symlink_metadata(path)?;
-    let mut l = Lister { out: BufWriter::new(io::stdout().lock()), limit: 1, count: 0, cut: 0, max_depth: 0, truncated: false };
+    let mut l =
+        Lister { out: BufWriter::new(io::stdout().lock()), limit: 1, count: 0, cut: 0, max_depth: 0, truncated: false };
     writeln!(l.out, "ROOT {}", kind_char(&md.file_type()))?;
     let name = path.file_name().map(|n| n.as_bytes().to_vec()).unwrap_or_default();
     l.entry(&name, &md, path)?;
