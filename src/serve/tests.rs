@@ -235,3 +235,48 @@ fn an_idempotency_key_replays_its_create_once_made() {
     assert_eq!(k.claim("k-2", a), Claim::New, "a failed create frees its key");
     assert!(valid("0f2c-aa") && !valid("") && !valid("UPPER") && !valid(&"a".repeat(256)));
 }
+
+/// A server's shared state over a temp data dir, no keys beyond `key`.
+fn shared(d: &std::path::Path, key: &str) -> Arc<Shared> {
+    let config = Config { listen: Listen::parse("127.0.0.1:1").unwrap(), templates: Default::default(), keys: None };
+    let (jobs, _) = std::sync::mpsc::channel();
+    Arc::new(Shared {
+        keys: vec![key.to_string()],
+        config,
+        index: Index::open(d.to_path_buf()).unwrap(),
+        jobs,
+        idempotency: Default::default(),
+        procs: Default::default(),
+    })
+}
+
+#[test]
+fn a_client_slow_to_send_its_headers_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let d = temp("slow");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let s = shared(&d, "0123456789abcdef0123");
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let slots = Arc::new(tokio::sync::Semaphore::new(2));
+        let timeout = std::time::Duration::from_millis(200);
+        // A whole request is answered as ever.
+        let (mut client, server) = tokio::io::duplex(4096);
+        connection(server, &s, &graceful, timeout, slots.clone().acquire_owned().await.unwrap());
+        client.write_all(b"GET /v2/sandboxes HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = client.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 401"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+        // One that never ends its headers is closed once the timeout passes.
+        let (mut slow, server) = tokio::io::duplex(4096);
+        connection(server, &s, &graceful, timeout, slots.clone().acquire_owned().await.unwrap());
+        slow.write_all(b"GET /v2/sandboxes HTTP/1.1\r\nHo").await.unwrap();
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), slow.read(&mut buf)).await;
+        let n = read.expect("the slow client's connection was still open after 5s").unwrap_or(0);
+        assert!(n == 0 || buf[..n].starts_with(b"HTTP/1.1 408"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+        // Its slot is given back when it ends.
+        let back = tokio::time::timeout(std::time::Duration::from_secs(5), slots.acquire()).await;
+        assert!(back.is_ok(), "the cut connection's slot was not given back");
+    });
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -60,10 +60,22 @@ struct Server<'w> {
 
 impl<'w> Server<'w> {
     fn start(w: &'w World, templates: &[String]) -> Self {
+        Self::start_under(w, templates, &[])
+    }
+
+    /// `sbx serve` run by `wrapper` (a program and its arguments, then sbx's argv).
+    fn start_under(w: &'w World, templates: &[String], wrapper: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr = format!("127.0.0.1:{port}");
         let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}.log", w.case));
-        let mut cmd = Command::new(SBX);
+        let mut cmd = match wrapper {
+            [] => Command::new(SBX),
+            [program, args @ ..] => {
+                let mut c = Command::new(program);
+                c.args(args).arg(SBX);
+                c
+            }
+        };
         cmd.args(w.dir_args()).args(["serve", "--listen", &addr]);
         for t in templates {
             cmd.args(["--template", t]);
@@ -397,4 +409,25 @@ finally:
     let text = stdout(&out);
     assert!(text.ends_with("ok\n") && text.contains("missing") && text.matches("refused").count() == 2, "{text}");
     assert!(text.contains("sbx sandboxes have no root"), "{text}");
+}
+
+#[test]
+fn running_out_of_file_descriptors_never_stops_the_server() {
+    let w = World::new();
+    // 64 descriptors: more connections than that, at once, than it can hold.
+    let s = Server::start_under(&w, &[], &["prlimit", "--nofile=64:64"]);
+    let held: Vec<TcpStream> = (0..100).filter_map(|_| TcpStream::connect(&s.addr).ok()).collect();
+    assert!(!held.is_empty());
+    std::thread::sleep(Duration::from_millis(500));
+    drop(held);
+    let answered = until(Duration::from_secs(10), || {
+        use std::io::{Read, Write};
+        let Ok(mut c) = TcpStream::connect(&s.addr) else { return false };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut got = String::new();
+        let _ = c.write_all(b"GET /v2/sandboxes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let _ = c.read_to_string(&mut got);
+        got.starts_with("HTTP/1.1 401")
+    });
+    assert!(answered.is_some(), "the server stopped answering: {}", s.stderr());
 }
