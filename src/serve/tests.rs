@@ -280,3 +280,30 @@ fn a_client_slow_to_send_its_headers_is_cut_off() {
     });
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn the_own_key_is_never_one_others_planted_or_can_read() {
+    let d = temp("planted");
+    let key = d.join("serve/api-key");
+    std::fs::create_dir_all(d.join("serve")).unwrap();
+    // A link to a file anyone reads: its first long line would be the key.
+    std::os::unix::fs::symlink("/etc/passwd", &key).unwrap();
+    let e = own_key(&d).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    std::fs::remove_file(&key).unwrap();
+    std::fs::write(&key, "0123456789abcdef0123\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = own_key(&d).unwrap_err();
+    assert!(e.to_string().contains("lets its group or others read"), "{e}");
+    // An empty file (or a directory) there is refused, not retried forever.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&key, "").unwrap();
+    let e = own_key(&d).unwrap_err();
+    assert!(e.to_string().contains("holds no key"), "{e}");
+    std::fs::remove_file(&key).unwrap();
+    std::fs::create_dir(&key).unwrap();
+    assert!(own_key(&d).unwrap_err().to_string().contains("not a regular file"));
+    std::fs::remove_dir(&key).unwrap();
+    assert!(own_key(&d).unwrap().2, "made once nothing is in the way");
+    std::fs::remove_dir_all(&d).unwrap();
+}
