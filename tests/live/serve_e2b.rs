@@ -431,3 +431,38 @@ fn running_out_of_file_descriptors_never_stops_the_server() {
     });
     assert!(answered.is_some(), "the server stopped answering: {}", s.stderr());
 }
+
+/// A client that goes away while its command is silent does not leave the
+/// command (nor its docker exec) running: it is killed in the sandbox.
+#[test]
+fn a_silent_command_ends_when_its_client_goes_away() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import os, json, struct, http.client, time
+from e2b import Sandbox
+sb = Sandbox.create("debian", timeout=120)
+try:
+    c = http.client.HTTPConnection(os.environ["E2B_API_URL"].split("//")[1], timeout=30)
+    msg = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "sleep 1000"]}}).encode()
+    c.request("POST", "/process.Process/Start", body=struct.pack(">BI", 0, len(msg)) + msg, headers={
+        "Content-Type": "application/connect+json", "E2b-Sandbox-Id": sb.sandbox_id, "X-Access-Token": sb._envd_access_token})
+    r = c.getresponse()
+    head = r.read(5)
+    pid = json.loads(r.read(struct.unpack(">I", head[1:])[0]))["event"]["start"]["pid"]
+    r.close(); c.close()
+    alive = lambda: sb.commands.run(f"test -e /proc/{pid} && echo alive || echo gone").stdout
+    for _ in range(50):
+        if alive() == "gone\n":
+            break
+        time.sleep(0.2)
+    print(alive(), end="")
+finally:
+    sb.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("a client gone (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out), "gone\n");
+}
