@@ -151,7 +151,7 @@ pub fn parse_start(msg: &Value) -> Result<StartSpec, String> {
     if let Some(m) = p["envs"].as_object() {
         for (k, v) in m {
             let v = v.as_str().ok_or("process.envs must be strings")?;
-            env.push(crate::spec::parse_env(&format!("{k}={v}")).map_err(|e| e.to_string())?);
+            env.push(super::control::env_var(k, v).map_err(|e| e.to_string())?);
         }
     }
     let workdir = match p["cwd"].as_str().filter(|c| !c.is_empty()) {

@@ -95,6 +95,8 @@ fn a_create_body_is_checked_and_what_sbx_lacks_is_refused() {
     assert_eq!(status(br#"{"templateID":"d","network":{"allowOut":["x"]}}"#), 501);
     assert_eq!(status(br#"{"templateID":"d","envVars":{"SBX_X":"1"}}"#), 400);
     assert_eq!(status(br#"{"templateID":"d","envVars":{"1A":"1"}}"#), 400);
+    assert_eq!(status(br#"{"templateID":"d","envVars":{"PATH=/evil:/bin":"x"}}"#), 400, "a name with '='");
+    assert_eq!(status(br#"{"templateID":"d","envVars":{"A":"x\u0000y"}}"#), 400, "a NUL is refused, not a 500");
     assert_eq!(status(br#"{"templateID":"d","timeout":0}"#), 400);
     assert_eq!(status(br#"{"templateID":"d","timeout":-5}"#), 400);
     assert_eq!(status(br#"{"timeout":5}"#), 400);
@@ -124,6 +126,10 @@ fn a_start_request_becomes_an_exec() {
     assert_eq!(s.opts.user, None, "never another uid");
     assert!(parse_start(&json!({"process": {"cmd": "x", "cwd": "rel"}})).is_err());
     assert!(parse_start(&json!({"process": {"cmd": "x", "envs": {"SBX_SOCKET": "/x"}}})).is_err());
+    let e = parse_start(&json!({"process": {"cmd": "x", "envs": {"PATH=/evil:/bin": "x"}}})).unwrap_err();
+    assert!(e.contains("a name must be letters"), "{e}");
+    let e = parse_start(&json!({"process": {"cmd": "x", "envs": {"A": "x\u{0}y"}}})).unwrap_err();
+    assert!(e.contains("holds a NUL byte"), "{e}");
     assert!(parse_start(&json!({"process": {"cmd": "x"}, "pty": {"size": {"rows": 1, "cols": 1}}})).is_err());
     assert!(parse_start(&json!({"process": {}})).is_err());
 }
