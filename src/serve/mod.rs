@@ -195,9 +195,11 @@ fn bind(l: &Listen) -> Result<Bound> {
     }
 }
 
-/// How long a client may take to send a request's headers: one that
-/// sends them a byte at a time (slowloris) is cut off, not held forever.
-const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a client may take to send a request's headers (and so how
+/// long a kept-alive connection may idle): one that sends them a byte at a
+/// time (slowloris) is cut off, not held forever. hyper's own default; the
+/// E2B SDK pools idle connections for longer and reconnects when one is closed.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The most connections served at once; past it, new ones wait in the
 /// listen backlog. Each holds a file descriptor, and a command streaming
