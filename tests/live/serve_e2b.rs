@@ -466,3 +466,32 @@ finally:
     assert_success(&out, &format!("a client gone (server said: {})", s.stderr()));
     assert_eq!(stdout(&out), "gone\n");
 }
+
+/// files.read of what is not a regular file in the sandbox (a FIFO: never
+/// opened, so nothing hangs) is the SDK's invalid-argument error, not a 500.
+#[test]
+fn reading_a_fifo_is_refused_at_once() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import time
+from e2b import Sandbox
+from e2b.exceptions import InvalidArgumentException
+sb = Sandbox.create("debian", timeout=120)
+try:
+    sb.commands.run("/bin/busybox mkfifo /tmp/fifo")
+    t = time.monotonic()
+    try:
+        sb.files.read("/tmp/fifo")
+        raise AssertionError("a FIFO was read")
+    except InvalidArgumentException as e:
+        print("refused", "not a regular file" in str(e), time.monotonic() - t < 10)
+finally:
+    sb.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("a FIFO (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out), "refused True True\n");
+}
