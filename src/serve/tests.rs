@@ -97,6 +97,9 @@ fn a_create_body_is_checked_and_what_sbx_lacks_is_refused() {
     assert_eq!(status(br#"{"templateID":"d","envVars":{"1A":"1"}}"#), 400);
     assert_eq!(status(br#"{"templateID":"d","envVars":{"PATH=/evil:/bin":"x"}}"#), 400, "a name with '='");
     assert_eq!(status(br#"{"templateID":"d","envVars":{"A":"x\u0000y"}}"#), 400, "a NUL is refused, not a 500");
+    let long = format!(r#"{{"templateID":"d","envVars":{{"A":"{}"}}}}"#, "x".repeat(200_000));
+    assert_eq!(status(long.as_bytes()), 400, "a value no argv can carry is a 400, not E2BIG's 500");
+    assert!(parse_start(&json!({"process": {"cmd": "x", "envs": {"A": "x".repeat(200_000)}}})).is_err());
     assert_eq!(status(br#"{"templateID":"d","timeout":0}"#), 400);
     assert_eq!(status(br#"{"templateID":"d","timeout":-5}"#), 400);
     assert_eq!(status(br#"{"timeout":5}"#), 400);
