@@ -316,3 +316,14 @@ fn the_own_key_is_never_one_others_planted_or_can_read() {
     assert!(own_key(&d).unwrap().2, "made once nothing is in the way");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn a_link_planted_as_the_lock_is_not_followed() {
+    let d = temp("lock");
+    let elsewhere = d.join("elsewhere");
+    std::os::unix::fs::symlink(&elsewhere, d.join("serve.lock")).unwrap();
+    let e = Index::open(d.clone()).err().expect("a link as serve.lock is refused");
+    assert!(e.to_string().contains("serve.lock"), "{e}");
+    assert!(!elsewhere.exists(), "the link was followed: {}", elsewhere.display());
+    std::fs::remove_dir_all(&d).unwrap();
+}
