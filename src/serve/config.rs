@@ -126,26 +126,60 @@ pub fn own_key(data_dir: &Path) -> Result<(String, PathBuf, bool)> {
     let dir = data_dir.join("serve");
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let path = dir.join("api-key");
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        if let Some(k) = text.lines().map(str::trim).find(|l| l.len() >= MIN_KEY_LEN) {
-            return Ok((k.to_string(), path, false));
+    // Twice at most: a concurrent first start may make it between our look and our link.
+    for _ in 0..2 {
+        if let Some(k) = read_own_key(&path)? {
+            return Ok((k, path, false));
+        }
+        let key = format!("sbx_{}", random_hex(32));
+        let tmp = dir.join(format!(".api-key.{}", std::process::id()));
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+            f.write_all(format!("{key}\n").as_bytes())?;
+            f.sync_all()?;
+            // A concurrent first start may have won: theirs stays, ours goes.
+            std::fs::hard_link(&tmp, &path)
+        };
+        let made = write();
+        let _ = std::fs::remove_file(&tmp);
+        match made {
+            Ok(()) => return Ok((key, path, true)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io(format!("writing {}", path.display()), e)),
         }
     }
-    let key = format!("sbx_{}", random_hex(32));
-    let tmp = dir.join(format!(".api-key.{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
-        f.write_all(format!("{key}\n").as_bytes())?;
-        f.sync_all()?;
-        // A concurrent first start may have won: theirs stays, ours goes.
-        std::fs::hard_link(&tmp, &path)
+    Err(Error::io(format!("reading {}", path.display()), std::io::Error::other("it appeared and vanished twice")))
+}
+
+/// The key in `path`, None when there is no file. Never through a link,
+/// and only from a regular file of ours that group and others cannot read:
+/// anything else there is refused, not used and not replaced.
+fn read_own_key(path: &Path) -> Result<Option<String>> {
+    use std::io::Read;
+    let show = path.display().to_string();
+    let refused = |why: String| Error::io(format!("reading {show}"), std::io::Error::other(why));
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(path);
+    let mut f = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(refused("it is a symbolic link; remove it and sbx makes a key of its own".into()))
+        }
+        Err(e) => return Err(Error::io(format!("reading {show}"), e)),
     };
-    let made = write();
-    let _ = std::fs::remove_file(&tmp);
-    match made {
-        Ok(()) => Ok((key, path, true)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => own_key(data_dir),
-        Err(e) => Err(Error::io(format!("writing {}", path.display()), e)),
+    let meta = f.metadata().map_err(|e| Error::io(format!("reading {show}"), e))?;
+    if !meta.is_file() {
+        return Err(refused("it is not a regular file; remove it and sbx makes a new key".into()));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        let mode = meta.permissions().mode() & 0o777;
+        return Err(refused(format!("its mode {mode:o} lets its group or others read the key (chmod 600 {show})")));
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text).map_err(|e| Error::io(format!("reading {show}"), e))?;
+    match text.lines().map(str::trim).find(|l| l.len() >= MIN_KEY_LEN) {
+        Some(k) => Ok(Some(k.to_string())),
+        None => Err(refused("it holds no key; remove it and sbx makes a new one".into())),
     }
 }
 

@@ -112,13 +112,34 @@ pub fn parse_new(body: &[u8]) -> Result<NewSandbox, Refusal> {
     };
     let env = strings("envVars", MAX_ENV)?;
     for (k, v) in &env {
-        crate::spec::parse_env(&format!("{k}={v}")).map_err(|e| bad(format!("envVars: {e}")))?;
+        env_var(k, v).map_err(|e| bad(format!("envVars: {e}")))?;
     }
     let metadata: BTreeMap<String, String> = strings("metadata", MAX_METADATA)?.into_iter().collect();
     if metadata.iter().any(|(k, v)| k.len() > 256 || v.len() > 4096) {
         return Err(bad("a metadata key is over 256 bytes or a value over 4096"));
     }
     Ok(NewSandbox { template: template.to_string(), timeout_secs, env, metadata })
+}
+
+/// The longest value of one variable: each is one argument of `docker
+/// run` or `docker exec`, and Linux refuses an argument over 128 KiB.
+const MAX_ENV_VALUE: usize = 32 * 1024;
+
+/// One variable of a request, checked as `--env K=V` is; a name holding
+/// `=` is refused, not split into another name and value.
+pub fn env_var(k: &str, v: &str) -> Result<(String, String), crate::model::invalid::Invalid> {
+    if v.len() > MAX_ENV_VALUE {
+        let reason = format!("the value is {} bytes, over {MAX_ENV_VALUE}", v.len());
+        return Err(crate::model::invalid::Invalid::new("--env", k.escape_debug().to_string(), reason));
+    }
+    match crate::spec::parse_env(&format!("{k}={v}"))? {
+        (name, _) if name != k => Err(crate::model::invalid::Invalid::new(
+            "--env",
+            k.escape_debug().to_string(),
+            "a name must be letters, digits and '_'",
+        )),
+        kv => Ok(kv),
+    }
 }
 
 /// What a template id names: a `--template`, else an image pinned by digest.

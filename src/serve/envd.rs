@@ -156,7 +156,7 @@ pub fn parse_start(msg: &Value) -> Result<StartSpec, String> {
     if let Some(m) = p["envs"].as_object() {
         for (k, v) in m {
             let v = v.as_str().ok_or("process.envs must be strings")?;
-            env.push(crate::spec::parse_env(&format!("{k}={v}")).map_err(|e| e.to_string())?);
+            env.push(super::control::env_var(k, v).map_err(|e| e.to_string())?);
         }
     }
     let workdir = match p["cwd"].as_str().filter(|c| !c.is_empty()) {
@@ -186,16 +186,18 @@ async fn start(req: Request<Incoming>, id: String, shared: Arc<Shared>) -> Respo
     let parsed =
         user.and_then(|()| unenvelope(&body).and_then(|m| parse_start(&m)).map_err(|m| ("invalid_argument", m)));
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(32);
+    let cmd = Arc::new(Command::default());
+    let gone = Gone { shared: shared.clone(), id: id.clone(), cmd: cmd.clone() };
     match parsed {
         Err((code, message)) => {
             let _ = tx.try_send(end_stream(Some((code, &message))));
         }
         Ok(spec) => {
             let s2 = shared.clone();
-            shared.spawn(move |ops| run_process(ops, &s2, &id, spec, tx))
+            shared.spawn(move |ops| run_process(ops, &s2, &id, spec, &cmd, tx))
         }
     }
-    let mut r = Response::new(http::Channel(rx).boxed());
+    let mut r = Response::new(Watched { frames: http::Channel(rx), _gone: gone }.boxed());
     r.headers_mut().insert(hyper::header::CONTENT_TYPE, CONNECT_JSON.parse().expect("a content type"));
     r
 }
@@ -253,7 +255,14 @@ fn data(stream: &str, bytes: &[u8]) -> Bytes {
 
 /// On a worker thread: start the command, stream its pid, stdout and
 /// stderr as they come, then how it ended. A client gone stops it.
-fn run_process(ops: &Ops, shared: &Shared, id: &str, spec: StartSpec, tx: tokio::sync::mpsc::Sender<Bytes>) {
+fn run_process(
+    ops: &Ops,
+    shared: &Shared,
+    id: &str,
+    spec: StartSpec,
+    cmd: &Command,
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+) {
     let target = match ops.open(id) {
         Ok(t) => t,
         Err(e) => {
@@ -268,6 +277,7 @@ fn run_process(ops: &Ops, shared: &Shared, id: &str, spec: StartSpec, tx: tokio:
         let frame = match ev {
             RunEvent::Started(pid) => {
                 running.started(pid, &spec);
+                cmd.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
                 event(json!({ "start": { "pid": pid } }))
             }
             RunEvent::Stdout(b) => data("stdout", b),
@@ -277,6 +287,9 @@ fn run_process(ops: &Ops, shared: &Shared, id: &str, spec: StartSpec, tx: tokio:
     };
     let ran = crate::workbench::exec_streamed(&target, &spec.opts, &spec.cmd, &mut relay);
     drop(running);
+    if ran.is_ok() {
+        cmd.ended.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     let frames = match ran {
         // As envd (Go's ProcessState) says it: a signal is exit code -1, not exited.
         Ok(RunEnd::Code(code)) => vec![
@@ -296,6 +309,59 @@ fn run_process(ops: &Ops, shared: &Shared, id: &str, spec: StartSpec, tx: tokio:
         if tx.blocking_send(f).is_err() {
             return;
         }
+    }
+}
+
+/// What a Start stream's command is at: its pid in the sandbox (0 until
+/// it is known), and whether its end was seen.
+#[derive(Default)]
+struct Command {
+    pid: std::sync::atomic::AtomicU32,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+/// Dropped with the Start response's body: when the client went away (or
+/// the relay failed) before the command's end was seen, the command is
+/// killed in the sandbox. A client gone is otherwise seen only at the next
+/// output, so a silent command (and its docker exec) would outlive it, and
+/// a relay cut short leaves the command blocked on its output in the sandbox.
+struct Gone {
+    shared: Arc<Shared>,
+    id: String,
+    cmd: Arc<Command>,
+}
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let pid = self.cmd.pid.load(SeqCst);
+        if pid == 0 || self.cmd.ended.load(SeqCst) {
+            return;
+        }
+        let id = std::mem::take(&mut self.id);
+        self.shared.spawn(move |ops| {
+            if let Ok(target) = ops.open(&id) {
+                let _ = crate::workbench::signal_pid(&target, pid, 9);
+            }
+        });
+    }
+}
+
+/// The Start response's body: the relayed frames, and what to do when it is dropped.
+struct Watched {
+    frames: http::Channel,
+    _gone: Gone,
+}
+
+impl hyper::body::Body for Watched {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.frames).poll_frame(cx)
     }
 }
 

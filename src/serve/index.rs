@@ -55,6 +55,8 @@ impl Index {
             .truncate(false)
             .write(true)
             .mode(0o600)
+            // A link planted there would have sbx make or lock a file elsewhere.
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&lock_path)
             .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
         let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {

@@ -196,29 +196,66 @@ fn bind(l: &Listen) -> Result<Bound> {
     }
 }
 
+/// How long a client may take to send a request's headers (and so how
+/// long a kept-alive connection may idle): one that sends them a byte at a
+/// time (slowloris) is cut off, not held forever. hyper's own default; the
+/// E2B SDK pools idle connections for longer and reconnects when one is closed.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The most connections served at once; past it, new ones wait in the
+/// listen backlog. Each holds a file descriptor, and a command streaming
+/// on it holds a few more: the cap keeps them well under the usual limit.
+const MAX_CONNECTIONS: usize = 256;
+
 async fn accept(l: Bound, shared: &Arc<Shared>, graceful: &GracefulShutdown) -> Result<()> {
     let io = |e| Error::io("accepting a connection", e);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     match l {
         Bound::Tcp(t) => {
             let t = tokio::net::TcpListener::from_std(t).map_err(io)?;
             loop {
-                let (stream, _) = t.accept().await.map_err(io)?;
-                let _ = stream.set_nodelay(true);
-                connection(stream, shared, graceful);
+                let slot = slots.clone().acquire_owned().await.expect("the semaphore is never closed");
+                if let Some((stream, _)) = accepted(t.accept().await).await {
+                    let _ = stream.set_nodelay(true);
+                    connection(stream, shared, graceful, HEADER_TIMEOUT, slot);
+                }
             }
         }
         Bound::Unix(u) => {
             let u = tokio::net::UnixListener::from_std(u).map_err(io)?;
             loop {
-                let (stream, _) = u.accept().await.map_err(io)?;
-                connection(stream, shared, graceful);
+                let slot = slots.clone().acquire_owned().await.expect("the semaphore is never closed");
+                if let Some((stream, _)) = accepted(u.accept().await).await {
+                    connection(stream, shared, graceful, HEADER_TIMEOUT, slot);
+                }
             }
         }
     }
 }
 
-fn connection<S>(stream: S, shared: &Arc<Shared>, graceful: &GracefulShutdown)
-where
+/// A failed accept (out of file descriptors, a connection reset before it
+/// was taken) ends that connection, never the server: it is logged, and
+/// the next accept waits a little so a full descriptor table can drain.
+async fn accepted<T>(r: std::io::Result<T>) -> Option<T> {
+    match r {
+        Ok(x) => Some(x),
+        Err(e) => {
+            tracing::warn!(error = %e, "accepting a connection failed");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            None
+        }
+    }
+}
+
+/// Serve one connection: headers within `header_timeout`, its slot of
+/// [`MAX_CONNECTIONS`] given back when it ends.
+fn connection<S>(
+    stream: S,
+    shared: &Arc<Shared>,
+    graceful: &GracefulShutdown,
+    header_timeout: std::time::Duration,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let shared = shared.clone();
@@ -226,13 +263,16 @@ where
         let shared = shared.clone();
         async move { Ok::<_, std::convert::Infallible>(route(req, shared).await) }
     });
-    let conn =
-        hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
     let conn = graceful.watch(conn);
     tokio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!(error = %e, "connection ended");
         }
+        drop(slot);
     });
 }
 

@@ -95,6 +95,11 @@ fn a_create_body_is_checked_and_what_sbx_lacks_is_refused() {
     assert_eq!(status(br#"{"templateID":"d","network":{"allowOut":["x"]}}"#), 501);
     assert_eq!(status(br#"{"templateID":"d","envVars":{"SBX_X":"1"}}"#), 400);
     assert_eq!(status(br#"{"templateID":"d","envVars":{"1A":"1"}}"#), 400);
+    assert_eq!(status(br#"{"templateID":"d","envVars":{"PATH=/evil:/bin":"x"}}"#), 400, "a name with '='");
+    assert_eq!(status(br#"{"templateID":"d","envVars":{"A":"x\u0000y"}}"#), 400, "a NUL is refused, not a 500");
+    let long = format!(r#"{{"templateID":"d","envVars":{{"A":"{}"}}}}"#, "x".repeat(200_000));
+    assert_eq!(status(long.as_bytes()), 400, "a value no argv can carry is a 400, not E2BIG's 500");
+    assert!(parse_start(&json!({"process": {"cmd": "x", "envs": {"A": "x".repeat(200_000)}}})).is_err());
     assert_eq!(status(br#"{"templateID":"d","timeout":0}"#), 400);
     assert_eq!(status(br#"{"templateID":"d","timeout":-5}"#), 400);
     assert_eq!(status(br#"{"timeout":5}"#), 400);
@@ -124,6 +129,10 @@ fn a_start_request_becomes_an_exec() {
     assert_eq!(s.opts.user, None, "never another uid");
     assert!(parse_start(&json!({"process": {"cmd": "x", "cwd": "rel"}})).is_err());
     assert!(parse_start(&json!({"process": {"cmd": "x", "envs": {"SBX_SOCKET": "/x"}}})).is_err());
+    let e = parse_start(&json!({"process": {"cmd": "x", "envs": {"PATH=/evil:/bin": "x"}}})).unwrap_err();
+    assert!(e.contains("a name must be letters"), "{e}");
+    let e = parse_start(&json!({"process": {"cmd": "x", "envs": {"A": "x\u{0}y"}}})).unwrap_err();
+    assert!(e.contains("holds a NUL byte"), "{e}");
     assert!(parse_start(&json!({"process": {"cmd": "x"}, "pty": {"size": {"rows": 1, "cols": 1}}})).is_err());
     assert!(parse_start(&json!({"process": {}})).is_err());
 }
@@ -234,4 +243,87 @@ fn an_idempotency_key_replays_its_create_once_made() {
     k.finish("k-2", a, None);
     assert_eq!(k.claim("k-2", a), Claim::New, "a failed create frees its key");
     assert!(valid("0f2c-aa") && !valid("") && !valid("UPPER") && !valid(&"a".repeat(256)));
+}
+
+/// A server's shared state over a temp data dir, no keys beyond `key`.
+fn shared(d: &std::path::Path, key: &str) -> Arc<Shared> {
+    let config = Config { listen: Listen::parse("127.0.0.1:1").unwrap(), templates: Default::default(), keys: None };
+    let (jobs, _) = std::sync::mpsc::channel();
+    Arc::new(Shared {
+        keys: vec![key.to_string()],
+        config,
+        index: Index::open(d.to_path_buf()).unwrap(),
+        jobs,
+        idempotency: Default::default(),
+        procs: Default::default(),
+    })
+}
+
+#[test]
+fn a_client_slow_to_send_its_headers_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let d = temp("slow");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let s = shared(&d, "0123456789abcdef0123");
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let slots = Arc::new(tokio::sync::Semaphore::new(2));
+        let timeout = std::time::Duration::from_millis(200);
+        // A whole request is answered as ever.
+        let (mut client, server) = tokio::io::duplex(4096);
+        connection(server, &s, &graceful, timeout, slots.clone().acquire_owned().await.unwrap());
+        client.write_all(b"GET /v2/sandboxes HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = client.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 401"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+        // One that never ends its headers is closed once the timeout passes.
+        let (mut slow, server) = tokio::io::duplex(4096);
+        connection(server, &s, &graceful, timeout, slots.clone().acquire_owned().await.unwrap());
+        slow.write_all(b"GET /v2/sandboxes HTTP/1.1\r\nHo").await.unwrap();
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), slow.read(&mut buf)).await;
+        let n = read.expect("the slow client's connection was still open after 5s").unwrap_or(0);
+        assert!(n == 0 || buf[..n].starts_with(b"HTTP/1.1 408"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+        // Its slot is given back when it ends.
+        let back = tokio::time::timeout(std::time::Duration::from_secs(5), slots.acquire()).await;
+        assert!(back.is_ok(), "the cut connection's slot was not given back");
+    });
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn the_own_key_is_never_one_others_planted_or_can_read() {
+    let d = temp("planted");
+    let key = d.join("serve/api-key");
+    std::fs::create_dir_all(d.join("serve")).unwrap();
+    // A link to a file anyone reads: its first long line would be the key.
+    std::os::unix::fs::symlink("/etc/passwd", &key).unwrap();
+    let e = own_key(&d).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    std::fs::remove_file(&key).unwrap();
+    std::fs::write(&key, "0123456789abcdef0123\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = own_key(&d).unwrap_err();
+    assert!(e.to_string().contains("lets its group or others read"), "{e}");
+    // An empty file (or a directory) there is refused, not retried forever.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&key, "").unwrap();
+    let e = own_key(&d).unwrap_err();
+    assert!(e.to_string().contains("holds no key"), "{e}");
+    std::fs::remove_file(&key).unwrap();
+    std::fs::create_dir(&key).unwrap();
+    assert!(own_key(&d).unwrap_err().to_string().contains("not a regular file"));
+    std::fs::remove_dir(&key).unwrap();
+    assert!(own_key(&d).unwrap().2, "made once nothing is in the way");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_link_planted_as_the_lock_is_not_followed() {
+    let d = temp("lock");
+    let elsewhere = d.join("elsewhere");
+    std::os::unix::fs::symlink(&elsewhere, d.join("serve.lock")).unwrap();
+    let e = Index::open(d.clone()).err().expect("a link as serve.lock is refused");
+    assert!(e.to_string().contains("serve.lock"), "{e}");
+    assert!(!elsewhere.exists(), "the link was followed: {}", elsewhere.display());
+    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -244,6 +244,9 @@ pub fn parse_env(s: &str) -> Result<(String, String), Invalid> {
     if k.starts_with("SBX_") {
         return Err(Invalid::new("--env", s, format!("{k} is in sbx's reserved SBX_ namespace")));
     }
+    if v.contains('\0') {
+        return Err(Invalid::new("--env", s.escape_debug().to_string(), format!("the value of {k} holds a NUL byte")));
+    }
     Ok((k.to_string(), v.to_string()))
 }
 

@@ -136,7 +136,13 @@ pub fn read_file(
     let mut size = 0;
     let mut output = |r: &mut dyn std::io::Read| {
         let mut dec = transfer::Decoder::new(std::io::BufReader::new(r), &root, *limits)?;
-        let rec = dec.next_record()?.ok_or_else(|| std::io::Error::other("the helper sent nothing"))?;
+        let rec = dec.next_record()?;
+        // A FIFO, socket or device is skipped by the helper, never opened: not a file either.
+        let special = rec.is_none() && dec.skipped().count > 0;
+        let rec = rec.ok_or_else(|| match special {
+            true => transfer::wire::refused(std::io::ErrorKind::InvalidInput, format!("{path} is not a regular file")),
+            false => std::io::Error::other("the helper sent nothing"),
+        })?;
         let transfer::Kind::File { size: n } = rec.kind else {
             return Err(transfer::wire::refused(
                 std::io::ErrorKind::InvalidInput,

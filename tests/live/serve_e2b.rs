@@ -60,10 +60,22 @@ struct Server<'w> {
 
 impl<'w> Server<'w> {
     fn start(w: &'w World, templates: &[String]) -> Self {
+        Self::start_under(w, templates, &[])
+    }
+
+    /// `sbx serve` run by `wrapper` (a program and its arguments, then sbx's argv).
+    fn start_under(w: &'w World, templates: &[String], wrapper: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr = format!("127.0.0.1:{port}");
         let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}.log", w.case));
-        let mut cmd = Command::new(SBX);
+        let mut cmd = match wrapper {
+            [] => Command::new(SBX),
+            [program, args @ ..] => {
+                let mut c = Command::new(program);
+                c.args(args).arg(SBX);
+                c
+            }
+        };
         cmd.args(w.dir_args()).args(["serve", "--listen", &addr]);
         for t in templates {
             cmd.args(["--template", t]);
@@ -397,6 +409,91 @@ finally:
     let text = stdout(&out);
     assert!(text.ends_with("ok\n") && text.contains("missing") && text.matches("refused").count() == 2, "{text}");
     assert!(text.contains("sbx sandboxes have no root"), "{text}");
+}
+
+#[test]
+fn running_out_of_file_descriptors_never_stops_the_server() {
+    let w = World::new();
+    // 64 descriptors: more connections than that, at once, than it can hold.
+    let s = Server::start_under(&w, &[], &["prlimit", "--nofile=64:64"]);
+    let held: Vec<TcpStream> = (0..100).filter_map(|_| TcpStream::connect(&s.addr).ok()).collect();
+    assert!(!held.is_empty());
+    std::thread::sleep(Duration::from_millis(500));
+    drop(held);
+    let answered = until(Duration::from_secs(10), || {
+        use std::io::{Read, Write};
+        let Ok(mut c) = TcpStream::connect(&s.addr) else { return false };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut got = String::new();
+        let _ = c.write_all(b"GET /v2/sandboxes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let _ = c.read_to_string(&mut got);
+        got.starts_with("HTTP/1.1 401")
+    });
+    assert!(answered.is_some(), "the server stopped answering: {}", s.stderr());
+}
+
+/// A client that goes away while its command is silent does not leave the
+/// command (nor its docker exec) running: it is killed in the sandbox.
+#[test]
+fn a_silent_command_ends_when_its_client_goes_away() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import os, json, struct, http.client, time
+from e2b import Sandbox
+sb = Sandbox.create("debian", timeout=120)
+try:
+    c = http.client.HTTPConnection(os.environ["E2B_API_URL"].split("//")[1], timeout=30)
+    msg = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "sleep 1000"]}}).encode()
+    c.request("POST", "/process.Process/Start", body=struct.pack(">BI", 0, len(msg)) + msg, headers={
+        "Content-Type": "application/connect+json", "E2b-Sandbox-Id": sb.sandbox_id, "X-Access-Token": sb._envd_access_token})
+    r = c.getresponse()
+    head = r.read(5)
+    pid = json.loads(r.read(struct.unpack(">I", head[1:])[0]))["event"]["start"]["pid"]
+    r.close(); c.close()
+    alive = lambda: sb.commands.run(f"test -e /proc/{pid} && echo alive || echo gone").stdout
+    for _ in range(50):
+        if alive() == "gone\n":
+            break
+        time.sleep(0.2)
+    print(alive(), end="")
+finally:
+    sb.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("a client gone (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out), "gone\n");
+}
+
+/// files.read of what is not a regular file in the sandbox (a FIFO: never
+/// opened, so nothing hangs) is the SDK's invalid-argument error, not a 500.
+#[test]
+fn reading_a_fifo_is_refused_at_once() {
+    let _engine = loading_the_engine();
+    let w = World::new();
+    let img = bash_image(&w);
+    let s = Server::start(&w, &[format!("debian={}", img.0)]);
+    let script = r#"
+import time
+from e2b import Sandbox
+from e2b.exceptions import InvalidArgumentException
+sb = Sandbox.create("debian", timeout=120)
+try:
+    sb.commands.run("/bin/busybox mkfifo /tmp/fifo")
+    t = time.monotonic()
+    try:
+        sb.files.read("/tmp/fifo")
+        raise AssertionError("a FIFO was read")
+    except InvalidArgumentException as e:
+        print("refused", "not a regular file" in str(e), time.monotonic() - t < 10)
+finally:
+    sb.kill()
+"#;
+    let out = s.python(script, &s.key());
+    assert_success(&out, &format!("a FIFO (server said: {})", s.stderr()));
+    assert_eq!(stdout(&out), "refused True True\n");
 }
 
 #[test]
