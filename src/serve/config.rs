@@ -120,11 +120,22 @@ pub fn read_key_file(path: &Path) -> Result<Vec<String>> {
     Ok(keys)
 }
 
+/// `DATA/serve`, made 0700: its key, index and lock are serve's alone.
+pub fn private_dir(data_dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = data_dir.join("serve");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    Ok(dir)
+}
+
 /// The data dir's own key (`serve/api-key`, 0600), made at first start;
 /// true when it was made now.
 pub fn own_key(data_dir: &Path) -> Result<(String, PathBuf, bool)> {
-    let dir = data_dir.join("serve");
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let dir = private_dir(data_dir)?;
     let path = dir.join("api-key");
     // Twice at most: a concurrent first start may make it between our look and our link.
     for _ in 0..2 {

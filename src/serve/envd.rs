@@ -67,9 +67,9 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
 fn authorized(h: &HeaderMap, shared: &Shared) -> Option<String> {
     let id = h.get("e2b-sandbox-id").and_then(|v| v.to_str().ok()).unwrap_or("");
     let token = h.get("x-access-token").and_then(|v| v.to_str().ok()).unwrap_or("");
-    let entry = crate::spec::parse_id(id).ok().and_then(|_| shared.index.get(id));
-    let expected = entry.as_ref().map(|e| e.token.as_str()).unwrap_or("\0no sandbox\0");
-    (http::matches_any(token, [expected]) && entry.is_some() && !token.is_empty()).then(|| id.to_string())
+    let known = crate::spec::parse_id(id).ok().and_then(|_| shared.index.token(id));
+    let expected = known.as_deref().unwrap_or("\0no sandbox\0");
+    (http::matches_any(token, [expected]) && known.is_some() && !token.is_empty()).then(|| id.to_string())
 }
 
 /// A unary (non-stream) Connect error: the HTTP status and `{"code", "message"}`.

@@ -85,6 +85,12 @@ impl Index {
         self.lock().get(id).cloned()
     }
 
+    /// Sandbox `id`'s access token alone: what an envd request is checked
+    /// against costs the same whatever metadata the sandbox carries.
+    pub fn token(&self, id: &str) -> Option<String> {
+        self.lock().get(id).map(|e| e.token.clone())
+    }
+
     pub fn all(&self) -> BTreeMap<String, Entry> {
         self.lock().clone()
     }

@@ -95,8 +95,7 @@ impl Shared {
 /// outlive the server (their TTL watchdogs are processes of their own).
 pub fn run(args: &ServeArgs, driver: &Driver, watchdog: Watchdog<'_>, out: &Printer) -> Result<()> {
     let config = Config::from_args(args)?;
-    let data = driver.state()?.state.dir.join("serve");
-    std::fs::create_dir_all(&data).map_err(|e| Error::io(format!("creating {}", data.display()), e))?;
+    let data = config::private_dir(&driver.state()?.state.dir)?;
     let keys = match &config.keys {
         Some(k) => k.clone(),
         None => {

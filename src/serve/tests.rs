@@ -65,6 +65,8 @@ fn the_own_key_is_made_once_0600() {
     let (k1, path, made) = own_key(&d).unwrap();
     assert!(made && k1.len() > 32);
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    let dir = std::fs::metadata(path.parent().unwrap()).unwrap();
+    assert_eq!(dir.permissions().mode() & 0o777, 0o700, "serve/ is serve's alone");
     let (k2, _, made) = own_key(&d).unwrap();
     assert_eq!((k2, made), (k1, false));
     std::fs::remove_dir_all(&d).unwrap();
