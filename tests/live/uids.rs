@@ -116,8 +116,10 @@ fn no_two_sandboxes_share_a_uid_and_a_persisted_session_keeps_its_own() {
     let mut uids =
         vec![uid_of(&w, &a.id), uid_of(&w, &b.id), uid_of(&w, &s1.id), uid_of(&w, &s2.id), uid_of(&other, &o.id)];
     assert_eq!(kernel_uid(&a), uids[0], "the label is what the kernel says");
-    // The gate: its own uid, in the range.
-    let gated = w.create(&["--allow", "example.com"]);
+    // The gate: its own uid, in the range. On a network of the test's own,
+    // never sbx's host-wide default, which would outlive the test.
+    let net = Network::with_prefix(false, "uid-");
+    let gated = w.create(&["--allow", "example.com", "--egress-network", &net.name]);
     let gate = docker_ok(&["inspect", "--format", "{{.Config.User}}", &format!("{}-gate", gated.id)]);
     let gate_uid: u32 = gate.split(':').next().unwrap().parse().unwrap();
     uids.extend([uid_of(&w, &gated.id), gate_uid]);
