@@ -298,7 +298,7 @@ impl Driver {
         }
         // Docker says `exited` for a sandbox `sbx stop` stopped too: its exit
         // code is the stop's SIGTERM or SIGKILL, nothing about the program.
-        let stoppable = r.state == "exited" || r.state == "created";
+        let stoppable = STOPPED_STATES.contains(&r.state.as_str());
         if stoppable && self.state().is_ok_and(|h| h.state.stopped_by_sbx(&raw.name, run)) {
             r.state = "stopped".into();
             r.exit_code = None;
@@ -346,7 +346,7 @@ impl Driver {
     fn stopped_runs(&self, raws: &[&RawContainer], state: &crate::host::state::State) -> BTreeMap<String, String> {
         let judged: Vec<String> = raws
             .iter()
-            .filter(|r| (r.state == "exited" || r.state == "created") && state.stopped_run(&r.name).is_some())
+            .filter(|r| STOPPED_STATES.contains(&r.state.as_str()) && state.stopped_run(&r.name).is_some())
             .map(|r| r.name.clone())
             .collect();
         if judged.is_empty() {
@@ -356,6 +356,10 @@ impl Driver {
         inspected.iter().filter_map(|r| Some((r.name.clone(), started_at(r)?.to_string()))).collect()
     }
 }
+
+/// What docker says of a sandbox sbx stopped (`created`: a create killed
+/// between `docker create` and `docker start`); a Stopped mark shows only here.
+const STOPPED_STATES: &[&str] = &["exited", "created"];
 
 /// The `State.StartedAt` docker's inspect gave for `raw` (None from `docker ps`).
 pub(crate) fn started_at(raw: &RawContainer) -> Option<&str> {
@@ -382,11 +386,16 @@ fn is_timeout(e: &Error) -> bool {
 /// What a docker call on `raw` names: its full container id where the
 /// inspect gave one, else its name (`docker ps` gives no id).
 pub(crate) fn acted_on(raw: &RawContainer) -> String {
-    raw.full["Id"].as_str().and_then(ContainerId::full).map_or_else(|| raw.name.clone(), Into::into)
+    full_id(raw).map_or_else(|| raw.name.clone(), Into::into)
+}
+
+/// The full container id docker's inspect gave for `raw`, if it is one.
+fn full_id(raw: &RawContainer) -> Option<ContainerId> {
+    raw.full["Id"].as_str().and_then(ContainerId::full)
 }
 
 fn container_id(raw: &RawContainer) -> Result<String> {
-    match raw.full["Id"].as_str().and_then(ContainerId::full) {
+    match full_id(raw) {
         Some(cid) => Ok(cid.into()),
         None => {
             Err(DockerError::Parse { command: "docker container inspect".into(), reason: "no container Id".into() }
