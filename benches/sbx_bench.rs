@@ -6,7 +6,7 @@
 //!     cargo bench --bench sbx_bench -- --quick --only egress   # some sections only
 //!
 //! `--only A,B` runs only the named sections (create, routes, exec, ls, gc,
-//! parallel, egress, runtime, pool, lifecycle, remote) and prints the report on stderr instead of rewriting
+//! parallel, egress, secrets, runtime, pool, lifecycle, remote, serve) and prints the report on stderr instead of rewriting
 //! BENCHMARKS.md, which only a full run writes.
 //!
 //! Every comparison is a ratio of medians measured interleaved in the same
@@ -30,6 +30,12 @@ mod lifecycle;
 mod pool;
 #[path = "sbx_bench/remote.rs"]
 mod remote;
+#[path = "sbx_bench/secrets.rs"]
+mod secrets;
+#[path = "sbx_bench/serve.rs"]
+mod serve;
+#[path = "sbx_bench/snapshots.rs"]
+mod snapshots;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -215,6 +221,7 @@ impl Bench {
             hosts: &[],
             family: if runtime == "runsc" { Family::Gvisor } else { Family::Runc },
             image_volumes: &[],
+            trust: None,
         };
         sbx::docker::argv::container(&plan, detach_run).into_iter().map(|s| s.into_string().unwrap()).collect()
     }
@@ -368,13 +375,24 @@ fn main() {
     let mut rows: Vec<egress::Row> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut pool_md = String::new();
+    let mut serve_md = String::new();
+    let mut snapshots_md = String::new();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run(&b, &only, &reps, &mut cases, &mut notes);
         if only.wants("egress") {
             egress::run(&b, &reps, &mut rows, &mut notes);
         }
+        if only.wants("secrets") {
+            secrets::run(&b, &reps, &mut rows);
+        }
         if only.wants("pool") {
             pool_md = pool::run(&b, &reps);
+        }
+        if only.wants("serve") {
+            serve_md = serve::run(&b, &reps);
+        }
+        if only.wants("snapshots") {
+            snapshots_md = snapshots::run(&b, &reps);
         }
         eprintln!();
     }));
@@ -383,7 +401,15 @@ fn main() {
         std::panic::resume_unwind(e);
     }
     let (calls, cpu) = notes_split(&notes);
-    write_report(&cases, &rows, &pool_md, &calls, &cpu, quick, only.0.is_none());
+    write_report(
+        &cases,
+        &rows,
+        Tables { pool: &pool_md, serve: &serve_md, snapshots: &snapshots_md },
+        &calls,
+        &cpu,
+        quick,
+        only.0.is_none(),
+    );
     if json {
         let v = serde_json::json!({
             "cases": cases.iter().map(|c| serde_json::json!({
@@ -419,8 +445,22 @@ fn main() {
 /// `--only A,B`: the sections to run (all without it).
 struct Only(Option<Vec<String>>);
 
-const SECTIONS: [&str; 11] =
-    ["create", "routes", "exec", "ls", "gc", "parallel", "egress", "runtime", "pool", "lifecycle", "remote"];
+const SECTIONS: [&str; 14] = [
+    "create",
+    "routes",
+    "exec",
+    "ls",
+    "gc",
+    "parallel",
+    "egress",
+    "secrets",
+    "runtime",
+    "pool",
+    "lifecycle",
+    "remote",
+    "serve",
+    "snapshots",
+];
 
 impl Only {
     fn from_args(args: &[String]) -> Self {
@@ -596,7 +636,13 @@ fn run(b: &Bench, only: &Only, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Ca
                 hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
             });
             have.extend(made);
-            let mut ls = Case { name: format!("ls, {target} sandboxes"), target: Some(1.2), ..Default::default() };
+            let mut ls = Case { name: format!("ls, {target} sandboxes"), target: Some(1.1), ..Default::default() };
+            // sbx's own `docker ps` (every sbx label, one template action
+            // each): what sbx adds beyond it is what must stay flat.
+            let own: Vec<String> = sbx::docker::argv::list().iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            let own: Vec<&str> = own.iter().map(String::as_str).collect();
+            let mut beyond =
+                Case { name: format!("ls, {target} sandboxes / its own `docker ps`"), ..Default::default() };
             for i in 0..reps(15) {
                 let sbx_first = i % 2 == 0;
                 for which in [sbx_first, !sbx_first] {
@@ -607,11 +653,15 @@ fn run(b: &Bench, only: &Only, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Ca
                         let (_, t) =
                             timed(|| docker_ok(&["ps", "-a", "--no-trunc", "--filter", "label=sbx.managed=1"]));
                         ls.bare_ms.push(t);
+                        let (_, t) = timed(|| docker_ok(&own));
+                        beyond.bare_ms.push(t);
                     }
                 }
             }
+            beyond.sbx_ms = ls.sbx_ms.clone();
             notes.push(format!("calls\tls, {target} sandboxes\t{}", b.calls(&["ls"])));
             cases.push(ls);
+            cases.push(beyond);
             eprint!(".");
         }
         // Tear the 200 down in one destroy (not timed): sbx paces it (
@@ -801,12 +851,19 @@ fn runtime(b: &Bench, reps: &dyn Fn(usize) -> usize, cases: &mut Vec<Case>) {
     cases.push(exec_over);
 }
 
+/// The pool and serve sections' rows, as markdown (empty: not run).
+struct Tables<'a> {
+    pool: &'a str,
+    serve: &'a str,
+    snapshots: &'a str,
+}
+
 /// The report as markdown: into BENCHMARKS.md after a full run, on stderr
 /// after an `--only` run (a partial report must not replace the full one).
 fn write_report(
     cases: &[Case],
     rows: &[egress::Row],
-    pool_md: &str,
+    tables: Tables<'_>,
     calls: &BTreeMap<String, usize>,
     cpu: &BTreeMap<String, f64>,
     quick: bool,
@@ -863,7 +920,7 @@ fn write_report(
         ));
     }
     if !rows.is_empty() {
-        t.push_str("\n## Egress\n\nThrough a sandbox's gate beside a direct connection between the same two containers (the sandbox and a stand-in server), and `create --allow` beside `create --private-routes` with one route; interleaved, medians and p95 over the samples (see \"What each case measures\").\n\n");
+        t.push_str("\n## Egress\n\nThrough a sandbox's gate beside a direct connection between the same two containers (the sandbox and a stand-in server), `create --allow` beside `create --private-routes` with one route, and HTTPS to a host whose secret the gate puts in beside the same server through an end-to-end tunnel; interleaved, medians and p95 over the samples (see \"What each case measures\").\n\n");
         t.push_str("| case | samples | gate / --allow median | p95 | baseline | baseline median | p95 | result | target | met |\n|---|---|---|---|---|---|---|---|---|---|\n");
         for r in rows {
             let med = |v: &[f64], p: f64| {
@@ -888,10 +945,21 @@ fn write_report(
             ));
         }
     }
+    let (pool_md, serve_md) = (tables.pool, tables.serve);
     if !pool_md.is_empty() {
         t.push_str("\n## Pool\n\nA claim from a warm pool of 20 (`sbx create --pool`, the sbx process's start included, until the id is printed: the member's socket was bound at fill time) beside a cold `sbx create` and bare `docker run` plus the socket wait, interleaved; the pool refilled before each round (see \"What each case measures\").\n\n");
         t.push_str("| case | runs | result | target | met |\n|---|---|---|---|---|\n");
         t.push_str(pool_md);
+    }
+    if !serve_md.is_empty() {
+        t.push_str("\n## Serve\n\nThrough `sbx serve` with the real E2B SDK (2.63.0): a cold `Sandbox.create` of a `--template` of the fixture image beside `sbx create` of it, and `commands.run(\"true\")` beside a bare `docker exec` of the command line the SDK sends (`/bin/bash -l -c true`), each pair interleaved in one Python process; a warm-pool create as one HTTP request on a kept-alive connection (the pool refilled before each); then 50 SDK sessions at once, each running `echo hi` once a second, with `sbx serve`'s resident memory sampled every half second.\n\n");
+        t.push_str("| case | samples | result | target | met |\n|---|---|---|---|---|\n");
+        t.push_str(serve_md);
+    }
+    if !tables.snapshots.is_empty() {
+        t.push_str("\n## Snapshots\n\nUnder gVisor registered as `runsc-snap` (runsc 20221219), the fixture's `count` (a counter held in memory, served on its socket): a `fork --from` child to ready beside a cold `sbx create --snapshots`, interleaved; five children at once; `checkpoint` (which leaves the sandbox running: runsc 20221219 cannot checkpoint with `--leave-running`, so it is a checkpoint, then a restore in place), `hibernate` and resume-to-ready, of the small program and of one holding 256 MiB; Docker's own checkpoint and restore of a bare container of the same image and runtime; and raw `runsc checkpoint`/`restore` of the same image as an OCI bundle outside the engine (`docker export` of its root, `runsc spec`, `--network=none`). Anchors from the field: Sandstorm's gVisor wake 103 ms p50 and 5 children in 226 ms, CubeSandbox's clone 220 ms, E2B's ~1 s resume.\n\n");
+        t.push_str("| case | runs | result | target | met |\n|---|---|---|---|---|\n");
+        t.push_str(tables.snapshots);
     }
     t.push_str("\n## Docker calls per command\n\nCounted with a logging `docker` shim (`SBX_DOCKER`). Targets: create with no route ≤ 3, with N routes ≤ 3 + N; `ls` must not grow with the number of sandboxes.\n\n| command | docker calls |\n|---|---|\n");
     for (k, v) in calls {
@@ -946,7 +1014,7 @@ const CASES_DOC: &str = "
 1. **create-to-ready, no route**: `sbx create` (returns once the sandbox has bound its socket) against the same `docker run -d` argv (built by sbx's own argv builder) plus waiting for the socket the same way. **destroy**: `sbx destroy` against `docker rm -f -v` plus removing the socket directory.
 2. **two routes**: `sbx create --route ... --route ...` on two internal networks against `docker create` + `docker network connect` + `docker start` + the socket wait.
 3. **exec**: `sbx exec ID -- /bin/fixture exists /` against `docker exec ID /bin/fixture exists /` (the fixture image has no `true`).
-4. **ls**: `sbx ls` with 0, 50 and 200 sandboxes on the host against one `docker ps -a --filter label=sbx.managed=1`.
+4. **ls**: `sbx ls` with 0, 50 and 200 sandboxes on the host against one `docker ps -a --filter label=sbx.managed=1`, and against sbx's own `docker ps` (the same filter with sbx's template: each of its 24 labels is one action of docker's Go template per container, which the owner token's check needs; docker renders it in ~4 ms more per 100 sandboxes than its default table). What sbx adds beyond its own `docker ps` (its start, about 2.3 ms of CPU, the token checks, one listing per kind of host state) is what must stay flat from 0 to 200.
 5. **gc of 100 expired**: `sbx gc` reaping 100 sandboxes past their expiry (watchdogs killed, as after a reboot) against `docker rm -f -v` of 100 other sandboxes made the same way, in the same paced batches sbx uses.
 6. **20 parallel creates**: wall time of 20 concurrent `sbx create` against 20 concurrent bare run + socket wait.
 7. Docker calls per command and sbx's own CPU time, above.
@@ -955,6 +1023,7 @@ const CASES_DOC: &str = "
    - **200 MiB transfer**: MiB/s of one 200 MiB body from its first byte to its last (the server reads the file into memory before its first byte, on both sides); the result is the gate's median over direct's.
    - **500 concurrent connections**: four curls in the sandbox with `--parallel`, 125 transfers each, all through the one gate (by its address: 500 lookups of its name at once would start 500 resolver threads in curl), each fetching `/slow/N` (N = 16 KiB + k bytes, 100 ms after each 16 KiB, so each stays open at least 200 ms and a body sent to the wrong client shows as a wrong length). Every one must answer 200 with exactly its bytes (read back from the sandbox in one curl of `file://` URLs); the peak of connections open at once comes from the gate's decision log (start and duration of each); the time is the whole batch's wall time.
    - **create --allow**: `sbx create --allow ...` (with the stage's flags above) against `sbx create --private-routes --route r0:SVC:80` (SVC a running container on the stage's network): both make one network of the sandbox's own; `--allow` also starts the gate (while the sandbox starts) and joins it to the egress network.
+   - **secrets**, on a stage of its own: `openssl s_server -WWW` on 443 with a certificate, from a CA the bench makes, for two names of the same server: `api.example`, which has a secret (`--secret TOKEN@api.example=file:...`, the CA given as `--egress-ca`), and `tunnel.example`, allowed with no secret or rule. One sandbox, one gate, the same curl with one CA file holding the sandbox's bundle and the bench's CA. Through `api.example` the gate terminates TLS with the sandbox's CA, parses the request, puts in the value, opens its own TLS connection to the server verifying its certificate, and scans the response for the value; through `tunnel.example` it checks the SNI and tunnels the bytes. **time to first byte**: curl's `time_starttransfer`, 10 requests per curl, each on a new connection (`Connection: close`), rounds alternating; the gate's p50 minus the tunnel's. **200 MiB**: MiB/s of one body from its first byte to its last, terminated median over tunnel median.
 9. **Runtime**, with runsc registered as `.ci/register-runsc` does (`--network=host --host-uds=create`): **create-to-ready, runsc** is `sbx create --runtime runsc` against the same `docker run --runtime runsc` argv from sbx's builder plus the socket wait; **exec, runsc** is `sbx exec` against `docker exec` in one runsc sandbox. The two `sbx runsc / sbx runc` rows are what gVisor costs: sbx under runsc over sbx under runc, interleaved in the same run (no target: the price of a kernel of the sandbox's own).
 10. **Pool**: a pool of 20 made with `sbx pool create` and filled; each round claims one member (`sbx create --pool NAME --no-fallback`, from the process's start to its exit with the id printed), makes one cold `sbx create` and one bare sandbox, in rotating order, destroys all three, and waits until the pool is full again and its refiller done, so no measurement shares the engine with a refill. **20 concurrent claims**: 20 `sbx create --pool` started at once on a full pool of 20; the wall time until the last exits, and the 20 ids must be distinct. **Docker calls**: one claim with `SBX_DOCKER` pointing at a shim that logs each call's parent pid; only calls whose parent is the claiming sbx count (the refiller it starts has its own). **Idle memory**: the pool's `idle_memory_bytes` from `sbx pool ls --json` over its 20 members.
 11. **Lifecycle**, one sandbox each side, interleaved: **stop** is `sbx stop --grace 0s` against `docker stop --time 0` (the fixture ignores SIGTERM as PID 1, so any grace would be waited out on both sides); **start-to-ready** is `sbx start` (which clears the last run's socket by descriptor, re-checks where the mounts landed and waits for the socket) against removing the old socket, `docker start` and the same socket wait; **pause + resume** is `sbx pause` then `sbx resume` against `docker pause` then `docker unpause`.

@@ -8,7 +8,7 @@
 //! line, a field or a path separator.
 //!
 //!   list:  ROOT T | E T MODE SIZE MTIME PATH TARGET|- | W PATH ERRNO | T | END COUNT CUT
-//!   watch: READY | EV created|modified|deleted d|f PATH | MV FROM TO | OVERFLOW
+//!   watch: READY | EV created|modified|deleted|attrib d|f PATH | MV FROM TO | OVERFLOW
 //!          | LIMIT PATH | W PATH ERRNO | GONE
 //!
 //! layout: ~620 lines, over the tree's ~400, on purpose: the helper is
@@ -297,6 +297,7 @@ pub fn mkdir(path: &Path, parents: bool) -> Result<(), i32> {
 }
 
 const IN_MODIFY: u32 = 0x2;
+const IN_ATTRIB: u32 = 0x4;
 const IN_MOVED_FROM: u32 = 0x40;
 const IN_MOVED_TO: u32 = 0x80;
 const IN_CREATE: u32 = 0x100;
@@ -326,6 +327,8 @@ struct Watcher {
     root: PathBuf,
     root_wd: i32,
     recursive: bool,
+    /// The mask watches are added with: [`MASK`], with IN_ATTRIB for `-a`.
+    mask: u32,
     /// Watch descriptor -> the directory's path relative to the root.
     wds: HashMap<i32, Vec<u8>>,
     /// An IN_MOVED_FROM waiting for its IN_MOVED_TO: (cookie, path, is_dir).
@@ -354,7 +357,7 @@ impl Watcher {
             c.extend_from_slice(rel);
         }
         c.push(0);
-        let wd = unsafe { inotify_add_watch(self.fd, c.as_ptr(), MASK) };
+        let wd = unsafe { inotify_add_watch(self.fd, c.as_ptr(), self.mask) };
         if wd >= 0 {
             self.wds.insert(wd, rel.to_vec());
             return Ok(Added::Yes);
@@ -485,6 +488,8 @@ impl Watcher {
             }
         } else if mask & IN_DELETE != 0 {
             self.line(&format!("EV deleted {t} {}", hex_path(&rel)))?;
+        } else if mask & IN_ATTRIB != 0 {
+            self.line(&format!("EV attrib {t} {}", hex_path(&rel)))?;
         } else if mask & IN_MOVED_FROM != 0 {
             self.pending = Some((cookie, rel, is_dir));
         } else if mask & IN_MOVED_TO != 0 {
@@ -539,7 +544,7 @@ fn wait(fd: i32, timeout: i32) -> io::Result<bool> {
 
 /// `watch PATH [-r]`: one line per change below PATH until stdin ends (the
 /// host's Ctrl-C: `docker exec -i` passes on the close) or PATH goes away.
-pub fn watch(path: &Path, recursive: bool) -> i32 {
+pub fn watch(path: &Path, recursive: bool, attrib: bool) -> i32 {
     match std::fs::symlink_metadata(path) {
         Ok(md) if !md.is_dir() => return NOT_A_DIRECTORY,
         Ok(_) => {}
@@ -555,6 +560,7 @@ pub fn watch(path: &Path, recursive: bool) -> i32 {
         root: path.to_path_buf(),
         root_wd: -1,
         recursive,
+        mask: if attrib { MASK | IN_ATTRIB } else { MASK },
         wds: HashMap::new(),
         pending: None,
         last_modified: None,
@@ -562,7 +568,7 @@ pub fn watch(path: &Path, recursive: bool) -> i32 {
     };
     let mut c = path.as_os_str().as_bytes().to_vec();
     c.push(0);
-    let wd = unsafe { inotify_add_watch(fd, c.as_ptr(), MASK) };
+    let wd = unsafe { inotify_add_watch(fd, c.as_ptr(), w.mask) };
     if wd < 0 {
         let e = io::Error::last_os_error();
         return match errno(&e) {

@@ -31,12 +31,17 @@
 //!   move FROM TO               rename(2) FROM to TO, making TO's missing parents; a link at either
 //!                              end is the link itself, never written through; then TO as `stat`
 //!                              says it (exit 9: a non-empty directory at TO, 10: not a directory)
-//!   watch PATH [-r]            one line per change below PATH (inotify) until stdin ends
+//!   watch PATH [-r] [-a]       one line per change below PATH (inotify) until stdin ends;
+//!                              -r: below too, -a: attribute changes (chmod, touch) as well
 //!                              (exit 10: not a directory, 11: the inotify watch limit)
 //!   find-shell                 print the first shell the image has
 //!   which CMD                  exit 0 if CMD names an existing file (a path, or a name on $PATH)
-//!   run -- CMD...              run CMD, its pid, stdout, stderr (as they come) and exit as
-//!                              frames on stdout (src/workbench/mux.rs); exits 0 once it said how CMD ended
+//!   run [--stdin] [--pty COLS ROWS] -- CMD...
+//!                              run CMD, its pid, stdout, stderr (as they come) and exit as
+//!                              frames on stdout (src/workbench/mux.rs); exits 0 once it said how CMD ended;
+//!                              --stdin/--pty: input, EOF and resize as frames on stdin;
+//!                              --hold: stdin /dev/null for CMD; with any of the three, the
+//!                              end of the helper's stdin before CMD's kills CMD
 //!   signal-pid PID SIGNUM      signal process PID (exit 3: no such process, or pid 0/1)
 //!   idle                       a sandbox's main process instead of the image's program (`sbx serve`):
 //!                              reap orphans, exit 0 on SIGTERM/SIGINT/SIGHUP
@@ -76,6 +81,7 @@ const BG: &str = "/run/sbx-bg";
 
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
+    fn getpgid(pid: i32) -> i32;
     fn lseek(fd: i32, offset: i64, whence: i32) -> i64;
     fn utimensat(dirfd: i32, path: *const u8, times: *const [i64; 4], flags: i32) -> i32;
     fn prctl(option: i32, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i32;
@@ -83,6 +89,12 @@ extern "C" {
     fn set_handler(signum: i32, handler: usize) -> usize;
     fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
     fn _exit(code: i32) -> !;
+    fn posix_openpt(flags: i32) -> i32;
+    fn grantpt(fd: i32) -> i32;
+    fn unlockpt(fd: i32) -> i32;
+    fn ptsname_r(fd: i32, buf: *mut u8, len: usize) -> i32;
+    fn setsid() -> i32;
+    fn ioctl(fd: i32, request: u64, ...) -> i32;
 }
 
 extern "C" fn exit_now(_sig: i32) {
@@ -90,19 +102,70 @@ extern "C" fn exit_now(_sig: i32) {
     unsafe { _exit(0) }
 }
 
-/// `run -- CMD...`: CMD with both its streams relayed as they come, each
-/// chunk a frame, under one lock so frames never interleave.
-fn run_muxed(cmd: &[String]) -> i32 {
+/// `run [--stdin] [--pty COLS ROWS] -- CMD...`: CMD with both its streams
+/// relayed as they come, each chunk a frame, under one lock so frames
+/// never interleave. With `--stdin` its stdin is a pipe fed by the input
+/// frames on the helper's own stdin (CLOSE is its EOF); with `--pty` it
+/// runs on a new pseudo-terminal as the leader of a session of its own,
+/// fed the same way, and RESIZE sets the terminal's size.
+fn run_muxed(args: &[String]) -> i32 {
     use std::sync::{Arc, Mutex};
     let out = Arc::new(Mutex::new(io::stdout()));
-    let send = |out: &Mutex<io::Stdout>, tag: u8, b: &[u8]| {
+    fn send(out: &Mutex<io::Stdout>, tag: u8, b: &[u8]) -> bool {
         let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
         mux::write_frame(&mut *o, tag, b).is_ok()
-    };
+    }
+    let cmd = after_dashes(args);
+    let before = &args[..args.len() - cmd.len()];
+    let stdin = before.iter().any(|a| a == "--stdin");
+    // The host keeps the helper's stdin open while it relays: its end
+    // (sbx gone) ends the command, which no one could reach any more.
+    let pty = before.iter().position(|a| a == "--pty").map(|i| {
+        let n = |j: usize| before.get(i + j).and_then(|v| v.parse::<u16>().ok()).unwrap_or(0);
+        (n(1), n(2))
+    });
+    let hold = stdin || pty.is_some() || before.iter().any(|a| a == "--hold");
     if cmd.is_empty() {
         return 64;
     }
-    let mut child = match Command::new(&cmd[0]).args(&cmd[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
+    let mut command = Command::new(&cmd[0]);
+    command.args(&cmd[1..]);
+    let term = match pty {
+        Some((cols, rows)) => match open_pty(cols, rows) {
+            Ok((master, slave)) => {
+                let io = |f: &std::fs::File| f.try_clone().map(Stdio::from);
+                match (io(&slave), io(&slave)) {
+                    (Ok(a), Ok(b)) => command.stdin(Stdio::from(slave)).stdout(a).stderr(b),
+                    _ => return report(Err(io::Error::last_os_error())),
+                };
+                // The command leads a session whose controlling terminal is
+                // the pty, so ^C and job control reach it as on a terminal.
+                unsafe {
+                    command.pre_exec(|| {
+                        if setsid() < 0 || ioctl(0, TIOCSCTTY, 0u64) < 0 {
+                            return Err(io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+                Some(master)
+            }
+            Err(e) => {
+                send(&out, mux::STDERR, format!("sbx-helper: cannot open a terminal: {e}\n").as_bytes());
+                send(&out, mux::EXIT, b"126");
+                return 0;
+            }
+        },
+        None => {
+            command.stdin(if stdin { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+            // A group of its own: a kill takes what it started in the
+            // background too, which would otherwise hold its output open
+            // (and this helper, and the host's docker exec) forever.
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+            None
+        }
+    };
+    let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             let code = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
@@ -111,8 +174,13 @@ fn run_muxed(cmd: &[String]) -> i32 {
             return 0;
         }
     };
+    // The slave's copies went to the child with `command`: dropping it
+    // leaves the child the only holder, so the master reads EIO at its end.
+    drop(command);
     send(&out, mux::PID, child.id().to_string().as_bytes());
-    let pump = |mut r: Box<dyn Read + Send>, tag: u8, out: Arc<Mutex<io::Stdout>>| {
+    let pid = child.id() as i32;
+    let exited = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    fn pump(mut r: Box<dyn Read + Send>, tag: u8, out: Arc<Mutex<io::Stdout>>) -> std::thread::JoinHandle<()> {
         std::thread::spawn(move || {
             let mut buf = vec![0u8; mux::MAX_FRAME];
             while let Ok(n) = r.read(&mut buf) {
@@ -121,20 +189,129 @@ fn run_muxed(cmd: &[String]) -> i32 {
                 }
             }
         })
-    };
-    let o = pump(Box::new(child.stdout.take().expect("piped")), mux::STDOUT, out.clone());
-    let e = pump(Box::new(child.stderr.take().expect("piped")), mux::STDERR, out.clone());
-    let _ = (o.join(), e.join());
-    let end = match child.wait() {
+    }
+    match term {
+        Some(master) => {
+            let reader = master.try_clone();
+            let writer = master.try_clone();
+            if let Ok(w) = writer {
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&master);
+                let exited = exited.clone();
+                std::thread::spawn(move || feed(Some(Box::new(w)), Some(fd), -pid, &exited));
+            }
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            if let Ok(r) = reader {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    let _ = pump(Box::new(r), mux::STDOUT, out).join();
+                    let _ = done_tx.send(());
+                });
+            }
+            let end = ended(child.wait());
+            exited.store(true, std::sync::atomic::Ordering::SeqCst);
+            // What the terminal still holds comes first; a process the
+            // command left behind that keeps the terminal open does not
+            // hold its end back for long.
+            let _ = done_rx.recv_timeout(Duration::from_secs(1));
+            send(&out, mux::EXIT, end.as_bytes());
+            // `master` lives to here: the input thread's fd stays valid.
+            drop(master);
+        }
+        None => {
+            if hold {
+                let w = child.stdin.take().map(|w| Box::new(w) as Box<dyn Write + Send>);
+                let exited = exited.clone();
+                std::thread::spawn(move || feed(w, None, -pid, &exited));
+            }
+            let o = pump(Box::new(child.stdout.take().expect("piped")), mux::STDOUT, out.clone());
+            let e = pump(Box::new(child.stderr.take().expect("piped")), mux::STDERR, out.clone());
+            let _ = (o.join(), e.join());
+            let end = ended(child.wait());
+            exited.store(true, std::sync::atomic::Ordering::SeqCst);
+            send(&out, mux::EXIT, end.as_bytes());
+        }
+    }
+    0
+}
+
+/// How `run`'s command ended: `N` or `signal N`.
+fn ended(st: io::Result<std::process::ExitStatus>) -> String {
+    match st {
         Ok(st) => match (st.code(), st.signal()) {
             (Some(c), _) => c.to_string(),
             (None, Some(sig)) => format!("signal {sig}"),
             (None, None) => "255".into(),
         },
         Err(_) => "255".into(),
-    };
-    send(&out, mux::EXIT, end.as_bytes());
-    0
+    }
+}
+
+/// `run`'s input: frames from the host on the helper's stdin, written to
+/// the command (`to`) until CLOSE or the host's end; RESIZE on `tty`.
+/// The host's end before the command's (sbx stopped, its docker exec
+/// killed) SIGKILLs `target` (the pid, or on a terminal its session's group).
+fn feed(mut to: Option<Box<dyn Write + Send>>, tty: Option<i32>, target: i32, exited: &std::sync::atomic::AtomicBool) {
+    let mut stdin = io::stdin().lock();
+    while let Ok(Some((tag, payload))) = mux::read_input(&mut stdin) {
+        match tag {
+            mux::INPUT => {
+                if let Some(w) = to.as_mut() {
+                    if w.write_all(&payload).and_then(|()| w.flush()).is_err() {
+                        to = None;
+                    }
+                }
+            }
+            mux::CLOSE if tty.is_none() => to = None,
+            mux::RESIZE => {
+                let text = String::from_utf8_lossy(&payload);
+                let mut n = text.split(' ').map(|v| v.parse::<u16>().unwrap_or(0));
+                if let (Some(fd), Some(cols), Some(rows)) = (tty, n.next(), n.next()) {
+                    set_size(fd, cols, rows);
+                }
+            }
+            _ => {}
+        }
+    }
+    // The host closes its end only once it read the command's end.
+    if !exited.load(std::sync::atomic::Ordering::SeqCst) {
+        unsafe { kill(target, 9) };
+    }
+}
+
+const TIOCSCTTY: u64 = 0x540E;
+const TIOCSWINSZ: u64 = 0x5414;
+
+/// A new pseudo-terminal of `cols` x `rows`: its master, and its slave
+/// (opened without becoming the helper's controlling terminal).
+fn open_pty(cols: u16, rows: u16) -> io::Result<(std::fs::File, std::fs::File)> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    const O_RDWR: i32 = 2;
+    const O_NOCTTY: i32 = 0o400;
+    const O_CLOEXEC: i32 = 0o2000000;
+    let fd = unsafe { posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let master = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut name = [0u8; 128];
+    if unsafe { grantpt(fd) } != 0
+        || unsafe { unlockpt(fd) } != 0
+        || unsafe { ptsname_r(fd, name.as_mut_ptr(), name.len()) } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let path = std::str::from_utf8(&name[..len]).map_err(|_| io::Error::other("a pty name that is not UTF-8"))?;
+    let slave = std::fs::OpenOptions::new().read(true).write(true).custom_flags(O_NOCTTY).open(path)?;
+    set_size(fd, cols, rows);
+    Ok((master, slave))
+}
+
+/// TIOCSWINSZ: the kernel tells the terminal's foreground group (SIGWINCH).
+fn set_size(fd: i32, cols: u16, rows: u16) {
+    let ws: [u16; 4] = [rows.max(1), cols.max(1), 0, 0];
+    unsafe { ioctl(fd, TIOCSWINSZ, ws.as_ptr()) };
 }
 
 /// `signal-pid PID SIGNUM`: one process, as the sandbox's own user (the
@@ -142,6 +319,11 @@ fn run_muxed(cmd: &[String]) -> i32 {
 fn signal_pid(pid: i32, sig: i32) -> i32 {
     if pid <= 1 {
         return 3;
+    }
+    // A command `run` started leads a group of its own: the signal takes
+    // what it started too (a background child holding its output open).
+    if unsafe { getpgid(pid) } == pid && unsafe { kill(-pid, sig) } == 0 {
+        return 0;
     }
     if unsafe { kill(pid, sig) } == 0 {
         return 0;
@@ -236,11 +418,14 @@ fn main() {
             Ok(()) => 0,
             Err(code) => code,
         },
-        "watch" => fsops::watch(Path::new(&arg(2)), arg(3) == "-r"),
+        "watch" => {
+            let flags: Vec<String> = args.iter().skip(3).cloned().collect();
+            fsops::watch(Path::new(&arg(2)), flags.iter().any(|f| f == "-r"), flags.iter().any(|f| f == "-a"))
+        }
         "find-shell" => find_shell(),
         "which" => which(&arg(2)),
         "idle" => idle(),
-        "run" => run_muxed(after_dashes(&args)),
+        "run" => run_muxed(&args[2.min(args.len())..]),
         "signal-pid" => signal_pid(arg(2).parse().unwrap_or(0), arg(3).parse().unwrap_or(15)),
         other => {
             eprintln!("sbx-helper: unknown command {other:?}");
@@ -779,9 +964,9 @@ struct Paths;
 
 impl wire::Tree for Paths {
     type Dir = PathBuf;
-    type File = std::fs::File;
+    type File = Sent;
 
-    fn node(&mut self, dir: &PathBuf, name: &[u8], _rel: &[u8]) -> io::Result<wire::Node<PathBuf, std::fs::File>> {
+    fn node(&mut self, dir: &PathBuf, name: &[u8], _rel: &[u8]) -> io::Result<wire::Node<PathBuf, Sent>> {
         let path = dir.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name));
         let md = std::fs::symlink_metadata(&path)?;
         let (mode, mtime) = (md.mode() & 0o7777, md.mtime());
@@ -793,7 +978,20 @@ impl wire::Tree for Paths {
         } else if md.is_file() {
             let file = std::fs::OpenOptions::new().read(true).custom_flags_nofollow().open(&path)?;
             let md = file.metadata()?;
-            wire::Node::File { mode, mtime: md.mtime(), size: md.len(), file }
+            if md.len() == 0 {
+                // The kernel's files (/proc, /sys) say 0 and have content: read
+                // whole, within a cap, so the record's size is what was read.
+                let mut data = Vec::new();
+                io::Read::read_to_end(&mut io::Read::take(&file, EMPTY_CAP + 1), &mut data)?;
+                if data.len() as u64 > EMPTY_CAP {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{}: its size says 0 but it holds more than 4 MiB; copy it with a command (cat)", path.display()),
+                    ));
+                }
+                return Ok(wire::Node::File { mode, mtime: md.mtime(), size: data.len() as u64, file: Sent::Read(data) });
+            }
+            wire::Node::File { mode, mtime: md.mtime(), size: md.len(), file: Sent::Disk(file) }
         } else {
             wire::Node::Skip
         })
@@ -806,10 +1004,20 @@ impl wire::Tree for Paths {
     }
 }
 
-impl wire::SparseFile for std::fs::File {
+/// The most a file whose size says 0 is read (whole, into memory) to send it.
+const EMPTY_CAP: u64 = 4 * 1024 * 1024;
+
+/// A file as sent: from disk by offset (holes kept), or read whole already.
+enum Sent {
+    Disk(std::fs::File),
+    Read(Vec<u8>),
+}
+
+impl wire::SparseFile for Sent {
     fn next_data(&mut self, pos: u64) -> io::Result<Option<u64>> {
         use std::os::unix::io::AsRawFd;
-        let start = unsafe { lseek(self.as_raw_fd(), pos as i64, SEEK_DATA) };
+        let Sent::Disk(file) = self else { return Ok(Some(pos)) };
+        let start = unsafe { lseek(file.as_raw_fd(), pos as i64, SEEK_DATA) };
         if start >= 0 {
             return Ok(Some(start as u64));
         }
@@ -821,7 +1029,8 @@ impl wire::SparseFile for std::fs::File {
 
     fn next_hole(&mut self, pos: u64, size: u64) -> u64 {
         use std::os::unix::io::AsRawFd;
-        let hole = unsafe { lseek(self.as_raw_fd(), pos as i64, SEEK_HOLE) };
+        let Sent::Disk(file) = self else { return size };
+        let hole = unsafe { lseek(file.as_raw_fd(), pos as i64, SEEK_HOLE) };
         if hole < 0 {
             size
         } else {
@@ -830,7 +1039,15 @@ impl wire::SparseFile for std::fs::File {
     }
 
     fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
-        std::os::unix::fs::FileExt::read_at(self, buf, at)
+        match self {
+            Sent::Disk(file) => std::os::unix::fs::FileExt::read_at(file, buf, at),
+            Sent::Read(data) => {
+                let rest = data.get(at as usize..).unwrap_or(&[]);
+                let n = rest.len().min(buf.len());
+                buf[..n].copy_from_slice(&rest[..n]);
+                Ok(n)
+            }
+        }
     }
 }
 

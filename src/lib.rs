@@ -25,6 +25,7 @@
 //! | `checks`    | what sbx measures for the operator: audit rules, doctor, the probe    | check                      |
 //! | `cli`       | clap's view of the command line (parsing only)                        | flag                       |
 //! | `serve`     | `sbx serve`: the E2B API (control plane and envd) over the driver     | HTTP route                 |
+//! | `mcp`       | `sbx mcp`: MCP tools on stdio over the driver and serve's create      | MCP tool                   |
 //! | `commands`  | one file per subcommand, handed a `Context` by `dispatch`             | subcommand                 |
 
 pub mod checks;
@@ -34,6 +35,7 @@ pub mod docker;
 pub mod error;
 pub mod gate;
 pub mod host;
+pub mod mcp;
 pub mod model;
 pub mod output;
 pub mod sandbox;

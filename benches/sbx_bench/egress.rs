@@ -357,7 +357,7 @@ fn peak_open(b: &Bench, id: &str, since: SystemTime) -> usize {
 }
 
 impl Row {
-    fn new(name: &str, unit: &'static str, baseline: &'static str) -> Self {
+    pub fn new(name: &str, unit: &'static str, baseline: &'static str) -> Self {
         Row {
             name: name.into(),
             unit,
@@ -370,7 +370,7 @@ impl Row {
         }
     }
 
-    fn judge(&mut self, result: String, target: &str, met: bool) {
+    pub fn judge(&mut self, result: String, target: &str, met: bool) {
         self.result = result;
         self.target = target.into();
         self.met = met;

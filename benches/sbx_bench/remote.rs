@@ -86,6 +86,7 @@ fn bare_argv(b: &Bench, name: &str, helper_volume: &str) -> Vec<String> {
         hosts: &[],
         family: sbx::model::runtime::Family::Runc,
         image_volumes: &[],
+        trust: None,
     };
     sbx::docker::argv::container(&plan, true).into_iter().map(|s| s.into_string().unwrap()).collect()
 }

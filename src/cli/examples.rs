@@ -42,7 +42,26 @@ pub const EX_STOP: &str = "Examples:\n  sbx stop sbx-0123456789ab
 pub const EX_START: &str = "Examples:\n  sbx start sbx-0123456789ab
   sbx --json start --socket-wait 2m sbx-0123456789ab";
 pub const EX_PAUSE: &str = "Examples:\n  sbx pause sbx-0123456789ab";
-pub const EX_RESUME: &str = "Examples:\n  sbx resume sbx-0123456789ab";
+pub const EX_RESUME: &str =
+    "Examples:\n  sbx resume sbx-0123456789ab      # thaws it if paused, restores it if hibernated";
+pub const EX_CHECKPOINT: &str = "Examples:
+  id=$(sbx create --snapshots --image repo@sha256:<digest>)
+  sbx checkpoint \"$id\" --name before-fix     # prints before-fix; the sandbox keeps running
+  sbx checkpoint \"$id\"                       # a name of sbx's own: c-<seconds since the epoch>";
+pub const EX_CHECKPOINTS: &str = "Examples:
+  sbx checkpoints                          # every sandbox's: sandbox, name, size, time
+  sbx --json checkpoints sbx-0123456789ab
+  sbx checkpoints rm sbx-0123456789ab before-fix";
+pub const EX_FORK: &str = "Examples:
+  id=$(sbx create --snapshots --image repo@sha256:<digest>)
+  sbx fork \"$id\" --count 3                  # three ids, one a line; each carries on from now
+  sbx checkpoint \"$id\" --name half-built
+  sbx fork \"$id\" --from half-built           # works after \"$id\" is destroyed too
+  sbx --json fork \"$id\" --count 2 | jq -r '.[].id'";
+pub const EX_HIBERNATE: &str = "Examples:
+  sbx hibernate sbx-0123456789ab           # memory and files to disk; no memory or process held
+  sbx ls                                   # STATE hibernated
+  sbx resume sbx-0123456789ab              # back where it was, once its socket answers";
 pub const EX_LS: &str = "Examples:\n  sbx ls
   sbx --json ls";
 pub const EX_INSPECT: &str = "Examples:\n  sbx inspect sbx-0123456789ab";
@@ -101,6 +120,8 @@ pub const EX_ALLOW: &str = "Examples:\n  sbx allow sbx-0123456789ab registry.npm
   sbx allow sbx-0123456789ab '*.githubusercontent.com' git.example:8443";
 pub const EX_DENY: &str = "Examples:\n  sbx deny sbx-0123456789ab github.com
   sbx deny sbx-0123456789ab git.example:8443";
+pub const EX_SECRET: &str = "Examples:\n  sbx secret set sbx-0123456789ab OPENAI_API_KEY env:NEW_OPENAI_KEY
+  sbx secret set sbx-0123456789ab GIT_TOKEN file:$HOME/.config/sbx/git-token";
 pub const EX_EGRESS: &str = "Examples:\n  sbx egress log sbx-0123456789ab
   sbx egress log -f sbx-0123456789ab
   sbx --json egress log sbx-0123456789ab
@@ -136,4 +157,14 @@ pub const EX_MAN: &str = "Examples:\n  sudo sbx man /usr/local/share/man/man1 &&
 pub const EX_SERVE: &str = "Examples:
   sbx serve --template debian=sha256:<64 hex>    # E2B_API_URL=http://127.0.0.1:3000
   sbx serve --listen 127.0.0.1:8049 --api-key-file /etc/sbx/api-keys --template py=repo@sha256:<64 hex>
-  sbx serve --listen unix:/run/sbx/serve.sock --template debian=sha256:<64 hex>";
+  sbx serve --listen unix:/run/sbx/serve.sock --template debian=sha256:<64 hex>
+  sbx serve --listen 0.0.0.0:3000 --tls-cert cert.pem --tls-key key.pem --template debian=sha256:<64 hex>
+  sbx serve --template debian=sha256:<64 hex> --memory 512 --cpus 1 --allow pypi.org --egress-network my-egress
+  sbx serve --template debian=sha256:<64 hex> --allow-internet    # allow_internet_access: observe mode
+  sbx pool create warm --size 4 --image repo@sha256:<64 hex> && sbx serve    # templateID warm claims";
+
+pub const EX_MCP: &str = "Examples:
+  sbx mcp --template debian=sha256:<64 hex>                  # an MCP client starts it; stdin/stdout are JSON-RPC
+  sbx mcp --template py=repo@sha256:<64 hex> --ttl 30m       # each sandbox lives 30m at most
+  claude mcp add sbx -- sbx mcp --template debian=sha256:<64 hex>    # Claude Code
+  printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}' | sbx mcp    # the tools, by hand";

@@ -15,6 +15,7 @@ mod events;
 mod examples;
 mod files;
 mod lifecycle;
+mod mcp;
 mod pool;
 mod serve;
 mod workbench;
@@ -30,9 +31,12 @@ pub use docs::{public_command, CompletionsArgs, ManArgs, Shell};
 pub use events::EventsArgs;
 use examples::*;
 pub use files::{BackupArgs, CpArgs, FilesArgs, MkdirArgs, WatchArgs};
-pub use lifecycle::{StartArgs, StopArgs};
+pub use lifecycle::{
+    CheckpointArgs, CheckpointLimits, CheckpointsAction, CheckpointsArgs, ForkArgs, HibernateArgs, StartArgs, StopArgs,
+};
+pub use mcp::McpArgs;
 pub use pool::{PoolAction, PoolArgs, PoolCreateArgs, PoolNameArg};
-pub use serve::ServeArgs;
+pub use serve::{ServeArgs, SERVE_DEFAULTS};
 pub use workbench::{ExecArgs, KillArgs, LogsArgs, PortForwardArgs, StatsArgs, WaitPortArgs};
 
 /// The command line with sandbox ids and pool names taken as plain text:
@@ -108,6 +112,9 @@ pub enum Command {
     /// A sandbox's egress: the gate's decision log, and the --allow flags it suggests.
     #[command(after_help = EX_EGRESS)]
     Egress(EgressArgs),
+    /// A running sandbox's secrets (`create --secret`): rotate a value; the sandbox keeps its placeholder.
+    #[command(after_help = EX_SECRET)]
+    Secret(SecretArgs),
     /// Remove sandboxes and their socket directories; already gone is success.
     #[command(after_help = EX_DESTROY)]
     Destroy(DestroyArgs),
@@ -120,9 +127,27 @@ pub enum Command {
     /// Freeze every process of a sandbox in place (memory kept); its socket stalls until resume.
     #[command(after_help = EX_PAUSE)]
     Pause(IdArg),
-    /// Thaw a paused sandbox.
+    /// Thaw a paused sandbox, or restore a hibernated one (also after the engine or the
+    /// host restarted); returns once its socket answers.
     #[command(after_help = EX_RESUME)]
     Resume(IdArg),
+    /// Save a running sandbox's memory and file systems (a `--snapshots` sandbox) and
+    /// leave it running; prints the checkpoint's name. Processes started with `exec -d`
+    /// are not in it; refused while a `docker exec` session runs in the sandbox.
+    #[command(after_help = EX_CHECKPOINT)]
+    Checkpoint(CheckpointArgs),
+    /// List checkpoints (sandbox, name, size, time); `checkpoints rm ID NAME...` removes them.
+    #[command(after_help = EX_CHECKPOINTS)]
+    Checkpoints(CheckpointsArgs),
+    /// Make N new sandboxes that carry on from a `--snapshots` sandbox's state now (it keeps
+    /// running) or from one of its checkpoints (--from, also after it is gone), each with
+    /// an id, channel, ownership token and TTL of its own; prints their ids.
+    #[command(after_help = EX_FORK)]
+    Fork(ForkArgs),
+    /// Checkpoint a sandbox, then stop it: no memory or process held; `ls` says hibernated
+    /// and `resume` brings it back.
+    #[command(after_help = EX_HIBERNATE)]
+    Hibernate(HibernateArgs),
     /// List this tool's sandboxes: id, session, tier, runtime, routes, state, age, expiry;
     /// warns when the live sandboxes' memory limits add up to more than the host's RAM.
     #[command(after_help = EX_LS)]
@@ -200,8 +225,39 @@ pub enum Command {
     /// Control-plane requests need an API key (X-API-KEY or Authorization: Bearer);
     /// envd requests need the sandbox's own access token (X-Access-Token), handed out at
     /// create. See docs/serve.md for what of E2B's API is supported.
-    #[command(after_help = EX_SERVE)]
-    Serve(ServeArgs),
+    // The create flags that are one sandbox's stay parseable, so the refusal
+    // can name them (exit 2), but out of serve's help.
+    #[command(
+        after_help = EX_SERVE,
+        mut_arg("image", |a| a.required_unless_present(clap::builder::Resettable::Reset).hide(true)),
+        mut_arg("pool", |a| a.hide(true)),
+        mut_arg("no_fallback", |a| a.hide(true)),
+        mut_arg("session", |a| a.hide(true)),
+        mut_arg("ttl", |a| a.hide(true)),
+        mut_arg("persist", |a| a.hide(true)),
+        mut_arg("persist_size", |a| a.hide(true)),
+        mut_arg("clone", |a| a.hide(true)),
+        mut_arg("setup", |a| a.hide(true)),
+        mut_arg("state_dir", |a| a.hide(true)),
+        mut_arg("rw", |a| a.hide(true)),
+        mut_arg("user", |a| a.hide(true)),
+        mut_arg("socket_wait", |a| a.hide(true)),
+        mut_arg("channel", |a| a.hide(true)),
+        mut_arg("egress", |a| a.hide(true)),
+        mut_arg("command", |a| a.hide(true))
+    )]
+    Serve(Box<ServeArgs>),
+    /// Serve sbx to an agent as MCP tools on stdin/stdout (JSON-RPC; logs on stderr).
+    ///
+    /// Tools: create_sandbox, run_command, read_file, write_file, list_dir, allow_hosts,
+    /// deny_hosts, destroy_sandbox, list_sandboxes. They reach only the sandboxes this
+    /// session made; those get a TTL and are destroyed when the session ends (stdin
+    /// closed, SIGTERM) unless created with keep. See docs/mcp.md.
+    #[command(
+        after_help = EX_MCP,
+        mut_arg("image", |a| a.required_unless_present(clap::builder::Resettable::Reset).hide(true))
+    )]
+    Mcp(Box<McpArgs>),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     #[command(after_help = EX_COMPLETIONS)]
     Completions(CompletionsArgs),
@@ -223,6 +279,9 @@ pub enum Command {
     /// Internal: the egress gate a sandbox's gate container runs.
     #[command(name = "__gate", hide = true)]
     Gate(crate::gate::GateArgs),
+    /// Internal: push a vault (JSON on stdin) into this container's gate.
+    #[command(name = "__gate-vault", hide = true)]
+    GateVault,
     /// Internal: this machine's addresses, one a line (run on a remote engine's host network).
     #[command(name = "__host-addrs", hide = true)]
     HostAddrs,
@@ -267,6 +326,31 @@ pub enum EgressAction {
         /// Sandbox id.
         #[arg(value_name = "ID")]
         id: SandboxId,
+    },
+}
+
+/// `sbx secret set ID NAME SOURCE`.
+#[derive(Debug, Args)]
+pub struct SecretArgs {
+    #[command(subcommand)]
+    pub action: SecretAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretAction {
+    /// Read NAME's new value from SOURCE and give it to the sandbox's gate, which uses it
+    /// from its next request on; the sandbox sees no change.
+    #[command(after_help = EX_SECRET)]
+    Set {
+        /// Sandbox id.
+        #[arg(value_name = "ID")]
+        id: SandboxId,
+        /// The secret's NAME, as `create --secret NAME@...` gave it.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// `env:VAR` (sbx's environment) or `file:PATH` (only its owner may read it); never a value.
+        #[arg(value_name = "SOURCE")]
+        source: String,
     },
 }
 

@@ -139,3 +139,12 @@ fn examples_in(line: &str) -> Vec<String> {
     }
     found
 }
+
+#[test]
+fn the_push_command_is_hidden_and_takes_nothing_but_stdin() {
+    use clap::Parser;
+    let cli = crate::cli::Cli::try_parse_from(["sbx", "__gate-vault"]).unwrap();
+    assert!(matches!(cli.command, crate::cli::Command::GateVault));
+    // Never a value on a command line.
+    assert!(crate::cli::Cli::try_parse_from(["sbx", "__gate-vault", "real-value"]).is_err());
+}

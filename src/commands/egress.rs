@@ -31,6 +31,11 @@ pub fn change(a: &EgressRulesArgs, deny: bool, ctx: &Context) -> Result<()> {
         }
     })?;
     if deny {
+        let ended = ctx.driver.secrets_follow(id, &policy)?;
+        if !ended.is_empty() {
+            ctx.out
+                .note("secrets_ended", &format!("the gate of {id} holds these secrets no more: {}", ended.join(" ")));
+        }
         let missing: Vec<String> = rules.iter().filter(|r| !removed.contains(r)).map(ToString::to_string).collect();
         if !missing.is_empty() {
             ctx.out.note("not_allowed", &format!("not on the allowlist of {id}: {}", missing.join(" ")));
@@ -253,6 +258,10 @@ mod tests {
             bytes_up: 0,
             bytes_down: 0,
             duration_ms: 1,
+            method: None,
+            path: None,
+            status: None,
+            secrets: Vec::new(),
         };
         let refused = line("deny", Some("observe"), Some("192.0.2.2 is the Docker host's own address"));
         assert_eq!(super::why(&refused), "192.0.2.2 is the Docker host's own address");

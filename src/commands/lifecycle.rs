@@ -38,7 +38,13 @@ pub fn pause(id: &SandboxId, ctx: &Context) -> Result<()> {
 }
 
 pub fn resume(id: &SandboxId, ctx: &Context) -> Result<()> {
-    report(ctx.driver.resume(id)?, "", ctx)
+    (ctx.catch_signals)();
+    let done = ctx.driver.resume(id)?;
+    // Restored after a reboot or an engine restart: its watchdog is gone.
+    if let Some(watched) = &done.unwatched {
+        super::watchdog::spawn(id, watched, &ctx.dirs)?;
+    }
+    report(done, "", ctx)
 }
 
 fn report(done: Changed, already: &str, ctx: &Context) -> Result<()> {

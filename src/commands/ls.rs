@@ -13,9 +13,23 @@ pub fn exec(ctx: &Context) -> Result<()> {
         ctx.out.warn("memory_overcommitted", &w);
     }
     if ctx.json() {
-        return ctx.out.json_line(&records);
+        let e2b = crate::serve::e2b_records(&ctx.driver.state()?.state.dir)?;
+        return ctx.out.json_line(&with_e2b(&records, &e2b));
     }
     ctx.out.data(&table(&records, SystemTime::now()))
+}
+
+/// The records as `--json` says them; one `sbx serve` made also carries
+/// its E2B template and metadata (`e2b`), which labels cannot hold.
+pub fn with_e2b(records: &[Record], e2b: &std::collections::BTreeMap<String, serde_json::Value>) -> serde_json::Value {
+    let rows = records.iter().map(|r| {
+        let mut v = serde_json::to_value(r).expect("a record serializes");
+        if let Some(x) = e2b.get(&r.id) {
+            v["e2b"] = x.clone();
+        }
+        v
+    });
+    serde_json::Value::Array(rows.collect())
 }
 
 /// The running and paused sandboxes' memory limits add up to more than the

@@ -23,11 +23,14 @@ mod lifecycle;
 mod logs;
 mod ls;
 mod man;
+mod mcp;
 mod pool;
 mod port_forward;
 mod ps;
 mod revoke;
+mod secret;
 mod serve;
+mod snapshot;
 mod stats;
 mod ttl;
 mod volumes;
@@ -102,11 +105,16 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Allow(a) => done(egress::change(&a, false, ctx)),
         Command::Deny(a) => done(egress::change(&a, true, ctx)),
         Command::Egress(a) => done(egress::exec(&a.action, ctx)),
+        Command::Secret(a) => done(secret::exec(&a.action, ctx)),
         Command::Destroy(a) => done(destroy::exec(&a.ids, a.purge, ctx)),
         Command::Stop(a) => done(lifecycle::stop(&a, ctx)),
         Command::Start(a) => done(lifecycle::start(&a, ctx)),
         Command::Pause(a) => done(lifecycle::pause(&a.id, ctx)),
         Command::Resume(a) => done(lifecycle::resume(&a.id, ctx)),
+        Command::Checkpoint(a) => done(snapshot::checkpoint(&a, ctx)),
+        Command::Checkpoints(a) => done(snapshot::exec(&a, ctx)),
+        Command::Hibernate(a) => done(snapshot::hibernate(&a, ctx)),
+        Command::Fork(a) => done(snapshot::fork(&a, ctx)),
         Command::Volumes(a) => match a.action {
             None => done(volumes::list(ctx)),
             Some(VolumesAction::Rm { keys }) => done(volumes::rm(&keys, ctx)),
@@ -120,13 +128,25 @@ pub fn dispatch(command: Command, ctx: &Context) -> Result<u8> {
         Command::Doctor(a) => done(doctor::exec(&a.routes, a.runtime.as_deref(), ctx)),
         Command::Pool(a) => done(pool::exec(a.action, ctx)),
         Command::Serve(a) => done(serve::exec(&a, ctx)),
+        Command::Mcp(a) => done(mcp::exec(&a, ctx)),
         Command::Completions(a) => done(completions::exec(a.shell, ctx)),
         Command::Man(a) => done(man::exec(&a.dir, ctx)),
-        Command::PoolFill(a) => done(pool::refill(&a.name, ctx)),
+        Command::PoolFill(a) => {
+            watchdog::detach();
+            done(pool::refill(&a.name, ctx))
+        }
         Command::Probe(a) => done(crate::checks::probe::serve(&a.targets)),
         Command::AuditProbe(a) => done(crate::checks::audit::status_probe::serve(&a.container, &a.pid)),
-        Command::Watchdog(a) => done(watchdog::exec(&a.id, &a.dir, ctx)),
+        Command::Watchdog(a) => {
+            watchdog::detach();
+            done(watchdog::exec(&a.id, &a.dir, ctx))
+        }
         Command::Gate(a) => done(crate::gate::run(a).map_err(|e| Error::io("egress gate", e))),
+        Command::GateVault => match crate::gate::vault::push_stdin() {
+            Ok(true) => done(Ok(())),
+            Ok(false) => Ok(1),
+            Err(e) => done(Err(Error::io("pushing the vault to the gate", e))),
+        },
         Command::HostAddrs => {
             done(crate::host::host_addrs::print().map_err(|e| Error::io("listing the host's addresses", e)))
         }

@@ -1,8 +1,6 @@
 //! `sbx pool create|ls|fill|rm`, `sbx create --pool NAME` (the claim) and
 //! the detached refiller `sbx __pool-fill NAME`.
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -44,7 +42,7 @@ fn open(name: &PoolName, ctx: &Context) -> Result<Pool> {
 
 /// The flags of `req` that differ from their defaults, except `allowed`
 /// (field names), as the command line spells them.
-fn given_flags(req: &CreateRequest, allowed: &[&str]) -> Vec<String> {
+pub(super) fn given_flags(req: &CreateRequest, allowed: &[&str]) -> Vec<String> {
     let (Ok(serde_json::Value::Object(given)), Ok(serde_json::Value::Object(default))) =
         (serde_json::to_value(req), serde_json::to_value(CreateRequest::default()))
     else {
@@ -64,7 +62,7 @@ fn given_flags(req: &CreateRequest, allowed: &[&str]) -> Vec<String> {
 }
 
 /// The environment's defaults, as `create` folds them in.
-fn with_env(mut req: CreateRequest, ctx: &Context) -> Result<CreateRequest> {
+pub(super) fn with_env(mut req: CreateRequest, ctx: &Context) -> Result<CreateRequest> {
     req.strict_egress |= ctx.env.strict_egress;
     if req.seccomp_profile.is_none() {
         req.seccomp_profile = ctx.env.seccomp_profile.clone();
@@ -91,6 +89,19 @@ fn create(a: PoolCreateArgs, ctx: &Context) -> Result<()> {
             "these belong to one session, not to every sandbox of the pool",
         )
         .hint(format!("give them when claiming: `sbx create --pool {name} --session KEY --ttl 30m`"))
+        .into());
+    }
+    if let Some(flag) = given_flags(&a.request, &[])
+        .into_iter()
+        .find(|f| ["--secret", "--secret-prefix", "--egress-ca"].contains(&f.as_str()))
+    {
+        return Err(Invalid::new(
+            "pool create",
+            flag,
+            "a pool's members are made later, by a refill whose environment and files are not this command's, \
+             and one value would be shared by every member",
+        )
+        .hint("create a sandbox with secrets on its own: `sbx create --secret NAME@HOST=env:VAR ...`")
         .into());
     }
     let max_idle_secs = a.max_idle.as_deref().map(|d| crate::spec::parse_duration("--max-idle", d)).transpose()?;
@@ -297,7 +308,7 @@ pub fn claim(req: CreateRequest, ctx: &Context) -> Result<()> {
 
 /// One refiller per pool: start one unless one holds the pool's lock (a
 /// second that races in finds the lock taken and exits at once).
-fn ensure_refiller(pool: &Pool, dirs: &Dirs) {
+pub(super) fn ensure_refiller(pool: &Pool, dirs: &Dirs) {
     if pool.filling() {
         return;
     }
@@ -307,23 +318,6 @@ fn ensure_refiller(pool: &Pool, dirs: &Dirs) {
 /// Detached like the TTL watchdog: its own session, no terminal or pipes,
 /// so `$(sbx create --pool ...)` returns at once.
 fn spawn_refiller(name: &str, dirs: &Dirs) -> Result<()> {
-    let exe = std::env::current_exe().map_err(|e| Error::io("finding the sbx executable", e))?;
-    let mut cmd = Command::new(exe);
-    if let Some(d) = &dirs.socket_dir {
-        cmd.arg("--socket-dir").arg(d);
-    }
-    if let Some(d) = &dirs.state_dir {
-        cmd.arg("--data-dir").arg(d);
-    }
-    // The same engine as the command that started it.
-    if let Some(c) = &dirs.context {
-        cmd.arg("--context").arg(c);
-    }
-    cmd.arg("__pool-fill").arg(name);
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
-    unsafe {
-        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
-    }
-    cmd.spawn().map(|_| ()).map_err(|e| Error::io("starting the pool's refiller", e))
+    let args = [std::ffi::OsStr::new("__pool-fill"), std::ffi::OsStr::new(name)];
+    super::watchdog::spawn_detached(&args, dirs, "starting the pool's refiller")
 }

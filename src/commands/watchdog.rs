@@ -1,7 +1,7 @@
 //! The TTL watchdog: a detached `sbx __watchdog ID` that destroys the
 //! sandbox at its expiry, long after `sbx create` and its shell are gone.
 
-use std::os::unix::process::CommandExt;
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -19,6 +19,16 @@ pub fn exec(id: &crate::model::names::SandboxId, dir: &Path, ctx: &Context) -> R
 /// local sandbox's socket directory, a remote one's expiry in the data
 /// dir: see `Driver::watched`).
 pub fn spawn(id: &str, dir: &Path, dirs: &Dirs) -> Result<()> {
+    let args = [OsStr::new("__watchdog"), OsStr::new(id), OsStr::new("--dir"), dir.as_os_str()];
+    spawn_detached(&args, dirs, "starting the TTL watchdog")
+}
+
+/// `sbx [dirs] ARGS` in the background, its stdio null, for the same
+/// engine as this command. No pre_exec hook: with one, std forks (copying
+/// the page tables of a many-threaded `sbx serve`, 2-3 ms a spawn on the
+/// warm-pool claim's path); without, it spawns with vfork semantics. The
+/// child leaves this session itself, first thing ([`detach`]).
+pub fn spawn_detached(args: &[&OsStr], dirs: &Dirs, what: &str) -> Result<()> {
     let exe = std::env::current_exe().map_err(|e| Error::io("finding the sbx executable", e))?;
     let mut cmd = Command::new(exe);
     if let Some(d) = &dirs.socket_dir {
@@ -27,15 +37,30 @@ pub fn spawn(id: &str, dir: &Path, dirs: &Dirs) -> Result<()> {
     if let Some(d) = &dirs.state_dir {
         cmd.arg("--data-dir").arg(d);
     }
-    // The same engine as the command that started it.
     if let Some(c) = &dirs.context {
         cmd.arg("--context").arg(c);
     }
-    cmd.arg("__watchdog").arg(id).arg("--dir").arg(dir);
+    cmd.args(args);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
-    unsafe {
-        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
-    }
-    cmd.spawn().map(|_| ()).map_err(|e| Error::io("starting the TTL watchdog", e))
+    let child = cmd.spawn().map_err(|e| Error::io(what, e))?;
+    reap_and_keep(child);
+    Ok(())
+}
+
+/// Children this process started and has not waited for. A one-shot
+/// command exits and init reaps them; a long-running `sbx serve` would
+/// gather one zombie per expired watchdog, so each spawn first collects
+/// those that have exited.
+fn reap_and_keep(child: std::process::Child) {
+    static LIVE: std::sync::Mutex<Vec<std::process::Child>> = std::sync::Mutex::new(Vec::new());
+    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    live.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+    live.push(child);
+}
+
+/// A detached helper's first act: a session of its own, so the terminal's
+/// Ctrl-C or hang-up that ends the command which started it does not end
+/// it too. (Until this runs it shares that command's process group.)
+pub fn detach() {
+    let _ = nix::unistd::setsid();
 }

@@ -16,6 +16,9 @@ pub enum EgressError {
     /// A remote engine's gate did not take the new policy.
     #[error("the egress gate of sandbox {id} did not receive the new policy ({reason}); it keeps enforcing the previous one")]
     Publish { id: String, reason: String },
+    /// The gate did not take its vault (secrets and certificates).
+    #[error("the egress gate of sandbox {id} did not take its secrets: {reason}")]
+    Vault { id: String, reason: String },
     /// A remote engine's host addresses (the gate refuses them) could not be learned.
     #[error("sbx could not learn the addresses of the engine's host ({endpoint}), which its egress gate must refuse: {reason}")]
     HostAddrs { endpoint: String, reason: String },
@@ -29,6 +32,7 @@ impl EgressError {
             EgressError::NetworkMissing { .. } => "egress_network_missing",
             EgressError::Policy { .. } => "egress_policy",
             EgressError::Publish { .. } => "egress_publish",
+            EgressError::Vault { .. } => "egress_vault",
             EgressError::HostAddrs { .. } => "egress_host_addrs",
         }
     }
@@ -46,6 +50,10 @@ impl EgressError {
             EgressError::Publish { id, .. } => {
                 format!("retry; `sbx egress {id}` shows the policy the gate has, `sbx revoke {id} egress` cuts egress at once")
             }
+            EgressError::Vault { id, .. } => format!(
+                "`sbx logs {id}` and `docker logs {}` may say why; `sbx stop {id}` then `sbx start {id}` pushes them again",
+                crate::model::gate::container(id)
+            ),
             EgressError::HostAddrs { .. } => "sbx runs its own image there once with `--network host` (`/sbx __host-addrs`): check that the engine allows a host-network container, then retry".into(),
         })
     }

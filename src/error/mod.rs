@@ -24,6 +24,7 @@ mod route;
 mod runtime;
 mod sandbox;
 mod session;
+mod snapshot;
 mod socket;
 mod transfer;
 
@@ -38,6 +39,7 @@ pub use route::{missing_network_fix, RouteError};
 pub use runtime::RuntimeError;
 pub use sandbox::{SandboxError, NOT_TRIED};
 pub use session::SessionError;
+pub use snapshot::SnapshotError;
 pub use socket::SocketError;
 pub use transfer::TransferError;
 
@@ -80,6 +82,9 @@ pub enum Error {
     /// Files moved in and out of a sandbox (`cp`, `backup`, `restore`).
     #[error(transparent)]
     Transfer(#[from] TransferError),
+    /// Checkpoints, hibernation, fork.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
     /// `audit` and `doctor` verdicts.
     #[error(transparent)]
     Check(#[from] CheckError),
@@ -140,6 +145,7 @@ impl Error {
             | Error::Sandbox(_)
             | Error::Session(_)
             | Error::Transfer(_)
+            | Error::Snapshot(_)
             | Error::Check(_)
             | Error::Host(_) => EXIT_FAILED,
         }
@@ -163,6 +169,7 @@ impl Error {
             Error::Sandbox(e) => e.kind(),
             Error::Session(e) => e.kind(),
             Error::Transfer(e) => e.kind(),
+            Error::Snapshot(e) => e.kind(),
             Error::Check(e) => e.kind(),
             Error::Host(e) => e.kind(),
             Error::Interrupted { .. } => "interrupted",
@@ -192,6 +199,7 @@ impl Error {
             Error::Sandbox(e) => e.hint(),
             Error::Session(e) => e.hint(),
             Error::Transfer(e) => e.hint(),
+            Error::Snapshot(e) => e.hint(),
             Error::Check(e) => e.hint(),
             Error::Host(e) => e.hint(),
             Error::Interrupted { .. } => None,

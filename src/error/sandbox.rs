@@ -91,6 +91,7 @@ impl SandboxError {
                 (_, "paused") => format!("`sbx resume {id}` thaws it"),
                 ("start", "running") => format!("it already runs: `sbx connect {id}` talks to it"),
                 ("resume", "running") => format!("only a paused sandbox resumes; `sbx pause {id}` freezes it"),
+                (_, "hibernated") => format!("`sbx resume {id}` restores it"),
                 (_, "stopped" | "exited" | "created") => format!("`sbx start {id}` runs it again"),
                 (_, s) if s.starts_with("a ready member of pool ") => {
                     "claim it with `sbx create --pool NAME` first; `sbx pool rm NAME` removes the pool's unclaimed members".into()

@@ -3,7 +3,7 @@
 //! write the connection's one decision-log line when it ends. The name is
 //! judged before any DNS query; the addresses after (DNS rebinding).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -12,8 +12,9 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use super::dial::{connect, Failure};
 use super::head::{self, refusal, Refusal, Request};
-use super::{dns, tls, Shared};
+use super::{tls, Shared};
 use crate::spec::egress::{LogLine, Policy, Verdict};
 
 /// Copy buffer per direction: it starts small (1024 idle connections fit
@@ -37,6 +38,10 @@ pub async fn handle(shared: Arc<Shared>, mut client: TcpStream, admitted: bool) 
         bytes_up: 0,
         bytes_down: 0,
         duration_ms: 0,
+        method: None,
+        path: None,
+        status: None,
+        secrets: Vec::new(),
     };
     // Relayed writes go out at once: the gate adds no Nagle delay of its own.
     let _ = client.set_nodelay(true);
@@ -47,7 +52,7 @@ pub async fn handle(shared: Arc<Shared>, mut client: TcpStream, admitted: bool) 
         refuse(&mut client, &busy, &mut line).await;
     }
     line.duration_ms = start.elapsed().as_millis() as u64;
-    (shared.log)(&line);
+    shared.log(&line);
 }
 
 /// Answer with an error status, the reason in the body, and close.
@@ -91,6 +96,14 @@ async fn serve(shared: &Shared, mut client: TcpStream, line: &mut LogLine) {
         Verdict::Allow { rule } => line.rule = Some(rule),
         Verdict::Deny { reason } => return refuse(&mut client, &refusal(403, reason), line).await,
     }
+    let terminated = policy.terminate.iter().any(|t| t.host == host && t.port == port);
+    if terminated && matches!(req, Request::Http(_)) {
+        let why = format!(
+            "{host}:{port} holds a secret or request rules: the value only travels inside TLS the gate \
+             terminated; use https://"
+        );
+        return refuse(&mut client, &refusal(403, why), line).await;
+    }
     line.decision = "allow".into();
     let upstream = match connect(shared, &policy, &host, port).await {
         Ok((stream, ip)) => {
@@ -112,6 +125,9 @@ async fn serve(shared: &Shared, mut client: TcpStream, line: &mut LogLine) {
             if client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
                 return;
             }
+            if terminated {
+                return super::terminate::run(shared, client, rest, upstream, (&host, port), line).await;
+            }
             Up::Tunnel
         }
         Request::Http(r) => {
@@ -125,85 +141,6 @@ async fn serve(shared: &Shared, mut client: TcpStream, line: &mut LogLine) {
     };
     let target = Target { host, port, ip, rx: shared.policy.clone() };
     relay(client, upstream, rest, up, target, shared.config.head_wait, line).await;
-}
-
-enum Failure {
-    /// The policy refuses every address (logged as deny, 403), the first
-    /// of them with it.
-    Refused(String, IpAddr),
-    /// Resolution or connection failed (the name was allowed; 502).
-    Failed(String),
-}
-
-/// Resolve `host` (unless it is a literal), check every address, connect to
-/// the first allowed one that answers within the connect deadline.
-async fn connect(shared: &Shared, policy: &Policy, host: &str, port: u16) -> Result<(TcpStream, IpAddr), Failure> {
-    let addrs = match host.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => resolve(shared, host, port).await.map_err(|e| Failure::Failed(format!("resolving {host}: {e}")))?,
-    };
-    if addrs.is_empty() {
-        return Err(Failure::Failed(format!("{host} has no address")));
-    }
-    let first = addrs[0];
-    let mut refused = Vec::new();
-    let allowed: Vec<IpAddr> = addrs
-        .into_iter()
-        .filter(|ip| match policy.check_addr(*ip, port) {
-            Verdict::Allow { .. } => true,
-            Verdict::Deny { reason } => {
-                refused.push(reason);
-                false
-            }
-        })
-        .collect();
-    if allowed.is_empty() {
-        return Err(Failure::Refused(refused_reason(host, &refused), first));
-    }
-    let deadline = tokio::time::Instant::now() + shared.config.connect_wait;
-    let mut last = String::new();
-    for ip in allowed {
-        match tokio::time::timeout_at(deadline, TcpStream::connect((ip, port))).await {
-            Ok(Ok(s)) => {
-                let _ = s.set_nodelay(true);
-                return Ok((s, ip));
-            }
-            Ok(Err(e)) => last = format!("connecting to {}: {e}", SocketAddr::new(ip, port)),
-            Err(_) => {
-                last = format!(
-                    "connecting to {}: no answer within {}s",
-                    SocketAddr::new(ip, port),
-                    shared.config.connect_wait.as_secs()
-                );
-                break;
-            }
-        }
-    }
-    Err(Failure::Failed(last))
-}
-
-/// Why every address of `host` was refused, bounded: a name with many
-/// answers must not make a log line the host drops as over-long (the
-/// refusal would vanish from `sbx egress log`).
-pub(super) fn refused_reason(host: &str, reasons: &[String]) -> String {
-    const SHOWN: usize = 3;
-    let mut s = format!("{host}: {}", reasons.iter().take(SHOWN).cloned().collect::<Vec<_>>().join("; "));
-    if reasons.len() > SHOWN {
-        s.push_str(&format!("; and {} more refused addresses", reasons.len() - SHOWN));
-    }
-    s
-}
-
-async fn resolve(shared: &Shared, host: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {
-    match shared.config.dns {
-        Some(server) => dns::resolve(server, host, shared.config.dns_wait).await,
-        None => {
-            let found = tokio::time::timeout(shared.config.dns_wait * 2, tokio::net::lookup_host((host, port)))
-                .await
-                .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer from the resolver"))??;
-            Ok(found.map(|a| a.ip()).collect())
-        }
-    }
 }
 
 /// What flows from the sandbox to the upstream after the head.
@@ -349,16 +286,18 @@ fn check_sni(sni: Option<&str>, host: &str) -> Result<(), String> {
         None if literal => Ok(()),
         None => Err(format!("TLS ClientHello without a server name on a tunnel to {host}")),
         Some(n) if n.strip_suffix('.').unwrap_or(n).eq_ignore_ascii_case(host) => Ok(()),
-        Some(n) => Err(format!("TLS server name {:?} is not the CONNECT host {host}", shown(n))),
+        Some(n) => Err(format!("TLS server name {} is not the CONNECT host {host}", shown(n))),
     }
 }
 
-/// At most 80 characters of a name the sandbox sent, for a reason: a 16 KiB
-/// server name must not make a log line the host drops as over-long.
+/// A name the sandbox sent, for a reason: whole up to 80 characters (the
+/// log scrubs a placeholder from it), else only its length, since a cut
+/// could leave part of a placeholder the scrub no longer recognizes, and
+/// a 16 KiB name would make a line the host drops as over-long.
 fn shown(name: &str) -> String {
-    match name.char_indices().nth(80) {
-        Some((i, _)) => format!("{}...", &name[..i]),
-        None => name.to_string(),
+    match name.chars().nth(80) {
+        Some(_) => format!("<a name of {} bytes>", name.len()),
+        None => format!("{name:?}"),
     }
 }
 

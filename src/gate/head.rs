@@ -183,14 +183,18 @@ pub fn parse(head: &[u8]) -> Result<Request, Refusal> {
 
 fn header(line: &str) -> Result<(String, String), Refusal> {
     let (k, v) = line.split_once(':').ok_or_else(|| refusal(400, "malformed header line"))?;
-    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if k.is_empty() || !k.bytes().all(token) {
+    if k.is_empty() || !k.bytes().all(is_token) {
         return Err(refusal(400, "malformed header name"));
     }
     if v.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
         return Err(refusal(400, "control character in a header value"));
     }
     Ok((k.to_string(), v.trim_matches([' ', '\t']).to_string()))
+}
+
+/// A byte of an HTTP token (a method, a header name).
+pub fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// `host:port` (or `[v6]:port`); the port may be omitted only where a default is given.

@@ -11,12 +11,12 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{dns, head, serve, tls, Config};
+use super::{dns, head, serve, tls, Config, Files};
 use crate::spec::egress::{AllowRule, LogLine, Mode, Policy};
 
 const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
 
-fn allow(port: u16) -> Policy {
+pub(crate) fn allow(port: u16) -> Policy {
     let lo = IpAddr::from([127, 0, 0, 0]);
     Policy {
         mode: Mode::Enforce,
@@ -25,15 +25,18 @@ fn allow(port: u16) -> Policy {
             AllowRule::Cidr { addr: lo, prefix: 8, port },
         ],
         host_addrs: Vec::new(),
+        terminate: Vec::new(),
     }
 }
 
-struct Rig {
+pub(crate) struct Rig {
     gate: SocketAddr,
     policy: std::path::PathBuf,
     queries: Arc<AtomicUsize>,
-    logs: Arc<Mutex<Vec<LogLine>>>,
+    pub(crate) logs: Arc<Mutex<Vec<LogLine>>>,
     task: tokio::task::JoinHandle<()>,
+    /// What the control channel would set.
+    pub(crate) vault: tokio::sync::watch::Sender<Option<Arc<super::vault::Armed>>>,
 }
 
 impl Drop for Rig {
@@ -57,17 +60,19 @@ async fn rig_with(policy: Policy, tune: impl FnOnce(&mut Config)) -> Rig {
     let logs = Arc::new(Mutex::new(Vec::new()));
     let sink = logs.clone();
     let log = Box::new(move |l: &LogLine| sink.lock().unwrap().push(l.clone()));
-    let task = tokio::spawn(serve(vec![listener], config, path.clone(), text.into_bytes(), policy, log));
-    Rig { gate, policy: path, queries, logs, task }
+    let (vault, vault_rx) = tokio::sync::watch::channel(None);
+    let files = Files { path: path.clone(), bytes: text.into_bytes(), policy, vault: vault_rx };
+    let task = tokio::spawn(serve(vec![listener], config, files, log));
+    Rig { gate, policy: path, queries, logs, task, vault }
 }
 
-async fn rig(policy: Policy) -> Rig {
+pub(crate) async fn rig(policy: Policy) -> Rig {
     rig_with(policy, |_| {}).await
 }
 
 impl Rig {
     /// The log line of the connection to `host`, once it has ended.
-    async fn log(&self, host: &str) -> LogLine {
+    pub(crate) async fn log(&self, host: &str) -> LogLine {
         for _ in 0..300 {
             if let Some(l) = self.logs.lock().unwrap().iter().find(|l| l.host == host) {
                 return l.clone();
@@ -78,7 +83,7 @@ impl Rig {
     }
 
     /// Send `request`, read until the gate closes.
-    async fn ask(&self, request: &[u8]) -> String {
+    pub(crate) async fn ask(&self, request: &[u8]) -> String {
         let mut s = TcpStream::connect(self.gate).await.unwrap();
         s.write_all(request).await.unwrap();
         let mut got = Vec::new();
@@ -86,7 +91,7 @@ impl Rig {
         String::from_utf8_lossy(&got).into_owned()
     }
 
-    async fn tunnel(&self, target: &str) -> TcpStream {
+    pub(crate) async fn tunnel(&self, target: &str) -> TcpStream {
         let mut s = TcpStream::connect(self.gate).await.unwrap();
         s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()).await.unwrap();
         let mut got = vec![0; ESTABLISHED.len()];
@@ -95,7 +100,7 @@ impl Rig {
         s
     }
 
-    fn set_policy(&self, text: &str) {
+    pub(crate) fn set_policy(&self, text: &str) {
         let tmp = self.policy.with_extension("tmp");
         std::fs::write(&tmp, text).unwrap();
         std::fs::rename(&tmp, &self.policy).unwrap();
@@ -103,7 +108,7 @@ impl Rig {
 }
 
 /// An upstream that echoes everything back, then half-closes.
-async fn echo() -> (u16, Arc<AtomicUsize>) {
+pub(crate) async fn echo() -> (u16, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     let received = Arc::new(AtomicUsize::new(0));
@@ -350,6 +355,9 @@ fn names_are_canonical_and_numeric_lookalikes_are_refused() {
         assert_eq!(head::normalize_host(bad), None, "{bad}");
     }
 }
+
+/// Certificates for tests: a CA and leaves it signs.
+pub(crate) mod pki;
 
 /// The sandbox as the attacker (promise 1): each hole found has a
 /// test here, and so has each attack that held.

@@ -116,7 +116,10 @@ pub fn read(data: &Path, id: &str) -> Result<Policy> {
 /// Remove sandbox `id`'s policy directory and lock file; already gone is fine.
 /// Under the lock when there is one, so a change in flight finishes first
 /// (it would otherwise write the directory again).
+/// A sandbox's secrets (`host::secrets`) go first, with its policy: every
+/// path that ends a gate (rollback, revoke, destroy, gc) ends them too.
 pub fn remove(data: &Path, id: &str) -> Result<()> {
+    super::secrets::remove(data, id)?;
     let l = lock_path(data, id);
     let _lock = match File::options().write(true).open(&l) {
         Ok(f) => Some(

@@ -7,6 +7,50 @@
 
 use std::path::Path;
 
+/// Where the engine's shim keeps runsc's state of each container (engine
+/// 20.10's exec root, its runc-shim's root, its namespace).
+pub const STATE_ROOT: &str = "/var/run/docker/runtime-runc/moby";
+
+/// After `docker checkpoint` of a sandbox that was itself restored from a
+/// checkpoint, runsc 20221219 leaves its state behind as `paused`: the
+/// shim's cleanup hits the transition paused => stopped that runsc refuses
+/// (the panic `--leave-running` dies of; `runsc delete --force` panics the
+/// same way), and every later start of that container fails with "id
+/// already in use" (measured). Once docker reports the container exited
+/// and the state's process is gone, its two files are what `runsc delete`
+/// would have removed, and sbx removes them; docker's own view (exited)
+/// stays true, and nothing else of runsc's is touched. Returns whether
+/// there was such a state.
+pub fn clear_stale_state(runsc: &Path, cid: &str) -> std::io::Result<bool> {
+    if cid.len() != 64 || !cid.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(std::io::Error::other(format!("not a full container id: {cid:?}")));
+    }
+    let base = Path::new(STATE_ROOT).join(format!("{cid}_sandbox:{cid}"));
+    let state = base.with_extension("state");
+    if !state.exists() {
+        return Ok(false);
+    }
+    let out = std::process::Command::new(runsc)
+        .args(["--root", STATE_ROOT, "state", cid])
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|_| {
+        std::io::Error::other(format!("runsc state of {cid}: {}", String::from_utf8_lossy(&out.stderr).trim()))
+    })?;
+    let pid = v["pid"].as_i64().unwrap_or(0);
+    let alive = pid > 0
+        && i32::try_from(pid).is_ok_and(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_ok());
+    if alive || !matches!(v["status"].as_str(), Some("paused" | "stopped")) {
+        return Err(std::io::Error::other(format!(
+            "runsc still holds container {cid} ({}, process {pid})",
+            v["status"].as_str().unwrap_or("?")
+        )));
+    }
+    std::fs::remove_file(&state)?;
+    let _ = std::fs::remove_file(base.with_extension("lock"));
+    Ok(true)
+}
+
 /// The mount tables of container `cid`'s processes on the host that are
 /// not in the mount namespace of its main process `main` (the Sentry and
 /// its stubs): gVisor's gofer. Host kernel data: nothing in the sandbox

@@ -20,3 +20,19 @@ pub fn exclusive(path: &Path) -> Result<Flock<File>> {
         .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
     Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| Error::io(format!("locking {}", path.display()), e.into()))
 }
+
+/// [`exclusive`] without waiting: None while another holds it. `create`:
+/// make the file when missing (else a missing file is None too).
+pub fn try_exclusive(path: &Path, create: bool) -> Result<Option<Flock<File>>> {
+    let opened = File::options().create(create).truncate(false).write(true).mode(0o600).open(path);
+    let f = match opened {
+        Ok(f) => f,
+        Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
+    };
+    match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+        Ok(held) => Ok(Some(held)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(Error::io(format!("locking {}", path.display()), e.into())),
+    }
+}

@@ -10,6 +10,8 @@
 //! before sbx acts on it.
 
 pub mod channel;
+pub mod checkpoints;
+pub mod containerd;
 pub mod egress;
 pub mod engine;
 pub mod env;
@@ -26,6 +28,7 @@ pub mod persist;
 pub mod pool;
 pub mod relay;
 pub mod seccomp;
+pub mod secrets;
 pub mod self_image;
 pub mod socket;
 pub mod state;

@@ -121,7 +121,8 @@ pub struct State {
 }
 
 /// `engines` last: a forget cut short leaves the files still attributed.
-const KINDS: &[&str] = &["expires", "creating", "watchdog", "records", "claims", "stopped", "paused", "engines"];
+const KINDS: &[&str] =
+    &["expires", "creating", "watchdog", "records", "claims", "stopped", "paused", "hibernated", "engines"];
 
 /// Who claimed a pool member, for what session: labels cannot change after
 /// the member started, so `ls`, `inspect` and gc merge this with them.
@@ -326,13 +327,29 @@ impl State {
         (v["key"] == key).then(|| v["runtimes"].as_str().map(str::to_string)).flatten()
     }
 
+    /// The engine's `DockerRootDir` as last seen under `key`.
+    pub fn root_dir(&self, key: &str) -> Option<String> {
+        let v: serde_json::Value = serde_json::from_str(&self.get("engine", "root-dir")?).ok()?;
+        (v["key"] == key).then(|| v["root"].as_str().map(str::to_string)).flatten()
+    }
+
+    pub fn set_root_dir(&self, key: &str, root: &str) {
+        let v = serde_json::json!({ "key": key, "root": root });
+        let _ = self.put("engine", "root-dir", &v.to_string());
+    }
+
     pub fn set_runtimes(&self, key: &str, runtimes: &str) {
         let v = serde_json::json!({ "key": key, "runtimes": runtimes });
         let _ = self.put("engine", "runtimes", &v.to_string());
     }
 
-    /// Forget everything about a sandbox that is gone.
+    /// Forget everything about a sandbox that is gone: everything kept here
+    /// for `id` but its named checkpoints, which `fork --from` can still use.
     pub fn forget(&self, id: &str) {
+        let _ = crate::host::checkpoints::Store::at(&self.dir).remove_transient(id);
+        if crate::spec::parse_id(id).is_ok() {
+            let _ = std::fs::remove_file(self.dir.join("checkpoints").join(".ops").join(id));
+        }
         for k in KINDS {
             self.drop_file(k, id);
         }
@@ -346,7 +363,8 @@ fn image_key(image: &str) -> Option<String> {
         .then(|| format!("{}-{hex}", if image.contains('@') { "d" } else { "i" }))
 }
 
-fn write_private(path: &Path, data: &[u8], durable: bool) -> Result<()> {
+/// `data` into a new file at `path`, 0600 (never over an existing one).
+pub(crate) fn write_private(path: &Path, data: &[u8], durable: bool) -> Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -362,8 +380,10 @@ mod engine;
 mod mark;
 #[cfg(test)]
 mod tests;
+mod view;
 
 pub use mark::Mark;
+pub use view::View;
 
 /// What identifies the local engine's runtime configuration:
 /// dockerd changes its runtimes only when it reloads daemon.json (SIGHUP)

@@ -28,6 +28,7 @@ const LAYERS: &[&str] = &[
     "checks",
     "cli",
     "serve",
+    "mcp",
     "commands",
 ];
 

@@ -19,3 +19,13 @@ pub const HELPER_BG_DIR: &str = "/run/sbx-bg";
 /// Without root the directory stays unbounded (`sbx doctor` says so). The
 /// relayed channel's in-sandbox tmpfs has the same bounds.
 pub const SOCKET_TMPFS_OPTIONS: &str = "size=1m,nr_inodes=64";
+
+/// Where a sandbox whose gate terminates TLS sees its CA bundle's
+/// directory (read-only), and the bundle: the usual roots plus its own CA.
+pub const CA_BUNDLE_DIR: &str = "/run/sbx-ca";
+pub const CA_BUNDLE_FILE: &str = "ca-bundle.pem";
+pub const CA_BUNDLE_PATH: &str = "/run/sbx-ca/ca-bundle.pem";
+/// The variables clients read a CA bundle from: OpenSSL (and so curl, git,
+/// Python's urllib), curl, Python's requests, git, pip, Node.
+pub const CA_BUNDLE_VARS: &[&str] =
+    &["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT", "NODE_EXTRA_CA_CERTS"];

@@ -52,6 +52,12 @@ pub const POOL: &str = "sbx.pool";
 pub const EGRESS: &str = "sbx.egress";
 /// On a sandbox with an egress gate: the network the gate reaches out through.
 pub const EGRESS_NETWORK: &str = "sbx.egress-network";
+/// On a sandbox with secrets: a JSON list of each one's name, host, port,
+/// header and source kind (never a value, a placeholder or a path).
+pub const SECRETS: &str = "sbx.secrets";
+/// On a `--snapshots` sandbox: what `fork` makes its children from, JSON
+/// `{"request": <the create request, as checked>, "idle": <its helper idles>}`.
+pub const REMAKE: &str = "sbx.remake";
 /// On a gate container (never `sbx.managed`: it is not a sandbox): its sandbox.
 pub const GATE_OF: &str = "sbx.gate-of";
 /// On a private route's forwarder (never `sbx.managed`: it is not a
@@ -113,8 +119,10 @@ pub const ALL: &[&str] = &[
     CHANNEL,
     EGRESS,
     EGRESS_NETWORK,
+    SECRETS,
     RUNTIME,
     POOL,
+    REMAKE,
 ];
 
 /// One sandbox, as `inspect`, `ls` and `--json` report it.
@@ -174,6 +182,21 @@ pub struct Egress {
     pub active: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<String>>,
+    /// Its secrets (`sbx.secrets`): name, host, port, header, source kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<Vec<SecretInfo>>,
+}
+
+/// One secret of a sandbox as its `sbx.secrets` label, `inspect` and
+/// `ls --json` show it: no value, no placeholder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct SecretInfo {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    pub header: String,
+    /// `env` or `file`.
+    pub source: String,
 }
 
 /// A network a sandbox is on, and whether sbx put it there (one of its routes).

@@ -27,6 +27,14 @@ pub const DEFAULT: &str = "runc";
 /// no program can start a thread (measured): sbx refuses that registration.
 pub const RUNSC_ARGS: &[&str] = &["--network=host", "--host-uds=create"];
 
+/// The runtime `--snapshots` runs a sandbox under (see
+/// `.ci/register-runsc-snap`): runsc with `--network=none` and no
+/// `--host-uds`, the one shape runsc 20221219 can checkpoint.
+pub const SNAPSHOTS: &str = "runsc-snap";
+
+/// The arguments of that registration.
+pub const SNAPSHOT_ARGS: &[&str] = &["--network=none"];
+
 /// One runtime as `docker info` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Registered {
@@ -91,6 +99,16 @@ impl Registered {
             }
         }
         found
+    }
+
+    /// Whether runsc can checkpoint a sandbox under this registration: no
+    /// network stack to save (hostinet is refused) and no host-backed
+    /// unix socket (gvisor#10897).
+    pub fn snapshots(&self) -> bool {
+        self.family() == Family::Gvisor
+            && self.arg("network").as_deref() == Some("none")
+            && self.arg("host-uds").is_none_or(|v| v == "none")
+            && self.arg("fsgofer-host-uds").is_none()
     }
 
     /// runsc applies the OCI seccomp profile (sbx's own) only with `--oci-seccomp`.
@@ -167,6 +185,11 @@ pub fn fragment(name: &str, path: Option<&str>) -> String {
         }
     });
     let mut entry = serde_json::json!({ "path": path });
+    if name == SNAPSHOTS {
+        entry["runtimeArgs"] = serde_json::json!(SNAPSHOT_ARGS);
+        // `docker checkpoint` needs it; read at dockerd's start only.
+        return serde_json::json!({ "experimental": true, "runtimes": { name: entry } }).to_string();
+    }
     if gvisor {
         entry["runtimeArgs"] = serde_json::json!(RUNSC_ARGS);
     }
@@ -193,6 +216,16 @@ mod tests {
 
     fn reg(path: &str, args: &[&str]) -> Registered {
         Registered { name: "runsc".into(), path: path.into(), args: args.iter().map(|s| s.to_string()).collect() }
+    }
+
+    #[test]
+    fn only_a_registration_without_network_or_host_sockets_snapshots() {
+        assert!(reg("/usr/bin/runsc", SNAPSHOT_ARGS).snapshots());
+        assert!(reg("/usr/bin/runsc", &["--network", "none", "--host-uds=none"]).snapshots());
+        assert!(!reg("/usr/bin/runsc", RUNSC_ARGS).snapshots());
+        assert!(!reg("/usr/bin/runsc", &["--network=none", "--host-uds=create"]).snapshots());
+        assert!(!reg("/usr/bin/runsc", &[]).snapshots(), "gVisor's default network is its own stack");
+        assert!(!reg("/usr/bin/runc", &["--network=none"]).snapshots());
     }
 
     #[test]

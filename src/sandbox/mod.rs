@@ -290,16 +290,26 @@ impl Driver {
     /// nothing. `run` is the `State.StartedAt` of the run docker reports
     /// (None when unknown), which tells sbx's Stopped mark from a stale one.
     pub(crate) fn record(&self, raw: &RawContainer, run: Option<&str>) -> Record {
-        let moved = self.state().ok().and_then(|h| h.state.expiry(&raw.name));
-        let mut r = raw.record(raw.expiry(moved), SystemTime::now());
+        let view = self.state().map(|h| h.state.view_of(&raw.name)).unwrap_or_default();
+        self.record_in(raw, run, &view)
+    }
+
+    /// [`Driver::record`], the host state read from `view`.
+    fn record_in(&self, raw: &RawContainer, run: Option<&str>, view: &crate::host::state::View) -> Record {
+        let mut r = raw.record(raw.expiry(view.expiry(&raw.name)), SystemTime::now());
         // A pool member's session is its claim's (labels cannot change).
-        if let (Some(pool), Ok(h)) = (raw.labels.get(crate::model::record::POOL), self.state()) {
-            r.session = shared::members::session_of(&h.state, &raw.name, pool);
+        if let Some(pool) = raw.labels.get(crate::model::record::POOL) {
+            r.session = shared::members::session_in(view, &raw.name, pool);
         }
         // Docker says `exited` for a sandbox `sbx stop` stopped too: its exit
         // code is the stop's SIGTERM or SIGKILL, nothing about the program.
         let stoppable = STOPPED_STATES.contains(&r.state.as_str());
-        if stoppable && self.state().is_ok_and(|h| h.state.stopped_by_sbx(&raw.name, run)) {
+        if stoppable && view.hibernated(&raw.name) {
+            r.state = "hibernated".into();
+            r.exit_code = None;
+            r.oom_killed = false;
+            r.reason = Some(format!("saved to disk by `sbx hibernate`; `sbx resume {}` restores it", raw.name));
+        } else if stoppable && view.stopped_by_sbx(&raw.name, run) {
             r.state = "stopped".into();
             r.exit_code = None;
             r.oom_killed = false;
@@ -329,9 +339,10 @@ impl Driver {
         // Every sbx's sandboxes, on this engine: what the uid table keeps.
         self.prune_uids(&raws);
         let ours: Vec<&RawContainer> = raws.iter().filter(|r| r.is_sbx(key)).collect();
-        let runs = self.stopped_runs(&ours, state);
+        let view = state.view();
+        let runs = self.stopped_runs(&ours, &view);
         let mut recs: Vec<Record> =
-            ours.iter().map(|r| self.record(r, runs.get(&r.name).map(String::as_str))).collect();
+            ours.iter().map(|r| self.record_in(r, runs.get(&r.name).map(String::as_str), &view)).collect();
         crate::sandbox::shared::creating::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
         read_allowlists(&mut recs, &state.dir);
         Ok(recs)
@@ -343,10 +354,10 @@ impl Driver {
     /// no start time) that docker says exited and a Stopped mark names a run
     /// of: one inspect for them all, none when there is no such sandbox.
     /// Unanswered, the marks hold, as they did before they named runs.
-    fn stopped_runs(&self, raws: &[&RawContainer], state: &crate::host::state::State) -> BTreeMap<String, String> {
+    fn stopped_runs(&self, raws: &[&RawContainer], view: &crate::host::state::View) -> BTreeMap<String, String> {
         let judged: Vec<String> = raws
             .iter()
-            .filter(|r| STOPPED_STATES.contains(&r.state.as_str()) && state.stopped_run(&r.name).is_some())
+            .filter(|r| STOPPED_STATES.contains(&r.state.as_str()) && view.stopped_run(&r.name).is_some())
             .map(|r| r.name.clone())
             .collect();
         if judged.is_empty() {

@@ -192,7 +192,11 @@ impl Drop for Rig {
         let _ = socket::remove_dir(&self.sock_dir(), ID);
         let _ = std::fs::remove_dir_all(&self.root);
         let _ = std::fs::remove_dir_all(&self.state);
-        let _ = std::fs::remove_dir_all(self.root.with_extension("proc"));
+        // Every sibling a test made beside the root (the uid table, a
+        // read-only mount's source, an engine's checkpoint image).
+        for ext in ["proc", "uids", "ro", "engine-image"] {
+            let _ = std::fs::remove_dir_all(self.root.with_extension(ext));
+        }
         let _ = std::fs::remove_file(self.root.with_extension("exe"));
     }
 }

@@ -1,5 +1,6 @@
 //! `sbx serve`'s flags, validated before anything is bound or created:
-//! where to listen, the API keys, the templates.
+//! where to listen (and with which TLS certificate), the API keys, the
+//! templates, the create defaults.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -20,9 +21,10 @@ pub enum Listen {
 }
 
 impl Listen {
-    /// `HOST:PORT` on loopback, or `unix:PATH`. Any other TCP address would
-    /// carry keys and tokens in the clear: refused until TLS is offered.
-    pub fn parse(s: &str) -> std::result::Result<Self, Invalid> {
+    /// `HOST:PORT`, or `unix:PATH`. A TCP address that is not loopback
+    /// would carry keys and tokens across the network: refused unless the
+    /// server speaks TLS (`tls`).
+    pub fn parse(s: &str, tls: bool) -> std::result::Result<Self, Invalid> {
         if let Some(p) = s.strip_prefix("unix:") {
             if !p.starts_with('/') {
                 return Err(Invalid::new("--listen", s, "a unix socket path must be absolute"));
@@ -33,13 +35,13 @@ impl Listen {
             Invalid::new("--listen", s, "it must be HOST:PORT with an IP address, or unix:PATH")
                 .hint("e.g. --listen 127.0.0.1:3000 or --listen unix:/run/sbx/serve.sock")
         })?;
-        if !addr.ip().is_loopback() {
+        if !addr.ip().is_loopback() && !tls {
             return Err(Invalid::new(
                 "--listen",
                 s,
-                "a non-loopback address would carry API keys and access tokens in the clear, and sbx serve has no TLS yet",
+                "a non-loopback address would carry API keys and access tokens in the clear",
             )
-            .hint("listen on 127.0.0.1 (or unix:PATH) and put a TLS-terminating proxy in front"));
+            .hint("give --tls-cert FILE --tls-key FILE, or listen on 127.0.0.1 (or unix:PATH)"));
         }
         Ok(Listen::Tcp(addr))
     }
@@ -67,11 +69,14 @@ pub struct Config {
     pub templates: BTreeMap<String, ImageRef>,
     /// `--api-key-file`, read and checked now; None: the data dir's own key.
     pub keys: Option<Vec<String>>,
+    /// serve's own create flags, checked as `sbx create` checks them.
+    pub defaults: super::make::Defaults,
 }
 
 impl Config {
-    pub fn from_args(a: &ServeArgs) -> Result<Self> {
-        let listen = Listen::parse(&a.listen)?;
+    /// `docker_host` is `$DOCKER_HOST` (a socket there is refused as a mount, as by `create`).
+    pub fn from_args(a: &ServeArgs, docker_host: Option<&str>) -> Result<Self> {
+        let listen = Listen::parse(&a.listen, a.tls_cert.is_some())?;
         let mut templates = BTreeMap::new();
         for t in &a.templates {
             let (name, image) = parse_template(t)?;
@@ -80,7 +85,8 @@ impl Config {
             }
         }
         let keys = a.api_key_file.as_deref().map(read_key_file).transpose()?;
-        Ok(Config { listen, templates, keys })
+        let defaults = super::make::Defaults::new(a.defaults.clone(), a.allow_internet, docker_host)?;
+        Ok(Config { listen, templates, keys, defaults })
     }
 }
 
@@ -200,4 +206,52 @@ pub fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
     rand::rngs::OsRng.fill_bytes(&mut b);
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `--tls-cert` and `--tls-key` read and checked: the server's TLS
+/// settings, offering HTTP/2 and HTTP/1.1 (ALPN, as the E2B SDK asks).
+/// Every fault here is the caller's to fix, so each is an [`Invalid`].
+pub fn tls(cert: &Path, key: &Path) -> Result<std::sync::Arc<tokio_rustls::rustls::ServerConfig>> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio_rustls::rustls;
+    let (cert_s, key_s) = (cert.display().to_string(), key.display().to_string());
+    let pem_err = |flag: &'static str, path: &str, e: rustls_pki_types::pem::Error| {
+        let why = match e {
+            rustls_pki_types::pem::Error::Io(e) => format!("it cannot be read: {e}"),
+            rustls_pki_types::pem::Error::NoItemsFound => "it holds no PRIVATE KEY block".to_string(),
+            e => format!("it is not valid PEM: {e:?}"),
+        };
+        Invalid::new(flag, path.to_string(), why)
+    };
+    let meta = std::fs::metadata(key)
+        .map_err(|e| Invalid::new("--tls-key", key_s.clone(), format!("it cannot be read: {e}")))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(Invalid::new(
+            "--tls-key",
+            key_s.clone(),
+            format!("its mode {:o} lets its group or others read the private key", meta.permissions().mode() & 0o777),
+        )
+        .hint(format!("chmod 600 {key_s}"))
+        .into());
+    }
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect::<std::result::Result<Vec<_>, _>>())
+        .map_err(|e| pem_err("--tls-cert", &cert_s, e))?;
+    if chain.is_empty() {
+        return Err(Invalid::new("--tls-cert", cert_s, "it holds no CERTIFICATE block")
+            .hint("give the server's certificate (then its intermediates) in PEM")
+            .into());
+    }
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| pem_err("--tls-key", &key_s, e))?;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_no_client_auth().with_single_cert(chain, private))
+        .map_err(|e| {
+            Invalid::new("--tls-key", key_s, format!("it does not go with --tls-cert {cert_s}: {e}"))
+                .hint("give the private key the certificate was issued for")
+        })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(std::sync::Arc::new(config))
 }

@@ -1,7 +1,8 @@
 //! E2B's control plane, as the `e2b` Python SDK 2.63.0 calls it: create
-//! (`POST /v2/sandboxes`), get info (`GET /sandboxes/{id}`), list
-//! (`GET /v2/sandboxes`), kill (`DELETE /sandboxes/{id}`). The rest of
-//! E2B's routes answer 501 in E2B's error shape, saying so.
+//! (`POST /v2/sandboxes`, through `make`), get info (`GET /sandboxes/{id}`), list
+//! (`GET /v2/sandboxes`), kill (`DELETE /sandboxes/{id}`); the lifecycle,
+//! network and metrics routes are their modules'. The rest of E2B's routes
+//! answer 501 in E2B's error shape, saying so.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +17,6 @@ use super::index::Entry;
 use super::{Ops, Shared};
 use crate::error::{Error, SandboxError};
 use crate::model::record::Record;
-use crate::spec::{CreateRequest, ImageRef, SandboxSpec};
 
 /// E2B's default sandbox timeout when a create names none (its OpenAPI spec).
 const DEFAULT_TIMEOUT_SECS: u64 = 15;
@@ -44,11 +44,16 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
         },
         (Method::POST, ["sandboxes"]) => http::unsupported("the v1 create (POST /sandboxes; use POST /v2/sandboxes)"),
         (Method::GET, ["v2", "sandboxes"] | ["sandboxes"]) => list(&query, shared).await,
+        (Method::GET, ["sandboxes", "metrics"]) => super::metrics::many(&query, shared).await,
+        (Method::GET, ["sandboxes", id, "metrics"]) => super::metrics::one(id, &query, shared).await,
+        (Method::PUT, ["sandboxes", id, "network"]) => super::network::update(id, &body, shared).await,
         (Method::GET, ["sandboxes", id]) => info(id, shared).await,
         (Method::DELETE, ["sandboxes", id]) => kill(id, shared).await,
         (Method::POST, ["sandboxes", id, "timeout"]) => super::lifecycle::set_timeout(id, &body, shared).await,
         (Method::POST, ["sandboxes", id, "pause"]) => super::lifecycle::pause(id, &body, shared).await,
         (Method::POST, ["v2", "sandboxes", id, "connect"]) => super::lifecycle::connect(id, &body, shared).await,
+        (Method::POST, ["sandboxes", id, "fork"]) => super::lifecycle::fork(id, &body, shared).await,
+        (Method::POST, ["sandboxes", id, "snapshots"]) => super::lifecycle::snapshot(id, &body, shared).await,
         (_, ["sandboxes", _, what] | ["v2", "sandboxes", _, what]) => http::unsupported(&format!("/{what}")),
         (_, ["sandboxes", _, what, ..]) => http::unsupported(&format!("/{what}")),
         (_, ["templates", ..] | ["v2", "templates", ..] | ["v3", "templates", ..]) => {
@@ -60,14 +65,7 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
     }
 }
 
-/// A create body, checked; Err is the 4xx to answer, before anything is made.
-#[derive(Debug, PartialEq)]
-pub struct NewSandbox {
-    pub template: String,
-    pub timeout_secs: u64,
-    pub env: Vec<(String, String)>,
-    pub metadata: BTreeMap<String, String>,
-}
+pub use super::make::NewSandbox;
 
 fn bad(message: impl Into<String>) -> Refusal {
     Refusal::bad(message)
@@ -85,8 +83,6 @@ pub fn parse_new(body: &[u8]) -> Result<NewSandbox, Refusal> {
         ("mcp", "the MCP gateway"),
         ("iam", "iam"),
         ("volumeMounts", "volume mounts"),
-        ("network", "network rules at create"),
-        ("allow_internet_access", "allow_internet_access: true (internet through the egress gate)"),
     ] {
         if set(field) {
             return Err(Refusal::unsupported(what));
@@ -118,7 +114,8 @@ pub fn parse_new(body: &[u8]) -> Result<NewSandbox, Refusal> {
     if metadata.iter().any(|(k, v)| k.len() > 256 || v.len() > 4096) {
         return Err(bad("a metadata key is over 256 bytes or a value over 4096"));
     }
-    Ok(NewSandbox { template: template.to_string(), timeout_secs, env, metadata })
+    let network = super::network::NetworkAsk::parse(o, o.get("network"))?;
+    Ok(NewSandbox { template: template.to_string(), timeout_secs, env, metadata, network })
 }
 
 /// The longest value of one variable: each is one argument of `docker
@@ -142,19 +139,11 @@ pub fn env_var(k: &str, v: &str) -> Result<(String, String), crate::model::inval
     }
 }
 
-/// What a template id names: a `--template`, else an image pinned by digest.
-pub fn image_for(templates: &BTreeMap<String, ImageRef>, id: &str) -> Option<ImageRef> {
-    templates.get(id).cloned().or_else(|| ImageRef::parse(id).ok())
-}
-
 async fn create(body: &[u8], key: Option<String>, shared: Arc<Shared>) -> Response<Body> {
     use super::idempotency::{digest, Claim};
     let new = match parse_new(body) {
         Ok(n) => n,
         Err(r) => return r.response(),
-    };
-    let Some(image) = image_for(&shared.config.templates, &new.template) else {
-        return http::error(StatusCode::NOT_FOUND, &format!("template '{}' not found", new.template));
     };
     let d = digest(body);
     if let Some(k) = &key {
@@ -168,36 +157,18 @@ async fn create(body: &[u8], key: Option<String>, shared: Arc<Shared>) -> Respon
         }
     }
     let s2 = shared.clone();
-    let made = shared.blocking(move |ops| make(ops, &s2, image, new)).await;
+    let made = shared.blocking(move |ops| made(ops, &s2, new)).await;
     if let Some(k) = &key {
         shared.idempotency.finish(k, d, made.as_ref().and_then(|r| r.as_ref().ok()));
     }
     response_of(made, |v| http::json(StatusCode::CREATED, &v))
 }
 
-/// The sandbox itself, on a worker thread: the same spec and driver call
-/// as `sbx create --image IMAGE --ttl T --socket-wait 0`, idling.
-fn make(ops: &Ops, shared: &Shared, image: ImageRef, new: NewSandbox) -> Result<Value, Refusal> {
-    let failed = |e: Error| Refusal(status_of(&e), e.to_string());
-    let engine = ops.driver.engine().map_err(failed)?;
-    let memory = crate::host::memory::default_memory_mib(crate::host::memory::engine_mem_total_mib(engine));
-    let req = CreateRequest {
-        image: image.as_str().to_string(),
-        env: new.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-        ttl: Some(format!("{}s", new.timeout_secs)),
-        socket_wait: Some("0".into()),
-        memory_mib: Some(memory),
-        ..Default::default()
-    };
-    let mut spec = SandboxSpec::from_request(&req, None).map_err(|e| bad(e.to_string()))?;
-    spec.idle = true;
-    let created = ops.driver.create(&spec).map_err(failed)?;
-    let id = created.record.id.clone();
-    if created.record.expires_at.is_some() {
-        if let Err(e) = (ops.watchdog)(&id, &created.watched) {
-            tracing::warn!(error = %e, %id, "no TTL watchdog; `sbx gc` still reaps it once expired");
-        }
-    }
+/// The sandbox `new` asks for, made (`make`) and recorded in the index
+/// with a token of its own; rolled back when it cannot be recorded.
+pub(crate) fn made(ops: &Ops, shared: &Shared, new: NewSandbox) -> Result<Value, Refusal> {
+    let template = super::make::template_for(ops, &shared.config.templates, &new.template)?;
+    let made = super::make::make(ops, &shared.config.defaults, &template, &new)?;
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let entry = Entry {
         // Unguessable, one per sandbox: the only credential its envd API takes.
@@ -205,14 +176,14 @@ fn make(ops: &Ops, shared: &Shared, image: ImageRef, new: NewSandbox) -> Result<
         template: new.template.clone(),
         metadata: new.metadata,
         started_at,
-        cpu_count: spec.cpus.as_deref().and_then(|c| c.parse::<f64>().ok()).map_or(1, |c| c.ceil() as u32),
-        memory_mb: memory,
+        cpu_count: made.cpu_count,
+        memory_mb: made.memory_mb,
     };
-    let answer = sandbox_json(&id, &entry);
-    if let Err(e) = shared.index.insert(&id, entry) {
+    let answer = sandbox_json(&made.id, &entry);
+    if let Err(e) = shared.index.insert(&made.id, entry) {
         // A sandbox the API cannot reach is rolled back, not left behind.
-        let _ = ops.driver.destroy(std::slice::from_ref(&id));
-        return Err(failed(e));
+        let _ = ops.driver.destroy(std::slice::from_ref(&made.id));
+        return Err(Refusal(status_of(&e), e.to_string()));
     }
     Ok(answer)
 }
@@ -221,6 +192,8 @@ fn make(ops: &Ops, shared: &Shared, image: ImageRef, new: NewSandbox) -> Result<
 pub fn describe(id: &str, e: &Entry, r: &Record, with_token: bool) -> Option<Value> {
     let state = match r.state.as_str() {
         "running" | "paused" => r.state.clone(),
+        // E2B's pause of a --snapshots sandbox (memory and files on disk).
+        "hibernated" => "paused".to_string(),
         _ => return None,
     };
     let mut v = json!({

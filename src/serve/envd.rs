@@ -1,8 +1,9 @@
 //! The envd API, served by sbx on the host (there is no daemon in the
-//! sandbox): `/health`, and `process.Process` Start (server-streaming),
-//! SendSignal and List (unary) in Connect RPC with the JSON codec over
-//! HTTP/1.1, `filesystem.Filesystem`'s unary calls (`fs`); the rest
-//! answers `unimplemented`. Every request names its
+//! sandbox): `/health`, and `process.Process` Start and Connect
+//! (server-streaming), StreamInput (client-streaming), SendSignal, List,
+//! SendInput, CloseStdin and Update (unary; see `process`) in Connect RPC
+//! with the JSON codec over HTTP/1.1, `filesystem.Filesystem`'s unary
+//! calls (`fs`); the rest answers `unimplemented`. Every request names its
 //! sandbox (`E2b-Sandbox-Id`) and carries that sandbox's own token
 //! (`X-Access-Token`); commands run through `docker exec` as the
 //! sandbox's own user, the way `sbx exec` runs them, under sbx's helper
@@ -19,20 +20,20 @@
 use std::sync::Arc;
 
 use base64::Engine;
-use bytes::{BufMut, Bytes, BytesMut};
-use http_body_util::BodyExt;
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::http::{self, Body};
+use super::process::input as process;
+use super::process::stream::watched_response;
+pub use super::process::wire::{check_user, unenvelope};
+use super::process::wire::{connect_error, end_stream, event, stream_response, CONNECT_JSON};
+use super::process::Proc;
 use super::{Ops, Shared};
 use crate::error::{Error, SandboxError};
 use crate::workbench::{ExecOpts, RunEnd, RunEvent};
-
-const CONNECT_JSON: &str = "application/connect+json";
-/// End-of-stream flag of a Connect envelope.
-const END_STREAM: u8 = 0x02;
 
 pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
     let Some(id) = authorized(req.headers(), &shared) else {
@@ -44,11 +45,20 @@ pub async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
         (Method::POST, "/process.Process/Start") => start(req, id, shared).await,
         (Method::POST, "/process.Process/SendSignal") => send_signal(req, id, shared).await,
         (Method::POST, "/process.Process/List") => http::json(StatusCode::OK, &list(&id, &shared)),
+        (Method::POST, "/process.Process/Connect") => process::connect(req, id, shared).await,
+        (Method::POST, "/process.Process/SendInput") => process::send_input(req, id, shared).await,
+        (Method::POST, "/process.Process/StreamInput") => process::stream_input(req, id, shared).await,
+        (Method::POST, "/process.Process/CloseStdin") => process::close_stdin(req, id, shared).await,
+        (Method::POST, "/process.Process/Update") => process::update(req, id, shared).await,
         (Method::GET, "/files") => {
             let q = req.uri().query().unwrap_or("").to_string();
             super::files::download(&q, id, shared).await
         }
         (Method::POST, "/files") => super::files::upload(req, id, shared).await,
+        (Method::POST, p) if super::watch::Call::of(p).is_some() => {
+            let user = check_user(req.headers());
+            super::watch::handle(req, user, id, shared).await
+        }
         (Method::POST, p) if super::fs::Rpc::of(p).is_some() => {
             let (rpc, user) = (super::fs::Rpc::of(p).expect("matched"), check_user(req.headers()));
             super::fs::handle(req, rpc, user, id, shared).await
@@ -72,67 +82,6 @@ fn authorized(h: &HeaderMap, shared: &Shared) -> Option<String> {
     (http::matches_any(token, [expected]) && known.is_some() && !token.is_empty()).then(|| id.to_string())
 }
 
-/// A unary (non-stream) Connect error: the HTTP status and `{"code", "message"}`.
-fn connect_error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
-    http::json(status, &json!({ "code": code, "message": message }))
-}
-
-/// One Connect envelope: flags, a big-endian length, the JSON message.
-pub fn envelope(flags: u8, msg: &Value) -> Bytes {
-    let body = serde_json::to_vec(msg).expect("JSON serializes");
-    let mut b = BytesMut::with_capacity(5 + body.len());
-    b.put_u8(flags);
-    b.put_u32(body.len() as u32);
-    b.put_slice(&body);
-    b.freeze()
-}
-
-/// The one message of a server-streaming request's body.
-pub fn unenvelope(body: &[u8]) -> Result<Value, String> {
-    if body.len() < 5 {
-        return Err("the request is not a Connect envelope".into());
-    }
-    if body[0] & 0x01 != 0 {
-        return Err("compressed messages are not supported".into());
-    }
-    let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
-    if body.len() != 5 + len {
-        return Err("the envelope's length does not match the body".into());
-    }
-    serde_json::from_slice(&body[5..]).map_err(|e| format!("the message is not JSON: {e}"))
-}
-
-/// The end of a stream: `{}`, or `{"error": {code, message}}`.
-fn end_stream(error: Option<(&str, &str)>) -> Bytes {
-    let v = match error {
-        None => json!({}),
-        Some((code, message)) => json!({ "error": { "code": code, "message": message } }),
-    };
-    envelope(END_STREAM, &v)
-}
-
-/// What `Authorization: Basic` names on an envd request: a user, never a
-/// credential. sbx never changes the uid: root is refused, and so is any
-/// other name (the sandbox's own user is the only one).
-pub fn check_user(h: &HeaderMap) -> Result<(), (&'static str, String)> {
-    let Some(v) = h.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return Ok(()) };
-    let Some(b64) = v.strip_prefix("Basic ") else { return Ok(()) };
-    let raw = base64::engine::general_purpose::STANDARD.decode(b64.trim()).unwrap_or_default();
-    let text = String::from_utf8_lossy(&raw);
-    let user = text.split(':').next().unwrap_or("");
-    match user {
-        "" => Ok(()),
-        "root" => Err((
-            "permission_denied",
-            "sbx sandboxes have no root: commands run as the sandbox's own user (drop user=\"root\")".into(),
-        )),
-        u => Err((
-            "invalid_argument",
-            format!("user {u:?}: sbx runs every command as the sandbox's own user; give no user"),
-        )),
-    }
-}
-
 /// What a StartRequest asks for: the argv and how to run it.
 #[derive(Debug, PartialEq)]
 pub struct StartSpec {
@@ -141,6 +90,11 @@ pub struct StartSpec {
     /// The request's `process` and `tag`, as List says them back.
     pub config: Value,
     pub tag: Option<String>,
+    /// `stdin: true`: its stdin stays open for SendInput and StreamInput
+    /// (otherwise /dev/null).
+    pub stdin: bool,
+    /// `pty: {size}`: on a terminal of these columns and rows.
+    pub pty: Option<(u16, u16)>,
 }
 
 pub fn parse_start(msg: &Value) -> Result<StartSpec, String> {
@@ -163,14 +117,14 @@ pub fn parse_start(msg: &Value) -> Result<StartSpec, String> {
         Some(c) if !c.starts_with('/') => return Err(format!("cwd {c:?} must be an absolute path")),
         c => c.map(str::to_string),
     };
-    if !msg["pty"].is_null() {
-        return Err("a PTY is not supported by sbx serve yet".into());
-    }
-    if msg["stdin"].as_bool() == Some(true) {
-        return Err("stdin for a command is not supported by sbx serve yet".into());
-    }
+    let pty = match &msg["pty"] {
+        Value::Null => None,
+        v => Some(process::parse_size(v)?),
+    };
+    let stdin = msg["stdin"].as_bool() == Some(true);
     let tag = msg["tag"].as_str().map(str::to_string);
-    Ok(StartSpec { cmd: argv, opts: ExecOpts { env, workdir, ..Default::default() }, config: p.clone(), tag })
+    let opts = ExecOpts { env, workdir, ..Default::default() };
+    Ok(StartSpec { cmd: argv, opts, config: p.clone(), tag, stdin, pty })
 }
 
 async fn start(req: Request<Incoming>, id: String, shared: Arc<Shared>) -> Response<Body> {
@@ -185,21 +139,20 @@ async fn start(req: Request<Incoming>, id: String, shared: Arc<Shared>) -> Respo
     };
     let parsed =
         user.and_then(|()| unenvelope(&body).and_then(|m| parse_start(&m)).map_err(|m| ("invalid_argument", m)));
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(32);
-    let cmd = Arc::new(Command::default());
-    let gone = Gone { shared: shared.clone(), id: id.clone(), cmd: cmd.clone() };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(super::process::WATCHER_BUFFER);
     match parsed {
-        Err((code, message)) => {
-            let _ = tx.try_send(end_stream(Some((code, &message))));
-        }
+        Err((code, message)) => stream_response(vec![end_stream(Some((code, &message)))]),
         Ok(spec) => {
-            let s2 = shared.clone();
-            shared.spawn(move |ops| run_process(ops, &s2, &id, spec, &cmd, tx))
+            let mut info = json!({ "config": spec.config, "pid": 0 });
+            if let Some(t) = &spec.tag {
+                info["tag"] = json!(t);
+            }
+            let (proc, input) = Proc::new(&id, info, spec.stdin, spec.pty.is_some(), tx);
+            let (s2, p2) = (shared.clone(), proc.clone());
+            shared.spawn(move |ops| run_process(ops, &s2, spec, &p2, input));
+            watched_response(rx, proc, shared)
         }
     }
-    let mut r = Response::new(Watched { frames: http::Channel(rx), _gone: gone }.boxed());
-    r.headers_mut().insert(hyper::header::CONTENT_TYPE, CONNECT_JSON.parse().expect("a content type"));
-    r
 }
 
 /// What a SendSignalRequest asks: a pid and SIGKILL or SIGTERM (the
@@ -245,51 +198,55 @@ async fn send_signal(req: Request<Incoming>, id: String, shared: Arc<Shared>) ->
     }
 }
 
-fn event(e: Value) -> Bytes {
-    envelope(0, &json!({ "event": e }))
-}
-
 fn data(stream: &str, bytes: &[u8]) -> Bytes {
     event(json!({ "data": { stream: base64::engine::general_purpose::STANDARD.encode(bytes) } }))
 }
 
 /// On a worker thread: start the command, stream its pid, stdout and
-/// stderr as they come, then how it ended. A client gone stops it.
+/// stderr (or its terminal's output) to every stream watching it as they
+/// come, then how it ended. With no stream left it runs on, its output
+/// read and dropped, unless its sandbox has too many such already.
 fn run_process(
     ops: &Ops,
     shared: &Shared,
-    id: &str,
     spec: StartSpec,
-    cmd: &Command,
-    tx: tokio::sync::mpsc::Sender<Bytes>,
+    proc: &Arc<Proc>,
+    input: std::sync::mpsc::Receiver<crate::workbench::RunInput>,
 ) {
-    let target = match ops.open(id) {
+    let target = match ops.open(&proc.sandbox) {
         Ok(t) => t,
         Err(e) => {
             let (code, message) = code_of(&e);
-            let _ = tx.blocking_send(end_stream(Some((code, &message))));
+            proc.finished(&shared.procs);
+            proc.broadcast(&end_stream(Some((code, &message))));
+            proc.close_streams();
             return;
         }
     };
-    let gone = || std::io::Error::other("the client went away");
-    let running = Running { shared, id, pid: std::cell::Cell::new(None) };
+    let gone = || std::io::Error::other("every client went away, and the sandbox has too many unwatched commands");
+    let out = if spec.pty.is_some() { "pty" } else { "stdout" };
     let mut relay = |ev: RunEvent<'_>| -> std::io::Result<()> {
         let frame = match ev {
             RunEvent::Started(pid) => {
-                running.started(pid, &spec);
-                cmd.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
+                if !proc.started(&shared.procs, pid) && shared.procs.too_many_unwatched(&proc.sandbox) {
+                    return Err(gone());
+                }
                 event(json!({ "start": { "pid": pid } }))
             }
-            RunEvent::Stdout(b) => data("stdout", b),
+            RunEvent::Stdout(b) => data(out, b),
             RunEvent::Stderr(b) => data("stderr", b),
         };
-        tx.blocking_send(frame).map_err(|_| gone())
+        proc.broadcast(&frame);
+        Ok(())
     };
-    let ran = crate::workbench::exec_streamed(&target, &spec.opts, &spec.cmd, &mut relay);
-    drop(running);
-    if ran.is_ok() {
-        cmd.ended.store(true, std::sync::atomic::Ordering::SeqCst);
+    let io = crate::workbench::RunIo { input: Some(input), stdin: spec.stdin, pty: spec.pty };
+    let ran = crate::workbench::exec_streamed(&target, &spec.opts, &spec.cmd, io, &mut relay);
+    if ran.is_err() && proc.pid() != 0 {
+        // Cut short (over the cap of unwatched commands, a relay that
+        // failed): docker exec is gone, the command may not be.
+        let _ = crate::workbench::signal_pid(&target, proc.pid(), 9);
     }
+    proc.finished(&shared.procs);
     let frames = match ran {
         // As envd (Go's ProcessState) says it: a signal is exit code -1, not exited.
         Ok(RunEnd::Code(code)) => vec![
@@ -306,102 +263,16 @@ fn run_process(
         }
     };
     for f in frames {
-        if tx.blocking_send(f).is_err() {
-            return;
+        if !proc.broadcast(&f) {
+            break;
         }
     }
-}
-
-/// What a Start stream's command is at: its pid in the sandbox (0 until
-/// it is known), and whether its end was seen.
-#[derive(Default)]
-struct Command {
-    pid: std::sync::atomic::AtomicU32,
-    ended: std::sync::atomic::AtomicBool,
-}
-
-/// Dropped with the Start response's body: when the client went away (or
-/// the relay failed) before the command's end was seen, the command is
-/// killed in the sandbox. A client gone is otherwise seen only at the next
-/// output, so a silent command (and its docker exec) would outlive it, and
-/// a relay cut short leaves the command blocked on its output in the sandbox.
-struct Gone {
-    shared: Arc<Shared>,
-    id: String,
-    cmd: Arc<Command>,
-}
-
-impl Drop for Gone {
-    fn drop(&mut self) {
-        use std::sync::atomic::Ordering::SeqCst;
-        let pid = self.cmd.pid.load(SeqCst);
-        if pid == 0 || self.cmd.ended.load(SeqCst) {
-            return;
-        }
-        let id = std::mem::take(&mut self.id);
-        self.shared.spawn(move |ops| {
-            if let Ok(target) = ops.open(&id) {
-                let _ = crate::workbench::signal_pid(&target, pid, 9);
-            }
-        });
-    }
-}
-
-/// The Start response's body: the relayed frames, and what to do when it is dropped.
-struct Watched {
-    frames: http::Channel,
-    _gone: Gone,
-}
-
-impl hyper::body::Body for Watched {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.frames).poll_frame(cx)
-    }
-}
-
-/// A command in `Shared::procs` while it runs; out of it when dropped.
-struct Running<'a> {
-    shared: &'a Shared,
-    id: &'a str,
-    pid: std::cell::Cell<Option<u32>>,
-}
-
-impl Running<'_> {
-    fn started(&self, pid: u32, spec: &StartSpec) {
-        let mut info = json!({ "config": spec.config, "pid": pid });
-        if let Some(t) = &spec.tag {
-            info["tag"] = json!(t);
-        }
-        self.pid.set(Some(pid));
-        let mut m = self.shared.procs.lock().unwrap_or_else(|p| p.into_inner());
-        m.entry(self.id.to_string()).or_default().insert(pid, info);
-    }
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        let Some(pid) = self.pid.get() else { return };
-        let mut m = self.shared.procs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(by_pid) = m.get_mut(self.id) {
-            by_pid.remove(&pid);
-            if by_pid.is_empty() {
-                m.remove(self.id);
-            }
-        }
-    }
+    proc.close_streams();
 }
 
 /// `process.Process/List`: the commands this server started in the sandbox that still run.
 fn list(id: &str, shared: &Shared) -> Value {
-    let m = shared.procs.lock().unwrap_or_else(|p| p.into_inner());
-    let procs: Vec<Value> = m.get(id).map(|p| p.values().cloned().collect()).unwrap_or_default();
-    json!({ "processes": procs })
+    json!({ "processes": shared.procs.infos(id) })
 }
 
 /// The Connect code and message an sbx error becomes; the container id

@@ -147,7 +147,9 @@ pub async fn upload(req: hyper::Request<Incoming>, id: String, shared: Arc<Share
         return r.response();
     }
     let headers = req.headers().clone();
-    let body = match http::read_body_max(req.into_body(), MAX_UPLOAD).await {
+    // Held until the bytes are written: they are in memory till then.
+    let _held = http::body_budget(MAX_UPLOAD).await;
+    let body = match http::read_body_within(req.into_body(), MAX_UPLOAD).await {
         Ok(b) => b,
         Err(r) => return r,
     };

@@ -146,7 +146,7 @@ pub fn code_of(e: &Error) -> Refused {
         Error::Explained(Explained::NoSuchPath { .. } | Explained::NoParent { .. }) => "not_found",
         Error::Explained(Explained::Exists { .. }) => "already_exists",
         Error::Explained(Explained::ReadOnly { .. } | Explained::Denied { .. }) => "permission_denied",
-        Error::Explained(Explained::NoSpace { .. }) => "resource_exhausted",
+        Error::Explained(Explained::NoSpace { .. } | Explained::WatchLimit { .. }) => "resource_exhausted",
         Error::Explained(Explained::NotADirectory { .. }) | Error::Invalid(_) => "invalid_argument",
         Error::Sandbox(SandboxError::NotFound { .. } | SandboxError::NotRunning { .. }) => "failed_precondition",
         _ => "internal",
@@ -163,6 +163,8 @@ pub fn status_of(code: &str) -> StatusCode {
         "permission_denied" => StatusCode::FORBIDDEN,
         "resource_exhausted" => StatusCode::TOO_MANY_REQUESTS,
         "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+        "deadline_exceeded" => StatusCode::GATEWAY_TIMEOUT,
+        "unimplemented" => StatusCode::NOT_IMPLEMENTED,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -73,8 +73,28 @@ pub async fn read_body(body: Incoming) -> Result<Bytes, Response<Body>> {
     read_body_max(body, MAX_BODY).await
 }
 
-/// The request body, at most `max` bytes.
+/// The most request-body memory held at once, across every connection, in
+/// MiB. Per connection the caps hold, but HTTP/2 multiplies them by its
+/// streams: 64 uploads of 64 MiB on one connection would be 4 GiB.
+const BODY_BUDGET_MIB: usize = 256;
+static BODIES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(BODY_BUDGET_MIB);
+
+/// A share of [`BODY_BUDGET_MIB`] for a body of at most `max` bytes, waited
+/// for: past the budget a request waits (holding nothing) until others end.
+pub async fn body_budget(max: usize) -> tokio::sync::SemaphorePermit<'static> {
+    let mib = max.div_ceil(1 << 20).clamp(1, BODY_BUDGET_MIB) as u32;
+    BODIES.acquire_many(mib).await.expect("the body budget is never closed")
+}
+
+/// The request body, at most `max` bytes, within the body budget while it is read.
 pub async fn read_body_max(body: Incoming, max: usize) -> Result<Bytes, Response<Body>> {
+    let _held = body_budget(max).await;
+    read_body_within(body, max).await
+}
+
+/// [`read_body_max`] for a caller that holds its [`body_budget`] itself
+/// (an upload, held while its bytes are written to the sandbox).
+pub async fn read_body_within(body: Incoming, max: usize) -> Result<Bytes, Response<Body>> {
     match Limited::new(body, max).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
@@ -114,5 +134,32 @@ impl hyper::body::Body for Channel {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    #[test]
+    fn bodies_past_the_budget_wait_for_others_to_end() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let wait = std::time::Duration::from_millis(50);
+            let held: Vec<_> = hold(4).await;
+            let fifth = tokio::time::timeout(wait, body_budget(64 << 20)).await;
+            assert!(fifth.is_err(), "a fifth 64 MiB upload waits while four are held");
+            assert!(tokio::time::timeout(wait, body_budget(1)).await.is_err(), "and so does a small body");
+            drop(held);
+            assert!(tokio::time::timeout(wait, body_budget(64 << 20)).await.is_ok(), "until one ends");
+        });
+    }
+
+    async fn hold(n: usize) -> Vec<tokio::sync::SemaphorePermit<'static>> {
+        let mut v = Vec::new();
+        for _ in 0..n {
+            v.push(body_budget(64 << 20).await);
+        }
+        v
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +29,33 @@ pub struct Entry {
     pub memory_mb: u64,
 }
 
+/// The index at `path` (none yet: empty), never read through a link: one
+/// planted there would have sbx take another file's contents for its own.
+fn read(path: &Path) -> Result<BTreeMap<String, Entry>> {
+    let ctx = |e| Error::io(format!("reading {}", path.display()), e);
+    let opened = std::fs::File::options().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(path);
+    let mut f = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(ctx(e)),
+    };
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut f, &mut bytes).map_err(ctx)?;
+    let file: File = serde_json::from_slice(&bytes).map_err(|e| ctx(std::io::Error::other(e.to_string())))?;
+    Ok(file.sandboxes)
+}
+
+/// What `sbx ls` shows of the sandboxes serve made, from one read of the
+/// index under `data_dir` (none: empty): their E2B template and metadata,
+/// never the access token.
+pub fn shown(data_dir: &Path) -> Result<BTreeMap<String, serde_json::Value>> {
+    let all = read(&data_dir.join("serve").join("index.json"))?;
+    Ok(all
+        .into_iter()
+        .map(|(id, e)| (id, serde_json::json!({ "template": e.template, "metadata": e.metadata })))
+        .collect())
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct File {
     version: u32,
@@ -38,11 +65,12 @@ struct File {
 const VERSION: u32 = 1;
 
 pub struct Index {
-    path: PathBuf,
+    /// None: kept in memory only (`sbx mcp`'s).
+    path: Option<PathBuf>,
     entries: Mutex<BTreeMap<String, Entry>>,
     /// `serve.lock`, held while the server runs: a second server on the
     /// same data dir would overwrite this one's index with its own copy.
-    _lock: nix::fcntl::Flock<std::fs::File>,
+    _lock: Option<nix::fcntl::Flock<std::fs::File>>,
 }
 
 impl Index {
@@ -68,17 +96,14 @@ impl Index {
             Error::io(format!("locking {}", lock_path.display()), why)
         })?;
         let path = dir.join("index.json");
-        let entries = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let f: File = serde_json::from_slice(&bytes).map_err(|e| {
-                    Error::io(format!("reading {}", path.display()), std::io::Error::other(e.to_string()))
-                })?;
-                f.sandboxes
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-        };
-        Ok(Index { path, entries: Mutex::new(entries), _lock: lock })
+        let entries = read(&path)?;
+        Ok(Index { path: Some(path), entries: Mutex::new(entries), _lock: Some(lock) })
+    }
+
+    /// An index that is never written: one per `sbx mcp` session, so it
+    /// never contends with a server on the same data dir.
+    pub fn memory() -> Self {
+        Index { path: None, entries: Mutex::default(), _lock: None }
     }
 
     pub fn get(&self, id: &str) -> Option<Entry> {
@@ -120,19 +145,20 @@ impl Index {
 
     /// Written under the lock, so two saves never interleave.
     fn save(&self, m: &BTreeMap<String, Entry>) -> Result<()> {
+        let Some(path) = &self.path else { return Ok(()) };
         let file = File { version: VERSION, sandboxes: m.clone() };
         let bytes = serde_json::to_vec_pretty(&file).expect("the index serializes");
-        let tmp = self.path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
         let write = || -> std::io::Result<()> {
             let _ = std::fs::remove_file(&tmp);
             let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
             f.write_all(&bytes)?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)
+            std::fs::rename(&tmp, path)
         };
         write().map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
-            Error::io(format!("writing {}", self.path.display()), e)
+            Error::io(format!("writing {}", path.display()), e)
         })
     }
 }

@@ -3,16 +3,18 @@ use std::os::unix::fs::PermissionsExt;
 use serde_json::json;
 
 use super::config::{own_key, read_key_file};
-use super::control::{image_for, parse_new};
-use super::envd::{check_user, envelope, parse_signal, parse_start, unenvelope};
+use super::control::parse_new;
+use super::envd::{check_user, parse_signal, parse_start, unenvelope};
 use super::http::matches_any;
 use super::index::{Entry, Index};
+use super::make::{template_of, Template};
+use super::process::wire::envelope;
 use super::query::ListQuery;
 use super::*;
 
 const IMG: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-fn temp(name: &str) -> std::path::PathBuf {
+pub(super) fn temp(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("sbx-serve-{name}-{}-{}", std::process::id(), config::random_hex(4)));
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -20,14 +22,18 @@ fn temp(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn listen_takes_loopback_and_unix_and_refuses_the_rest() {
-    assert_eq!(Listen::parse("127.0.0.1:3000").unwrap(), Listen::Tcp("127.0.0.1:3000".parse().unwrap()));
-    assert_eq!(Listen::parse("[::1]:8049").unwrap(), Listen::Tcp("[::1]:8049".parse().unwrap()));
-    assert_eq!(Listen::parse("unix:/run/x.sock").unwrap(), Listen::Unix("/run/x.sock".into()));
-    let e = Listen::parse("0.0.0.0:3000").unwrap_err();
-    assert!(e.reason.contains("no TLS yet"), "{e}");
-    assert!(Listen::parse("192.168.1.4:80").is_err());
-    assert!(Listen::parse("localhost:3000").is_err());
-    assert!(Listen::parse("unix:relative.sock").is_err());
+    assert_eq!(Listen::parse("127.0.0.1:3000", false).unwrap(), Listen::Tcp("127.0.0.1:3000".parse().unwrap()));
+    assert_eq!(Listen::parse("[::1]:8049", false).unwrap(), Listen::Tcp("[::1]:8049".parse().unwrap()));
+    assert_eq!(Listen::parse("unix:/run/x.sock", false).unwrap(), Listen::Unix("/run/x.sock".into()));
+    let e = Listen::parse("0.0.0.0:3000", false).unwrap_err();
+    assert!(e.reason.contains("in the clear"), "{e}");
+    assert!(e.hint.as_deref().is_some_and(|h| h.contains("--tls-cert FILE --tls-key FILE")), "{e:?}");
+    assert!(Listen::parse("192.168.1.4:80", false).is_err());
+    assert!(Listen::parse("localhost:3000", false).is_err());
+    assert!(Listen::parse("unix:relative.sock", false).is_err());
+    // With TLS any address goes; a name still does not.
+    assert_eq!(Listen::parse("0.0.0.0:3000", true).unwrap(), Listen::Tcp("0.0.0.0:3000".parse().unwrap()));
+    assert!(Listen::parse("localhost:3000", true).is_err());
 }
 
 #[test]
@@ -39,9 +45,15 @@ fn a_template_is_a_name_and_a_pinned_image() {
     assert!(parse_template("nothing").is_err());
     let mut t = std::collections::BTreeMap::new();
     t.insert("debian".to_string(), crate::spec::ImageRef::parse(IMG).unwrap());
-    assert_eq!(image_for(&t, "debian").unwrap().as_str(), IMG);
-    assert_eq!(image_for(&t, IMG).unwrap().as_str(), IMG, "a pinned image is a template itself");
-    assert!(image_for(&t, "base").is_none());
+    let img = || Template::Image(crate::spec::ImageRef::parse(IMG).unwrap());
+    let no_pool = |_: &str| false;
+    assert_eq!(template_of(&t, "debian", no_pool), Some(img()));
+    assert_eq!(template_of(&t, IMG, no_pool), Some(img()), "a pinned image is a template itself");
+    assert_eq!(template_of(&t, "base", no_pool), None);
+    let pools = |n: &str| n == "warm" || n == "debian";
+    assert_eq!(template_of(&t, "warm", pools), Some(Template::Pool("warm".into())), "a warm pool's name");
+    assert_eq!(template_of(&t, "debian", pools), Some(img()), "a --template wins over a pool of its name");
+    assert_eq!(template_of(&t, "../warm", |_| true), None, "only a pool name is looked up as a pool");
 }
 
 #[test]
@@ -93,8 +105,12 @@ fn a_create_body_is_checked_and_what_sbx_lacks_is_refused() {
     assert_eq!(ok.metadata.get("k").map(String::as_str), Some("v"));
     let status = |b: &[u8]| parse_new(b).unwrap_err().0.as_u16();
     assert_eq!(status(br#"{"templateID":"d","autoPause":true}"#), 501);
-    assert_eq!(status(br#"{"templateID":"d","allow_internet_access":true}"#), 501);
-    assert_eq!(status(br#"{"templateID":"d","network":{"allowOut":["x"]}}"#), 501);
+    assert_eq!(
+        status(br#"{"templateID":"d","network":{"rules":{"x.example":[{"transform":{"headers":{"A":"b"}}}]}}}"#),
+        501
+    );
+    assert_eq!(status(br#"{"templateID":"d","network":{"allowOut":"x.example"}}"#), 400);
+    assert_eq!(status(br#"{"templateID":"d","allow_internet_access":"yes"}"#), 400);
     assert_eq!(status(br#"{"templateID":"d","envVars":{"SBX_X":"1"}}"#), 400);
     assert_eq!(status(br#"{"templateID":"d","envVars":{"1A":"1"}}"#), 400);
     assert_eq!(status(br#"{"templateID":"d","envVars":{"PATH=/evil:/bin":"x"}}"#), 400, "a name with '='");
@@ -135,7 +151,10 @@ fn a_start_request_becomes_an_exec() {
     assert!(e.contains("a name must be letters"), "{e}");
     let e = parse_start(&json!({"process": {"cmd": "x", "envs": {"A": "x\u{0}y"}}})).unwrap_err();
     assert!(e.contains("holds a NUL byte"), "{e}");
-    assert!(parse_start(&json!({"process": {"cmd": "x"}, "pty": {"size": {"rows": 1, "cols": 1}}})).is_err());
+    let pty = parse_start(&json!({"process": {"cmd": "x"}, "pty": {"size": {"rows": 24, "cols": 80}}})).unwrap();
+    assert_eq!((pty.pty, pty.stdin), (Some((80, 24)), false));
+    assert!(parse_start(&json!({"process": {"cmd": "x"}, "pty": {"size": {"rows": 0, "cols": 80}}})).is_err());
+    assert!(parse_start(&json!({"process": {"cmd": "x"}, "stdin": true})).unwrap().stdin);
     assert!(parse_start(&json!({"process": {}})).is_err());
 }
 
@@ -248,8 +267,14 @@ fn an_idempotency_key_replays_its_create_once_made() {
 }
 
 /// A server's shared state over a temp data dir, no keys beyond `key`.
-fn shared(d: &std::path::Path, key: &str) -> Arc<Shared> {
-    let config = Config { listen: Listen::parse("127.0.0.1:1").unwrap(), templates: Default::default(), keys: None };
+pub(super) fn shared(d: &std::path::Path, key: &str) -> Arc<Shared> {
+    let defaults = make::Defaults::new(Default::default(), false, None).unwrap();
+    let config = Config {
+        listen: Listen::parse("127.0.0.1:1", false).unwrap(),
+        templates: Default::default(),
+        keys: None,
+        defaults,
+    };
     let (jobs, _) = std::sync::mpsc::channel();
     Arc::new(Shared {
         keys: vec![key.to_string()],
@@ -258,6 +283,7 @@ fn shared(d: &std::path::Path, key: &str) -> Arc<Shared> {
         jobs,
         idempotency: Default::default(),
         procs: Default::default(),
+        watchers: Default::default(),
     })
 }
 
@@ -268,19 +294,19 @@ fn a_client_slow_to_send_its_headers_is_cut_off() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let s = shared(&d, "0123456789abcdef0123");
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let (_stop, stop) = tokio::sync::watch::channel(false);
+        let limits = Limits { shared: s, stop, header_timeout: ms(200), idle_timeout: ms(200) };
         let slots = Arc::new(tokio::sync::Semaphore::new(2));
-        let timeout = std::time::Duration::from_millis(200);
         // A whole request is answered as ever.
         let (mut client, server) = tokio::io::duplex(4096);
-        connection(server, &s, &graceful, timeout, slots.clone().acquire_owned().await.unwrap());
+        connection(server, limits.clone(), slots.clone().acquire_owned().await.unwrap());
         client.write_all(b"GET /v2/sandboxes HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
         let mut buf = [0u8; 64];
         let n = client.read(&mut buf).await.unwrap();
         assert!(buf[..n].starts_with(b"HTTP/1.1 401"), "{:?}", String::from_utf8_lossy(&buf[..n]));
         // One that never ends its headers is closed once the timeout passes.
         let (mut slow, server) = tokio::io::duplex(4096);
-        connection(server, &s, &graceful, timeout, slots.clone().acquire_owned().await.unwrap());
+        connection(server, limits.clone(), slots.clone().acquire_owned().await.unwrap());
         slow.write_all(b"GET /v2/sandboxes HTTP/1.1\r\nHo").await.unwrap();
         let read = tokio::time::timeout(std::time::Duration::from_secs(5), slow.read(&mut buf)).await;
         let n = read.expect("the slow client's connection was still open after 5s").unwrap_or(0);
@@ -288,6 +314,50 @@ fn a_client_slow_to_send_its_headers_is_cut_off() {
         // Its slot is given back when it ends.
         let back = tokio::time::timeout(std::time::Duration::from_secs(5), slots.acquire()).await;
         assert!(back.is_ok(), "the cut connection's slot was not given back");
+    });
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+fn ms(n: u64) -> std::time::Duration {
+    std::time::Duration::from_millis(n)
+}
+
+/// A client's pool keeps a served connection longer than the header
+/// timeout; a server that closed it then would race the client's next
+/// request on it. One that has only been refused is closed at that timeout.
+#[test]
+fn a_served_connection_idles_past_the_header_timeout_a_refused_one_does_not() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let d = temp("idle");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let s = shared(&d, "0123456789abcdef0123");
+        let (_stop, stop) = tokio::sync::watch::channel(false);
+        let limits = Limits { shared: s, stop, header_timeout: ms(200), idle_timeout: ms(3000) };
+        let slots = Arc::new(tokio::sync::Semaphore::new(2));
+        let ask = |key: &str| format!("GET /nothing HTTP/1.1\r\nHost: x\r\nX-API-KEY: {key}\r\n\r\n");
+        let mut buf = [0u8; 512];
+        let (mut served, server) = tokio::io::duplex(4096);
+        connection(server, limits.clone(), slots.clone().acquire_owned().await.unwrap());
+        let (mut refused, server) = tokio::io::duplex(4096);
+        connection(server, limits.clone(), slots.clone().acquire_owned().await.unwrap());
+        served.write_all(ask("0123456789abcdef0123").as_bytes()).await.unwrap();
+        let n = served.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 404"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+        refused.write_all(ask("wrong").as_bytes()).await.unwrap();
+        let n = refused.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 401"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+        tokio::time::sleep(ms(1000)).await;
+        // Five header timeouts later the served one answers on the same connection...
+        served.write_all(ask("0123456789abcdef0123").as_bytes()).await.unwrap();
+        let n = tokio::time::timeout(ms(2000), served.read(&mut buf)).await.expect("no answer").unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 404"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+        // ...and the refused one was closed.
+        let n = tokio::time::timeout(ms(100), refused.read(&mut buf)).await.expect("the refused one is still open");
+        assert_eq!(n.unwrap_or(0), 0);
+        // Served, then idle past the idle timeout: closed too.
+        let n = tokio::time::timeout(ms(5000), served.read(&mut buf)).await.expect("the served one idled forever");
+        assert_eq!(n.unwrap_or(0), 0);
     });
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -328,4 +398,60 @@ fn a_link_planted_as_the_lock_is_not_followed() {
     assert!(e.to_string().contains("serve.lock"), "{e}");
     assert!(!elsewhere.exists(), "the link was followed: {}", elsewhere.display());
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn serve_s_create_defaults_are_checked_as_create_checks_them() {
+    use crate::spec::CreateRequest;
+    let with = |f: &dyn Fn(&mut CreateRequest)| {
+        let mut r = CreateRequest::default();
+        f(&mut r);
+        make::Defaults::new(r, false, None)
+    };
+    assert!(with(&|r| r.cpus = Some("lots".into())).is_err());
+    assert!(with(&|r| r.pids = Some(0)).is_err());
+    assert!(with(&|r| r.allow = vec!["127.0.0.1".into()]).is_err(), "--allow as create checks it");
+    assert!(with(&|r| r.routes = vec!["nothing".into()]).is_err());
+    assert!(with(&|r| r.egress_network = Some("host".into())).is_err(), "a gate flag is checked without --allow");
+    assert!(with(&|r| r.egress_network = Some("my-net".into())).is_ok(), "and taken for the gates creates ask for");
+    let d = with(&|r| {
+        r.allow = vec!["10.0.0.5/32:80".into()];
+        r.env = vec!["A=default".into(), "B=kept".into()];
+        r.cpus = Some("1.5".into());
+    })
+    .unwrap();
+    let new = parse_new(
+        br#"{"templateID":"t","timeout":60,"envVars":{"A":"mine"},"network":{"allowOut":["files.example:80"]}}"#,
+    )
+    .unwrap();
+    let egress = d.egress_for(&new.network).unwrap();
+    let req = d.request_for(&crate::spec::ImageRef::parse(IMG).unwrap(), &new, &egress);
+    assert_eq!(req.env, ["B=kept", "A=mine"]);
+    assert_eq!(req.allow, ["files.example:80", "10.0.0.5/32:80"]);
+    assert_eq!((req.ttl.as_deref(), req.cpus.as_deref(), req.image.as_str()), (Some("60s"), Some("1.5"), IMG));
+    assert!(crate::spec::SandboxSpec::from_request(&req, None).unwrap().egress.is_some());
+    // No gate asked for: the gate's own flags are left out, not refused.
+    let d = with(&|r| r.egress_network = Some("my-net".into())).unwrap();
+    let new = parse_new(br#"{"templateID":"t"}"#).unwrap();
+    let req = d.request_for(&crate::spec::ImageRef::parse(IMG).unwrap(), &new, &d.egress_for(&new.network).unwrap());
+    assert_eq!(req.egress_network, None);
+    assert!(crate::spec::SandboxSpec::from_request(&req, None).unwrap().egress.is_none());
+}
+
+#[test]
+fn a_snapshot_id_names_only_a_checkpoint_serve_made() {
+    use super::make::{parse_snapshot_id, snapshot_id};
+    let id = snapshot_id("sbx-0123456789ab", "e2b-half");
+    assert_eq!(id, "sbx-0123456789ab.e2b-half");
+    assert_eq!(parse_snapshot_id(&id), Some(("sbx-0123456789ab", "e2b-half")));
+    for bad in [
+        "sbx-0123456789ab.before",
+        "sbx-0123456789ab.e2b-../x",
+        "../x.e2b-half",
+        "sbx-0123456789ab",
+        "sbx-0123456789ab.e2b-a/b",
+        "debian",
+    ] {
+        assert_eq!(parse_snapshot_id(bad), None, "{bad}");
+    }
 }

@@ -86,6 +86,19 @@ pub struct SandboxSpec {
     /// image's ENTRYPOINT/CMD: for images that bind no socket and may not
     /// keep running (E2B templates, `sbx serve`). Never from a flag.
     pub idle: bool,
+    /// A sandbox that can be checkpointed: its create request as checked
+    /// (JSON), which `fork` makes children from (`sbx.remake`).
+    pub remake: Option<String>,
+    /// A fork's child: started from this checkpoint instead of booted.
+    /// Never from a flag.
+    pub restore: Option<Restore>,
+}
+
+/// The checkpoint a fork's child starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    pub sandbox: String,
+    pub name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,8 @@ const FORBIDDEN_TARGETS: &[&str] = &["/", "/proc", "/sys", "/dev", "/run", "/run
 /// operator's host directory.
 const FORBIDDEN_TREES: &[&str] = &["/proc", "/sys", "/dev", "/run/sandbox", "/run/sbx"];
 /// Mounted by sbx itself: a second mount there would conflict or hide it.
-const RESERVED_TARGETS: &[&str] = &["/tmp", "/state", crate::model::paths::HELPER_BG_DIR];
+const RESERVED_TARGETS: &[&str] =
+    &["/tmp", "/state", crate::model::paths::HELPER_BG_DIR, crate::model::paths::CA_BUNDLE_DIR];
 /// ... nor anything below /state: docker would create the mount point as
 /// root inside the host directory behind it (a `--state-dir` or session
 /// volume). Below /tmp is fine: the mount point is made in sbx's tmpfs.

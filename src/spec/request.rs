@@ -124,6 +124,20 @@ pub struct CreateRequest {
     /// The sandbox gets HTTP(S)_PROXY/ALL_PROXY; nothing else leaves.
     #[arg(long = "allow", value_name = "HOST[:PORT]")]
     pub allow: Vec<String>,
+    /// A credential the sandbox never holds: it gets NAME=<placeholder>, and its gate
+    /// terminates TLS for HOST (port 443 unless given) and puts the value read from
+    /// SOURCE (`env:VAR` of sbx's environment, or `file:PATH` only its owner can read)
+    /// into HEADER [default: Authorization] where the placeholder stands: `Bearer <ph>`,
+    /// `<ph>`, or `Basic base64(user:<ph>)`. Implies --allow HOST:PORT. Repeatable.
+    #[arg(long = "secret", value_name = "NAME@HOST[:PORT][/HEADER]=SOURCE")]
+    pub secret: Vec<String>,
+    /// Start every placeholder with PREFIX (e.g. `sk-`), for clients that check it.
+    #[arg(long, value_name = "PREFIX")]
+    pub secret_prefix: Option<String>,
+    /// A CA (PEM FILE) the gate also trusts when it re-originates TLS to a terminated
+    /// host, beside this machine's trust store: for private endpoints.
+    #[arg(long, value_name = "FILE")]
+    pub egress_ca: Option<String>,
     /// `enforce` the --allow list, or `observe`: allow every name, log it, and let
     /// `sbx egress policy` print the --allow flags it saw [default: enforce].
     #[arg(long, value_name = "enforce|observe", value_enum)]
@@ -145,6 +159,12 @@ pub struct CreateRequest {
     /// [env: SBX_RUNTIME] [default: runc].
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
+    /// Make a sandbox that `sbx checkpoint`, `fork` and `hibernate` can save with its
+    /// memory: it runs under gVisor registered as `runsc-snap` (`--network=none`: no
+    /// routes, no egress gate, no secrets, no --persist) and takes the relayed channel.
+    /// `--runtime NAME` names another registration of that shape.
+    #[arg(long)]
+    pub snapshots: bool,
     /// `missing`: an image pinned as repo@sha256:<digest> that the engine lacks is pulled
     /// by that digest first (progress on stderr when it is a terminal); `never`: fail and
     /// say which `docker pull` to run. An image id (sha256:<64 hex> alone) is never pulled
@@ -178,7 +198,13 @@ impl SandboxSpec {
         let setup = req.setup.iter().map(|c| parse_setup(c)).collect::<Result<_, _>>()?;
         let seccomp_profile = req.seccomp_profile.as_deref().map(super::seccomp::check_custom).transpose()?;
         let egress = egress_of(req)?;
-        let runtime = parse_runtime(req.runtime.as_deref())?;
+        let runtime = match req.snapshots {
+            true => parse_runtime(Some(req.runtime.as_deref().unwrap_or(crate::model::runtime::SNAPSHOTS)))?,
+            false => parse_runtime(req.runtime.as_deref())?,
+        };
+        let channel = snapshot_limits(req, &runtime)?;
+        let snapshots = req.snapshots || runtime == crate::model::runtime::SNAPSHOTS;
+        let remake = snapshots.then(|| serde_json::to_string(req).unwrap_or_default());
         Ok(SandboxSpec {
             image,
             session,
@@ -201,13 +227,56 @@ impl SandboxSpec {
             setup,
             command: req.command.clone(),
             seccomp_profile,
-            channel: req.channel,
+            channel,
             egress,
             runtime,
             pull: req.pull.unwrap_or_default(),
             pool: None,
             idle: false,
+            remake,
+            restore: None,
         })
+    }
+}
+
+/// A sandbox that can be checkpointed (`--snapshots`, or the runtime sbx
+/// registers for it) has no network and no host-backed socket: runsc
+/// 20221219 cannot save a sandbox on hostinet or one holding a host unix
+/// socket (gvisor#10897). What needs either is refused here; the channel
+/// is the relayed one.
+fn snapshot_limits(req: &CreateRequest, runtime: &str) -> Result<crate::model::channel::Choice, Invalid> {
+    use crate::model::channel::Choice;
+    if !req.snapshots && runtime != crate::model::runtime::SNAPSHOTS {
+        return Ok(req.channel);
+    }
+    let why = "a sandbox that can be checkpointed runs under gVisor with no network \
+               (runsc 20221219 cannot save one on the host's network stack; a newer gVisor lifts it)";
+    let refused = |flag: &'static str, given: bool| given.then_some(flag);
+    let flag = refused("--route", !req.routes.is_empty())
+        .or_else(|| refused("--allow", !req.allow.is_empty()))
+        .or_else(|| refused("--secret", !req.secret.is_empty()))
+        .or_else(|| refused("--egress", req.egress.is_some()))
+        .or_else(|| refused("--private-routes", req.private_routes));
+    if let Some(flag) = flag {
+        return Err(Invalid::new(flag, "", why).hint("drop it, or create the sandbox without --snapshots"));
+    }
+    if req.persist {
+        return Err(Invalid::new(
+            "--persist",
+            "",
+            "a checkpoint saves the sandbox's memory and its own file systems; a persistent /state is a host \
+             volume that would change under a restored sandbox",
+        )
+        .hint("keep the work in /state (a tmpfs, saved with the checkpoint), or drop --snapshots"));
+    }
+    match req.channel {
+        Choice::Direct => Err(Invalid::new(
+            "--channel",
+            "direct",
+            "the direct channel's socket is backed by the host, and gVisor cannot save one (gvisor#10897)",
+        )
+        .hint("leave --channel out: a sandbox with --snapshots takes the relayed channel")),
+        _ => Ok(Choice::Exec),
     }
 }
 
@@ -319,8 +388,12 @@ fn persistence_of(
 /// The egress gate's flags: `--allow` and `--egress` make it; the others
 /// only configure it, so alone they are refused.
 fn egress_of(req: &CreateRequest) -> Result<Option<super::egress::EgressSpec>, Invalid> {
-    let egress = super::egress::EgressSpec::from_flags(
-        &req.allow,
+    let secrets = super::egress::parse_secrets(&req.secret)?;
+    // Each secret's host is allowed: the value is no use where it cannot go.
+    let mut allow = req.allow.clone();
+    allow.extend(secrets.iter().map(|s| format!("{}:{}", s.host, s.port)));
+    let mut egress = super::egress::EgressSpec::from_flags(
+        &allow,
         req.egress,
         req.egress_dns.as_deref(),
         req.egress_network.as_deref(),
@@ -343,6 +416,20 @@ fn egress_of(req: &CreateRequest) -> Result<Option<super::egress::EgressSpec>, I
     }
     if let Some(n) = req.egress_network.as_deref() {
         check_network_name(n)?;
+    }
+    match egress.as_mut() {
+        Some(e) => e.add_secrets(secrets, req.secret_prefix.as_deref(), req.egress_ca.as_deref())?,
+        None => {
+            let lone = [("--secret-prefix", &req.secret_prefix), ("--egress-ca", &req.egress_ca)];
+            if let Some((flag, Some(v))) = lone.into_iter().find(|(_, v)| v.is_some()) {
+                return Err(Invalid::new(
+                    flag,
+                    v.as_str(),
+                    "it configures the egress gate's secrets, and there is no --secret",
+                )
+                .hint("add --secret NAME@HOST=env:VAR (or leave the flag out)"));
+            }
+        }
     }
     Ok(egress)
 }

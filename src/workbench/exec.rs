@@ -77,34 +77,88 @@ pub enum RunEnd {
     Signal(i32),
 }
 
+/// What is sent to a command run through the helper while it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunInput {
+    /// Bytes for its stdin or terminal (any length: sent in frames).
+    Data(Vec<u8>),
+    /// End of its stdin.
+    Close,
+    /// Its terminal's new size: columns, rows.
+    Resize(u16, u16),
+}
+
+/// How a command runs through the helper beyond its argv. With `input`
+/// docker exec keeps its stdin open and the helper ends the command if
+/// that stdin ends first (sbx gone); what comes on `input` goes to the
+/// command's stdin when `stdin` (otherwise /dev/null), or to its terminal
+/// of `pty` columns and rows (whose output comes as stdout).
+#[derive(Debug, Default)]
+pub struct RunIo {
+    pub input: Option<std::sync::mpsc::Receiver<RunInput>>,
+    pub stdin: bool,
+    pub pty: Option<(u16, u16)>,
+}
+
+/// The helper's argv for `run`: `HELPER run [--stdin|--hold] [--pty C R] -- CMD...`.
+fn run_argv(cmd: &[String], io: &RunIo) -> Vec<String> {
+    let mut full = vec![HELPER.to_string(), "run".into()];
+    match io.pty {
+        Some((c, r)) => full.extend(["--pty".into(), c.to_string(), r.to_string()]),
+        None if io.stdin => full.push("--stdin".into()),
+        None if io.input.is_some() => full.push("--hold".into()),
+        None => {}
+    }
+    full.push("--".into());
+    full.extend(cmd.iter().cloned());
+    full
+}
+
 /// A command through `docker exec ... helper run -- CMD` (`sbx serve`'s
 /// process API): its pid, stdout and stderr handed to `on` as they come,
 /// then how it ended. An error from `on` (the client went away) kills
 /// docker exec. docker's own failures (no such sandbox, not running, no
 /// helper) are errors, as for `sbx exec`; so is a stream the helper did
-/// not write.
+/// not write. With `io.input` docker exec keeps its stdin (`-i`) and
+/// what comes on `input` goes to the helper as frames, until the sender
+/// is dropped or the command's output ends.
 pub fn exec_streamed(
     t: &Target,
     o: &ExecOpts,
     cmd: &[String],
+    io: RunIo,
     on: &mut dyn FnMut(RunEvent<'_>) -> std::io::Result<()>,
 ) -> Result<RunEnd> {
-    let mut full = vec![HELPER.to_string(), "run".into(), "--".into()];
-    full.extend(cmd.iter().cloned());
-    let argv = argv::exec(&t.container, &ExecOpts { interactive: false, tty: false, ..o.clone() }, &full);
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let interactive = io.input.is_some() || io.pty.is_some();
+    let full = run_argv(cmd, &io);
+    let argv = argv::exec(&t.container, &ExecOpts { interactive, tty: false, ..o.clone() }, &full);
     let mut end = None;
+    let out_done = AtomicBool::new(false);
     let mut relay = |r: &mut dyn std::io::Read| -> std::io::Result<()> {
-        while let Some((tag, payload)) = super::mux::read_frame(r)? {
-            match tag {
-                super::mux::PID => on(RunEvent::Started(number(&payload)? as u32))?,
-                super::mux::STDOUT => on(RunEvent::Stdout(&payload))?,
-                super::mux::STDERR => on(RunEvent::Stderr(&payload))?,
-                _ => end = Some(run_end(&payload)?),
+        let relayed = (|| {
+            while let Some((tag, payload)) = super::mux::read_frame(r)? {
+                match tag {
+                    super::mux::PID => on(RunEvent::Started(number(&payload)? as u32))?,
+                    super::mux::STDOUT => on(RunEvent::Stdout(&payload))?,
+                    super::mux::STDERR => on(RunEvent::Stderr(&payload))?,
+                    _ => {
+                        end = Some(run_end(&payload)?);
+                        break;
+                    }
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })();
+        out_done.store(true, SeqCst);
+        relayed
     };
-    let done = t.docker.run_stream(&argv, None, &mut relay)?;
+    let mut feed = io.input.map(|rx| {
+        let out_done = &out_done;
+        move |w: &mut dyn std::io::Write| -> std::io::Result<()> { feed_input(&rx, out_done, w) }
+    });
+    let input = feed.as_mut().map(|f| f as &mut crate::docker::StreamIn<'_>);
+    let done = t.docker.run_stream(&argv, input, &mut relay)?;
     let held = String::from_utf8_lossy(&done.stderr).to_string();
     if let Some(e) = sandbox_error(t, &held) {
         return Err(e);
@@ -123,6 +177,30 @@ pub fn exec_streamed(
     }
 }
 
+/// `run`'s input, written to the helper as frames until the sender is
+/// gone or the output has ended (polled: the sender may outlive it).
+fn feed_input(
+    rx: &std::sync::mpsc::Receiver<RunInput>,
+    out_done: &std::sync::atomic::AtomicBool,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    use super::mux::{write_frame, CLOSE, INPUT, MAX_FRAME, RESIZE};
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(RunInput::Data(b)) => {
+                for chunk in b.chunks(MAX_FRAME) {
+                    write_frame(w, INPUT, chunk)?;
+                }
+            }
+            Ok(RunInput::Close) => write_frame(w, CLOSE, b"")?,
+            Ok(RunInput::Resize(c, r)) => write_frame(w, RESIZE, format!("{c} {r}").as_bytes())?,
+            Err(RecvTimeoutError::Timeout) if !out_done.load(std::sync::atomic::Ordering::SeqCst) => {}
+            Err(_) => return Ok(()),
+        }
+    }
+}
+
 /// Signal one process of the sandbox (a pid [`RunEvent::Started`] named),
 /// through the helper, as the sandbox's own user; false when there is no
 /// such process.
@@ -136,6 +214,22 @@ pub fn signal_pid(t: &Target, pid: u32, sig: i32) -> Result<bool> {
         3 => Ok(false),
         _ => Err(Error::io(format!("signalling process {pid}"), std::io::Error::other(out.stderr_str()))),
     }
+}
+
+/// The environment variable that tags a command and all it starts, so
+/// [`kill_tagged`] reaches its whole tree (what `exec_watched` uses).
+pub const TAG_VAR: &str = "SBX_EXEC";
+
+/// Signal every process of the sandbox whose environment carries
+/// `TAG_VAR=token` (a command run with it, and whatever it started), then
+/// SIGKILL what is left after `grace`; false when none was found.
+pub fn kill_tagged(t: &Target, token: &str, sig: i32, grace: std::time::Duration) -> Result<bool> {
+    let args = [HELPER, "kill-exec", token, &sig.to_string(), &grace.as_millis().to_string()].map(String::from);
+    let out = run(t, &argv::exec(&t.container, &ExecOpts::default(), &args))?;
+    if let Some(e) = sandbox_error(t, &out.stderr_str()) {
+        return Err(e);
+    }
+    Ok(out.status == 0)
 }
 
 fn number(b: &[u8]) -> std::io::Result<i32> {
@@ -166,7 +260,7 @@ pub const SIGNAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub fn exec_watched(t: &Target, o: &ExecOpts, cmd: &[String], watch: &crate::host::interrupt::Watch) -> Result<i32> {
     let token = format!("{:016x}", rand::random::<u64>());
     let mut tagged = o.clone();
-    tagged.env.push(("SBX_EXEC".into(), token.clone()));
+    tagged.env.push((TAG_VAR.into(), token.clone()));
     let argv = argv::exec(&t.container, &tagged, cmd);
     let (attached, signal) = std::thread::scope(|s| {
         let forwarder = s.spawn(|| {
@@ -286,5 +380,55 @@ mod tests {
         assert_ne!(format!("SBX_EXEC={token}"), tag, "a new token per exec");
         assert_eq!(calls[2], ["exec", "-u", "1000:1000", "--", id, HELPER, "kill-exec", &token, "15", "2000"]);
         assert_eq!(f.remaining(), 0);
+    }
+
+    #[test]
+    fn input_goes_to_the_helper_as_frames_never_raw() {
+        use super::super::mux::{write_frame, CLOSE, EXIT, INPUT, MAX_FRAME, PID, RESIZE, STDOUT};
+        let f = FakeDocker::new();
+        let id = "sbx-0123456789ab";
+        let mut out = Vec::new();
+        write_frame(&mut out, PID, b"12").unwrap();
+        write_frame(&mut out, STDOUT, b"\x1b]0;x\x07\xff").unwrap();
+        write_frame(&mut out, EXIT, b"0").unwrap();
+        // Past its end nothing is relayed.
+        write_frame(&mut out, STDOUT, b"late").unwrap();
+        f.push(Output { status: 0, stdout: out, stderr: vec![] });
+        let (tx, rx) = std::sync::mpsc::sync_channel(8);
+        let big = vec![b'a'; MAX_FRAME + 3];
+        tx.send(RunInput::Data(big.clone())).unwrap();
+        tx.send(RunInput::Resize(100, 30)).unwrap();
+        tx.send(RunInput::Close).unwrap();
+        drop(tx);
+        let mut seen = Vec::new();
+        let io = RunIo { input: Some(rx), stdin: false, pty: Some((80, 24)) };
+        let end = exec_streamed(&Target::test(&f, id), &ExecOpts::default(), &["/bin/bash".into()], io, &mut |e| {
+            seen.push(format!("{e:?}"));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(end, RunEnd::Code(0));
+        assert_eq!(seen, ["Started(12)", "Stdout([27, 93, 48, 59, 120, 7, 255])"]);
+        let call = &f.invocations()[0];
+        assert_eq!(call.args, ["exec", "-i", "--", id, HELPER, "run", "--pty", "80", "24", "--", "/bin/bash"]);
+        let mut want = Vec::new();
+        write_frame(&mut want, INPUT, &big[..MAX_FRAME]).unwrap();
+        write_frame(&mut want, INPUT, &big[MAX_FRAME..]).unwrap();
+        write_frame(&mut want, RESIZE, b"100 30").unwrap();
+        write_frame(&mut want, CLOSE, b"").unwrap();
+        assert_eq!(call.stdin.as_deref(), Some(&want[..]));
+        // Without input or a terminal: no -i, stdin stays /dev/null.
+        f.push(Output { status: 0, stdout: b"p\0\0\0\x012x\0\0\0\x010".to_vec(), stderr: vec![] });
+        exec_streamed(&Target::test(&f, id), &ExecOpts::default(), &["true".into()], RunIo::default(), &mut |_| Ok(()))
+            .unwrap();
+        let call = &f.invocations()[1];
+        assert_eq!(call.args, ["exec", "--", id, HELPER, "run", "--", "true"]);
+        assert_eq!(call.stdin, None);
+        // Input held open without a stdin for the command: --hold.
+        f.push(Output { status: 0, stdout: b"p\0\0\0\x012x\0\0\0\x010".to_vec(), stderr: vec![] });
+        let io = RunIo { input: Some(std::sync::mpsc::channel().1), ..RunIo::default() };
+        exec_streamed(&Target::test(&f, id), &ExecOpts::default(), &["true".into()], io, &mut |_| Ok(())).unwrap();
+        assert_eq!(f.invocations()[2].args, ["exec", "-i", "--", id, HELPER, "run", "--hold", "--", "true"]);
+        assert_eq!(f.invocations()[2].stdin.as_deref(), Some(&b""[..]));
     }
 }

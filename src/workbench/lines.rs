@@ -138,6 +138,8 @@ pub enum Change {
     Created,
     Modified,
     Deleted,
+    /// Permissions, owner or times changed (`watch -a` only).
+    Attrib,
 }
 
 impl Change {
@@ -146,6 +148,7 @@ impl Change {
             Change::Created => "created",
             Change::Modified => "modified",
             Change::Deleted => "deleted",
+            Change::Attrib => "attrib",
         }
     }
 }
@@ -330,6 +333,7 @@ pub fn parse_watch(line: &[u8]) -> Result<WatchLine, Malformed> {
                 b"created" => Change::Created,
                 b"modified" => Change::Modified,
                 b"deleted" => Change::Deleted,
+                b"attrib" => Change::Attrib,
                 _ => return Err(bad("an unknown change")),
             };
             let dir = match f[2] {
@@ -437,6 +441,10 @@ mod tests {
             WatchLine::Moved { from: RelPath(vec![b"a".to_vec()]), to: RelPath(vec![b"b".to_vec(), b"c".to_vec()]) }
         );
         assert_eq!(parse_watch(b"LIMIT ").unwrap(), WatchLine::Limit(RelPath::default()));
+        assert_eq!(
+            parse_watch(b"EV attrib f 61").unwrap(),
+            WatchLine::Changed { change: Change::Attrib, dir: false, path: RelPath(vec![b"a".to_vec()]) }
+        );
         for l in
             ["EV created d ", "EV made d 61", "EV created x 61", "MV 61", "MV 61 ", "READY ", "OVERFLOW 1", "GONE\r"]
         {

@@ -30,7 +30,9 @@ pub mod transfer;
 pub mod watch;
 
 pub use crate::docker::argv::ExecOpts;
-pub use exec::{exec, exec_streamed, exec_watched, shell, signal_pid, RunEnd, RunEvent, SIGNAL_GRACE};
+pub use exec::{
+    exec, exec_streamed, exec_watched, kill_tagged, shell, signal_pid, RunEnd, RunEvent, RunInput, RunIo, SIGNAL_GRACE,
+};
 pub use files::{backup, cp, parse_cp_side, read_file, restore, write_file, CpSide, WORKSPACE};
 pub use helper::helper_exit;
 pub use listing::{list, mkdir, sandbox_path, ListOpts};
@@ -40,4 +42,4 @@ pub use ps::{
 };
 pub use stats::{stats, stats_present, Stats};
 pub use target::Target;
-pub use watch::{watch, WatchEnd};
+pub use watch::{watch, watch_with, WatchEnd, WatchOpts};

@@ -39,23 +39,47 @@ pub fn watch(
     signals: &Watch,
     sink: &mut dyn FnMut(&WatchLine) -> std::io::Result<()>,
 ) -> Result<WatchEnd> {
+    watch_with(t, path, WatchOpts { recursive, attrib: false }, signals, sink)
+}
+
+/// What a watch sees besides the directory's own entries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WatchOpts {
+    /// Everything below, directories made later included.
+    pub recursive: bool,
+    /// Attribute changes (chmod, touch) too, as [`Change::Attrib`](super::lines::Change).
+    pub attrib: bool,
+}
+
+/// [`watch`] with its options. A signal raised on `signals` (or the end of
+/// `sink`'s reader) stops it: the helper's stdin is closed, and should the
+/// exec outlive that by 5 seconds, its docker client is killed.
+pub fn watch_with(
+    t: &Target,
+    path: &str,
+    opts: WatchOpts,
+    signals: &Watch,
+    sink: &mut dyn FnMut(&WatchLine) -> std::io::Result<()>,
+) -> Result<WatchEnd> {
     let mut args = vec!["watch", path];
-    if recursive {
+    if opts.recursive {
         args.push("-r");
+    }
+    if opts.attrib {
+        args.push("-a");
     }
     // -i: the helper reads its stdin only to learn when to stop.
     let argv = helper_argv(t, true, &args);
     let piped = t.docker.open_pipe(&argv)?;
-    let (stdin, stdout, wait) = (piped.stdin, piped.stdout, piped.wait);
+    let (stdin, stdout, wait, stop) = (piped.stdin, piped.stdout, piped.wait, piped.stop);
     let (read, signal) = std::thread::scope(|s| {
         let stopper = s.spawn(move || {
             let sig = signals.next();
             drop(stdin); // EOF: the helper ends, and with it the exec
-            if let Some(sig) = sig {
-                // docker exec ends with the helper; should it not, end sbx anyway.
-                if !signals.finished_within(std::time::Duration::from_secs(5)) {
-                    std::process::exit(128 + sig);
-                }
+                         // docker exec ends with the helper; should it not, end it here
+                         // (a server watching for many clients must not wait on one).
+            if sig.is_some() && !signals.finished_within(std::time::Duration::from_secs(5)) {
+                stop();
             }
             sig
         });
@@ -269,6 +293,25 @@ mod tests {
             .flat_map(|n| std::iter::once(w.clone()).chain(std::iter::repeat_n(i.clone(), n)))
             .collect();
         assert_eq!(f.brief(), want);
+    }
+
+    #[test]
+    fn attribute_changes_are_asked_for_with_dash_a() {
+        let f = FakeDocker::new();
+        f.push(Output::ok("READY\nEV attrib f 61\nGONE\n"));
+        let signals = Watch::manual().unwrap();
+        let mut got = Vec::new();
+        let opts = WatchOpts { recursive: true, attrib: true };
+        let r = watch_with(&Target::test(&f, ID), "/tmp/w", opts, &signals, &mut |l| {
+            got.push(l.clone());
+            Ok(())
+        });
+        assert_eq!(r.unwrap(), WatchEnd::Gone);
+        assert_eq!(f.calls()[0], ["exec", "-i", "--", ID, "/run/sbx/helper", "watch", "/tmp/w", "-r", "-a"]);
+        assert_eq!(
+            got[1],
+            WatchLine::Changed { change: Change::Attrib, dir: false, path: RelPath(vec![b"a".to_vec()]) }
+        );
     }
 
     #[test]

@@ -261,7 +261,7 @@ fn the_gate_is_hardened_and_audit_passes() {
     assert!(get("{{.HostConfig.Memory}}").parse::<u64>().unwrap() > 0);
     assert!(get("{{.HostConfig.PidsLimit}}").parse::<u64>().unwrap() > 0);
     // CIS 5.12: its work runs outside the sandbox's --cpus.
-    assert_eq!(get("{{.HostConfig.NanoCpus}}"), "500000000");
+    assert_eq!(get("{{.HostConfig.NanoCpus}}"), "1000000000");
     assert_eq!(get("{{json .Config.Healthcheck.Test}}"), r#"["NONE"]"#);
     assert!(get("{{json .HostConfig.Ulimits}}").contains("nofile"));
     let log = get("{{json .HostConfig.LogConfig.Config}}");

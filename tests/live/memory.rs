@@ -97,17 +97,32 @@ fn pinned_file_objects_are_paid_for_from_the_sandboxs_memory() {
     let before = file_nr();
     let mut pin = std::process::Command::new("docker")
         .args(["exec", &sb.id, "/bin/fixture", "pin-files", "/tmp", "12"])
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // "pinned N" once every pinner was refused (it then holds them all).
+    let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut out = pin.stdout.take().unwrap();
+    let reader = {
+        let said = said.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(&mut out)).map_while(Result::ok) {
+                said.lock().unwrap().push_str(&line);
+            }
+        })
+    };
     let mut peak = before;
-    let ended = until(std::time::Duration::from_secs(120), || {
+    // Minutes, not seconds: twelve pinners share two cores with the rest of the suite.
+    let ended = until(std::time::Duration::from_secs(300), || {
         peak = peak.max(file_nr());
-        sb.inspect("{{.State.Status}}") != "running" || pin.try_wait().unwrap().is_some()
+        sb.inspect("{{.State.Status}}") != "running"
+            || pin.try_wait().unwrap().is_some()
+            || said.lock().unwrap().contains("pinned")
     });
     let _ = pin.kill();
     let _ = pin.wait();
-    assert!(ended.is_some(), "12 processes pinned files for 2 minutes: nothing bounded them");
+    let _ = reader.join();
+    assert!(ended.is_some(), "12 processes pinned files for 5 minutes: nothing bounded them");
     let pinned = peak.saturating_sub(before);
     // Other tests open files meanwhile: the bound is loose on purpose.
     let bound = (LIMIT_MIB << 20) / 256;

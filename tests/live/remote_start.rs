@@ -203,6 +203,19 @@ fn fillers() -> Vec<String> {
     out.lines().filter(|n| n.starts_with("sbx-fill-")).map(str::to_string).collect()
 }
 
+/// The fillers sbx itself made: not a stand-in another test of this module
+/// plants at the same time (it carries its world's case label).
+fn sbx_fillers() -> Vec<String> {
+    let format = format!("{{{{.Names}}}}\t{{{{.Label \"{TEST_LABEL}.case\"}}}}");
+    let out = docker_ok(&["ps", "-a", "--filter", "label=sbx.helper.filler", "--format", &format]);
+    // `docker_ok` trims the output: the last line's empty case loses its tab.
+    out.lines()
+        .map(|l| l.split_once('\t').unwrap_or((l, "")))
+        .filter(|(n, case)| n.starts_with("sbx-fill-") && case.is_empty())
+        .map(|(n, _)| n.to_string())
+        .collect()
+}
+
 /// A create SIGKILLed while it fills the helper volume leaves its filler
 /// container; gc against that engine removes it (its create is gone), and
 /// only it.
@@ -212,7 +225,7 @@ fn gc_removes_the_filler_of_a_create_killed_mid_fill() {
     let w = World::new();
     let shim = Shim::new(&w, "cp", false);
     let env = with(remote.env(), &[("SBX_DOCKER", shim.path().to_str().unwrap())]);
-    let before = fillers();
+    let before = sbx_fillers();
     let label = w.case_label();
     let mut cmd = Command::new(SBX);
     cmd.args(w.dir_args()).args(["create", "--image", &w.image, "--label", &label]);
@@ -223,7 +236,7 @@ fn gc_removes_the_filler_of_a_create_killed_mid_fill() {
     child.kill().unwrap();
     child.wait().unwrap();
     shim.release();
-    let left: Vec<String> = fillers().into_iter().filter(|f| !before.contains(f)).collect();
+    let left: Vec<String> = sbx_fillers().into_iter().filter(|f| !before.contains(f)).collect();
     assert_eq!(left.len(), 1, "the killed create left no filler (or several): {left:?}");
 
     let out = sbx(&w, &["--json", "gc"], &remote.env());

@@ -1,143 +1,13 @@
-//! `sbx serve` driven by the real E2B Python SDK (e2b 2.63.0 from PyPI, in
-//! the virtualenv scripts/test makes at [`VENV`]; made here when missing,
-//! never skipped). The SDK's URLs all point at the server on a free
-//! 127.0.0.1 port, and `E2B_DOMAIN` is a name that never resolves, so a
-//! URL the SDK builds past them fails here instead of leaving the machine.
+//! `sbx serve` driven by the real E2B Python SDK (support/serve.rs: the
+//! pinned SDK's venv, a Debian image with bash, the server on a free
+//! loopback port).
 
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::process::Stdio;
 use std::time::Duration;
 
+use super::support::serve::*;
 use super::support::*;
-
-const VENV: &str = "/var/cache/sbx-test/e2b-2.63.0";
-const SDK: &str = "e2b==2.63.0";
-
-/// The venv's python, with the pinned SDK importable (made once per machine).
-fn sdk_python() -> PathBuf {
-    static PY: OnceLock<PathBuf> = OnceLock::new();
-    PY.get_or_init(|| {
-        let py = Path::new(VENV).join("bin/python");
-        let has = |py: &Path| Command::new(py).args(["-c", "import e2b"]).output().is_ok_and(|o| o.status.success());
-        if !has(&py) {
-            std::fs::create_dir_all(Path::new(VENV).parent().unwrap()).unwrap();
-            let made = Command::new("python3").args(["-m", "venv", VENV]).output().expect("spawn python3");
-            assert_success(&made, "python3 -m venv (Debian: apt-get install python3-venv; scripts/test does)");
-            let pip = Path::new(VENV).join("bin/pip");
-            let got = Command::new(pip).args(["install", "-q", "--disable-pip-version-check", SDK]).output().unwrap();
-            assert_success(&got, "pip install e2b==2.63.0");
-            assert!(has(&py), "{SDK} installed but `import e2b` fails");
-        }
-        py
-    })
-    .clone()
-}
-
-/// A Debian image with bash: Debian's bash-static as /bin/bash and
-/// busybox-static's applets (scripts/test installs both). Its ENTRYPOINT
-/// fails at once: a sandbox of it stays up only if sbx never runs it.
-fn bash_image(w: &World) -> Image {
-    let tree = ImageTree::new(&["etc", "home"]).for_case(w).start("ENTRYPOINT [\"/bin/false\"]");
-    let bin = tree.root().join("bin");
-    std::fs::copy("/bin/bash-static", bin.join("bash")).expect("/bin/bash-static (apt-get install bash-static)");
-    std::fs::copy("/bin/busybox", bin.join("busybox")).expect("/bin/busybox (apt-get install busybox-static)");
-    for applet in ["sh", "cat", "echo", "false", "true", "sleep", "id", "ls", "head", "sha256sum", "ln", "mkdir"] {
-        std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
-    }
-    tree.import()
-}
-
-/// `sbx serve` running for one test; stopped, and every sandbox of its
-/// world destroyed, on drop.
-struct Server<'w> {
-    w: &'w World,
-    child: Child,
-    addr: String,
-    log: PathBuf,
-}
-
-impl<'w> Server<'w> {
-    fn start(w: &'w World, templates: &[String]) -> Self {
-        Self::start_under(w, templates, &[])
-    }
-
-    /// `sbx serve` run by `wrapper` (a program and its arguments, then sbx's argv).
-    fn start_under(w: &'w World, templates: &[String], wrapper: &[&str]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr = format!("127.0.0.1:{port}");
-        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}.log", w.case));
-        let mut cmd = match wrapper {
-            [] => Command::new(SBX),
-            [program, args @ ..] => {
-                let mut c = Command::new(program);
-                c.args(args).arg(SBX);
-                c
-            }
-        };
-        cmd.args(w.dir_args()).args(["serve", "--listen", &addr]);
-        for t in templates {
-            cmd.args(["--template", t]);
-        }
-        let err = std::fs::File::create(&log).unwrap();
-        let child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err).spawn().expect("spawn sbx serve");
-        let s = Server { w, child, addr, log };
-        let up = until(Duration::from_secs(15), || TcpStream::connect(&s.addr).is_ok());
-        assert!(up.is_some(), "sbx serve did not listen on {}: {}", s.addr, s.stderr());
-        s
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn key(&self) -> String {
-        std::fs::read_to_string(self.w.state_dir.join("serve/api-key")).unwrap().trim().to_string()
-    }
-
-    /// `script` with the real SDK pointed at this server, ready to run.
-    fn sdk(&self, script: &str, key: &str) -> Command {
-        let url = format!("http://{}", self.addr);
-        let mut cmd = Command::new(sdk_python());
-        cmd.args(["-u", "-c", script]).env_clear();
-        cmd.env("PATH", "/usr/bin:/bin").env("HOME", std::env::temp_dir());
-        cmd.envs([("E2B_API_URL", url.as_str()), ("E2B_SANDBOX_URL", url.as_str()), ("E2B_API_KEY", key)]);
-        cmd.envs([("E2B_DOMAIN", "sbx-serve.invalid"), ("NO_PROXY", "*"), ("no_proxy", "*")]);
-        cmd.stdin(Stdio::null());
-        cmd
-    }
-
-    /// Run `script` with the real SDK pointed at this server.
-    fn python(&self, script: &str, key: &str) -> std::process::Output {
-        self.sdk(script, key).output().expect("spawn python")
-    }
-}
-
-impl Drop for Server<'_> {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // The world's own data dir: `ls` lists only what this server made.
-        let out = self.w.sbx(&["ls", "--json"]);
-        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
-            for r in v.as_array().into_iter().flatten() {
-                if let Some(id) = r["id"].as_str() {
-                    let _ = self.w.sbx(&["destroy", id]);
-                }
-            }
-        }
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
-
-/// The Python example docs/serve.md shows, run as it is there.
-fn doc_example() -> String {
-    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/serve.md")).unwrap();
-    let start = page.find("```python\n").expect("docs/serve.md has a python example") + "```python\n".len();
-    let len = page[start..].find("```").expect("the example's block ends");
-    page[start..start + len].to_string()
-}
 
 #[test]
 fn the_e2b_sdk_creates_runs_lists_and_kills() {
@@ -263,6 +133,12 @@ try:
     left = again.get_info().end_at - datetime.datetime.now(datetime.timezone.utc)
     assert left > datetime.timedelta(minutes=50), "connect never shortens the TTL"
     assert again.commands.run("echo back").stdout == "back\n"
+    try:
+        again.fork(count=2)
+        raise AssertionError("a sandbox made without --snapshots was forked")
+    except Exception as e:
+        assert "--snapshots" in str(e), repr(e)
+    assert len(Sandbox.list().next_items()) == 1, "a refused fork made a sandbox"
     print("ok")
 finally:
     sbx.kill()
@@ -430,41 +306,6 @@ fn running_out_of_file_descriptors_never_stops_the_server() {
         got.starts_with("HTTP/1.1 401")
     });
     assert!(answered.is_some(), "the server stopped answering: {}", s.stderr());
-}
-
-/// A client that goes away while its command is silent does not leave the
-/// command (nor its docker exec) running: it is killed in the sandbox.
-#[test]
-fn a_silent_command_ends_when_its_client_goes_away() {
-    let _engine = loading_the_engine();
-    let w = World::new();
-    let img = bash_image(&w);
-    let s = Server::start(&w, &[format!("debian={}", img.0)]);
-    let script = r#"
-import os, json, struct, http.client, time
-from e2b import Sandbox
-sb = Sandbox.create("debian", timeout=120)
-try:
-    c = http.client.HTTPConnection(os.environ["E2B_API_URL"].split("//")[1], timeout=30)
-    msg = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "sleep 1000"]}}).encode()
-    c.request("POST", "/process.Process/Start", body=struct.pack(">BI", 0, len(msg)) + msg, headers={
-        "Content-Type": "application/connect+json", "E2b-Sandbox-Id": sb.sandbox_id, "X-Access-Token": sb._envd_access_token})
-    r = c.getresponse()
-    head = r.read(5)
-    pid = json.loads(r.read(struct.unpack(">I", head[1:])[0]))["event"]["start"]["pid"]
-    r.close(); c.close()
-    alive = lambda: sb.commands.run(f"test -e /proc/{pid} && echo alive || echo gone").stdout
-    for _ in range(50):
-        if alive() == "gone\n":
-            break
-        time.sleep(0.2)
-    print(alive(), end="")
-finally:
-    sb.kill()
-"#;
-    let out = s.python(script, &s.key());
-    assert_success(&out, &format!("a client gone (server said: {})", s.stderr()));
-    assert_eq!(stdout(&out), "gone\n");
 }
 
 /// files.read of what is not a regular file in the sandbox (a FIFO: never

@@ -65,6 +65,10 @@ impl Doctor<'_> {
                     crate::host::channel::Kind::Exec if remote => {
                         "the relayed channel (docker exec; the engine is remote)".to_string()
                     }
+                    crate::host::channel::Kind::Exec if self.runtime == crate::model::runtime::SNAPSHOTS => {
+                        "the relayed channel (docker exec; a sandbox that can be checkpointed has no host socket)"
+                            .to_string()
+                    }
                     crate::host::channel::Kind::Exec => {
                         "the relayed channel (docker exec; sbx is not root)".to_string()
                     }
@@ -156,13 +160,19 @@ impl Doctor<'_> {
             setup: vec![],
             command: targets.to_vec(),
             seccomp_profile: None,
-            channel: crate::host::channel::Choice::Auto,
+            // A runtime that can checkpoint has no host socket to give.
+            channel: match self.runtime == crate::model::runtime::SNAPSHOTS {
+                true => crate::host::channel::Choice::Exec,
+                false => crate::host::channel::Choice::Auto,
+            },
             egress: None,
             runtime: self.runtime.to_string(),
             // sbx's own image, imported here: there is nothing to pull.
             pull: crate::spec::PullPolicy::Never,
             pool: None,
             idle: false,
+            remake: None,
+            restore: None,
         }
     }
 

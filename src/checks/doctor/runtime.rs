@@ -6,7 +6,7 @@ use super::{check, Check, Doctor, Status};
 use crate::docker::{argv, parse, status_error};
 use crate::error::RuntimeError;
 use crate::model::channel::{Choice, Kind};
-use crate::model::runtime::{Family, Registered, DEFAULT};
+use crate::model::runtime::{fragment, Family, Registered, DEFAULT, SNAPSHOTS};
 use crate::spec::Route;
 
 /// What a family means for the workload's kernel, in a word or two.
@@ -61,7 +61,11 @@ impl Doctor<'_> {
         // routes doctor was given, a host socket for the channel it picks.
         // A remote engine always gets the relayed channel.
         let remote = self.driver.engine().is_ok_and(|e| e.is_remote());
-        let direct = !remote && Choice::Auto.resolve(nix::unistd::geteuid().as_raw()) == Kind::Direct;
+        let snapshots = self.runtime == SNAPSHOTS;
+        let direct = !remote && !snapshots && Choice::Auto.resolve(nix::unistd::geteuid().as_raw()) == Kind::Direct;
+        if snapshots && !self.snapshots_ready(reg, checks) {
+            return None;
+        }
         let problems = reg.problems(!routes.is_empty(), direct);
         if !problems.is_empty() {
             let e = RuntimeError::Misconfigured { name: reg.name.clone(), path: reg.path.clone(), problems };
@@ -80,6 +84,38 @@ impl Doctor<'_> {
         }
         checks.push(check("runtime", Status::Ok, detail, None));
         Some(reg.clone())
+    }
+
+    /// What `--snapshots` needs: a registration runsc can checkpoint under,
+    /// and the engine's experimental features (`docker checkpoint`).
+    fn snapshots_ready(&self, reg: &Registered, checks: &mut Vec<Check>) -> bool {
+        let fix = format!(
+            "merge {} into /etc/docker/daemon.json and restart dockerd (a SIGHUP does not apply `experimental`; \
+             without live-restore running containers stop), or run `sudo .ci/register-runsc-snap`",
+            fragment(SNAPSHOTS, Some(&reg.path))
+        );
+        if !reg.snapshots() {
+            let detail = format!(
+                "{} is registered with {:?}: runsc 20221219 checkpoints only a sandbox with --network=none and no --host-uds",
+                reg.name, reg.args
+            );
+            checks.push(check("snapshots", Status::Fail, detail, Some(fix)));
+            return false;
+        }
+        let args = argv::experimental();
+        let on = self.exec.run(&args).is_ok_and(|o| o.status == 0 && o.stdout_str().trim() == "true");
+        if !on {
+            let detail = "the engine runs without experimental features, which `docker checkpoint` needs".to_string();
+            checks.push(check("snapshots", Status::Fail, detail, Some(fix)));
+            return false;
+        }
+        checks.push(check(
+            "snapshots",
+            Status::Ok,
+            format!("{} can checkpoint (no network, no host sockets) and the engine is experimental", reg.name),
+            None,
+        ));
+        true
     }
 }
 

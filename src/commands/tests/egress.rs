@@ -186,3 +186,24 @@ impl Rig {
         }
     }
 }
+
+/// Every refusal of a secret is exit 2 before any docker call, and no
+/// message repeats a value given where a SOURCE belongs.
+#[test]
+fn secret_flags_are_refused_before_docker_without_their_value() {
+    let rig = Rig::new();
+    for args in [
+        &["create", "--image", "img", "--secret", "K@api.example.com=ghp_LITERAL"][..],
+        &["create", "--image", "img", "--secret", "K@*.example.com=env:V"],
+        &["create", "--image", "img", "--secret", "K@api.example.com:80=env:V"],
+        &["create", "--image", "img", "--secret", "K@api.example.com/Bad:H=env:V"],
+        &["create", "--image", "img", "--allow", "a b"],
+        &["secret", "set", ID, "K", "ghp_LITERAL"],
+        &["pool", "create", "p", "--size", "1", "--image", "img", "--secret", "K@api.example.com=env:V"],
+    ] {
+        let r = rig.sbx(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("ghp_LITERAL") && !r.stdout.contains("ghp_LITERAL"), "{}", r.stderr);
+    }
+    assert!(rig.fake.calls().is_empty());
+}

@@ -127,6 +127,14 @@ fn gate_args(p: &GatePlan, head: &[&str]) -> Vec<OsString> {
     a
 }
 
+/// `docker exec -i -- GATE /sbx __gate-vault`: the vault (secrets and
+/// certificates) goes on stdin to the gate's control socket, never into an
+/// argv. As the gate's own uid (exec's default: the container's user), the
+/// one its socket accepts.
+pub fn gate_vault(gate: &str) -> Vec<OsString> {
+    os(&["exec", "-i", "--", gate, "/sbx", "__gate-vault"])
+}
+
 /// sbx's own egress network: a bridge that reaches out (not internal),
 /// with inter-container traffic off so gates cannot reach each other.
 pub fn egress_network_create(name: &str) -> Vec<OsString> {
@@ -226,7 +234,7 @@ mod tests {
                 "--memory-swap",
                 "128m",
                 "--cpus",
-                "0.5",
+                "1",
                 "--pids-limit",
                 "64",
                 "--ulimit",

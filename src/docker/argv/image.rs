@@ -26,6 +26,11 @@ pub fn repo_digests(image: &str) -> Vec<OsString> {
     os(&["image", "inspect", "--format", "{{json .RepoDigests}}", "--", image])
 }
 
+/// `true` when the engine runs with experimental features (checkpoints).
+pub fn experimental() -> Vec<OsString> {
+    os(&["version", "--format", "{{json .Server.Experimental}}"])
+}
+
 pub fn version() -> Vec<OsString> {
     os(&["version", "--format", "{{json .}}"])
 }

@@ -68,6 +68,30 @@ pub fn list() -> Vec<OsString> {
     ]
 }
 
+/// `docker checkpoint create`: runsc saves the sandbox's memory and file
+/// systems into the engine's checkpoint directory; the container exits.
+/// (Not `--leave-running`: runsc 20221219 then panics, "invalid state
+/// transition: paused => stopped", and the sandbox dies.)
+pub fn checkpoint_create(id: &str, name: &str) -> Vec<OsString> {
+    os(&["checkpoint", "create", "--", id, name])
+}
+
+pub fn checkpoint_rm(id: &str, name: &str) -> Vec<OsString> {
+    os(&["checkpoint", "rm", "--", id, name])
+}
+
+/// `docker start --checkpoint NAME`: the container restored from the
+/// engine's checkpoint directory (20.10 refuses `--checkpoint-dir`).
+pub fn start_checkpoint(id: &str, name: &str) -> Vec<OsString> {
+    os(&["start", "--checkpoint", name, "--", id])
+}
+
+/// Where the engine keeps its containers (a checkpoint's directory is
+/// `ROOT/containers/FULLID/checkpoints/NAME`).
+pub fn root_dir() -> Vec<OsString> {
+    os(&["info", "--format", "{{json .DockerRootDir}}"])
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::strs;
@@ -80,5 +104,9 @@ mod tests {
         assert_eq!(strs(pause("c")), ["pause", "--", "c"]);
         assert_eq!(strs(unpause("c")), ["unpause", "--", "c"]);
         assert_eq!(strs(list())[..5], ["ps", "-a", "--no-trunc", "--filter", "label=sbx.managed=1"]);
+        // Never --leave-running (runsc 20221219 panics), never --checkpoint-dir (20.10 refuses it).
+        assert_eq!(strs(checkpoint_create("c", "n")), ["checkpoint", "create", "--", "c", "n"]);
+        assert_eq!(strs(checkpoint_rm("c", "n")), ["checkpoint", "rm", "--", "c", "n"]);
+        assert_eq!(strs(start_checkpoint("c", "n")), ["start", "--checkpoint", "n", "--", "c"]);
     }
 }

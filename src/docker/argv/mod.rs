@@ -30,19 +30,23 @@ pub use events::{events, exit_state};
 pub use exec::{exec, helper_connect, helper_probe_socket, logs, stats, ExecOpts};
 pub use forward::{forward_run, forwarders, ForwardPlan};
 pub use gate::{
-    egress_network_create, egress_networks, gate_create, gate_run, gates, host_addrs_run, GatePlan, PolicySource,
+    egress_network_create, egress_networks, gate_create, gate_run, gate_vault, gates, host_addrs_run, GatePlan,
+    PolicySource,
 };
 pub use image::{
-    context_host, context_show, engine_id, engine_time, image_labels, image_user, import, info_os, ps_quiet, pull,
-    remove_images, repo_digests, runtimes, security_options, version,
+    context_host, context_show, engine_id, engine_time, experimental, image_labels, image_user, import, info_os,
+    ps_quiet, pull, remove_images, repo_digests, runtimes, security_options, version,
 };
-pub use lifecycle::{inspect, list, pause, remove, running_pid, start, state, stop, unpause, wait_exit, LOG_TAIL};
+pub use lifecycle::{
+    checkpoint_create, checkpoint_rm, inspect, list, pause, remove, root_dir, running_pid, start, start_checkpoint,
+    state, stop, unpause, wait_exit, LOG_TAIL,
+};
 pub use network::{
     network_connect, network_connect_alias, network_disconnect, network_inspect, network_members, network_remove,
     private_network, private_networks,
 };
 pub use probe::{audit_probe, audit_probes, ProbePlan};
-pub use run::{container, egress_network, mode_name, RunPlan};
+pub use run::{container, egress_network, mode_name, secrets_label, RunPlan, TrustPlan};
 pub use volume::{session_volumes, volume_create, volume_inspect, volume_remove, volume_users};
 
 /// `["a", "b"]` as an argv.

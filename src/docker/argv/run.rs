@@ -60,6 +60,17 @@ pub struct RunPlan<'a> {
     /// The image's VOLUMEs that get a tmpfs of sbx's, checked and cleaned
     /// (see `sandbox::ops::create::image`).
     pub image_volumes: &'a [String],
+    /// A sandbox whose gate terminates TLS (a secret or a request rule).
+    pub trust: Option<TrustPlan<'a>>,
+}
+
+/// What a sandbox whose gate terminates TLS gets: its CA bundle's directory
+/// on this machine (mounted read-only at `paths::CA_BUNDLE_DIR`) and its
+/// variables (the bundle's, each secret's `NAME=<placeholder>`; no value).
+#[derive(Debug, Clone, Copy)]
+pub struct TrustPlan<'a> {
+    pub bundle_dir: &'a Path,
+    pub env: &'a [(String, String)],
 }
 
 impl RunPlan<'_> {
@@ -106,13 +117,38 @@ impl RunPlan<'_> {
         if let Some(p) = &s.pool {
             v.push((record::POOL.to_string(), p.clone()));
         }
+        if let Some(r) = &s.remake {
+            let request: serde_json::Value = serde_json::from_str(r).unwrap_or_default();
+            let remake = serde_json::json!({ "request": request, "idle": s.idle });
+            v.push((record::REMAKE.to_string(), remake.to_string()));
+        }
         if let Some(e) = &s.egress {
             v.push((record::EGRESS.to_string(), mode_name(e.policy.mode).to_string()));
             v.push((record::EGRESS_NETWORK.to_string(), egress_network(e).to_string()));
+            if !e.secrets.is_empty() {
+                v.push((record::SECRETS.to_string(), secrets_label(e)));
+            }
         }
         v.extend(s.labels.iter().cloned());
         v
     }
+}
+
+/// The `sbx.secrets` label: what each secret is, never its value,
+/// placeholder or source path.
+pub fn secrets_label(e: &EgressSpec) -> String {
+    let list: Vec<record::SecretInfo> = e
+        .secrets
+        .iter()
+        .map(|s| record::SecretInfo {
+            name: s.name.clone(),
+            host: s.host.clone(),
+            port: s.port,
+            header: s.header.clone(),
+            source: s.source.kind().to_string(),
+        })
+        .collect();
+    serde_json::to_string(&list).unwrap_or_default()
 }
 
 /// `enforce` or `observe`, as labels, the environment and JSON say it.
@@ -291,8 +327,23 @@ pub fn container(plan: &RunPlan, detach_run: bool) -> Vec<OsString> {
     push("--env", format!("SBX_SANDBOX_RUNTIME={}", s.runtime));
     // Last, so nothing before it can override the tier the sandbox sees.
     push("--env", format!("SBX_SANDBOX_TIER={}", plan.tier));
+    // After --env: the bundle's variables win over an operator's (a secret's
+    // NAME is never SBX_*).
+    push_trust(&mut a, plan.trust);
     push_program(&mut a, s);
     a
+}
+
+/// A terminating gate's CA bundle, read-only, and the sandbox's variables
+/// (the bundle's, the placeholders).
+fn push_trust(a: &mut Vec<OsString>, trust: Option<TrustPlan>) {
+    let Some(t) = trust else { return };
+    a.push("--mount".into());
+    a.push(format!("type=bind,src={},dst={},readonly", t.bundle_dir.display(), paths::CA_BUNDLE_DIR).into());
+    for (k, v) in t.env {
+        a.push("--env".into());
+        a.push(format!("{k}={v}").into());
+    }
 }
 
 /// What the sandbox runs: the image's program (or the command given), or,

@@ -64,6 +64,7 @@ impl RawContainer {
             network: l(EGRESS_NETWORK),
             active: self.networks.contains(&crate::model::gate::network(&self.name)),
             allow: None,
+            secrets: self.labels.get(crate::model::record::SECRETS).and_then(|s| serde_json::from_str(s).ok()),
         });
         Record {
             id: self.name.clone(),

@@ -186,7 +186,7 @@ fn a_name_with_many_refused_addresses_makes_a_bounded_reason() {
             v => panic!("{v:?}"),
         })
         .collect();
-    let reason = super::super::conn::refused_reason("many.example", &reasons);
+    let reason = super::super::dial::refused_reason("many.example", &reasons);
     assert!(reason.ends_with("; and 61 more refused addresses"), "{reason}");
     let line = LogLine {
         time: "2026-01-01T00:00:00.000Z".into(),
@@ -200,6 +200,10 @@ fn a_name_with_many_refused_addresses_makes_a_bounded_reason() {
         bytes_up: 0,
         bytes_down: 0,
         duration_ms: 0,
+        method: None,
+        path: None,
+        status: None,
+        secrets: Vec::new(),
     };
     assert_loggable(&line);
 }

@@ -13,13 +13,16 @@ pub enum Mark {
     /// `sbx pause`: `docker rm -f` of a frozen gVisor sandbox waits out a
     /// 10 s kill timeout (measured on 20.10 with runsc), so destroy thaws it first.
     Paused,
+    /// `sbx hibernate`: saved to a checkpoint, then exited; `resume` restores it.
+    Hibernated,
 }
 
 impl Mark {
-    fn kind(self) -> &'static str {
+    pub(super) fn kind(self) -> &'static str {
         match self {
             Mark::Stopped => "stopped",
             Mark::Paused => "paused",
+            Mark::Hibernated => "hibernated",
         }
     }
 }
@@ -50,10 +53,7 @@ impl State {
     /// its program's own exit is what shows. An empty mark (a failed start's,
     /// or an older sbx's) names no run and holds.
     pub fn stopped_by_sbx(&self, id: &str, started_at: Option<&str>) -> bool {
-        match self.get(Mark::Stopped.kind(), id) {
-            None => false,
-            Some(run) => run.is_empty() || started_at.is_none_or(|s| s == run),
-        }
+        self.get(Mark::Stopped.kind(), id).is_some_and(|run| stopped_this_run(&run, started_at))
     }
 
     /// The run a Stopped mark names, if it names one.
@@ -66,6 +66,13 @@ impl State {
     pub fn marked_ids(&self) -> Vec<String> {
         let mut v = self.ids(Mark::Stopped.kind());
         v.extend(self.ids(Mark::Paused.kind()));
+        v.extend(self.ids(Mark::Hibernated.kind()));
         v
     }
+}
+
+/// Whether a Stopped mark naming `run` holds for the run whose `StartedAt`
+/// is `started_at` (see [`State::stopped_by_sbx`]).
+pub(super) fn stopped_this_run(run: &str, started_at: Option<&str>) -> bool {
+    run.is_empty() || started_at.is_none_or(|s| s == run)
 }

@@ -147,3 +147,36 @@ fn engine_runtimes_are_remembered_under_their_key_only() {
     assert_eq!(s.runtimes("k1").as_deref(), Some(r#"{"runc":{"path":"runc"}}"#));
     assert_eq!(s.runtimes("k2"), None, "another daemon.json or dockerd: asked again");
 }
+
+/// A listing's view says what each sandbox's own files say, for every
+/// kind it reads, and nothing of a sandbox without files.
+#[test]
+fn one_view_for_all_says_what_each_sandboxs_files_say() {
+    let s = tmp();
+    let (a, b, c, none) = ("sbx-00000000000a", "sbx-00000000000b", "sbx-00000000000c", "sbx-00000000000d");
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(2_000_000_000);
+    s.set_expiry(a, at).unwrap();
+    s.mark_stopped_run(a, "2026-12-04T10:00:00Z").unwrap();
+    s.mark(b, Mark::Hibernated).unwrap();
+    s.mark(b, Mark::Stopped).unwrap();
+    let claim = Claim { pool: "p".into(), session: Some("s1".into()), pid: 1, start: 2, complete: true };
+    s.set_claim(c, &claim).unwrap();
+    let all = s.view();
+    for id in [a, b, c, none] {
+        let one = s.view_of(id);
+        assert_eq!(all.expiry(id), one.expiry(id), "{id}");
+        assert_eq!(all.hibernated(id), one.hibernated(id), "{id}");
+        assert_eq!(all.stopped_run(id), one.stopped_run(id), "{id}");
+        for run in [None, Some("2026-12-04T10:00:00Z"), Some("2026-12-04T11:00:00Z")] {
+            assert_eq!(all.stopped_by_sbx(id, run), s.stopped_by_sbx(id, run), "{id} {run:?}");
+        }
+        assert_eq!(all.claimed_session(id), one.claimed_session(id), "{id}");
+    }
+    assert_eq!(all.expiry(a), Some(at));
+    assert_eq!(all.stopped_run(a), Some("2026-12-04T10:00:00Z"));
+    assert!(!all.stopped_by_sbx(a, Some("2026-12-04T11:00:00Z")), "a mark of another run is stale");
+    assert!(all.hibernated(b) && all.stopped_by_sbx(b, Some("any")), "an empty mark holds");
+    assert_eq!(all.claimed_session(c), Some(Some("s1")));
+    assert_eq!((all.expiry(none), all.hibernated(none), all.claimed_session(none)), (None, false, None));
+    std::fs::remove_dir_all(&s.dir).unwrap();
+}

@@ -10,5 +10,6 @@ pub mod gc;
 pub mod lifecycle;
 pub mod pool;
 pub mod revoke;
+pub mod secrets;
 pub mod ttl;
 pub mod volumes;

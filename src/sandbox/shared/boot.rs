@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::docker::argv::remote;
 use crate::docker::parse::{self, MainState};
-use crate::docker::{argv, run_ok};
+use crate::docker::{argv, run_ok, Output};
 use crate::error::{DockerError, Error, Result};
 use crate::error::{ImageError, SandboxError};
 use crate::host::channel::{self, Kind};
@@ -34,7 +34,7 @@ pub(in crate::sandbox) struct Boot<'a> {
 }
 
 impl<'a> Boot<'a> {
-    fn of(plan: &'a argv::RunPlan) -> Self {
+    pub(in crate::sandbox) fn of(plan: &'a argv::RunPlan) -> Self {
         Boot {
             id: plan.id,
             image: plan.spec.image.as_str(),
@@ -86,6 +86,9 @@ impl Driver {
     /// `docker cp` (`check_remote_layout`, instead of this machine's /proc),
     /// then started.
     pub(in crate::sandbox) fn start_and_wait(&self, plan: &argv::RunPlan, remote: Option<bool>) -> Result<String> {
+        if let Some(from) = &plan.spec.restore {
+            return self.start_restored(plan, from);
+        }
         self.check_interrupt()?;
         let nets = unique(plan.networks.iter().map(|r| r.network.clone()));
         // The image was seen before (its user is cached) but may be gone since.
@@ -120,13 +123,32 @@ impl Driver {
     /// `--restart no` these are the only places sbx starts a sandbox): where
     /// the mounts landed, then the socket.
     pub(in crate::sandbox) fn await_ready(&self, boot: &Boot, cid: &str) -> Result<()> {
+        let relayed = boot.channel == Kind::Exec && !boot.socket_wait.is_zero();
+        if relayed && !boot.remote {
+            // The first probe runs while the mounts are checked (the
+            // engine's exec costs what the check does) and counts only
+            // once they passed: until then the helper it ran may be the
+            // image's own. A probe adds no host process the check could
+            // take for gVisor's gofer: runsc runs it as a task of the
+            // Sentry, under the Sentry's mount namespace (measured).
+            let started = Instant::now();
+            let first = self.docker.spawn(&channel::probe_argv(cid, boot.socket_wait.min(PROBE_WAIT)))?;
+            if let Err(e) = self.check_mounts(boot, cid) {
+                // Not waited for: with a mount redirected, the helper it
+                // ran may be the image's own, and may never answer.
+                drop(first);
+                return Err(e);
+            }
+            let answered = first.wait();
+            return self.wait_for_relayed_socket(boot, cid, started, Some(answered?));
+        }
         if !boot.remote {
             self.check_mounts(boot, cid)?;
         }
         if boot.socket_wait.is_zero() {
             self.check_interrupt()
-        } else if boot.channel == Kind::Exec {
-            self.wait_for_relayed_socket(boot, cid)
+        } else if relayed {
+            self.wait_for_relayed_socket(boot, cid, Instant::now(), None)
         } else {
             self.wait_for_socket(boot)
         }
@@ -257,13 +279,16 @@ impl Driver {
     /// exec`, refusing anything there that is not a socket; between execs
     /// the container's state is checked, so a boot crash is reported as
     /// promptly as on the direct path.
-    fn wait_for_relayed_socket(&self, plan: &Boot, cid: &str) -> Result<()> {
+    fn wait_for_relayed_socket(&self, plan: &Boot, cid: &str, started: Instant, first: Option<Output>) -> Result<()> {
         use channel::{probe_argv, relay_status, HELPER_NO_SOCKET};
-        let started = Instant::now();
+        let mut first = first;
         loop {
             self.check_interrupt()?;
             let left = plan.socket_wait.saturating_sub(started.elapsed());
-            let out = self.docker.run(&probe_argv(cid, left.min(Duration::from_millis(500))))?;
+            let out = match first.take() {
+                Some(out) => out,
+                None => self.docker.run(&probe_argv(cid, left.min(PROBE_WAIT)))?,
+            };
             if out.status == 0 {
                 return Ok(());
             }
@@ -316,6 +341,9 @@ impl Driver {
 
 /// Most of the sandbox's output sbx quotes in its own messages.
 const QUOTED_MAX: usize = 16 * 1024;
+
+/// How long one probe of a relayed socket waits inside the sandbox.
+const PROBE_WAIT: Duration = Duration::from_millis(500);
 
 /// The sandbox's own output, made safe to quote on the operator's terminal:
 /// control characters other than newline and tab (ESC sequences that

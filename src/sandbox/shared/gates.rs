@@ -15,6 +15,10 @@ use crate::model::gate;
 use crate::sandbox::Driver;
 use crate::spec::egress::LogLine;
 
+/// How long a push waits for a gate's control socket to come up.
+const VAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const VAULT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl Driver {
     /// This host's gates (owner token checked).
     pub(in crate::sandbox) fn owned_gates(&self) -> Result<Vec<Gate>> {
@@ -80,6 +84,46 @@ impl Driver {
             return false;
         }
         true
+    }
+
+    /// Push `kept`'s vault into the memory of sandbox `id`'s gate (`gate`:
+    /// its container), which swaps it whole; fresh leaf certificates each
+    /// time. The gate answers `ok` or `error: ...` on stdout (its own
+    /// words, quoted inert); no answer at all means its control socket is
+    /// not up yet (a gate just started), tried again for `VAULT_WAIT`.
+    /// Nothing of the vault is ever in an argv or a message.
+    pub(in crate::sandbox) fn push_vault(&self, id: &str, gate: &str, kept: &crate::host::secrets::Kept) -> Result<()> {
+        let vault = kept.vault()?;
+        let json = serde_json::to_vec(&vault)
+            .map_err(|e| EgressError::Vault { id: id.to_string(), reason: format!("it could not be encoded: {e}") })?;
+        let deadline = std::time::Instant::now() + VAULT_WAIT;
+        loop {
+            let out = self.docker.run_input(&argv::gate_vault(gate), &json)?;
+            if out.status == 0 {
+                return Ok(());
+            }
+            let said = crate::model::text::inert_chars(out.stdout_str().trim());
+            if said.is_empty() && std::time::Instant::now() < deadline {
+                self.check_interrupt()?;
+                std::thread::sleep(VAULT_RETRY);
+                continue;
+            }
+            let said = if said.is_empty() { crate::model::text::inert_chars(out.stderr_str().trim()) } else { said };
+            let said: String = said.chars().take(400).collect();
+            let reason = format!("`docker exec ... /sbx __gate-vault` exited {}: {said}", out.status);
+            return Err(EgressError::Vault { id: id.to_string(), reason }.into());
+        }
+    }
+
+    /// `sbx start` (after an engine restart the gate is stopped too, and
+    /// its memory empty): the gate started if it is not running, and the
+    /// kept vault pushed again. Nothing when nothing is kept for `id`.
+    pub(in crate::sandbox) fn repush_vault(&self, id: &str) -> Result<()> {
+        let data = &self.state()?.state.dir;
+        let Some(kept) = crate::host::secrets::load(data, id)? else { return Ok(()) };
+        let name = gate::container(id);
+        run_ok(&*self.docker, &argv::start(&name))?;
+        self.push_vault(id, &name, &kept)
     }
 
     /// Copy `policy` into sandbox `id`'s remote gate's /policy volume

@@ -7,7 +7,7 @@ use crate::docker::parse::{self, RawContainer};
 use crate::error::Result;
 use crate::host::pool::{Member, PoolSpec};
 use crate::host::socket;
-use crate::host::state::{Claim, ProcId, State};
+use crate::host::state::{Claim, ProcId};
 use crate::model::engine::{location_of, Location};
 use crate::model::record;
 use crate::sandbox::Driver;
@@ -35,9 +35,9 @@ pub(in crate::sandbox) fn claimer_alive(c: &Claim) -> bool {
 
 /// What `ls` and `inspect` show as a pool member's session: its claim's,
 /// or `pool:NAME` while unclaimed (no session key has a ':').
-pub fn session_of(state: &State, id: &str, pool: &str) -> String {
-    match state.claim(id) {
-        Some(c) => c.session.unwrap_or_else(|| id.to_string()),
+pub fn session_in(view: &crate::host::state::View, id: &str, pool: &str) -> String {
+    match view.claimed_session(id) {
+        Some(session) => session.map_or_else(|| id.to_string(), str::to_string),
         None => format!("pool:{pool}"),
     }
 }

@@ -16,5 +16,6 @@ pub mod networks;
 pub mod remote_clone;
 pub mod remote_state;
 pub mod removal;
+pub mod restore;
 pub mod sessions;
 pub mod uids;

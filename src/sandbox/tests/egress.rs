@@ -7,7 +7,7 @@ use crate::model::gate;
 
 /// sbx's image as a new import names it.
 const FIVE_C: &str = "sha256:5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c";
-const GATE_CID: &str = "9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e";
+pub(super) const GATE_CID: &str = "9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e9a7e";
 
 fn allow(rules: &[&str]) -> CreateRequest {
     CreateRequest { allow: rules.iter().map(|s| s.to_string()).collect(), ..Default::default() }
@@ -15,17 +15,17 @@ fn allow(rules: &[&str]) -> CreateRequest {
 
 impl Rig {
     /// sbx's image is there already, and so is the egress network.
-    fn gate_ready(&self) {
+    pub(super) fn gate_ready(&self) {
         self.self_image_recorded("sha256:5b");
         self.fake.push(Output::ok(&net_line("sbx-egress-net", false, false)));
     }
 
-    fn policy_dir(&self) -> PathBuf {
+    pub(super) fn policy_dir(&self) -> PathBuf {
         crate::host::egress::dir(&self.state, ID)
     }
 
     /// `argv::gates` lists this sandbox's gate, owned by this host.
-    fn gate_listed(&self) {
+    pub(super) fn gate_listed(&self) {
         let row = serde_json::json!([gate::container(ID), ID, self.token(ID), GATE_CID]);
         self.fake.push(Output::ok(&format!("{row}\n")));
     }

@@ -219,3 +219,33 @@ fn gc_reaps_expired_audit_probes_of_this_host_only() {
     assert!(calls[calls.len() - 2].contains(&"label=sbx.audit-of".to_string()), "{calls:?}");
     assert_eq!(calls.last().unwrap(), &["rm", "-f", "-v", "--", "c1"]);
 }
+
+/// A sandbox removed with docker itself (or a destroy killed after its
+/// container went) leaves its checkpoints, gigabytes that count against
+/// gc removes the hibernation of every sandbox that is gone (its named
+/// checkpoints stay, for `fork --from`), and keeps those of one that is there.
+#[test]
+fn gc_removes_the_hibernation_of_a_gone_sandbox() {
+    let rig = Rig::new();
+    let st = rig.state();
+    let (gone, here) = ("sbx-0000000000ee", "sbx-00000000000b");
+    let from = rig.root.with_extension("engine-image");
+    std::fs::create_dir_all(&from).unwrap();
+    std::fs::write(from.join("checkpoint.img"), b"memory").unwrap();
+    std::fs::create_dir_all(&st.dir).unwrap();
+    let store = crate::host::checkpoints::Store::at(&st.dir);
+    for id in [gone, here] {
+        for name in ["c1", crate::host::checkpoints::HIBERNATED] {
+            store.save(id, name, &from, &std::collections::BTreeMap::new(), Default::default()).unwrap();
+        }
+    }
+    let ps = serde_json::json!({"name": here, "state": "running", "networks": "", "labels": rig.seal(serde_json::json!({
+        "sbx.managed": "1", "sbx.id": here,
+        "sbx.socket": rig.root.join(here).join("sandbox.sock").display().to_string()}))});
+    rig.fake.push(Output::ok("")).push(Output::ok(&format!("{ps}\n")));
+    rig.driver().gc(false).unwrap();
+    let names = |id| store.list(Some(id)).into_iter().map(|m| m.name).collect::<Vec<_>>();
+    assert_eq!(names(gone), ["c1"], "a gone sandbox's hibernation stays, or its named one went");
+    assert_eq!(names(here).len(), 2, "a sandbox still there keeps its own");
+    let _ = std::fs::remove_dir_all(from);
+}

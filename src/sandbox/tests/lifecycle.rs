@@ -6,14 +6,14 @@ use crate::error::SandboxError;
 use crate::host::state::Mark;
 
 /// The container id docker reports for [`ID`].
-fn cid() -> String {
+pub(super) fn cid() -> String {
     "ab".repeat(32)
 }
 
 impl Rig {
     /// `docker container inspect` of sandbox [`ID`] in docker state `status`,
     /// with sbx's helper mounted.
-    fn in_state(&self, status: &str) -> Output {
+    pub(super) fn in_state(&self, status: &str) -> Output {
         let mut v: serde_json::Value = serde_json::from_str(&self.inspect_line(ID, ID, &[])).unwrap();
         v["State"]["Status"] = status.into();
         v["Id"] = cid().into();
@@ -23,7 +23,7 @@ impl Rig {
 
     /// The answer to `docker start`: the "sandbox" binds its socket again,
     /// which fails if the last run's socket is still there.
-    fn start_binds(&self) {
+    pub(super) fn start_binds(&self) {
         let dir = self.sock_dir();
         self.fake.push_with(Output::ok(""), move |_| {
             std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap())
@@ -340,4 +340,51 @@ fn pause_and_resume_of_a_recorded_sandbox_make_one_docker_call() {
     let err = rig.driver().pause(ID).unwrap_err();
     assert!(err.to_string().contains("a ready member of pool p"), "{err}");
     assert_eq!(rig.fake.verbs()[n..], ["container inspect"]);
+}
+
+/// `checkpoints rm` checks every name before anything: one that is
+/// hibernate's own or no checkpoint's name at all is refused (exit 2) with
+/// no docker call and nothing removed, not after the names before it went.
+#[test]
+fn checkpoints_rm_checks_every_name_before_it_removes_one() {
+    let rig = Rig::new();
+    let from = rig.root.with_extension("engine-image");
+    std::fs::create_dir_all(&from).unwrap();
+    std::fs::write(from.join("checkpoint.img"), b"memory").unwrap();
+    std::fs::create_dir_all(&rig.state().dir).unwrap();
+    let store = crate::host::checkpoints::Store::at(&rig.state().dir);
+    store.save(ID, "c1", &from, &std::collections::BTreeMap::new(), Default::default()).unwrap();
+    for bad in ["hibernated", "../../../x", ""] {
+        let e = rig.driver().checkpoints_rm(ID, &["c1".into(), bad.into()]).unwrap_err();
+        assert_eq!(e.kind(), "invalid_input", "{bad:?}: {e}");
+        assert_eq!(store.list(Some(ID)).len(), 1, "{bad:?}: c1 was removed");
+    }
+    assert!(rig.fake.calls().is_empty());
+    let _ = std::fs::remove_dir_all(from);
+}
+
+/// A sandbox seen running with a hibernated mark ran after its hibernation
+/// (a `resume` killed after the restore, before it dropped the mark; a
+/// `docker start` outside sbx): a stop drops the mark and the stale image,
+/// so it reads as `stopped` and a later start does not roll it back to
+/// what it was when it was hibernated.
+#[test]
+fn a_stop_of_a_running_sandbox_drops_a_stale_hibernation() {
+    let rig = Rig::new();
+    let st = rig.state();
+    std::fs::create_dir_all(&st.dir).unwrap();
+    let from = rig.root.with_extension("engine-image");
+    std::fs::create_dir_all(&from).unwrap();
+    std::fs::write(from.join("checkpoint.img"), b"memory").unwrap();
+    let store = crate::host::checkpoints::Store::at(&st.dir);
+    let hibernated = crate::host::checkpoints::HIBERNATED;
+    store.save(ID, hibernated, &from, &std::collections::BTreeMap::new(), Default::default()).unwrap();
+    st.mark(ID, Mark::Hibernated).unwrap();
+    rig.fake.push(rig.in_state("running")).push(Output::ok(""));
+    rig.driver().stop(ID, Duration::from_secs(1)).unwrap();
+    assert!(!st.marked(ID, Mark::Hibernated), "the stale mark stays");
+    assert!(store.get(ID, hibernated).is_none(), "the stale image stays");
+    rig.fake.push(rig.in_state("exited"));
+    assert_eq!(rig.driver().inspect(ID).unwrap().state, "stopped");
+    let _ = std::fs::remove_dir_all(from);
 }

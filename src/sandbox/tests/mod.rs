@@ -90,3 +90,5 @@ mod remote_persist;
 mod remote_start;
 mod rollback;
 mod runtime;
+mod secrets;
+mod snapshot;

@@ -133,6 +133,13 @@ fn interrupt_before_anything_exists_makes_nothing() {
     assert!(!rig.sock_dir().exists());
 }
 
+/// `/run/sbx -> /tmp/sbx` in the image: the kernel shows the mount under
+/// /tmp in the main process's mount table (the driver's /proc is made).
+fn redirect_run_sbx(rig: &Rig) {
+    let proc = rig.root.with_extension("proc");
+    std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO.replace(" /run/sbx ro,", " /tmp/sbx ro,")).unwrap();
+}
+
 #[test]
 fn an_image_that_redirects_a_mount_is_refused_and_removed() {
     let rig = Rig::new();
@@ -143,15 +150,34 @@ fn an_image_that_redirects_a_mount_is_refused_and_removed() {
     rig.running();
     rig.removed();
     let driver = rig.driver();
-    // `/run/sbx -> /tmp/sbx` in the image: the kernel shows the mount under /tmp.
-    let proc = rig.root.with_extension("proc");
-    std::fs::write(proc.join("4242/mountinfo"), MOUNTINFO.replace(" /run/sbx ro,", " /tmp/sbx ro,")).unwrap();
+    redirect_run_sbx(&rig);
     let err = driver.create(&spec(CreateRequest::default())).unwrap_err();
     assert!(matches!(&err, Error::Image(ImageError::Redirected { path, .. }) if path == "/run/sbx"), "{err:?}");
     assert_eq!(err.exit_code(), 1);
     assert!(err.to_string().contains(&format!("image {IMG} redirects /run/sbx")), "{err}");
     assert_eq!(rig.fake.verbs(), ["image inspect", "run", "container inspect", "container inspect", "rm"]);
     assert!(!rig.sock_dir().exists());
+    assert!(rig.state().record(ID).is_none());
+}
+
+/// Relayed, the first probe runs while the mounts are read: its "ready"
+/// (which the image's own helper at a redirected /run/sbx could give)
+/// never outweighs the check.
+#[test]
+fn a_relayed_probe_that_answers_does_not_outweigh_a_redirected_mount() {
+    let rig = Rig::new();
+    rig.image("");
+    rig.fake.push(Output::ok("deadbeef\n"));
+    rig.fake.push(Output::ok(""));
+    rig.running();
+    rig.running();
+    rig.removed();
+    let driver = rig.driver();
+    redirect_run_sbx(&rig);
+    let s = spec(CreateRequest { channel: crate::host::channel::Choice::Exec, ..Default::default() });
+    let err = driver.create(&s).unwrap_err();
+    assert!(matches!(&err, Error::Image(ImageError::Redirected { path, .. }) if path == "/run/sbx"), "{err:?}");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "exec", "container inspect", "container inspect", "rm"]);
     assert!(rig.state().record(ID).is_none());
 }
 

@@ -3,7 +3,9 @@
 
 use std::net::IpAddr;
 
-use super::{AllowRule, EgressSpec, Mode, Policy};
+use std::path::PathBuf;
+
+use super::{AllowRule, EgressSpec, Mode, Policy, RequestRule, SecretSpec, Terminated};
 use crate::model::invalid::Invalid;
 
 /// sbx's own host-wide egress network, made on first use.
@@ -22,7 +24,17 @@ impl EgressSpec {
         network: Option<&str>,
         allow_unsafe: bool,
     ) -> Result<Option<EgressSpec>, Invalid> {
-        let rules = allow.iter().map(|a| AllowRule::parse(a, allow_unsafe)).collect::<Result<Vec<_>, _>>()?;
+        let mut rules = Vec::with_capacity(allow.len());
+        let mut requests = Vec::new();
+        for a in allow {
+            if a.trim().contains(char::is_whitespace) {
+                let (host, rule) = parse_request_rule(a, allow_unsafe)?;
+                rules.push(host.clone());
+                requests.push((host, rule));
+            } else {
+                rules.push(AllowRule::parse(a, allow_unsafe)?);
+            }
+        }
         let mode = mode.unwrap_or_default();
         if rules.is_empty() && mode != Mode::Observe {
             let lone = [
@@ -44,12 +56,167 @@ impl EgressSpec {
         }
         let mut policy = Policy { mode, ..Policy::default() };
         policy.allow(&rules);
+        for (host, rule) in requests {
+            if let AllowRule::Host { name, port } = host {
+                let t = terminated(&mut policy, &name, port);
+                if !t.rules.contains(&rule) {
+                    t.rules.push(rule);
+                }
+            }
+        }
         Ok(Some(EgressSpec {
             policy,
             dns: dns.map(parse_dns).transpose()?,
             network: network.map(parse_network).transpose()?,
+            secrets: Vec::new(),
+            secret_prefix: None,
+            extra_ca: None,
         }))
     }
+}
+
+impl EgressSpec {
+    /// `--secret`s (already parsed, `parse_secrets`), `--secret-prefix` and
+    /// `--egress-ca` on a spec whose allowlist holds each secret's host (the
+    /// caller added `HOST:PORT` to `--allow`): each secret's name joins its
+    /// host's `terminate` entry.
+    pub fn add_secrets(
+        &mut self,
+        secrets: Vec<SecretSpec>,
+        prefix: Option<&str>,
+        ca: Option<&str>,
+    ) -> Result<(), Invalid> {
+        if let Some(p) = prefix {
+            check_prefix(p)?;
+            if secrets.is_empty() {
+                return Err(Invalid::new(
+                    "--secret-prefix",
+                    p,
+                    "it starts the placeholders of --secret, and there is none",
+                )
+                .hint("add --secret NAME@HOST=env:VAR, or leave --secret-prefix out"));
+            }
+        }
+        for s in &secrets {
+            let t = terminated(&mut self.policy, &s.host, s.port);
+            t.secrets.push(s.name.clone());
+        }
+        if let Some(ca) = ca {
+            if self.policy.terminate.is_empty() {
+                return Err(Invalid::new(
+                    "--egress-ca",
+                    ca,
+                    "the gate only verifies an upstream itself for a host it terminates (a --secret's, or one with a request rule)",
+                )
+                .hint("add --secret or --allow 'HOST METHOD PATH', or leave --egress-ca out"));
+            }
+            self.extra_ca = Some(check_ca(ca)?);
+        }
+        self.secrets = secrets;
+        self.secret_prefix = prefix.map(str::to_string);
+        Ok(())
+    }
+}
+
+/// Each `--secret`, parsed; a NAME given twice is refused (one variable
+/// holds one placeholder).
+pub fn parse_secrets(values: &[String]) -> Result<Vec<SecretSpec>, Invalid> {
+    let mut out: Vec<SecretSpec> = Vec::with_capacity(values.len());
+    for v in values {
+        let s = SecretSpec::parse(v)?;
+        if out.iter().any(|o| o.name == s.name) {
+            return Err(Invalid::new("--secret", s.name.clone(), "this NAME is given twice")
+                .hint("give each secret a NAME of its own"));
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+/// The `terminate` entry of HOST:PORT, made if there is none (sorted).
+fn terminated<'a>(policy: &'a mut Policy, host: &str, port: u16) -> &'a mut Terminated {
+    let key = |t: &Terminated| (t.host.clone(), t.port);
+    let want = (host.to_string(), port);
+    let at = match policy.terminate.binary_search_by_key(&want, key) {
+        Ok(i) => i,
+        Err(i) => {
+            let t = Terminated { host: host.to_string(), port, rules: Vec::new(), secrets: Vec::new() };
+            policy.terminate.insert(i, t);
+            i
+        }
+    };
+    &mut policy.terminate[at]
+}
+
+/// `HOST[:PORT] METHOD[,METHOD...] PATH`: one name (the gate terminates
+/// TLS for it, and a certificate names one host) and its request rule.
+fn parse_request_rule(s: &str, allow_unsafe: bool) -> Result<(AllowRule, RequestRule), Invalid> {
+    let hint = "write --allow 'HOST[:PORT] METHOD[,METHOD...] PATH', e.g. --allow 'github.com GET,POST /org/repo.git/'";
+    let parts: Vec<&str> = s.split_whitespace().collect();
+    let [host, methods, path] = parts[..] else {
+        return Err(Invalid::new("--allow", s, "a rule with spaces is HOST, METHODS and PATH, three parts").hint(hint));
+    };
+    let rule = AllowRule::parse(host, allow_unsafe)?;
+    if !matches!(rule, AllowRule::Host { .. }) {
+        return Err(Invalid::new(
+            "--allow",
+            s,
+            "a request rule names one DNS name: the gate terminates TLS for it with a certificate for that name",
+        )
+        .hint(hint));
+    }
+    if rule.port() == 80 {
+        return Err(Invalid::new(
+            "--allow",
+            s,
+            "port 80 is plain HTTP: the gate checks requests only inside TLS it terminates",
+        )
+        .hint(hint));
+    }
+    let req = RequestRule::parse(methods, path).map_err(|e| Invalid { value: s.to_string(), ..e })?;
+    Ok((rule, req))
+}
+
+/// Short and token-safe: it starts a value clients put in a header.
+fn check_prefix(p: &str) -> Result<(), Invalid> {
+    let ok = !p.is_empty() && p.len() <= 16 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if !ok {
+        return Err(Invalid::new("--secret-prefix", p, "a prefix is 1 to 16 of A-Z, a-z, 0-9, '-', '_', '.'")
+            .hint("e.g. --secret-prefix sk-"));
+    }
+    Ok(())
+}
+
+/// `--egress-ca FILE`: a file that holds at least one PEM certificate, and
+/// nothing else that parses as PEM but is not one (a key given by mistake).
+pub fn check_ca(path: &str) -> Result<PathBuf, Invalid> {
+    let bad = |reason: String| {
+        Invalid::new("--egress-ca", path, reason)
+            .hint("name a PEM file of CA certificates (-----BEGIN CERTIFICATE-----)")
+    };
+    let text = std::fs::read(path).map_err(|e| bad(format!("it cannot be read: {e}")))?;
+    if text.len() > 1 << 20 {
+        return Err(bad("it is larger than 1 MiB".into()));
+    }
+    let certs = pem_certificates(&text).map_err(bad)?;
+    if certs == 0 {
+        return Err(bad("it holds no PEM certificate".into()));
+    }
+    std::path::absolute(path).map_err(|e| bad(format!("it cannot be resolved: {e}")))
+}
+
+/// How many CERTIFICATE blocks `pem` holds, or why it is not such a file.
+pub fn pem_certificates(pem: &[u8]) -> Result<usize, String> {
+    use rustls_pki_types::pem::{PemObject, SectionKind};
+    let mut n = 0;
+    for item in <(SectionKind, Vec<u8>)>::pem_slice_iter(pem) {
+        match item {
+            Ok((SectionKind::Certificate, _)) => n += 1,
+            Ok((kind, _)) => return Err(format!("it holds a {kind:?} block, not only certificates")),
+            Err(e) => return Err(format!("it is not valid PEM: {e:?}")),
+        }
+    }
+    Ok(n)
 }
 
 /// The resolver the gate asks: an address (port 53), never loopback (the

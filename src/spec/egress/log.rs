@@ -18,6 +18,12 @@ pub const DENY: &str = "deny";
 pub const MAX_LINE: usize = 4096;
 /// The longest text field (a host as the client sent it, a reason).
 const MAX_FIELD: usize = 1024;
+/// The longest logged method and path of a request.
+const MAX_METHOD: usize = 32;
+const MAX_PATH: usize = 512;
+/// What a scrubbed line shows where a placeholder or a value was: a DNS
+/// label, so an allowed host stays a valid one.
+pub const REDACTED: &str = "sbx-redacted";
 
 /// One connection through (or refused by) the gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +46,17 @@ pub struct LogLine {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub duration_ms: u64,
+    /// A request the gate parsed on a host whose TLS it terminates: its
+    /// method, its path without the query, the status it got, and the
+    /// names of the secrets put in (never a value or a placeholder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 impl LogLine {
@@ -54,11 +71,39 @@ impl LogLine {
         Ok(l)
     }
 
+    /// The line as the gate writes it: every needle (a placeholder or a
+    /// value) in a text field the sandbox chose replaced by [`REDACTED`],
+    /// ASCII case ignored (a host or a server name may come in any case),
+    /// then each field cut to its bound: cut after scrubbing, a cut never
+    /// leaves part of a needle.
+    pub fn scrubbed(&self, needles: &[&str]) -> LogLine {
+        let field = |v: &str, max: usize| bounded(&scrub(v, needles), max);
+        let opt = |v: &Option<String>, max: usize| v.as_deref().map(|v| field(v, max));
+        LogLine {
+            host: field(&self.host, MAX_FIELD),
+            rule: opt(&self.rule, MAX_FIELD),
+            reason: opt(&self.reason, MAX_FIELD),
+            method: opt(&self.method, MAX_METHOD),
+            path: opt(&self.path, MAX_PATH),
+            ..self.clone()
+        }
+    }
+
     /// What the host requires of a line before it shows or uses it.
     pub fn validate(&self) -> Result<(), String> {
         let fields = [("time", Some(&self.time)), ("sandbox", Some(&self.sandbox)), ("host", Some(&self.host))];
-        let optional = [("addr", self.addr.as_ref()), ("rule", self.rule.as_ref()), ("reason", self.reason.as_ref())];
-        for (name, value) in fields.into_iter().chain(optional) {
+        let optional = [
+            ("addr", self.addr.as_ref()),
+            ("rule", self.rule.as_ref()),
+            ("reason", self.reason.as_ref()),
+            ("method", self.method.as_ref()),
+            ("path", self.path.as_ref()),
+        ];
+        let names = self.secrets.iter().map(|s| ("secrets", Some(s)));
+        if self.secrets.len() > 64 {
+            return Err("the secrets field names more than 64 secrets".into());
+        }
+        for (name, value) in fields.into_iter().chain(optional).chain(names) {
             let Some(v) = value else { continue };
             if v.len() > MAX_FIELD || v.chars().any(char::is_control) {
                 return Err(format!("the {name} field is over {MAX_FIELD} bytes or holds control characters"));
@@ -84,6 +129,46 @@ impl LogLine {
             other => Err(format!("the decision {other:?} is neither {ALLOW:?} nor {DENY:?}")),
         }
     }
+}
+
+/// `text` with each of `needles` (ASCII case ignored) replaced by
+/// [`REDACTED`], in one pass: a replacement is never searched again.
+fn scrub(text: &str, needles: &[&str]) -> String {
+    let lower = text.to_ascii_lowercase();
+    let needles: Vec<String> = needles.iter().filter(|n| !n.is_empty()).map(|n| n.to_ascii_lowercase()).collect();
+    if !needles.iter().any(|n| lower.contains(n.as_str())) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        // ASCII lower-casing keeps every byte offset and char boundary.
+        let hit = needles.iter().filter(|n| lower[i..].starts_with(n.as_str())).map(String::len).max();
+        match hit {
+            Some(n) => {
+                out.push_str(REDACTED);
+                i += n;
+            }
+            None => {
+                let c = text[i..].chars().next().unwrap_or_default();
+                out.push(c);
+                i += c.len_utf8().max(1);
+            }
+        }
+    }
+    out
+}
+
+/// At most `max` bytes of `text`, cut at a char boundary, `...` marking a cut.
+fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max - 3;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
 }
 
 /// The minimal `--allow` values that allow what the log shows allowed:
@@ -130,7 +215,51 @@ mod tests {
             bytes_up: 517,
             bytes_down: 4_194_304,
             duration_ms: 12,
+            method: None,
+            path: None,
+            status: None,
+            secrets: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_request_line_carries_method_path_status_and_secret_names() {
+        let mut l = line("api.example", 443, ALLOW, Some("api.example"));
+        l.method = Some("POST".into());
+        l.path = Some("/v1/messages".into());
+        l.status = Some(200);
+        l.secrets = vec!["API_KEY".into()];
+        let json = serde_json::to_string(&l).unwrap();
+        assert_eq!(LogLine::parse(&json).unwrap(), l);
+        let mut bad = l.clone();
+        bad.path = Some("/a\u{1b}[2J".into());
+        bad.secrets = vec!["A\nB".into()];
+        assert!(LogLine::parse(&serde_json::to_string(&bad).unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_scrubbed_line_holds_no_needle_in_any_case_nor_part_of_one_at_a_cut() {
+        const PH: &str = "sk-Ab12Cd34";
+        let mut l = line(&format!("{}.example", PH.to_ascii_lowercase()), 443, DENY, None);
+        l.method = Some(PH.into());
+        l.path = Some(format!("/{}/{PH}", "x".repeat(MAX_PATH - 6)));
+        l.reason = Some(format!("TLS server name \"{}\" and value v4lue{PH}v4lue", PH.to_ascii_uppercase()));
+        l.rule = Some(format!("{PH} {}", "é".repeat(MAX_FIELD)));
+        let s = l.scrubbed(&[PH, "v4lue", ""]);
+        let text = serde_json::to_string(&s).unwrap();
+        for bad in ["ab12cd34", "ab12", "v4lue"] {
+            assert!(!text.to_ascii_lowercase().contains(bad), "{bad}: {text}");
+        }
+        assert_eq!(s.host, "sbx-redacted.example");
+        assert_eq!(s.method.as_deref(), Some(REDACTED));
+        assert!(s.path.as_deref().unwrap().starts_with("/xxx") && s.path.as_deref().unwrap().len() <= MAX_PATH);
+        assert_eq!(
+            s.reason.as_deref(),
+            Some("TLS server name \"sbx-redacted\" and value sbx-redactedsbx-redactedsbx-redacted")
+        );
+        assert!(s.rule.as_deref().unwrap().ends_with("é..."), "{:?}", s.rule);
+        assert_eq!(LogLine::parse(&text).unwrap(), s);
+        assert_eq!(l.scrubbed(&[]).host, l.host);
     }
 
     #[test]

@@ -18,13 +18,18 @@ mod addr;
 mod flags;
 mod log;
 mod policy;
+mod request_rule;
 mod rule;
+mod secret;
 #[cfg(test)]
 mod tests;
+pub mod vault;
 
-pub use flags::DEFAULT_NETWORK;
+pub use flags::{check_ca, parse_secrets, pem_certificates, DEFAULT_NETWORK};
 pub use log::{suggested_allows, LogLine, ALLOW, DENY, MAX_LINE};
 pub use policy::{MAX_POLICY_BYTES, OBSERVE, PUBLIC};
+pub use request_rule::{normal_path, RequestRule, Terminated};
+pub use secret::{SecretSource, SecretSpec, DEFAULT_HEADER, MAX_VALUE};
 
 /// The port an `--allow HOST` without one allows (TLS).
 pub const DEFAULT_PORT: u16 = 443;
@@ -66,6 +71,10 @@ pub struct Policy {
     /// past any cloud firewall, so only a rule naming exactly it reaches one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_addrs: Vec<IpAddr>,
+    /// Hosts whose TLS the gate terminates (a secret or a request rule
+    /// names them); every other host stays an end-to-end tunnel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub terminate: Vec<Terminated>,
 }
 
 /// What a sandbox's egress is, validated (`SandboxSpec::egress`).
@@ -76,6 +85,12 @@ pub struct EgressSpec {
     pub dns: Option<IpAddr>,
     /// The egress network (`--egress-network`); None: sbx's own, made once per host.
     pub network: Option<String>,
+    /// `--secret`s (each implies `--allow HOST:PORT` and a `terminate` entry).
+    pub secrets: Vec<SecretSpec>,
+    /// `--secret-prefix`: kept at the start of every placeholder (e.g. `sk-`).
+    pub secret_prefix: Option<String>,
+    /// `--egress-ca FILE`: a CA the gate also trusts upstream (PEM, read at create).
+    pub extra_ca: Option<std::path::PathBuf>,
 }
 
 /// A decision on a name or an address, with the rule that allowed it or the

@@ -110,10 +110,13 @@ impl Policy {
     }
 
     /// Removes exactly these rules (a name under a kept wildcard stays
-    /// allowed) and returns the ones that were there.
+    /// allowed) and returns the ones that were there. A host's `terminate`
+    /// entry goes with its rule: its secrets are put in no more, and its
+    /// request rules never outlive the host's.
     pub fn deny(&mut self, rules: &[AllowRule]) -> Vec<AllowRule> {
         let mut removed: Vec<AllowRule> = self.rules.iter().filter(|r| rules.contains(r)).cloned().collect();
         self.rules.retain(|r| !rules.contains(r));
+        self.terminate.retain(|t| !rules.contains(&AllowRule::Host { name: t.host.clone(), port: t.port }));
         removed.dedup();
         removed
     }

@@ -377,3 +377,15 @@ fn the_policy_file_round_trips_and_is_checked_on_read() {
 }
 
 mod addresses;
+
+/// `sbx deny ID HOST` ends the host's termination too: no secret is put
+/// in there any more, and another port's entry stays.
+#[test]
+fn deny_drops_the_hosts_terminate_entry() {
+    let mut p = policy(Mode::Enforce, &["api.example.com", "api.example.com:8443"]);
+    let t = |port| Terminated { host: "api.example.com".into(), port, rules: vec![], secrets: vec!["K".into()] };
+    p.terminate = vec![t(443), t(8443)];
+    assert_eq!(p.deny(&[rule("api.example.com")]), [rule("api.example.com")]);
+    assert_eq!(p.terminate, [t(8443)]);
+    assert_eq!(p.rules, [rule("api.example.com:8443")]);
+}

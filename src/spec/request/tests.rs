@@ -69,3 +69,93 @@ fn egress_flags() {
     let r = CreateRequest { routes: vec!["egress:proxy:3128".into()], ..req() };
     assert!(SandboxSpec::from_request(&r, None).unwrap_err().reason.contains("reserved"));
 }
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Each secret allows its host and joins one `terminate` entry per host:port.
+#[test]
+fn secrets_imply_their_host_and_a_terminate_entry() {
+    use crate::spec::egress::{AllowRule, Terminated};
+    let r = CreateRequest {
+        secret: strings(&["A@api.example.com=env:A", "B@api.example.com/X-Key=env:B", "C@git.example.com:8443=env:C"]),
+        secret_prefix: Some("sk-".into()),
+        ..req()
+    };
+    let e = SandboxSpec::from_request(&r, None).unwrap().egress.unwrap();
+    assert_eq!(
+        e.policy.rules,
+        [
+            AllowRule::Host { name: "api.example.com".into(), port: 443 },
+            AllowRule::Host { name: "git.example.com".into(), port: 8443 }
+        ]
+    );
+    let t = |h: &str, port, s: &[&str]| Terminated { host: h.into(), port, rules: vec![], secrets: strings(s) };
+    assert_eq!(e.policy.terminate, [t("api.example.com", 443, &["A", "B"]), t("git.example.com", 8443, &["C"])]);
+    assert_eq!(e.secrets.len(), 3);
+    assert_eq!(e.secret_prefix.as_deref(), Some("sk-"));
+}
+
+#[test]
+fn secret_flags_refused_before_anything_is_made() {
+    let err = |r: CreateRequest| SandboxSpec::from_request(&r, None).unwrap_err();
+    let e = err(CreateRequest { secret: strings(&["A@a.example=env:A", "A@b.example=env:B"]), ..req() });
+    assert!(e.what == "--secret" && e.reason.contains("twice"), "{e}");
+    let e = err(CreateRequest { secret_prefix: Some("sk-".into()), ..req() });
+    assert_eq!(e.what, "--secret-prefix");
+    let e = err(CreateRequest { secret_prefix: Some("sk-".into()), allow: strings(&["a.example"]), ..req() });
+    assert!(e.what == "--secret-prefix" && e.reason.contains("there is none"), "{e}");
+    let one = strings(&["A@a.example=env:A"]);
+    for bad in ["", "a b", "x".repeat(17).as_str(), "sk=", "é"] {
+        let e = err(CreateRequest { secret: one.clone(), secret_prefix: Some(bad.into()), ..req() });
+        assert_eq!(e.what, "--secret-prefix", "{bad}");
+    }
+    let e =
+        err(CreateRequest { egress_ca: Some("/nonexistent/ca.pem".into()), allow: strings(&["a.example"]), ..req() });
+    assert!(e.what == "--egress-ca" && e.reason.contains("terminates"), "{e}");
+    let e = err(CreateRequest { secret: one.clone(), egress_ca: Some("/nonexistent/ca.pem".into()), ..req() });
+    assert!(e.what == "--egress-ca" && e.reason.contains("cannot be read"), "{e}");
+    let e = err(CreateRequest { secret: one.clone(), egress_ca: Some("/etc/hostname".into()), ..req() });
+    assert!(e.what == "--egress-ca" && e.reason.contains("no PEM certificate"), "{e}");
+    for bad in [
+        "a b",
+        "a.example GET",
+        "a.example GET /x extra",
+        "*.a.example GET /",
+        "10.0.0.0/8 GET /",
+        "a.example:80 GET /",
+    ] {
+        let e = err(CreateRequest { allow: strings(&[bad]), ..req() });
+        assert_eq!(e.what, "--allow", "{bad}");
+    }
+}
+
+#[test]
+fn snapshots_run_under_their_runtime_on_the_relayed_channel_with_no_network() {
+    use crate::model::channel::Choice;
+    let s = SandboxSpec::from_request(&CreateRequest { snapshots: true, ..req() }, None).unwrap();
+    assert_eq!(s.runtime, crate::model::runtime::SNAPSHOTS);
+    assert_eq!(s.channel, Choice::Exec);
+    let named = CreateRequest { snapshots: true, runtime: Some("gv-snap".into()), ..req() };
+    assert_eq!(SandboxSpec::from_request(&named, None).unwrap().runtime, "gv-snap");
+    let by_runtime = CreateRequest { runtime: Some("runsc-snap".into()), ..req() };
+    assert_eq!(SandboxSpec::from_request(&by_runtime, None).unwrap().channel, Choice::Exec);
+
+    let snap = || CreateRequest { snapshots: true, ..req() };
+    for (r, what) in [
+        (CreateRequest { routes: vec!["db:db:5432".into()], ..snap() }, "--route"),
+        (CreateRequest { allow: vec!["example.com".into()], ..snap() }, "--allow"),
+        (CreateRequest { secret: vec!["K@example.com=env:K".into()], ..snap() }, "--secret"),
+        (CreateRequest { private_routes: true, ..snap() }, "--private-routes"),
+        (CreateRequest { session: Some("s".into()), persist: true, ..snap() }, "--persist"),
+        (CreateRequest { channel: Choice::Direct, ..snap() }, "--channel"),
+        (CreateRequest { routes: vec!["db:db:5432".into()], ..by_runtime.clone() }, "--route"),
+    ] {
+        let e = SandboxSpec::from_request(&r, None).unwrap_err();
+        assert_eq!(e.what, what, "{e}");
+    }
+    // Other runtimes keep their choices.
+    let direct = CreateRequest { channel: Choice::Direct, routes: vec!["db:db:5432".into()], ..req() };
+    assert_eq!(SandboxSpec::from_request(&direct, None).unwrap().channel, Choice::Direct);
+}

@@ -59,6 +59,14 @@ impl Internet {
     /// [`Internet::start`], the resolver stand-in also answering `NAME=IP`
     /// for each of `zone` (a name whose owner points it anywhere).
     pub fn start_with(zone: &[String]) -> Self {
+        Self::start_then(|_| zone.to_vec())
+    }
+
+    /// [`Internet::start_with`] the zone `more` returns: it runs once the
+    /// network exists and before the resolver stand-in starts, so it can
+    /// put stand-ins of its own on the network (removed by their owner)
+    /// and name them.
+    pub fn start_then(more: impl FnOnce(&Network) -> Vec<String>) -> Self {
         let net = Network::with_prefix(false, "inet-");
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique("internet-"));
         let www = dir.join("www");
@@ -92,6 +100,7 @@ impl Internet {
         inet.tls_ip = inet.run("tls", &tls_args, tools_image(), &tls_cmd);
         let dns_name = inet.name("dns");
         inet.dns_ip = inet.run("dns", &["-v", &srv], &fixture, &["http-serve", "80", "/srv/www"]);
+        let zone = more(&inet.net);
         let zone = [
             format!("{FILES}={}", inet.web_ip),
             format!("{EVIL}={}", inet.web_ip),
@@ -234,7 +243,7 @@ fn shared_objects(exe: &Path) -> Vec<PathBuf> {
     sbx::host::self_image::parse_ldd(&String::from_utf8_lossy(&out.stdout))
 }
 
-fn fnv(data: &[u8]) -> String {
+pub(crate) fn fnv(data: &[u8]) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in data {
         h ^= *b as u64;

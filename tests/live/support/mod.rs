@@ -1,7 +1,7 @@
 //! Live-test support: the fixture image (`fixture`, built once per run),
 //! images a test packs itself (`image`), one test's world of unique labelled resources removed in `Drop` even when
 //! the test fails (`world`), a blocking docker stand-in (`docker_shim`), the
-//! egress tests' stand-in internet (`internet`) and client (`egress`), the engine reached through sshd on loopback (`ssh`), the opt-in recorder of sbx invocations (`record`, `SBX_RECORD_CORPUS`), and running the real binary and checking what it printed (here).
+//! egress tests' stand-in internet (`internet`) and client (`egress`), the stock Debian image (`debian`) and the secrets tests' stand-in HTTPS API (`standin_api`), the engine reached through sshd on loopback (`ssh`), the opt-in recorder of sbx invocations (`record`, `SBX_RECORD_CORPUS`), and running the real binary and checking what it printed (here).
 //!
 //! These tests need a Docker engine. They never skip: without one they fail
 //! and say so (`cargo test --lib` runs the unit tests alone).
@@ -14,15 +14,19 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
+pub mod debian;
 mod docker_shim;
 pub mod egress;
 mod fixture;
 mod image;
 pub mod internet;
 mod record;
+pub mod serve;
 mod ssh;
+pub mod standin_api;
 mod world;
 
+pub use debian::debian_image;
 pub use docker_shim::Shim;
 pub use fixture::{fixture_binary, fixture_image};
 pub use image::{armed_with, attacker, gcc_static, Image, ImageTree};

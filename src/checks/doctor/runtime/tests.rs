@@ -77,3 +77,41 @@ fn unreadable_runtimes_fail_only_a_runtime_that_was_asked_for() {
     assert_eq!(checks[0].status, Status::Fail);
     assert!(checks[0].detail.starts_with("could not read the engine's runtimes"), "{}", checks[0].detail);
 }
+
+/// Doctor's runtime checks for `--runtime runsc-snap`, each docker answer in turn.
+fn snap_checked(answers: Vec<Output>) -> (Option<Registered>, Vec<Check>) {
+    let rig = Rig::new();
+    for a in answers {
+        rig.fake.push(a);
+    }
+    let driver = rig.driver();
+    let doctor = Doctor {
+        driver: &driver,
+        exec: driver.docker(),
+        exe: std::path::Path::new("/nonexistent"),
+        runtime: crate::model::runtime::SNAPSHOTS,
+    };
+    let mut checks = Vec::new();
+    let reg = doctor.runtimes(&[], &mut checks);
+    (reg, checks)
+}
+
+#[test]
+fn runsc_snap_needs_its_registration_and_the_engines_experimental_features() {
+    let listed = r#"{"runc":{"path":"runc"},"runsc-snap":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]}}"#;
+    let wrong = r#"{"runc":{"path":"runc"},"runsc-snap":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host","--host-uds=create"]}}"#;
+    let (reg, checks) = snap_checked(vec![Output::ok(wrong)]);
+    assert!(reg.is_none());
+    let c = checks.iter().find(|c| c.name == "snapshots").expect("a snapshots check");
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.fix.as_deref().unwrap().contains(r#""experimental":true"#), "{:?}", c.fix);
+
+    let (reg, checks) = snap_checked(vec![Output::ok(listed), Output::ok("false\n")]);
+    assert!(reg.is_none());
+    let c = checks.iter().find(|c| c.name == "snapshots").unwrap();
+    assert!(c.detail.contains("experimental"), "{}", c.detail);
+
+    let (reg, checks) = snap_checked(vec![Output::ok(listed), Output::ok("true\n")]);
+    assert_eq!(reg.map(|r| r.name), Some("runsc-snap".into()));
+    assert!(checks.iter().all(|c| c.status == Status::Ok), "{checks:?}");
+}

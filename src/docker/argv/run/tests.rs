@@ -36,6 +36,7 @@ fn plan(s: &SandboxSpec) -> RunPlan<'_> {
         hosts: &[],
         family: crate::model::runtime::Family::Runc,
         image_volumes: &[],
+        trust: None,
     }
 }
 
@@ -46,8 +47,8 @@ fn run_argv_no_routes() {
     let labels: Vec<String> = got.windows(2).filter(|w| w[0] == "--label").map(|w| w[1].clone()).collect();
     assert_eq!(
         labels.len(),
-        record::ALL.len() - 8,
-        "every label but sbx.expires, sbx.private, sbx.volume, sbx.persist-size, sbx.channel (direct), sbx.egress, sbx.egress-network (no gate) and sbx.pool (no pool)"
+        record::ALL.len() - 10,
+        "every label but sbx.expires, sbx.private, sbx.volume, sbx.persist-size, sbx.channel (direct), sbx.egress, sbx.egress-network, sbx.secrets (no gate), sbx.pool (no pool) and sbx.remake (no --snapshots)"
     );
     assert!(labels.contains(&"sbx.session=sbx-0123456789ab".to_string()));
     assert!(labels.contains(&"sbx.routes={}".to_string()));

@@ -29,7 +29,9 @@ fn sbx_mounts(spec: &SandboxSpec) -> Vec<(&str, bool)> {
     let own = [("/tmp", true), ("/state", false), (paths::SANDBOX_SOCKET_DIR, false)];
     let helper = [(paths::HELPER_DIR, false), (paths::HELPER_BG_DIR, false)];
     let operator = spec.mounts.iter().map(|m| (m.sandbox.as_str(), false));
-    own.into_iter().chain(helper).chain(operator).collect()
+    // A terminating gate's CA bundle (read-only, like the helper's).
+    let trust = spec.egress.as_ref().filter(|e| !e.policy.terminate.is_empty()).map(|_| (paths::CA_BUNDLE_DIR, false));
+    own.into_iter().chain(helper).chain(trust).chain(operator).collect()
 }
 
 /// `path` with its `.`/`..` resolved as runc resolves them (`..` stops at

@@ -10,6 +10,7 @@ mod remote;
 mod rollback;
 mod routes;
 mod runtime;
+mod secrets;
 mod steps;
 mod user;
 mod volume;
@@ -123,6 +124,7 @@ impl Driver {
         let Refusals { root, id, remote, bound, sock, flag_user } = self.refusals(spec)?;
         let HostState { state, key } = self.state()?;
         let mut warnings = Vec::new();
+        let kept = secrets::read_secrets(&id, spec, &mut warnings)?;
         // The image's user: cached per digest (the content cannot change), or
         // asked while the routes are looked up.
         let img = spec.image.as_str();
@@ -174,6 +176,7 @@ impl Driver {
             }
             None => None,
         };
+        let trust = secrets::keep_secrets(&state.dir, &id, kept.as_ref())?;
         undo.forwarders(forward_ready.is_some());
         self.make_private(&id, &owner, &routes.private)?;
         let services = steps::Services { id: &id, owner: &owner, uid: service_uid, routes: &routes, remote };
@@ -208,6 +211,7 @@ impl Driver {
             hosts: &hosts,
             family: runtime.family(),
             image_volumes: &image_volumes,
+            trust: trust.as_ref().map(|(bundle_dir, env)| argv::TrustPlan { bundle_dir, env }),
         };
         // The container's token covers every sbx label it gets (finding 5).
         let sealed = state::record_token(key, &id, &unsealed.labels().into_iter().collect());
@@ -220,10 +224,12 @@ impl Driver {
         let cid = started?;
         let gate_cid = gate_cid.or(gate_started?);
         forwarders_started?;
+        self.push_kept(&id, kept.as_ref(), gate_cid.as_deref())?;
         self.run_setup(&id, &spec.setup)?;
         let volume = persist.as_ref().map(|p| p.volume.clone());
         self.keep_record(state, &id, cid, dir, &routes, volume, spec, gate_cid);
-        undo.commit();
+        // A fork's child stays in flight until its siblings are made (see `commit`).
+        undo.commit(spec.restore.is_some());
         [lease, service].into_iter().flatten().for_each(crate::sandbox::shared::uids::Lease::keep);
         let mut record = raw.record(expires, now);
         if let (Some(info), Some(e)) = (record.egress.as_mut(), &spec.egress) {

@@ -42,6 +42,23 @@ impl Driver {
             };
             crate::spec::refuse_host_paths(&req, engine)?;
         }
+        if let Some(e) = spec.egress.as_ref().filter(|e| !e.policy.terminate.is_empty()) {
+            let (flag, value) = match e.secrets.first() {
+                Some(s) => ("--secret", format!("{}@{}:{}", s.name, s.host, s.port)),
+                None => ("--allow", e.policy.terminate[0].host.clone()),
+            };
+            return Err(Invalid::new(
+                flag,
+                value,
+                format!(
+                    "the engine is remote ({}): a terminating gate needs this machine's CA bundle mounted into the sandbox, \
+                     and a secret's value would travel to that engine's machine, which sbx does not vouch for",
+                    engine.endpoint
+                ),
+            )
+            .hint("run sbx on the engine's machine, or leave out --secret and request rules (`--allow HOST` stays end-to-end TLS)")
+            .into());
+        }
         if spec.channel == Choice::Direct {
             return Err(Invalid::new(
                 "--channel",

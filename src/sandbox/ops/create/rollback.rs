@@ -49,9 +49,14 @@ impl<'a> Rollback<'a> {
     }
 
     /// The sandbox stands: keep everything, and it is no longer in flight.
-    pub(super) fn commit(mut self) {
+    /// Kept; `in_flight`: still marked in flight by this process, as a
+    /// fork's child is until its siblings are made (`Driver::fork` ends the
+    /// marks), so sbx killed part way leaves gc the whole fork to undo.
+    pub(super) fn commit(mut self, in_flight: bool) {
         self.committed = true;
-        self.state.end_create(self.id);
+        if !in_flight {
+            self.state.end_create(self.id);
+        }
     }
 }
 

@@ -39,6 +39,11 @@ impl Driver {
         }
         let gates = self.owned_gates()?;
         let mut dirs = crate::host::egress::ids(&data);
+        // A sandbox's kept secrets go with its policy (`egress::remove`),
+        // also when the policy went first.
+        dirs.extend(crate::host::secrets::ids(&data));
+        dirs.sort();
+        dirs.dedup();
         dirs.retain(|id| mine(id) || gates.iter().any(|g| g.sandbox == *id));
         let mut doomed: BTreeSet<String> = gates.iter().map(|g| g.sandbox.clone()).collect();
         doomed.extend(dirs.iter().cloned());

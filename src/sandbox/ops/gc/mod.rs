@@ -137,6 +137,7 @@ impl Driver {
         if !local {
             self.gc_fillers(key, dry_run, &mut report)?;
         }
+        gc_abandoned_forks(&state.dir, dry_run);
         if dry_run {
             report.forwarders = self.gc_forwarders(&keep, true)?;
             self.gc_egress(&keep, &mine, true, &mut report)?;
@@ -258,10 +259,15 @@ impl Driver {
         let creating = state.creating();
         let my_creating: Vec<_> = creating.iter().filter(|c| mine(&c.id)).cloned().collect();
         // Ids with state to forget once their container is gone: expiries,
-        // marks, and attributions left alone by a forget cut short.
+        // marks, attributions left alone by a forget cut short, and
+        // checkpoints (of a sandbox removed with docker itself).
         let mut expiring = state.expiring();
         expiring.extend(state.marked_ids());
         expiring.extend(state.attributed());
+        // The hibernation and fork leftovers of a sandbox removed behind
+        // sbx's back (or by a destroy killed before it forgot them) go with
+        // its other state; its named checkpoints stay.
+        expiring.extend(crate::host::checkpoints::Store::at(&state.dir).with_transient());
         expiring.retain(|id| mine(id));
         let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
         let mut plan = crate::sandbox::gc::plan::plan(&crate::sandbox::gc::plan::Inputs {
@@ -421,4 +427,19 @@ fn reaped_dirs(reaped: &[&RawContainer], plan: &plan::GcPlan, root: &Path, local
     dirs.extend(reaped.iter().filter(relayed).map(|c| (root.join(&c.name), c.name.clone())));
     dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
     dirs
+}
+
+/// A killed fork's own checkpoint of a parent that runs on (a gone
+/// parent's goes with its other state), and a killed save's partial copy.
+fn gc_abandoned_forks(data: &std::path::Path, dry_run: bool) {
+    if dry_run {
+        return;
+    }
+    let alive = |pid, start| crate::host::state::ProcId { pid, start }.is_alive();
+    let store = crate::host::checkpoints::Store::at(data);
+    for (id, name) in store.remove_abandoned_forks(&alive) {
+        tracing::info!(%id, %name, "removed a killed fork's checkpoint");
+    }
+    // And what a killed save left beside whole checkpoints.
+    store.sweep_unheld();
 }

@@ -4,7 +4,9 @@
 //! one whose program ended, so `stop` leaves a mark in the state dir
 //! (`state::Mark`) and `ls`/`inspect` show `stopped` for it alone.
 
+pub(crate) mod fork;
 mod remote;
+mod snapshot;
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -27,7 +29,7 @@ use crate::sandbox::{container_id, Driver};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Changed {
     pub id: String,
-    /// `stopped`, `running` or `paused`: the state it is in now.
+    /// `stopped`, `running`, `paused` or `hibernated`: the state it is in now.
     pub state: &'static str,
     /// It was in that state already; nothing was done but the mark.
     pub already: bool,
@@ -80,6 +82,12 @@ impl Driver {
             }
         }
         state.unmark(id, Mark::Paused);
+        if live {
+            // It ran since any hibernation (a resume killed after its restore,
+            // a `docker start` outside sbx): a start would roll it back.
+            state.unmark(id, Mark::Hibernated);
+            let _ = crate::host::checkpoints::Store::at(&state.dir).remove(id, crate::host::checkpoints::HIBERNATED);
+        }
         Ok(Changed::new(id, "stopped", !live))
     }
 
@@ -92,6 +100,10 @@ impl Driver {
     pub fn start(&self, id: &str, socket_wait: Duration) -> Result<Changed> {
         let raw = self.inspect_one(id)?;
         let state = &self.state()?.state;
+        // Started afresh it would lose what hibernate saved: restored instead.
+        if state.marked(id, Mark::Hibernated) {
+            return self.resume_hibernated(id, &raw);
+        }
         if !STARTABLE.contains(&raw.state.as_str()) {
             return Err(wrong_state(id, &raw, state, "start"));
         }
@@ -114,7 +126,12 @@ impl Driver {
                 self.family_of(&raw)?
             }
         };
+        if remote.is_none() {
+            self.clear_runsc_state(id, &raw, &cid)?;
+        }
         self.check_interrupt()?;
+        // Its gate first, with its secrets: the program may call out at once.
+        self.repush_vault(id)?;
         run_ok(&*self.docker, &argv::start(&cid))?;
         state.unmark(id, Mark::Stopped);
         let image = label(record::IMAGE);
@@ -236,8 +253,12 @@ impl Driver {
         Ok(())
     }
 
-    /// Thaw a paused sandbox.
+    /// Thaw a paused sandbox, or restore a hibernated one.
     pub fn resume(&self, id: &str) -> Result<Changed> {
+        if self.state()?.state.marked(id, Mark::Hibernated) {
+            let raw = self.inspect_one(id)?;
+            return self.resume_hibernated(id, &raw);
+        }
         // As `pause_recorded`: the recorded id first, the inspecting path
         // only when docker refuses (not paused, gone).
         if let Some(cid) = self.recorded_container(id)? {
@@ -282,21 +303,28 @@ impl Driver {
         if name == DEFAULT {
             return Ok(Family::Runc);
         }
+        Ok(self.registration(&name)?.as_ref().map(Registered::family).unwrap_or(Family::Other))
+    }
+
+    /// Runtime `name` as the engine lists it (as last seen under the
+    /// engine's current key, else asked); None when it lists no such one.
+    fn registration(&self, name: &str) -> Result<Option<Registered>> {
         let key = crate::host::state::engine_key(self.engine()?.default);
         let seen = key.as_deref().and_then(|k| self.state().ok()?.state.runtimes(k));
         let text = match seen {
             Some(t) => t,
             None => run_ok(&*self.docker, &argv::runtimes())?.stdout_str(),
         };
-        let all = parse::runtimes(&text).unwrap_or_default();
-        Ok(all.get(&name).map(Registered::family).unwrap_or(Family::Other))
+        Ok(parse::runtimes(&text).unwrap_or_default().remove(name))
     }
 }
 
 /// The state a wrong-state error names: `stopped` when sbx stopped it.
 fn wrong_state(id: &str, raw: &RawContainer, state: &crate::host::state::State, action: &'static str) -> Error {
-    let shown = if STARTABLE.contains(&raw.state.as_str()) && state.stopped_by_sbx(id, crate::sandbox::started_at(raw))
-    {
+    let startable = STARTABLE.contains(&raw.state.as_str());
+    let shown = if startable && state.marked(id, Mark::Hibernated) {
+        "hibernated".to_string()
+    } else if startable && state.stopped_by_sbx(id, crate::sandbox::started_at(raw)) {
         "stopped".to_string()
     } else {
         raw.state.clone()
