@@ -197,6 +197,65 @@ fn gc_spares_a_create_that_is_still_running() {
     w.assert_nothing_left();
 }
 
+/// sbx SIGKILLed while its `docker run` is still in the docker CLI, and a
+/// gc before that call ends: the sandbox it makes afterwards is still
+/// reaped by the next gc. Before, the first gc forgot the dead create
+/// (no container had its name yet) and the container ran on, nobody's.
+#[test]
+fn a_gc_during_a_killed_create_s_docker_run_still_reaps_what_it_makes() {
+    let w = World::new();
+    let shim = Shim::new(&w, "run", false);
+    let label = w.case_label();
+    let mut child = Command::new(SBX)
+        .args(w.dir_args())
+        .args(["create", "--image", &w.image, "--label", &label, "--", "serve"])
+        .env("SBX_DOCKER", shim.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    until(Duration::from_secs(20), || shim.reached()).expect("create never reached docker run");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_success(&w.sbx(&["gc"]), "gc while the killed create's docker run is in flight");
+    assert!(w.containers().is_empty(), "gc ran before the container existed");
+    shim.release();
+    until(Duration::from_secs(30), || !w.containers().is_empty())
+        .expect("the killed create's docker run never made its container (its socket directory went?)");
+    assert_success(&w.sbx(&["gc"]), "gc once the docker run ended");
+    w.assert_nothing_left();
+}
+
+/// A sandbox `docker create` made and nothing started, with no create
+/// marked for it: what a killed fork's or remote create's `docker create`
+/// leaves when it ends after the gc that forgot the create. The next gc
+/// reaps it; before, it stayed until its TTL (without one, for ever).
+#[test]
+fn gc_reaps_a_sandbox_never_started_that_no_create_is_making() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let labels: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&sb.inspect("{{json .Config.Labels}}")).unwrap();
+    let image = sb.inspect("{{.Image}}");
+    docker_ok(&["rm", "-f", &sb.id]);
+    assert_success(&w.sbx(&["gc"]), "gc after a removal behind sbx's back");
+    // The same name and labels: sbx's own record, ownership token included.
+    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut args = vec!["create", "--name", sb.id.as_str(), "--network", "none"];
+    for l in &labels {
+        args.extend(["--label", l.as_str()]);
+    }
+    args.extend([image.as_str(), "sleep"]);
+    docker_ok(&args);
+    assert!(stdout(&w.sbx(&["ls"])).contains(&sb.id), "sbx does not take the copy for its own: this proves nothing");
+    let out = w.sbx(&["gc", "--json"]);
+    assert_success(&out, "gc");
+    let report = json(&out);
+    assert_eq!(report["containers"][0]["id"], sb.id.as_str(), "{report}");
+    assert!(report["containers"][0]["reason"].as_str().unwrap().contains("never started"), "{report}");
+    w.assert_nothing_left();
+}
+
 #[test]
 fn a_second_ctrl_c_does_not_skip_the_cleanup() {
     let w = World::new();

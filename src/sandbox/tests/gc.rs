@@ -249,3 +249,32 @@ fn gc_removes_the_hibernation_of_a_gone_sandbox() {
     assert_eq!(names(here).len(), 2, "a sandbox still there keeps its own");
     let _ = std::fs::remove_dir_all(from);
 }
+
+/// A sandbox `docker ps` showed never started with no create marked for
+/// it is looked at again: one a create started (and ended its mark) in
+/// between stays, with its directory; one still `created` goes.
+#[test]
+fn gc_reaps_an_unstarted_sandbox_only_if_a_last_look_says_it_still_is() {
+    let rig = Rig::new();
+    std::fs::create_dir_all(&rig.root).unwrap();
+    let (a, b) = ("sbx-00000000000a", "sbx-00000000000b");
+    let line = |name: &str| {
+        serde_json::json!({"name": name, "state": "created", "networks": "", "labels": rig.seal(serde_json::json!({
+            "sbx.managed": "1", "sbx.id": name,
+            "sbx.socket": rig.root.join(name).join("sandbox.sock").display().to_string()}))})
+        .to_string()
+    };
+    for id in [a, b] {
+        std::fs::create_dir_all(rig.root.join(id)).unwrap();
+    }
+    let look = |name: &str, status: &str| serde_json::json!({"Name": format!("/{name}"), "State": {"Status": status}});
+    rig.fake.push(Output::ok(""));
+    rig.fake.push(Output::ok(&format!("{}\n{}\n", line(a), line(b))));
+    rig.fake.push(Output::ok(&format!("{}\n{}\n", look(a, "created"), look(b, "running"))));
+    rig.fake.push(Output::ok(a));
+    let r = rig.driver().gc(false).unwrap();
+    assert_eq!(rig.fake.verbs(), ["network ls", "ps", "container inspect", "rm"]);
+    assert_eq!(r.containers.iter().map(|x| x.id.as_str()).collect::<Vec<_>>(), [a]);
+    assert!(r.containers[0].reason.contains("never started"), "{:?}", r.containers[0]);
+    assert!(!rig.root.join(a).exists() && rig.root.join(b).exists());
+}

@@ -270,14 +270,19 @@ impl Driver {
         expiring.extend(crate::host::checkpoints::Store::at(&state.dir).with_transient());
         expiring.retain(|id| mine(id));
         let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
+        let marked: BTreeSet<String> = creating.iter().map(|c| c.id.clone()).collect();
+        let argvs = std::cell::OnceCell::new();
+        let calling = |id: &str| argvs.get_or_init(command_lines).iter().any(|a: &String| a.contains(id));
         let mut plan = crate::sandbox::gc::plan::plan(&crate::sandbox::gc::plan::Inputs {
             containers: &owned,
             creating: &my_creating,
+            marked: &marked,
             expiring: &expiring,
             socket_entries: &entries,
             private_networks: &private_networks,
             expiry: &expiry,
             alive: &|p: &ProcId| p.is_alive(),
+            calling: &calling,
             now: SystemTime::now(),
         });
         let live_creates: Vec<String> =
@@ -288,6 +293,8 @@ impl Driver {
                 plan.containers.push(r);
             }
         }
+        let started = self.confirm_unstarted(&mut plan)?;
+        plan.networks.retain(|n| !private_networks.iter().any(|p| p.name == n.network && started.contains(&p.sandbox)));
         // A create may have finished between `docker ps` and reading the
         // creates in flight: keep any candidate orphan that is a container now.
         if !plan.orphan_dirs.is_empty() {
@@ -307,6 +314,34 @@ impl Driver {
             plan.orphan_dirs.retain(|d| !exists.contains(d));
         }
         Ok((owned, creating, plan))
+    }
+
+    /// A create may have started its sandbox and ended its mark between
+    /// `docker ps` and reading the marks: a sandbox reaped for never having
+    /// started is looked at again, and kept (its state, its networks) unless
+    /// docker still says `created`. Returns those kept.
+    fn confirm_unstarted(&self, plan: &mut plan::GcPlan) -> Result<BTreeSet<String>> {
+        if plan.unstarted.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let args = argv::inspect(&plan.unstarted);
+        let out = self.docker.run(&args)?;
+        let now = parse::parse_inspect(&out.stdout_str(), "docker container inspect")?;
+        if out.status != 0
+            && parse::missing_containers(&plan.unstarted, &out.stderr_str()).len() + now.len() != plan.unstarted.len()
+        {
+            return Err(status_error(&args, &out).into());
+        }
+        let started: BTreeSet<String> = plan
+            .unstarted
+            .iter()
+            .filter(|id| now.iter().any(|r| r.name == **id && r.state != "created"))
+            .cloned()
+            .collect();
+        plan.containers.retain(|r| !started.contains(&r.id));
+        plan.forget.retain(|id| !started.contains(id));
+        plan.unstarted.retain(|id| !started.contains(id));
+        Ok(started)
     }
 
     /// Remove the reaped sandboxes in paced batches (one failed batch is
@@ -427,6 +462,22 @@ fn reaped_dirs(reaped: &[&RawContainer], plan: &plan::GcPlan, root: &Path, local
     dirs.extend(reaped.iter().filter(relayed).map(|c| (root.join(&c.name), c.name.clone())));
     dirs.extend(plan.orphan_dirs.iter().map(|id| (root.join(id), id.clone())));
     dirs
+}
+
+/// The argv of every other process on this machine, each joined into one
+/// string. The docker CLI always runs here, whichever engine it talks to,
+/// and a create's calls name its sandbox (`--name`, `sbx.id=`). Read only
+/// when a dead create has no container, so rarely.
+fn command_lines() -> Vec<String> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n != me && n.bytes().all(|b| b.is_ascii_digit())))
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect()
 }
 
 /// A killed fork's own checkpoint of a parent that runs on (a gone

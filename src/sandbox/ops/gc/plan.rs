@@ -3,10 +3,11 @@
 //!
 //! Removed: sandboxes past their expiry; sandboxes whose create never
 //! finished (its process is gone: the pid is dead or now names another
-//! process); socket directories that belong to no sandbox; state files of
-//! sandboxes that no longer exist. Never touched: containers sbx did not
-//! create (the caller passes only owned ones) and anything whose create is
-//! still running.
+//! process); sandboxes never started that no create is making (a killed
+//! create's `docker create` that ended after the gc that forgot its mark);
+//! socket directories that belong to no sandbox; state files of sandboxes
+//! that no longer exist. Never touched: containers sbx did not create (the
+//! caller passes only owned ones) and anything whose create is still running.
 
 use std::collections::BTreeSet;
 use std::time::SystemTime;
@@ -34,6 +35,11 @@ pub struct GcPlan {
     pub forget: Vec<String>,
     /// Private route networks whose sandbox is gone or being reaped.
     pub networks: Vec<PrivateRoute>,
+    /// Of `containers`, those reaped for never having started with no create
+    /// marked for them, pending a last look that they still have not: a
+    /// create may have started its own and ended its mark between `docker ps`
+    /// and reading the marks.
+    pub unstarted: Vec<String>,
 }
 
 pub struct Inputs<'a> {
@@ -41,6 +47,8 @@ pub struct Inputs<'a> {
     pub containers: &'a [RawContainer],
     /// Creates recorded as in flight, read after `containers`.
     pub creating: &'a [Creating],
+    /// Ids with a create mark, live or dead, whichever engine it names.
+    pub marked: &'a BTreeSet<String>,
     /// Ids with a state-dir expiry.
     pub expiring: &'a [String],
     /// Entries of the socket root, read before `containers`.
@@ -50,14 +58,21 @@ pub struct Inputs<'a> {
     pub private_networks: &'a [PrivateNetwork],
     pub expiry: &'a dyn Fn(&RawContainer) -> Option<SystemTime>,
     pub alive: &'a dyn Fn(&ProcId) -> bool,
+    /// Whether a process on this machine still names the id in its argv:
+    /// a killed create's docker CLI, whose container may yet appear.
+    pub calling: &'a dyn Fn(&str) -> bool,
     pub now: SystemTime,
 }
 
 pub fn plan(i: &Inputs) -> GcPlan {
-    let live: BTreeSet<&str> =
+    let mut live: BTreeSet<&str> =
         i.creating.iter().filter(|c| c.by.as_ref().is_some_and(|p| (i.alive)(p))).map(|c| c.id.as_str()).collect();
     let dead: Vec<&Creating> = i.creating.iter().filter(|c| !live.contains(c.id.as_str())).collect();
     let names: BTreeSet<&str> = i.containers.iter().map(|c| c.name.as_str()).collect();
+    // SIGKILL ends sbx, not the docker CLIs it started: a `docker run`
+    // still in flight makes its container after this gc looked. Its dead
+    // mark stays (and its directory, its networks) for a gc after it.
+    live.extend(dead.iter().map(|d| d.id.as_str()).filter(|id| !names.contains(id) && (i.calling)(id)));
 
     let mut plan = GcPlan::default();
     for c in i.containers {
@@ -75,6 +90,16 @@ pub fn plan(i: &Inputs) -> GcPlan {
                 id: c.name.clone(),
                 reason: format!("expired at {}", humantime::format_rfc3339_seconds(e)),
             });
+        } else if c.state == "created" && !i.marked.contains(&c.name) {
+            // SIGKILL leaves a create's `docker create` running in its CLI
+            // and the engine; one that ends after a gc forgot the dead mark
+            // (no container had the name yet) is a sandbox nothing will
+            // start, its owner never told its id.
+            plan.containers.push(Reap {
+                id: c.name.clone(),
+                reason: "never started, and no create is making it (a killed create's)".into(),
+            });
+            plan.unstarted.push(c.name.clone());
         }
     }
     for e in i.socket_entries {
@@ -123,6 +148,11 @@ mod tests {
         }
     }
 
+    /// Made by `docker create`, never started.
+    fn unstarted(name: &str) -> RawContainer {
+        RawContainer { state: "created".into(), ..c(name, None) }
+    }
+
     fn in_flight(id: &str, by: Option<ProcId>) -> Creating {
         Creating { id: id.to_string(), by }
     }
@@ -137,6 +167,17 @@ mod tests {
     }
 
     fn run(containers: &[RawContainer], creating: &[Creating], expiring: &[String], entries: &[&str]) -> GcPlan {
+        run_calling(containers, creating, expiring, entries, false)
+    }
+
+    /// `run`, where a process still names C in its argv when `calling_c`.
+    fn run_calling(
+        containers: &[RawContainer],
+        creating: &[Creating],
+        expiring: &[String],
+        entries: &[&str],
+        calling_c: bool,
+    ) -> GcPlan {
         let entries: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
         let moved = |r: &RawContainer| -> Option<SystemTime> {
             // B's TTL was extended by `sbx ttl`: the state file wins over the label.
@@ -153,14 +194,17 @@ mod tests {
             owner: "checked".to_string(),
         };
         let nets = vec![net(A), net(C), net(D)];
+        let marked: BTreeSet<String> = creating.iter().map(|c| c.id.clone()).collect();
         plan(&Inputs {
             containers,
             creating,
+            marked: &marked,
             expiring,
             socket_entries: &entries,
             private_networks: &nets,
             expiry: &moved,
             alive: &|p: &ProcId| p.pid == 1,
+            calling: &|id: &str| id == C && calling_c,
             now: now(),
         })
     }
@@ -217,6 +261,40 @@ mod tests {
         assert!(p.containers.is_empty());
         assert_eq!(p.orphan_dirs, vec![C]);
         assert_eq!(p.forget, vec![D]);
+    }
+
+    /// A SIGKILLed create's `docker create` ended after a gc had forgotten
+    /// its dead mark: the container was left, never started, until its TTL.
+    #[test]
+    fn a_sandbox_never_started_that_no_create_is_making_is_reaped() {
+        let alive = Some(ProcId { pid: 1, start: 5 });
+        let dead = Some(ProcId { pid: 4242, start: 5 });
+        let cs = [unstarted(A), unstarted(B), unstarted(C), c(D, None)];
+        // B is still being made; C's create died (the dead-mark rule takes it).
+        let p = run(&cs, &[in_flight(B, alive), in_flight(C, dead)], &[], &[]);
+        let reaped: Vec<&str> = p.containers.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(reaped, [A, C]);
+        assert!(p.containers[0].reason.contains("never started"), "{:?}", p.containers[0]);
+        assert_eq!(p.unstarted, [A], "only A waits for the last look");
+        assert_eq!(p.forget, [A, C]);
+    }
+
+    /// A gc run while a killed create's `docker run` was still in its CLI
+    /// forgot the dead mark; the container that came after was nobody's.
+    #[test]
+    fn a_dead_create_whose_docker_call_still_runs_keeps_its_mark() {
+        let dead = Some(ProcId { pid: 4242, start: 5 });
+        let creating = vec![in_flight(C, dead)];
+        let p = run_calling(&[], &creating, &[], &[C], true);
+        assert!(p.forget.is_empty() && p.orphan_dirs.is_empty(), "{p:?}");
+        assert!(p.networks.iter().all(|n| n.network != format!("{C}-x")), "{:?}", p.networks);
+        // Once that call is gone (and no container came), the mark goes.
+        let p = run_calling(&[], &creating, &[], &[C], false);
+        assert_eq!(p.forget, [C]);
+        assert_eq!(p.orphan_dirs, [C]);
+        // Once its container is there, the dead create is reaped as ever.
+        let p = run_calling(&[c(C, None)], &creating, &[], &[C], true);
+        assert_eq!(p.containers.len(), 1, "{p:?}");
     }
 
     /// `ls` showed a SIGKILLed create as `running`.
