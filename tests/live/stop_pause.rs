@@ -99,6 +99,29 @@ fn stop_keeps_the_sandbox_and_start_brings_its_socket_back() {
     w.assert_nothing_left();
 }
 
+/// `sbx stop` of a sandbox frozen outside sbx (`docker pause`, so no mark
+/// of sbx's says so) and of one whose program had just exited: stopped,
+/// the first not `already`, the second `already`, and both start again.
+#[test]
+fn stop_of_a_sandbox_paused_behind_sbx_s_back_or_just_exited_says_what_it_did() {
+    let w = World::new();
+    let frozen = w.create(&[]);
+    docker_ok(&["pause", &frozen.id]);
+    let out = w.sbx(&["--json", "stop", "--grace", "0s", &frozen.id]);
+    assert_success(&out, "stop of a sandbox paused with docker pause");
+    assert_eq!(json(&out), serde_json::json!({"id": frozen.id, "state": "stopped", "already": false}));
+    assert_eq!(state(&w, &frozen.id), "stopped");
+    let ended = w.create(&["--", "serve-for", "500", "3"]);
+    until(Duration::from_secs(10), || state(&w, &ended.id) == "exited").expect("the program never exited");
+    let out = w.sbx(&["--json", "stop", &ended.id]);
+    assert_success(&out, "stop of an exited sandbox");
+    assert_eq!(json(&out), serde_json::json!({"id": ended.id, "state": "stopped", "already": true}));
+    for sb in [&frozen, &ended] {
+        assert_success(&w.sbx(&["start", &sb.id]), "start after the stop");
+        round_trip(&w, &sb.id);
+    }
+}
+
 #[test]
 fn ls_tells_a_stopped_sandbox_from_one_whose_program_exited_and_start_restarts_both() {
     let w = World::new();

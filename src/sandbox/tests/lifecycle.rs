@@ -388,3 +388,41 @@ fn a_stop_of_a_running_sandbox_drops_a_stale_hibernation() {
     assert_eq!(rig.driver().inspect(ID).unwrap().state, "stopped");
     let _ = std::fs::remove_dir_all(from);
 }
+
+/// A sandbox this data dir recorded: `docker stop` on the recorded
+/// container id with its inspect beside it, not before it. The mark is
+/// there before the stop and names the run it ended after; one that had
+/// finished before the stop was sent was stopped already; a refusal
+/// (docker's answer for a paused sandbox, say) takes the inspecting path.
+#[test]
+fn stop_of_a_recorded_sandbox_looks_while_it_stops() {
+    let rig = Rig::new();
+    rig.record_container(ID, &cid());
+    let run = |status: &str, finished: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(&rig.in_state(status).stdout_str()).unwrap();
+        v["State"]["StartedAt"] = "2026-12-07T10:00:00.5Z".into();
+        v["State"]["FinishedAt"] = finished.into();
+        Output::ok(&format!("{v}\n"))
+    };
+    rig.fake.push(run("running", "0001-01-01T00:00:00Z"));
+    let marked = rig.state();
+    rig.fake.push_with(Output::ok(""), move |_| assert!(marked.marked(ID, Mark::Stopped), "no mark before the stop"));
+    assert_eq!(rig.driver().stop(ID, Duration::ZERO).unwrap(), Changed::new(ID, "stopped", false));
+    assert_eq!(rig.fake.brief(), [format!("container inspect -- {}", cid()), format!("stop --time 0 -- {}", cid())]);
+    assert_eq!(rig.state().stopped_run(ID).as_deref(), Some("2026-12-07T10:00:00.5Z"));
+
+    // Its program had ended before: stopped already (the mark, by the inspecting path now).
+    rig.state().unmark(ID, Mark::Stopped);
+    rig.fake.push(run("exited", "2026-12-07T10:00:01Z")).push(Output::ok(""));
+    assert!(rig.driver().stop(ID, Duration::ZERO).unwrap().already);
+    assert!(rig.state().stopped_by_sbx(ID, Some("2026-12-07T10:00:00.5Z")));
+
+    // Docker refuses: the mark goes, and the inspecting path thaws and stops.
+    rig.state().unmark(ID, Mark::Stopped);
+    let paused = format!("Error response from daemon: Container {} is paused", cid());
+    rig.fake.push(run("paused", "0001-01-01T00:00:00Z")).push(Output::fail(1, &paused));
+    rig.fake.push(rig.in_state("paused")).push(Output::ok("")).push(Output::ok(""));
+    assert_eq!(rig.driver().stop(ID, Duration::ZERO).unwrap(), Changed::new(ID, "stopped", false));
+    assert_eq!(rig.fake.verbs()[4..], ["container inspect", "stop", "container inspect", "unpause", "stop"]);
+    assert!(rig.state().marked(ID, Mark::Stopped));
+}

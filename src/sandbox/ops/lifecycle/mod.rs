@@ -54,6 +54,9 @@ impl Driver {
     /// to whole seconds, as `docker stop --time` takes them). Idempotent: a
     /// sandbox already stopped, or whose program exited, is marked stopped.
     pub fn stop(&self, id: &str, grace: Duration) -> Result<Changed> {
+        if let Some(done) = self.stop_recorded(id, grace)? {
+            return Ok(done);
+        }
         let raw = self.inspect_one(id)?;
         let cid = container_id(&raw)?;
         let state = &self.state()?.state;
@@ -89,6 +92,60 @@ impl Driver {
             let _ = crate::host::checkpoints::Store::at(&state.dir).remove(id, crate::host::checkpoints::HIBERNATED);
         }
         Ok(Changed::new(id, "stopped", !live))
+    }
+
+    /// `docker stop` on the container id recorded at create, with the
+    /// inspect that names the run it ends beside it, not before it: the
+    /// inspect first was most of sbx's cost over a bare stop (150 against
+    /// 122 ms, BENCHMARKS.md). The mark is written first naming no run (it
+    /// holds for any: a crash before it is rewritten still shows `stopped`).
+    /// Whether it was stopped already is judged from the look: not running
+    /// then, and finished before this stop was sent, by this machine's
+    /// clock, so only against a local engine. Anything else (a pool's ready
+    /// member, a sandbox sbx paused, hibernated or stopped, docker refusing)
+    /// takes the inspecting path. One frozen behind sbx's back (`docker
+    /// pause`) is stopped as docker's own stop does it (20.10 stops a frozen
+    /// container; a grace is waited out, as there).
+    fn stop_recorded(&self, id: &str, grace: Duration) -> Result<Option<Changed>> {
+        if self.engine()?.is_remote() {
+            return Ok(None);
+        }
+        let Some(cid) = self.recorded_container(id)? else { return Ok(None) };
+        let state = &self.state()?.state;
+        let marked = [Mark::Stopped, Mark::Paused, Mark::Hibernated].into_iter().any(|m| state.marked(id, m));
+        if marked || crate::host::pool::ready_anywhere(&state.dir, id) {
+            return Ok(None);
+        }
+        state.mark(id, Mark::Stopped)?;
+        let sent = std::time::SystemTime::now();
+        let look = self.docker.spawn(&argv::inspect(&[cid.as_str()]));
+        let stopped = self.docker.run(&argv::stop(&cid, whole_seconds(grace)));
+        let looked = look.and_then(|l| l.wait());
+        match stopped {
+            Ok(o) if o.status == 0 => {}
+            other => {
+                state.unmark(id, Mark::Stopped);
+                return match other {
+                    Ok(_) => Ok(None),
+                    Err(e) => Err(e.into()),
+                };
+            }
+        }
+        let raw = looked
+            .ok()
+            .filter(|o| o.status == 0)
+            .and_then(|o| parse::parse_inspect(&o.stdout_str(), "docker container inspect").ok())
+            .and_then(|mut v| v.pop());
+        let Some(raw) = raw else { return Ok(Some(Changed::new(id, "stopped", false))) };
+        if let Some(run) = crate::sandbox::started_at(&raw) {
+            state.mark_stopped_run(id, run)?;
+        }
+        let already = !["running", "restarting", "paused"].contains(&raw.state.as_str())
+            && finished_at(&raw).is_none_or(|f| f < sent);
+        if !already {
+            let _ = crate::host::checkpoints::Store::at(&state.dir).remove(id, crate::host::checkpoints::HIBERNATED);
+        }
+        Ok(Some(Changed::new(id, "stopped", already)))
     }
 
     /// Run a stopped (or exited) sandbox again and wait for its socket, with
@@ -330,6 +387,13 @@ fn wrong_state(id: &str, raw: &RawContainer, state: &crate::host::state::State, 
         raw.state.clone()
     };
     Error::Sandbox(SandboxError::WrongState { id: id.to_string(), state: shown, action })
+}
+
+/// When the container's last run ended, by the engine's clock (None: it
+/// never ran, docker's zero time, or no time docker writes).
+fn finished_at(raw: &RawContainer) -> Option<std::time::SystemTime> {
+    let at = humantime::parse_rfc3339(raw.full["State"]["FinishedAt"].as_str()?).ok()?;
+    (at > std::time::UNIX_EPOCH).then_some(at)
 }
 
 /// `docker stop --time` takes whole seconds: a fraction rounds up, so the
