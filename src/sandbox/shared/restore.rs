@@ -16,7 +16,44 @@ use crate::spec::Restore;
 /// How long a checkpoint waits for containerd's collector.
 const CONTAINERD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The most restores one sbx process runs at once (a fork makes 4 at a
+/// time, so one fork never waits). Each copies a checkpoint (up to the
+/// per-sandbox cap) into the engine's directory, which dockerd then tars
+/// into containerd's store: about three copies on disk while it runs.
+/// Unbounded, `sbx serve` clients asking for many forks and resumes at once
+/// could fill the disk before any cap on kept checkpoints counts them.
+pub(in crate::sandbox) const MAX_RESTORES: usize = 4;
+
+static RESTORING: (std::sync::Mutex<usize>, std::sync::Condvar) = (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+/// One of the [`MAX_RESTORES`] slots, given back when dropped.
+pub(in crate::sandbox) struct RestoreSlot(());
+
+impl Drop for RestoreSlot {
+    fn drop(&mut self) {
+        let (count, freed) = &RESTORING;
+        *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        freed.notify_one();
+    }
+}
+
 impl Driver {
+    /// A restore slot, waiting for one (Ctrl-C still ends the wait).
+    pub(in crate::sandbox) fn restore_slot(&self) -> Result<RestoreSlot> {
+        let (count, freed) = &RESTORING;
+        let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
+        while *n >= MAX_RESTORES {
+            drop(n);
+            self.check_interrupt()?;
+            n = count.lock().unwrap_or_else(|e| e.into_inner());
+            if *n >= MAX_RESTORES {
+                n = freed.wait_timeout(n, std::time::Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+            }
+        }
+        *n += 1;
+        Ok(RestoreSlot(()))
+    }
+
     pub(in crate::sandbox) fn checkpoint_store(&self) -> Result<Store> {
         Ok(Store::at(&self.state()?.state.dir))
     }
@@ -164,6 +201,7 @@ impl Driver {
         // `docker create` prints the full id, which the engine's directory is named by.
         let full = run_ok(&*self.docker, &argv::container(plan, false))?.stdout_str().trim().to_string();
         let (target, engine_name) = self.engine_checkpoint_target(&full)?;
+        let slot = self.restore_slot()?;
         let started = self
             .checkpoint_store()?
             .restore_into(&from.sandbox, &from.name, &target)
@@ -171,6 +209,7 @@ impl Driver {
             .and_then(|_| self.start_from_checkpoint(&full, &engine_name));
         // The engine keeps nothing of a checkpoint but its directory.
         let _ = std::fs::remove_dir_all(&target);
+        drop(slot);
         started?;
         self.await_ready(&Boot::of(plan), &full)?;
         Ok(full)

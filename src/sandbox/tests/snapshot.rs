@@ -136,3 +136,25 @@ fn a_fork_from_a_checkpoint_on_a_remote_engine_is_refused_before_anything_is_mad
     let verbs = rig.fake.verbs();
     assert!(!verbs.iter().any(|v| v.starts_with("create") || v.starts_with("run")), "{verbs:?}");
 }
+
+/// Restores from a saved image run at most `MAX_RESTORES` at once in one
+/// process (each holds about three copies of an image on disk while it
+/// runs): one more waits until a slot is given back.
+#[test]
+fn one_restore_more_than_the_cap_waits_for_a_slot() {
+    use crate::sandbox::shared::restore::MAX_RESTORES;
+    let rig = Rig::new();
+    let driver = rig.driver();
+    let held: Vec<_> = (0..MAX_RESTORES).map(|_| driver.restore_slot().unwrap()).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let slot = driver.restore_slot().unwrap();
+            tx.send(()).unwrap();
+            drop(slot);
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "a restore beyond the cap did not wait");
+        drop(held);
+        rx.recv_timeout(Duration::from_secs(5)).expect("a freed slot was never taken");
+    });
+}

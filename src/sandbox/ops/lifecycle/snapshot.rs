@@ -118,6 +118,7 @@ impl Driver {
         self.clear_engine_leftovers(&cid)?;
         self.clear_runsc_state(id, raw, &cid)?;
         let (target, engine_name) = self.engine_checkpoint_target(&cid)?;
+        let _slot = self.restore_slot()?;
         let meta = store.restore_into(id, HIBERNATED, &target)?;
         let discard = || {
             let _ = std::fs::remove_dir_all(&target);
