@@ -18,6 +18,7 @@ pub mod env;
 pub mod gvisor;
 pub mod helper;
 pub mod host_addrs;
+pub mod init_pid;
 pub mod interrupt;
 pub mod invoker;
 pub mod journal;

@@ -168,7 +168,7 @@ impl Driver {
     /// the host exactly where the Sentry shows them (see `host::gvisor`).
     fn check_mounts(&self, plan: &Boot, cid: &str) -> Result<()> {
         self.check_interrupt()?;
-        let pid = match self.main_process(plan)? {
+        let pid = match self.main_process(plan, cid)? {
             MainProcess::Running(pid) => pid,
             MainProcess::Exited(died) => return Err(died),
         };
@@ -197,7 +197,7 @@ impl Driver {
             // (its /proc entry gone, or the pid already someone else's): that
             // is a boot crash, not a redirected image. Only a failure read
             // from the same, still running process stands.
-            match self.main_process(plan)? {
+            match self.main_process(plan, cid)? {
                 MainProcess::Exited(died) => return Err(died),
                 MainProcess::Running(again) if again != pid => {
                     return Err(Error::Sandbox(SandboxError::DiedAtBoot {
@@ -212,8 +212,15 @@ impl Driver {
         checked
     }
 
-    /// The sandbox's main process, from one `docker container inspect`.
-    fn main_process(&self, plan: &Boot) -> Result<MainProcess> {
+    /// The sandbox's main process: under runc read from this machine's
+    /// /proc (`host::init_pid`), else from one `docker container inspect`,
+    /// which also says how it exited.
+    fn main_process(&self, plan: &Boot, cid: &str) -> Result<MainProcess> {
+        if plan.family == Family::Runc {
+            if let Some(pid) = crate::host::init_pid::container_init(&self.proc, cid) {
+                return Ok(MainProcess::Running(pid));
+            }
+        }
         let args = argv::running_pid(plan.id);
         let out = run_ok(&*self.docker, &args)?;
         match parse::main_state(&out.stdout_str()) {

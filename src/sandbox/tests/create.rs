@@ -26,6 +26,42 @@ fn create_without_routes_is_three_calls() {
     assert!(run.windows(2).any(|w| w[0] == "--network" && w[1] == "none"));
 }
 
+/// Under runc the mount-placement check finds the sandbox's init in this
+/// machine's /proc (its cgroup names the container, its parent is outside
+/// it), so a create is two docker calls; a redirected mount there is still
+/// refused. Without such a process, docker is asked (the test above).
+#[test]
+fn create_under_runc_reads_the_main_pid_from_proc_not_docker() {
+    let cid = "c1".repeat(32);
+    let run = |rig: &Rig, mountinfo: &str, after: &[Output]| {
+        let driver = rig.driver();
+        let proc = rig.root.with_extension("proc");
+        std::fs::write(proc.join("4242/cgroup"), format!("12:pids:/docker/{cid}\n")).unwrap();
+        std::fs::write(proc.join("4242/stat"), "4242 (fixture) S 4000 4242 4242 0 -1\n").unwrap();
+        std::fs::write(proc.join("4242/mountinfo"), mountinfo).unwrap();
+        rig.image("");
+        let dir = rig.sock_dir();
+        rig.fake.push_with(Output::ok(&format!("{cid}\n")), move |_| {
+            std::mem::forget(UnixListener::bind(dir.join("sandbox.sock")).unwrap());
+        });
+        for o in after {
+            rig.fake.push(o.clone());
+        }
+        driver.create(&spec(CreateRequest::default()))
+    };
+    let rig = Rig::new();
+    run(&rig, MOUNTINFO, &[]).unwrap();
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run"]);
+
+    // The same process, its helper mount moved by the image: refused, rolled back.
+    let rig = Rig::new();
+    let moved = MOUNTINFO.replace(" /run/sbx ", " /tmp/a/sbx ");
+    assert_ne!(moved, MOUNTINFO, "the fixture's table names /run/sbx");
+    let err = run(&rig, &moved, &[Output::ok("")]).unwrap_err();
+    assert!(err.to_string().contains("/run/sbx"), "{err}");
+    assert_eq!(rig.fake.verbs(), ["image inspect", "run", "rm"]);
+}
+
 #[test]
 fn create_with_routes_attaches_the_rest_before_start() {
     let rig = Rig::new();
