@@ -244,7 +244,9 @@ fn the_default_local_engine_costs_create_no_extra_docker_call() {
     assert_success(&out, "create on the local engine");
     let second = w.adopt(stdout(&out).trim());
     let verbs: Vec<String> = shim.argvs().iter().map(|a| a[0].clone()).collect();
-    assert_eq!(verbs, ["run", "container"], "{:?}", shim.argvs());
+    // `docker run` alone: the image's user is cached from the first create,
+    // and under runc the mount check finds the main pid in this machine's /proc.
+    assert_eq!(verbs, ["run"], "{:?}", shim.argvs());
     drop((first, second));
 }
 
