@@ -23,21 +23,14 @@ pub fn container_init(proc: &Path, cid: &str) -> Option<i32> {
             continue;
         }
         let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-        parents.insert(pid, parent_of(&stat)?);
+        // The parent pid: the field after the state.
+        parents.insert(pid, crate::host::state::stat_field(&stat, 1)?);
     }
     let mut outside = parents.iter().filter(|(_, ppid)| !parents.contains_key(ppid)).map(|(pid, _)| *pid);
     match (outside.next(), outside.next()) {
         (Some(pid), None) => Some(pid),
         _ => None,
     }
-}
-
-/// The parent pid in a /proc/PID/stat line: the field after the state,
-/// counted from the last `)`, since the command name before it is the
-/// process's own to choose (spaces and parentheses included).
-fn parent_of(stat: &str) -> Option<i32> {
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]

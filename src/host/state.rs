@@ -108,11 +108,16 @@ pub fn start_time(pid: i32) -> Option<u64> {
     parse_start_time(&stat)
 }
 
-/// The command name (field 2) may hold spaces and ')', so count fields after
-/// the last ')'.
 fn parse_start_time(stat: &str) -> Option<u64> {
+    stat_field(stat, 19)
+}
+
+/// Field `n` of a /proc/PID/stat line, counted from the state (0) on. The
+/// command name before it is the process's own to choose, spaces and ')'
+/// included, so fields are counted after the last ')'.
+pub(crate) fn stat_field<T: std::str::FromStr>(stat: &str, n: usize) -> Option<T> {
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    rest.split_whitespace().nth(n)?.parse().ok()
 }
 
 #[derive(Debug, Clone)]

@@ -243,6 +243,17 @@ impl Driver {
     /// Inspect sandboxes by id. Missing ones are left out; a container sbx
     /// did not create is an error.
     fn inspect_many(&self, ids: &[String]) -> Result<Vec<RawContainer>> {
+        let raws = self.inspect_existing(ids)?;
+        let key = &self.state()?.key;
+        if let Some(foreign) = raws.iter().find(|r| !r.is_sbx(key)) {
+            return Err(Error::Sandbox(SandboxError::Foreign { id: foreign.name.clone() }));
+        }
+        Ok(raws)
+    }
+
+    /// Inspect containers by name or id, whoever made them: those docker
+    /// says are gone are left out; any other failure is an error.
+    fn inspect_existing(&self, ids: &[String]) -> Result<Vec<RawContainer>> {
         let args = argv::inspect(ids);
         let out = self.docker.run(&args)?;
         let raws = crate::docker::parse::parse_inspect(&out.stdout_str(), &crate::docker::render(&args))?;
@@ -251,10 +262,6 @@ impl Driver {
             if missing.len() + raws.len() != ids.len() {
                 return Err(status_error(&args, &out).into());
             }
-        }
-        let key = &self.state()?.key;
-        if let Some(foreign) = raws.iter().find(|r| !r.is_sbx(key)) {
-            return Err(Error::Sandbox(SandboxError::Foreign { id: foreign.name.clone() }));
         }
         Ok(raws)
     }

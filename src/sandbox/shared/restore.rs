@@ -43,12 +43,8 @@ impl Driver {
         let (count, freed) = &RESTORING;
         let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
         while *n >= MAX_RESTORES {
-            drop(n);
             self.check_interrupt()?;
-            n = count.lock().unwrap_or_else(|e| e.into_inner());
-            if *n >= MAX_RESTORES {
-                n = freed.wait_timeout(n, std::time::Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
-            }
+            n = freed.wait_timeout(n, std::time::Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
         }
         *n += 1;
         Ok(RestoreSlot(()))

@@ -272,7 +272,8 @@ impl Driver {
         let expiry = |r: &RawContainer| r.expiry(state.expiry(&r.name));
         let marked: BTreeSet<String> = creating.iter().map(|c| c.id.clone()).collect();
         let argvs = std::cell::OnceCell::new();
-        let calling = |id: &str| argvs.get_or_init(command_lines).iter().any(|a: &String| a.contains(id));
+        let calling =
+            |id: &str| argvs.get_or_init(|| command_lines(&self.proc)).iter().any(|a: &String| a.contains(id));
         let mut plan = crate::sandbox::gc::plan::plan(&crate::sandbox::gc::plan::Inputs {
             containers: &owned,
             creating: &my_creating,
@@ -298,19 +299,7 @@ impl Driver {
         // A create may have finished between `docker ps` and reading the
         // creates in flight: keep any candidate orphan that is a container now.
         if !plan.orphan_dirs.is_empty() {
-            let args = argv::inspect(&plan.orphan_dirs);
-            let out = self.docker.run(&args)?;
-            let exists: Vec<String> =
-                crate::docker::parse::parse_inspect(&out.stdout_str(), "docker container inspect")?
-                    .into_iter()
-                    .map(|r| r.name)
-                    .collect();
-            if out.status != 0
-                && parse::missing_containers(&plan.orphan_dirs, &out.stderr_str()).len() + exists.len()
-                    != plan.orphan_dirs.len()
-            {
-                return Err(status_error(&args, &out).into());
-            }
+            let exists: Vec<String> = self.inspect_existing(&plan.orphan_dirs)?.into_iter().map(|r| r.name).collect();
             plan.orphan_dirs.retain(|d| !exists.contains(d));
         }
         Ok((owned, creating, plan))
@@ -324,14 +313,7 @@ impl Driver {
         if plan.unstarted.is_empty() {
             return Ok(BTreeSet::new());
         }
-        let args = argv::inspect(&plan.unstarted);
-        let out = self.docker.run(&args)?;
-        let now = parse::parse_inspect(&out.stdout_str(), "docker container inspect")?;
-        if out.status != 0
-            && parse::missing_containers(&plan.unstarted, &out.stderr_str()).len() + now.len() != plan.unstarted.len()
-        {
-            return Err(status_error(&args, &out).into());
-        }
+        let now = self.inspect_existing(&plan.unstarted)?;
         let started: BTreeSet<String> = plan
             .unstarted
             .iter()
@@ -468,9 +450,9 @@ fn reaped_dirs(reaped: &[&RawContainer], plan: &plan::GcPlan, root: &Path, local
 /// string. The docker CLI always runs here, whichever engine it talks to,
 /// and a create's calls name its sandbox (`--name`, `sbx.id=`). Read only
 /// when a dead create has no container, so rarely.
-fn command_lines() -> Vec<String> {
+fn command_lines(proc: &Path) -> Vec<String> {
     let me = std::process::id().to_string();
-    std::fs::read_dir("/proc")
+    std::fs::read_dir(proc)
         .into_iter()
         .flatten()
         .flatten()
