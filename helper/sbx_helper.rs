@@ -1090,7 +1090,8 @@ fn receive(dest: &Path, replace: bool, into: bool) -> io::Result<()> {
     match wire::read_magic(&mut r)? {
         wire::Start::Magic => {}
         wire::Start::Empty => return Err(bad("no record stream on stdin".into())),
-        wire::Start::Other => return Err(bad("stdin is not sbx's record stream version 4".into())),
+        wire::Start::Cut => return Err(bad("the record stream on stdin ended in its first bytes".into())),
+        wire::Start::Other(..) => return Err(bad("stdin is not sbx's record stream version 4".into())),
     }
     no_symlinks(dest)?;
     let into_dir = std::fs::symlink_metadata(dest).map(|m| m.is_dir()).unwrap_or(false);

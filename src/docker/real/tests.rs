@@ -288,13 +288,15 @@ fn a_receive_that_takes_nothing_is_cut_off_and_a_slow_one_runs_on() {
     std::fs::write(
         &script,
         "#!/bin/sh\ncase \"$*\" in\n\
-         *receive\\ /slow*) for i in 1 2 3 4 5 6 7 8; do head -c 65536 >/dev/null; sleep 0.1; done; cat >/dev/null ;;\n\
+         *receive\\ /slow*) for i in 1 2 3 4 5 6 7 8; do head -c 65536 >/dev/null; sleep 0.3; done; cat >/dev/null ;;\n\
          *) exec sleep 30 ;;\n\
          esac\n",
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let limit = Duration::from_millis(300);
+    // A second against a read every 0.3 s: a loaded CI machine once took
+    // longer than 0.3 s to start one `head` against a 0.3 s deadline.
+    let limit = Duration::from_secs(1);
     let d = RealDocker::new(Some(script.into())).with_deadlines(Deadlines {
         quick: limit,
         change: limit,

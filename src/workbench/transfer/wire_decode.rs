@@ -43,8 +43,12 @@ pub enum Start {
     Magic,
     /// Nothing at all.
     Empty,
-    /// Something other than this version's [`MAGIC`].
-    Other,
+    /// Fewer bytes than [`MAGIC`], each as it begins: a stream cut off
+    /// before its first write was whole (its helper killed with its
+    /// sandbox), not a stream of another kind.
+    Cut,
+    /// Something other than this version's [`MAGIC`]: its first bytes, as many as came.
+    Other([u8; 8], u8),
 }
 
 /// Read the first 8 bytes (fewer if the stream ends) and say what they were.
@@ -62,7 +66,8 @@ pub fn read_magic(r: &mut impl Read) -> io::Result<Start> {
     Ok(match got {
         0 => Start::Empty,
         _ if &magic[..got] == MAGIC => Start::Magic,
-        _ => Start::Other,
+        _ if magic[..got] == MAGIC[..got] => Start::Cut,
+        _ => Start::Other(magic, got as u8),
     })
 }
 
@@ -87,11 +92,14 @@ impl<R: Read> Decoder<R> {
         match read_magic(&mut r)? {
             Start::Magic => Ok(Self::after_magic(r, Some(root), limits)),
             Start::Empty => Err(refused(io::ErrorKind::UnexpectedEof, "the helper sent nothing")),
-            Start::Other => Err(invalid(
+            Start::Cut => Err(refused(io::ErrorKind::UnexpectedEof, "the helper's output ended in its first bytes")),
+            // What came is shown (escaped, at most 8 bytes): a helper of
+            // another version and a docker message on stdout read apart.
+            Start::Other(b, n) => Err(invalid(format!(
                 "the helper's output is not sbx's record stream version 4 (a helper of another sbx version, \
-                 or a replaced one)"
-                    .into(),
-            )),
+                 or a replaced one): it began \"{}\"",
+                b[..n as usize].escape_ascii()
+            ))),
         }
     }
 

@@ -134,9 +134,15 @@ fn without_a_root_the_first_entry_names_it() {
     let err = d.next_record().unwrap_err();
     assert!(err.to_string().contains("refusing entry \"x/b\""), "{err}");
     assert_eq!(read_magic(&mut &b""[..]).unwrap(), Start::Empty);
-    assert_eq!(read_magic(&mut &b"SBXREC\x00\x02"[..]).unwrap(), Start::Other);
-    assert_eq!(read_magic(&mut &b"SBXREC\x00\x03"[..]).unwrap(), Start::Other);
-    assert_eq!(read_magic(&mut &b"SBX"[..]).unwrap(), Start::Other);
+    assert!(matches!(read_magic(&mut &b"SBXREC\x00\x02"[..]).unwrap(), Start::Other(_, 8)));
+    assert!(matches!(read_magic(&mut &b"SBXREC\x00\x03"[..]).unwrap(), Start::Other(_, 8)));
+    assert!(matches!(read_magic(&mut &b"SBQ"[..]).unwrap(), Start::Other(_, 3)));
+    // A proper beginning of the magic is a stream cut short, not another kind.
+    assert_eq!(read_magic(&mut &b"SBX"[..]).unwrap(), Start::Cut);
+    let err = Decoder::new(&b"SBX"[..], "w", Limits::UNLIMITED).err().unwrap();
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof, "{err}");
+    let err = Decoder::new(&b"Error: x\n"[..], "w", Limits::UNLIMITED).err().unwrap();
+    assert!(err.to_string().contains("it began \"Error: x\""), "{err}");
 }
 
 /// Names were UTF-8 only: a name that was not never made it into the
