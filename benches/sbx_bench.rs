@@ -26,6 +26,8 @@ mod common;
 mod egress;
 #[path = "sbx_bench/lifecycle.rs"]
 mod lifecycle;
+#[path = "sbx_bench/markdown.rs"]
+mod markdown;
 #[path = "sbx_bench/pool.rs"]
 mod pool;
 #[path = "sbx_bench/remote.rs"]
@@ -274,7 +276,8 @@ impl Bench {
 
     fn cpu_ms(&self, args: &[&str]) -> f64 {
         let mut c = self.sbx_cmd(args);
-        c.env("RUST_LOG", "sbx=debug");
+        // That line alone: a debug log of every step would add its own cost.
+        c.env("RUST_LOG", "sbx::cpu=debug");
         let out = run_within(c, SBX_LIMIT, &format!("sbx {} (CPU time)", args[0]));
         let err = String::from_utf8_lossy(&out.stderr);
         let line = err.lines().rev().find(|l| l.contains("sbx cpu")).unwrap_or_default().to_string();
@@ -965,7 +968,7 @@ fn write_report(
     for (k, v) in calls {
         t.push_str(&format!("| {k} | {v} |\n"));
     }
-    t.push_str("\n## sbx's own CPU time\n\nuser+sys of the sbx process alone (docker children excluded), median of 5, from its `-v` diagnostics. Target ≤ 5 ms.\n\n| command | CPU ms |\n|---|---|\n");
+    t.push_str("\n## sbx's own CPU time\n\nuser+sys of the sbx process alone (docker children excluded), median of 5, from the one line it logs at exit (`getrusage(RUSAGE_SELF)`, under `RUST_LOG=sbx::cpu=debug`). Target ≤ 5 ms.\n\n| command | CPU ms |\n|---|---|\n");
     for (k, v) in cpu {
         t.push_str(&format!("| {k} | {v:.2} |\n"));
     }
@@ -975,40 +978,15 @@ fn write_report(
         return;
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
-    // benches/soak.py's figures take an hour and an engine restart to make:
-    // a rewrite keeps them as they were.
-    if let Some(soak) = std::fs::read_to_string(&path).ok().and_then(|old| soak_section(&old)) {
-        t.push('\n');
-        t.push_str(&soak);
-    }
-    std::fs::write(&path, t).unwrap();
+    // What this run did not make is kept as it was: benches/soak.py's
+    // figures (an hour and an engine restart to make) and the notes on
+    // what the figures mean, written by hand run after run.
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    std::fs::write(&path, markdown::merge_sections(&old, &t)).unwrap();
     eprintln!("wrote {}", path.display());
 }
 
-/// The `## Soak (benches/soak.py)` section of a BENCHMARKS.md, up to the
-/// next `## ` heading, as soak.py writes it.
-fn soak_section(md: &str) -> Option<String> {
-    let start = md.find("## Soak (benches/soak.py)")?;
-    let rest = &md[start..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 4);
-    Some(format!("{}\n", rest[..end].trim_end()))
-}
-
 const CASES_DOC: &str = "
-## Reading the figures
-
-- This machine is shared and has 2 cores: medians move by several percent between runs (compare the p95 columns). Four full runs today gave exec 1.03x-1.07x before and 1.02x-1.04x after its output stopped passing through sbx, and ls with no sandboxes 1.09x-1.32x.
-- sbx's own fixed cost is process start-up and argument parsing: `SBX_DOCKER=/bin/true sbx ls` takes 3.1 ms against 1.3 ms for `/bin/true` alone, and its CPU time is about 3 ms (table above). `ls` with no sandboxes measures exactly that against a ~23 ms `docker ps`, so it sits at its 1.2x target and crosses it on a noisy run; with 50 and 200 sandboxes the fixed cost is diluted and the number of docker calls stays 1. The engine is the rest.
-- Fixed after the first run: `destroy` was 1.38x (an inspect before the removal; now one `docker rm` by the container id recorded at create), `ls` with no sandboxes 1.32x (it now reads its key while `docker ps` runs), two-route creates 1.30x (image and route look-ups run at once, the image's user is cached per digest, and no `docker wait` process runs beside every start), exec 1.06x (output now goes straight from docker to the caller; a second call happens only when docker answers 126). The release profile uses one codegen unit and stripped symbols for a faster start.
-- gc: its extra time over the bare removal of 100 is one `docker network ls`, one `docker ps`, and removing 100 socket directories and their state files. Both sides remove in the same paced batches (`sbx::docker::pace`: 10 ids per `docker rm -f -v`, 2 calls at once, at most 20 removals in flight), because one `docker rm` of 50 or 100 ids (the CLI removes up to 50 at once) twice deadlocked engine 20.10's network controller during this benchmark. Pacing's own cost is the bare median here against the unpaced one-call baseline of earlier runs (6022 ms for 100 on 2026-11-29); the unpaced call is not re-run, as it is what hung the engine.
-- No command here can hang the run: each docker call has a 120 s deadline and each sbx command 600 s (sbx's own calls have theirs, `SBX_DOCKER_TIMEOUT`); past it the command is killed and the run fails naming it.
-- `create, no route` is two docker calls once the image's user and labels are cached (the first create of an image adds one `docker image inspect`): `docker run` and one `docker container inspect` for the main process's pid, whose /proc/PID/mountinfo proves the image redirected none of sbx's mounts (a hostile image's symlink once replaced sbx's helper). Its CPU time (about 6 ms, over the 5 ms target) went up by what the hardening costs on the host at every create: a tmpfs mounted on the socket directory (a sandbox cannot fill the host), the 1.5 MB helper compared byte for byte with the embedded one and the seccomp profile checked before they are mounted. The time to ready stays within 1.10x of bare docker.
-- `ls` with 0 and 50 sandboxes crossed its 1.20x target on the 2026-11-30 `--quick` run (1.24x, 1.22x: 5 runs each) as it has on noisy runs before (1.09x-1.32x); the fixed cost is process start-up, and the number of docker calls is still one.
-- Egress, `--quick --only egress` run on an otherwise idle engine (2026-11-30): time to first byte +0.52 ms p50 through the gate (0.71 against 0.20 ms; target ≤ +2 ms), although the gate's side also pays the policy check, one query to the resolver stand-in and a second TCP connection. 500 concurrent connections: all 500 byte-exact, all 500 open at once by the gate's log, 0.56 s for the batch. `create --allow` 1.15x-1.40x over runs `create --private-routes` (target ≤ 1.5x): the gate starts while the sandbox does, and sbx's image is found by a content hash remembered per executable (packing and hashing sbx and its libraries cost ~20 ms of CPU per create before; 6 ms now).
-- 2026-11-30, three `--quick` runs after issues 13 and 14: at 05:50 (engine at its usual speed: bare create 249 ms) create-to-ready 1.09x and runsc 1.16x, before `docker info`'s runtimes were cached; at 06:25 and 06:35 the same engine answered slower (bare create 332-379 ms, bare `docker run` in the pool section 341-530 ms) and create-to-ready read 1.17x both times while runsc read 1.09x and 1.05x with the cache. The 200 MiB egress transfer read 72%, 91% and 67% of direct over the three: it swings with what else the 2 cores do. The pool's targets held in all three (claim p50 4.0-7.0 ms, p95 4.3-12.0 ms; 20 concurrent claims 54-109 ms; 0 docker calls).
-- Lifecycle and remote, `--quick --only` runs after the first slices of lifecycle and remote engines (2026-11-30, idle engine): stop (no grace) 1.23x (150 against 122 ms), start-to-ready 1.28x (399 against 312 ms), pause + resume 1.93x (159 against 82 ms): each sbx command first inspects the sandbox (ownership and state) where bare docker makes one call, which is most of the gap on calls this short; not met, and the way out is destroy's (act on the container id recorded at create, map docker's wrong-state answers). Over the ssh engine: create-to-ready 1.40x (6.2 s against 4.4 s: the /run layout check and the helper volume look-up), a one-line connect round trip 1.52x (a look-up before the `docker exec -i`); 2-3 samples each.
-- The 200 MiB transfer: 95% of direct on an idle engine (1536 against 1618 MiB/s; target ≥ 80%). With a fixed 64 KiB copy buffer per direction it was 61%, with a buffer that grows to 512 KiB 72-82%: every byte was copied through the gate's memory by its one proxy thread while curl and the server shared the 2 cores. Now a connection whose reads keep filling the largest buffer is a bulk transfer and goes on with `splice(2)` through a pipe (`gate::splice`): the kernel moves the bytes, the gate only counts them.
-
 ## What each case measures
 
 1. **create-to-ready, no route**: `sbx create` (returns once the sandbox has bound its socket) against the same `docker run -d` argv (built by sbx's own argv builder) plus waiting for the socket the same way. **destroy**: `sbx destroy` against `docker rm -f -v` plus removing the socket directory.

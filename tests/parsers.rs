@@ -2,6 +2,9 @@
 //! inputs. No Docker needed: everything here is refused or accepted before
 //! any docker call.
 
+#[path = "../benches/sbx_bench/markdown.rs"]
+mod markdown;
+
 use proptest::prelude::*;
 use sbx::spec::{self, ImageRef, MountSpec, Route};
 
@@ -292,4 +295,17 @@ mod egress {
             prop_assert!(!allows(&p.decide_name(&glued, 443)), "{}", glued);
         }
     }
+}
+
+/// A full bench run once dropped the soak figures and the notes written
+/// by hand between runs: it keeps every section it did not make.
+#[test]
+fn a_benchmarks_rewrite_keeps_the_sections_the_run_did_not_make() {
+    let old = "# b\nRun: 1\n\n## Time\nold t\n\n## Reading the figures\nnotes\n\n## Soak (benches/soak.py)\nsoak\n";
+    let new = "# b\nRun: 2\n\n## Time\nnew t\n\n## Serve\nserve\n\n## What each case measures\ncases\n";
+    assert_eq!(
+        markdown::merge_sections(old, new),
+        "# b\nRun: 2\n\n## Time\nnew t\n\n## Serve\nserve\n\n## What each case measures\ncases\n\n\
+         ## Reading the figures\nnotes\n\n## Soak (benches/soak.py)\nsoak\n"
+    );
 }

@@ -7,12 +7,13 @@ use crate::error::Result;
 use crate::model::record::Record;
 
 pub fn exec(ctx: &Context) -> Result<()> {
-    let records = ctx.driver.list()?;
+    let mut records = ctx.driver.list()?;
     let total = crate::host::memory::engine_mem_total_mib(ctx.driver.engine()?);
     if let Some(w) = overcommit(&records, total) {
         ctx.out.warn("memory_overcommitted", &w);
     }
     if ctx.json() {
+        ctx.driver.read_allowlists(&mut records)?;
         let e2b = crate::serve::e2b_records(&ctx.driver.state()?.state.dir)?;
         return ctx.out.json_line(&with_e2b(&records, &e2b));
     }

@@ -286,9 +286,7 @@ impl Driver {
         if let Ok(HostState { state, .. }) = self.state() {
             crate::sandbox::shared::creating::mark_creates(&mut r, &state.creating(), &|p: &ProcId| p.is_alive());
         }
-        if let Ok(h) = self.state() {
-            read_allowlists(&mut r, &h.state.dir);
-        }
+        let _ = self.read_allowlists(&mut r);
         let [r] = r;
         Ok(r)
     }
@@ -351,8 +349,23 @@ impl Driver {
         let mut recs: Vec<Record> =
             ours.iter().map(|r| self.record_in(r, runs.get(&r.name).map(String::as_str), &view)).collect();
         crate::sandbox::shared::creating::mark_creates(&mut recs, &state.creating(), &|p: &ProcId| p.is_alive());
-        read_allowlists(&mut recs, &state.dir);
         Ok(recs)
+    }
+
+    /// The allowlists of the gated among `recs`, as their gates read them
+    /// now (`sbx allow`/`deny` change them): None where the policy file is
+    /// unreadable. One file per gated sandbox, so only a listing that shows
+    /// them (`ls --json`) reads them.
+    pub fn read_allowlists(&self, recs: &mut [Record]) -> Result<()> {
+        let data = &self.state()?.state.dir;
+        for r in recs {
+            if let Some(e) = r.egress.as_mut() {
+                e.allow = crate::host::egress::read(data, &r.id)
+                    .ok()
+                    .map(|p| p.rules.iter().map(ToString::to_string).collect());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -382,17 +395,6 @@ const STOPPED_STATES: &[&str] = &["exited", "created"];
 /// The `State.StartedAt` docker's inspect gave for `raw` (None from `docker ps`).
 pub(crate) fn started_at(raw: &RawContainer) -> Option<&str> {
     raw.full["State"]["StartedAt"].as_str()
-}
-
-/// The allowlists of the gated among `recs`, as their gates read them now
-/// (`sbx allow`/`deny` change them): None where the policy file is unreadable.
-fn read_allowlists(recs: &mut [Record], data: &std::path::Path) {
-    for r in recs {
-        if let Some(e) = r.egress.as_mut() {
-            e.allow =
-                crate::host::egress::read(data, &r.id).ok().map(|p| p.rules.iter().map(ToString::to_string).collect());
-        }
-    }
 }
 
 fn is_timeout(e: &Error) -> bool {
