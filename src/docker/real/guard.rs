@@ -132,8 +132,18 @@ impl Waiting {
         self.input_open.store(true, Ordering::Relaxed);
     }
 
-    /// The input is written whole and closed: from now on the reply is awaited.
+    /// The input is written whole and closed: from now on the reply is
+    /// awaited. A read of it pending since before is timed from now: timed
+    /// from its start, a `receive` that took its input for longer than the
+    /// idle deadline was cut off in the moment it had to answer (the guard
+    /// polled before its exit; a loaded CI run caught it).
     pub fn input_closed(&self) {
+        let t = self.since.load(Ordering::Relaxed);
+        if t != 0 {
+            // Unless that read has ended (or another began) meanwhile.
+            let now = self.base.elapsed().as_millis() as u64 + 1;
+            let _ = self.since.compare_exchange(t, now.max(t), Ordering::Relaxed, Ordering::Relaxed);
+        }
         self.write_since.store(0, Ordering::Relaxed);
         self.input_open.store(false, Ordering::Relaxed);
     }
@@ -216,6 +226,8 @@ mod tests {
         w.write_since.store(1, Ordering::Relaxed); // a write pending since the start
         assert!(w.waited() >= Duration::from_millis(30));
         w.input_closed();
+        assert!(w.waited() < Duration::from_millis(30), "the answer is awaited from the close, not the read's start");
+        std::thread::sleep(Duration::from_millis(30));
         assert!(w.waited() >= Duration::from_millis(30), "now the answer is awaited");
         w.since.store(0, Ordering::Relaxed);
         assert_eq!(w.waited(), Duration::ZERO);

@@ -294,8 +294,8 @@ fn a_receive_that_takes_nothing_is_cut_off_and_a_slow_one_runs_on() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    // A second against a read every 0.3 s: a loaded CI machine once took
-    // longer than 0.3 s to start one `head` against a 0.3 s deadline.
+    // Slower in all (2.4 s) than twice the idle deadline: the answer's read
+    // is timed from the input's close, not from its start (`Waiting`).
     let limit = Duration::from_secs(1);
     let d = RealDocker::new(Some(script.into())).with_deadlines(Deadlines {
         quick: limit,
@@ -312,7 +312,9 @@ fn a_receive_that_takes_nothing_is_cut_off_and_a_slow_one_runs_on() {
     }
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     let started = std::time::Instant::now();
-    let s = d.run_stream(&receive("/slow"), Some(&mut |w| w.write_all(&input)), &mut |r| drain(r)).unwrap();
+    let s = d
+        .run_stream(&receive("/slow"), Some(&mut |w| w.write_all(&input)), &mut |r| drain(r))
+        .unwrap_or_else(|e| panic!("the slow receive after {:?}: {e:?}", started.elapsed()));
     assert_eq!(s.status, 0, "{:?}", s.input);
     assert!(started.elapsed() > limit * 2, "slower in all than the idle deadline: {:?}", started.elapsed());
     let _ = std::fs::remove_dir_all(&dir);
