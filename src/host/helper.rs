@@ -152,13 +152,34 @@ fn verify(dir: &Path, bytes: &[u8], mode: u32) -> std::result::Result<(), Option
     if fm.len() != bytes.len() as u64 {
         return Err(Some(format!("the helper has {} bytes, not {}", fm.len(), bytes.len())));
     }
-    // The whole content, not a hash of it: same cost (one read), no collision question.
-    let mut got = Vec::with_capacity(bytes.len());
-    f.read_to_end(&mut got).map_err(|e| Some(e.to_string()))?;
-    if got != bytes {
-        return Err(Some("the helper's content differs from this sbx's".into()));
+    // The whole content, not a hash of it: no collision question.
+    same_content(&mut f, bytes)
+        .map_err(|e| Some(e.to_string()))?
+        .then_some(())
+        .ok_or_else(|| Some("the helper's content differs from this sbx's".to_string()))
+}
+
+/// Whether `f` holds exactly `bytes`, read through one 64 KiB buffer: a
+/// buffer of the whole 1.5 MB was a fresh mapping at every create, its
+/// page faults and its unmapping (a TLB shootdown across the cores while
+/// docker's threads run) most of what the compare cost.
+fn same_content(f: &mut impl Read, bytes: &[u8]) -> std::io::Result<bool> {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut at = 0;
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(at == bytes.len());
+        }
+        if bytes.get(at..at + n) != Some(&buf[..n]) {
+            return Ok(false);
+        }
+        at += n;
     }
-    Ok(())
 }
 
 /// The helper's content key (a hash of its bytes, from build.rs): names
@@ -218,6 +239,20 @@ pub fn missing(id: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_compare_takes_exactly_the_bytes() {
+        let want: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        assert!(same_content(&mut &want[..], &want).unwrap());
+        assert!(!same_content(&mut &want[..want.len() - 1], &want).unwrap(), "shorter");
+        let mut longer = want.clone();
+        longer.push(0);
+        assert!(!same_content(&mut &longer[..], &want).unwrap(), "longer");
+        let mut changed = want.clone();
+        changed[150_000] ^= 1;
+        assert!(!same_content(&mut &changed[..], &want).unwrap(), "one bit past the first buffer");
+        assert!(same_content(&mut &b""[..], b"").unwrap());
+    }
 
     fn tmp() -> PathBuf {
         let d = std::env::temp_dir().join(format!("sbx-helper-{}-{:x}", std::process::id(), rand::random::<u32>()));

@@ -64,6 +64,8 @@ pub struct Driver {
     new_id: IdSource,
     /// Where the host's /proc is (tests point it at a directory of their own).
     proc: PathBuf,
+    /// Where the host's cgroup file system is mounted (in a test, below its /proc).
+    cgroups: PathBuf,
     /// How bulk removals are batched (see `docker::pace`).
     pace: Pace,
     /// The sbx executable packed into the egress gate's image (`host::self_image`).
@@ -88,6 +90,7 @@ impl Driver {
             interrupted: Arc::new(|| None),
             new_id: Arc::new(spec::new_id),
             proc: PathBuf::from("/proc"),
+            cgroups: PathBuf::from("/sys/fs/cgroup"),
             pace: Pace::default(),
             exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
             // Tests get the default local engine (no config file is read).
@@ -171,6 +174,7 @@ impl Driver {
     }
 
     pub fn with_proc(mut self, proc: PathBuf) -> Self {
+        self.cgroups = proc.join("sys-fs-cgroup");
         self.proc = proc;
         self
     }

@@ -317,9 +317,20 @@ pub fn parse_cpus(s: &str) -> Result<String, Invalid> {
     parse_cpus_on(s, host_cpus())
 }
 
-/// The CPUs the engine counts (it runs on this host: see the README).
+/// The CPUs the engine counts (it runs on this host: see the README):
+/// dockerd checks `--cpus` against Go's NumCPU, the affinity mask. Not
+/// std's `available_parallelism`, which also reads the cgroup files (and
+/// mountinfo) for a quota the engine does not apply: that was most of a
+/// create's spec validation.
 fn host_cpus() -> u64 {
-    std::thread::available_parallelism().map(|n| n.get() as u64).unwrap_or(1024)
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, the kernel writes
+    // at most its size, and CPU_COUNT only reads it.
+    let mut set: nix::libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let ok = unsafe { nix::libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } == 0;
+    match unsafe { nix::libc::CPU_COUNT(&set) } {
+        n if ok && n > 0 => n as u64,
+        _ => 1024,
+    }
 }
 
 fn parse_cpus_on(s: &str, host: u64) -> Result<String, Invalid> {

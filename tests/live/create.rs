@@ -165,3 +165,28 @@ fn ls_and_inspect_report_the_record() {
     assert_eq!(rec["socket"], socket);
     assert_eq!(rec["user"], format!("{0}:{0}", sb.uid()), "the uid sbx chose, as docker has it");
 }
+
+/// The pid create reads the mounts of (`host::init_pid`) is the one docker
+/// reports, found through the container's own cgroup listing on this
+/// engine; a `docker exec`'s process (its parent the shim, outside) makes
+/// two candidates, and then docker is asked.
+#[test]
+fn the_init_pid_read_from_the_kernel_is_docker_s() {
+    let w = World::new();
+    let sb = w.create(&[]);
+    let line = sb.inspect("{{.Id}} {{.State.Pid}}");
+    let (cid, pid) = line.split_once(' ').unwrap();
+    let cgroups = std::path::Path::new("/sys/fs/cgroup");
+    let listed = ["pids/docker", "docker"].iter().any(|d| cgroups.join(d).join(cid).join("cgroup.procs").exists())
+        || ["pids/system.slice", "system.slice"]
+            .iter()
+            .any(|d| cgroups.join(d).join(format!("docker-{cid}.scope")).join("cgroup.procs").exists());
+    assert!(listed, "no cgroup listing of {cid} in docker's layouts: the scan of /proc would be all that is tested");
+    let found = sbx::host::init_pid::container_init(std::path::Path::new("/proc"), cgroups, cid);
+    assert_eq!(found, Some(pid.parse().unwrap()), "docker says {pid}");
+    assert!(docker(&["exec", "-d", &sb.id, "/bin/fixture", "sleep"]).status.success());
+    let two = until(std::time::Duration::from_secs(10), || {
+        sbx::host::init_pid::container_init(std::path::Path::new("/proc"), cgroups, cid).is_none()
+    });
+    assert!(two.is_some(), "a docker exec's process is a second candidate");
+}

@@ -217,7 +217,7 @@ impl Driver {
     /// which also says how it exited.
     fn main_process(&self, plan: &Boot, cid: &str) -> Result<MainProcess> {
         if plan.family == Family::Runc {
-            if let Some(pid) = crate::host::init_pid::container_init(&self.proc, cid) {
+            if let Some(pid) = crate::host::init_pid::container_init(&self.proc, &self.cgroups, cid) {
                 return Ok(MainProcess::Running(pid));
             }
         }
