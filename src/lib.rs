@@ -49,8 +49,6 @@ mod layering;
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use clap::Parser;
-
 use crate::error::{Error, EXIT_INVALID, EXIT_OK};
 pub use crate::host::env::{Dirs, Env};
 use crate::output::Printer;
@@ -58,11 +56,11 @@ use crate::output::Printer;
 /// Parse `args`, run the command, report any error on stderr; returns the
 /// process exit code.
 pub fn run(args: Vec<OsString>, env: Env) -> u8 {
-    let cli = match cli::Cli::try_parse_from(&args) {
+    let cli::Cli { globals: g, command } = match cli::Cli::parse_line(&args) {
         Ok(cli) => cli,
         Err(e) => return refuse_line(e, &args, &env),
     };
-    let (out, dirs) = match preflight(cli.verbose, cli.json, (cli.socket_dir, cli.data_dir, cli.context), &env) {
+    let (out, dirs) = match preflight(g.verbose, g.json, (g.socket_dir, g.data_dir, g.context), &env) {
         Ok(ready) => ready,
         Err(code) => return code,
     };
@@ -75,7 +73,7 @@ pub fn run(args: Vec<OsString>, env: Env) -> u8 {
         catch_signals: host::interrupt::install,
         watch_signals: host::interrupt::Watch::install,
     };
-    let code = commands::run(cli.command, &ctx);
+    let code = commands::run(command, &ctx);
     log_own_cpu();
     code
 }

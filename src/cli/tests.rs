@@ -103,6 +103,8 @@ fn every_documented_example_parses() {
                     .replace("<64 hex>", &digest);
                 let words =
                     shlex::split(&cmd).unwrap_or_else(|| panic!("{}:{}: unbalanced quotes: {cmd}", f.display(), n + 1));
+                let words: Vec<std::ffi::OsString> = words.into_iter().map(Into::into).collect();
+                same_as_the_whole_tree(&words);
                 match Cli::try_parse_from(&words) {
                     Ok(_) => {}
                     Err(e)
@@ -147,4 +149,67 @@ fn the_push_command_is_hidden_and_takes_nothing_but_stdin() {
     assert!(matches!(cli.command, crate::cli::Command::GateVault));
     // Never a value on a command line.
     assert!(crate::cli::Cli::try_parse_from(["sbx", "__gate-vault", "real-value"]).is_err());
+}
+
+/// What [`fast_parse`] makes of `words` is what the whole tree makes, and
+/// it makes nothing of what the whole tree refuses. True when it took it.
+fn same_as_the_whole_tree(words: &[std::ffi::OsString]) -> bool {
+    let Some(fast) = fast_parse(words) else { return false };
+    match Cli::try_parse_from(words) {
+        Ok(full) => assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{words:?}"),
+        Err(e) => panic!("{words:?}: the fast parse took what the whole tree refuses: {e}"),
+    }
+    true
+}
+
+#[test]
+fn the_fast_parse_is_the_whole_tree_s() {
+    let id = "sbx-0123456789ab";
+    let img = format!("repo@sha256:{}", "a".repeat(64));
+    let taken: &[&str] = &[
+        "ls",
+        "--json ls",
+        "ls --json -vv",
+        "-v --data-dir /tmp/d --socket-dir=/tmp/s ls",
+        "--context=remote ls",
+        "exec ID -- /bin/true",
+        "exec -i -t -e A=1 -e B=2 -w /state -u 1234:1234 ID -- sh -c 'echo hi'",
+        "--json exec -d ID -- sleep 9",
+        "inspect ID",
+        "inspect ID --json",
+        "create --image IMG",
+        "create --image IMG --route inference:proxy:8080 --ttl 10m --memory 512 --cpus 1.5 --json",
+        "create --image IMG --allow pypi.org --allow 'files.example:80 GET /x' --label a=b -- serve",
+        "create --image IMG --runtime runsc --private-routes --socket-wait 0",
+    ];
+    for line in taken {
+        let line = line.replace("ID", id).replace("IMG", &img);
+        let words: Vec<std::ffi::OsString> =
+            shlex::split(&format!("sbx {line}")).unwrap().into_iter().map(Into::into).collect();
+        assert!(same_as_the_whole_tree(&words), "the fast parse did not take `sbx {line}`");
+    }
+    // Help, the version, errors and other commands: the whole tree says them.
+    let left: &[&str] = &[
+        "--help",
+        "--version",
+        "ls --help",
+        "ls extra",
+        "exec ID",
+        "exec --bogus ID -- true",
+        "inspect",
+        "inspect not-an-id",
+        "create",
+        "create --image IMG --memory lots",
+        "destroy ID",
+        "list",
+        "--json",
+        "--data-dir",
+        "",
+    ];
+    for line in left {
+        let line = line.replace("ID", id).replace("IMG", &img);
+        let words: Vec<std::ffi::OsString> =
+            shlex::split(&format!("sbx {line}")).unwrap().into_iter().map(Into::into).collect();
+        assert!(fast_parse(&words).is_none(), "`sbx {line}` should have taken the whole tree");
+    }
 }

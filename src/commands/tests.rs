@@ -54,7 +54,7 @@ impl Rig {
     fn sbx_on(&self, args: &[&str], env: Env, driver: Driver) -> Ran {
         let argv: Vec<std::ffi::OsString> =
             std::iter::once("sbx").chain(args.iter().copied()).map(Into::into).collect();
-        let cli = match crate::cli::Cli::try_parse_from(&argv) {
+        let cli = match crate::cli::Cli::parse_line(&argv) {
             Ok(cli) => cli,
             // A malformed id or pool name: refused as `sbx` refuses it.
             Err(e) => {
@@ -64,7 +64,7 @@ impl Rig {
                 return Ran { code, stdout: captured.stdout(), stderr: captured.stderr() };
             }
         };
-        let (out, captured) = output::capture(cli.json);
+        let (out, captured) = output::capture(cli.globals.json);
         let ctx = Context {
             driver,
             out,
