@@ -133,9 +133,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("cgroup.procs"), "1001\n1000\n").unwrap();
         assert_eq!(container_init(&proc, &cgroups, CID), Some(1000));
-        // A listing that is not pids: none of it is trusted.
+        // A listing that is not pids is not used: the scan decides (here
+        // two candidates, then one once the exec's process is gone).
         std::fs::write(dir.join("cgroup.procs"), "1000\nx\n").unwrap();
         assert_eq!(container_init(&proc, &cgroups, CID), None);
+        std::fs::remove_dir_all(proc.join("1100")).unwrap();
+        assert_eq!(container_init(&proc, &cgroups, CID), Some(1000));
         std::fs::remove_dir_all(&proc).unwrap();
     }
 }
