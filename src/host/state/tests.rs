@@ -1,10 +1,26 @@
 use super::*;
 use crate::error::HostError;
 
-fn tmp() -> State {
+/// A state dir of the test's own, removed when the test ends.
+struct Tmp(State);
+
+impl std::ops::Deref for Tmp {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0.dir);
+    }
+}
+
+fn tmp() -> Tmp {
     let d = std::env::temp_dir().join(format!("sbx-state-{}-{:x}", std::process::id(), rand::random::<u64>()));
     std::fs::create_dir_all(&d).unwrap();
-    State::at(d)
+    Tmp(State::at(d))
 }
 
 #[test]
