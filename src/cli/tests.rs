@@ -182,11 +182,12 @@ fn the_fast_parse_is_the_whole_tree_s() {
         "create --image IMG --allow pypi.org --allow 'files.example:80 GET /x' --label a=b -- serve",
         "create --image IMG --runtime runsc --private-routes --socket-wait 0",
     ];
-    for line in taken {
+    let words = |line: &str| -> Vec<std::ffi::OsString> {
         let line = line.replace("ID", id).replace("IMG", &img);
-        let words: Vec<std::ffi::OsString> =
-            shlex::split(&format!("sbx {line}")).unwrap().into_iter().map(Into::into).collect();
-        assert!(same_as_the_whole_tree(&words), "the fast parse did not take `sbx {line}`");
+        shlex::split(&format!("sbx {line}")).unwrap().into_iter().map(Into::into).collect()
+    };
+    for line in taken {
+        assert!(same_as_the_whole_tree(&words(line)), "the fast parse did not take `sbx {line}`");
     }
     // Help, the version, errors and other commands: the whole tree says them.
     let left: &[&str] = &[
@@ -207,9 +208,6 @@ fn the_fast_parse_is_the_whole_tree_s() {
         "",
     ];
     for line in left {
-        let line = line.replace("ID", id).replace("IMG", &img);
-        let words: Vec<std::ffi::OsString> =
-            shlex::split(&format!("sbx {line}")).unwrap().into_iter().map(Into::into).collect();
-        assert!(fast_parse(&words).is_none(), "`sbx {line}` should have taken the whole tree");
+        assert!(fast_parse(&words(line)).is_none(), "`sbx {line}` should have taken the whole tree");
     }
 }

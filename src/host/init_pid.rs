@@ -53,9 +53,8 @@ pub fn container_init(proc: &Path, cgroups: &Path, cid: &str) -> Option<i32> {
 /// layouts that exists: cgroup v1 (its pids controller) or v2, under the
 /// cgroupfs driver (`docker/ID`) or systemd's (`system.slice/docker-ID.scope`).
 fn listed(cgroups: &Path, cid: &str) -> Option<Vec<i32>> {
-    if cid.len() != 64 || !cid.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
+    // A full id, or nothing is joined to the path.
+    crate::model::names::ContainerId::full(cid)?;
     let scope = format!("system.slice/docker-{cid}.scope");
     let cgroupfs = format!("docker/{cid}");
     let text = [format!("pids/{cgroupfs}"), format!("pids/{scope}"), cgroupfs, scope]
