@@ -323,13 +323,11 @@ pub fn parse_cpus(s: &str) -> Result<String, Invalid> {
 /// mountinfo) for a quota the engine does not apply: that was most of a
 /// create's spec validation.
 fn host_cpus() -> u64 {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set, the kernel writes
-    // at most its size, and CPU_COUNT only reads it.
-    let mut set: nix::libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let ok = unsafe { nix::libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } == 0;
-    match unsafe { nix::libc::CPU_COUNT(&set) } {
-        n if ok && n > 0 => n as u64,
-        _ => 1024,
+    use nix::sched::{sched_getaffinity, CpuSet};
+    let set = sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap_or_default();
+    match (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).count() {
+        0 => 1024,
+        n => n as u64,
     }
 }
 
